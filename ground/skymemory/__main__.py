@@ -1,0 +1,3 @@
+from skymemory.cli import main
+
+raise SystemExit(main())
