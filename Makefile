@@ -1,0 +1,40 @@
+# SkyMemory: the two commands a newcomer needs are `make demo` and `make test`.
+# Both create the virtualenv (.venv), build the C code (build/) and install what is needed.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+BUILD  := build
+# torch first, pinned: that version is the local CPU build (any other spec pulls CUDA wheels).
+TORCH_SPEC := torch==2.13.0
+
+.PHONY: all venv build test ctest pytest demo bench clean
+
+all: build venv
+
+$(VENV)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH_SPEC)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j2
+
+ctest: build
+	ctest --test-dir $(BUILD) --output-on-failure
+
+pytest: build venv
+	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -q -p no:cacheprovider
+
+test: ctest pytest
+
+demo: build venv
+	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m skymemory demo
+
+clean:
+	rm -rf $(BUILD) $(VENV) run
