@@ -208,7 +208,8 @@ def plot_altitude_light_time(base: SimConfig, path: Path) -> list[dict]:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("max light time (ms)")
     axes[0].legend(fontsize=8)
-    fig.suptitle("Worst-case latency without processing time (geometry only)", fontsize=10)
+    fig.suptitle("Worst-case latency without processing time (geometry only); rotation and rotation-hop "
+                 "use the same box when n is a square, so their lines coincide", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
