@@ -256,9 +256,9 @@ def test_square_n_fills_box_for_both_ground_strategies():
 
 @pytest.mark.parametrize(
     "strategy,n,hops,radius",
-    [("rotation-hop", 9, 2, 4), ("rotation", 9, 2, 4), ("hop", 9, 2, 4), ("baseline", 9, 4, 4),
-     ("hop", 25, 3, 6), ("hop", 81, 6, 12), ("rotation-hop", 81, 8, 16), ("rotation-hop", 10, 4, 6),
-     ("hop", 1, 0, 0), ("rotation-hop", 1, 0, 0)],
+    [("rotation-hop", 9, 2, 5), ("rotation", 9, 2, 5), ("hop", 9, 2, 4), ("baseline", 9, 4, 4),
+     ("hop", 25, 3, 6), ("hop", 81, 6, 12), ("rotation-hop", 81, 8, 17), ("rotation-hop", 10, 4, 7),
+     ("hop", 1, 0, 0), ("rotation-hop", 1, 0, 1)],
 )
 def test_max_hops_and_gossip_radius(strategy, n, hops, radius):
     assert placement.max_hops(strategy, n) == hops
@@ -272,7 +272,10 @@ def test_max_hops_bounds_every_step():
             for steps in range(2 * w):
                 offs = placement.current_offsets(strategy, n, steps)
                 assert max(abs(x) + abs(y) for x, y in offs) <= placement.max_hops(strategy, n)
-                assert max(abs(ax - bx) + abs(ay - by) for ax, ay in offs for bx, by in offs) <= \
+                # while migrating, the east column's chunks are also on the entering column
+                x0, x1 = placement.box_columns(n)
+                held = offs + [(x0 - 1, y) for x, y in offs if x == x1]
+                assert max(abs(ax - bx) + abs(ay - by) for ax, ay in held for bx, by in held) <= \
                     placement.gossip_radius(strategy, n)
 
 
@@ -376,6 +379,12 @@ def test_static_strategies_never_move(strategy):
     rot = placement.Rotation(planes=9, sats=11, step_ms=250.5)
     first = placement.locate_chunks(block, 0, rot)
     assert placement.locate_chunks(block, 10_000_000, rot) == first
+
+
+def test_block_satellites_for_direct_eviction():
+    assert placement.block_satellites(FIG7, 500, ROT) == sorted(placement.locate_servers(FIG7, 500, ROT))
+    small = Block("hop", 25, (3, 4), created_ms=0, chunk_count=3)
+    assert placement.block_satellites(small, 0, ROT) == [(2, 4), (3, 4), (3, 5)]
 
 
 def test_locate_chunks_follow_servers():

@@ -150,12 +150,15 @@ def max_hops(strategy: str, n_servers: int) -> int:
 
 def gossip_radius(strategy: str, n_servers: int) -> int:
     """Hops an EVICT_BLOCK gossip must travel so that, started from any server
-    of the block, it reaches every other server (at any rotation step)."""
+    of the block, it reaches every other server (at any rotation step).
+
+    For the migrating strategies a chunk may briefly be on both the leaving
+    east column and the entering west column, so the span is w + 1 columns.
+    """
     offs = offsets(strategy, n_servers)
     ys = [y for _, y in offs]
     if strategy in MIGRATING_STRATEGIES:
-        x0, x1 = box_columns(n_servers)
-        return (x1 - x0) + (max(ys) - min(ys))
+        return box_width(n_servers) + (max(ys) - min(ys))
     return max(abs(ax - bx) + abs(ay - by) for ax, ay in offs for bx, by in offs)
 
 
@@ -309,6 +312,13 @@ def locate_servers(block: PlacedBlock, now_ms: float, rotation: Rotation) -> lis
                 for o in current_offsets(block.strategy, block.n_servers, steps)]
     return [satellite_at(centre, o, rotation.planes, rotation.sats)
             for o in offsets(block.strategy, block.n_servers)]
+
+
+def block_satellites(block: PlacedBlock, now_ms: float, rotation: Rotation) -> list[Satellite]:
+    """The satellites holding at least one chunk of the block now, sorted: where a
+    direct (radius 0) EVICT_BLOCK must go when the ground propagates an eviction itself."""
+    servers = locate_servers(block, now_ms, rotation)
+    return sorted(set(servers[: min(block.n_servers, block.chunk_count)]))
 
 
 def locate_chunks(block: PlacedBlock, now_ms: float, rotation: Rotation) -> list[Satellite]:

@@ -268,3 +268,19 @@ def summary(results: dict[str, list[dict]] | None = None, base: SimConfig | None
         lines.append(f"9 -> 81 servers, {strategy}: {s['small_s']:.4f} s -> {s['large_s']:.4f} s "
                      f"(x{s['ratio']:.3f}, {100 * s['reduction']:.1f}% lower)")
     return "\n".join(lines)
+
+
+def ordering_grid() -> dict[str, int]:
+    """Count, over the full Table 2 grid (servers x KVC 1-21 MB x processing 0, 0.002-0.02 s x
+    altitudes), the configurations where rotation-hop is worse than hop / than rotation."""
+    counts = {"configs": 0, "rotation-hop>hop": 0, "rotation-hop>rotation": 0}
+    for n in SWEEPS["servers"][1]:
+        for kvc in SWEEPS["kvc"][1]:
+            for p in [0.0] + SWEEPS["processing"][1]:
+                for alt in SWEEPS["altitude"][1]:
+                    kw = dict(n_servers=n, kvc_bytes=kvc, processing_time_s=p, altitude_km=alt)
+                    lat = {s: simulate(SimConfig(strategy=s, **kw)).max for s in PAPER_STRATEGIES}
+                    counts["configs"] += 1
+                    counts["rotation-hop>hop"] += lat["rotation-hop"] > lat["hop"]
+                    counts["rotation-hop>rotation"] += lat["rotation-hop"] > lat["rotation"]
+    return counts
