@@ -36,8 +36,9 @@ def draw_layout(
     if steps < 0:
         raise ValueError("steps must be >= 0")
     migrating = strategy in placement.MIGRATING_STRATEGIES
-    here = placement.overhead_after(centre, steps, planes, sats) if migrating else centre
-    current = placement.current_offsets(strategy, n_servers, steps) if migrating else placement.offsets(strategy, n_servers)
+    here = placement.overhead_after(centre, steps, planes, sats)
+    # Relative to the current overhead satellite; static layouts drift east as it moves west.
+    current = placement.current_offsets(strategy, n_servers, steps)
     cells = {placement.satellite_at(here, o, planes, sats): i + 1 for i, o in enumerate(current)}
 
     # The LOS box: box columns x the rows the servers occupy (migration never changes rows).
