@@ -35,6 +35,7 @@ west through the step, so that box is centred on the middle of the step.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -53,7 +54,7 @@ def check_strategy(strategy: str) -> str:
 
 
 def check_n_servers(n_servers: int) -> int:
-    if isinstance(n_servers, bool) or not isinstance(n_servers, int):
+    if isinstance(n_servers, bool) or not isinstance(n_servers, numbers.Integral):
         raise ValueError(f"number of servers must be an integer, got {n_servers!r}")
     if not 1 <= n_servers <= MAX_SERVERS:
         raise ValueError(f"number of servers must be in 1..{MAX_SERVERS}, got {n_servers}")
