@@ -86,8 +86,8 @@ typedef struct {
     uint8_t ttl, hops, flags, reserved;
 } skymem_route_t;
 
-void skymem_route_encode(uint8_t out[SKYMEM_ROUTE_HDR_LEN], const skymem_route_t *r);
-void skymem_route_decode(const uint8_t in[SKYMEM_ROUTE_HDR_LEN], skymem_route_t *r);
+void skymem_route_encode(uint8_t *out, const skymem_route_t *r);
+void skymem_route_decode(const uint8_t *in, skymem_route_t *r);
 
 typedef struct {
     uint8_t block_hash[SKYMEM_BLOCK_HASH_LEN];
@@ -100,8 +100,8 @@ typedef struct {
     uint8_t flags;
 } skymem_chunk_desc_t;
 
-void skymem_chunk_desc_encode(uint8_t out[SKYMEM_CHUNK_DESC_LEN], const skymem_chunk_desc_t *d);
-void skymem_chunk_desc_decode(const uint8_t in[SKYMEM_CHUNK_DESC_LEN], skymem_chunk_desc_t *d);
+void skymem_chunk_desc_encode(uint8_t *out, const skymem_chunk_desc_t *d);
+void skymem_chunk_desc_decode(const uint8_t *in, skymem_chunk_desc_t *d);
 
 typedef struct {
     uint16_t plane, sat;
@@ -114,8 +114,8 @@ typedef struct {
     uint32_t uptime_s;
 } skymem_stats_t;
 
-void skymem_stats_encode(uint8_t out[SKYMEM_STATS_LEN], const skymem_stats_t *s);
-void skymem_stats_decode(const uint8_t in[SKYMEM_STATS_LEN], skymem_stats_t *s);
+void skymem_stats_encode(uint8_t *out, const skymem_stats_t *s);
+void skymem_stats_decode(const uint8_t *in, skymem_stats_t *s);
 
 /* ---- Parsed packet ------------------------------------------------------ */
 /* Zero-copy view of one packet: pointers refer into the caller's buffer. */
@@ -169,16 +169,16 @@ int skymem_build_set_param(uint8_t *buf, size_t cap, uint16_t seq, const skymem_
 int skymem_build_set_chunk(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
                            const skymem_chunk_desc_t *desc, const uint8_t *data);
 int skymem_build_get_chunk(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
-                           const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t chunk_id);
+                           const uint8_t *hash, uint32_t chunk_id);
 int skymem_build_probe(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
-                       const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t chunk_id);
+                       const uint8_t *hash, uint32_t chunk_id);
 int skymem_build_get_chunks(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
-                            const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t first, uint32_t count,
+                            const uint8_t *hash, uint32_t first, uint32_t count,
                             uint32_t stride);
 int skymem_build_evict(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
-                       const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t evict_id, uint8_t radius);
+                       const uint8_t *hash, uint32_t evict_id, uint8_t radius);
 int skymem_build_migrate(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
-                         const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t first, uint32_t count,
+                         const uint8_t *hash, uint32_t first, uint32_t count,
                          uint32_t stride, uint16_t target_plane, uint16_t target_sat);
 
 /* Any telemetry packet: 16-byte header + payload. */

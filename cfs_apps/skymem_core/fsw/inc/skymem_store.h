@@ -51,7 +51,7 @@ typedef struct skymem_store skymem_store_t;
 /* Called after an LRU eviction purged a whole block. `victim` is the metadata
  * of the least recently used chunk that triggered it; `purged` is how many
  * chunks of the block were dropped (>= 1). */
-typedef void (*skymem_evict_cb_t)(void *ctx, const uint8_t block_hash[SKYMEM_BLOCK_HASH_LEN],
+typedef void (*skymem_evict_cb_t)(void *ctx, const uint8_t *block_hash,
                                   const skymem_chunk_meta_t *victim, uint32_t purged);
 
 typedef struct {
@@ -62,7 +62,7 @@ typedef struct {
     uint32_t chunks;         /* slots in use */
     uint32_t chunk_size;     /* max data bytes per chunk */
     uint32_t slot_bytes;     /* bytes one chunk costs (header + chunk_size, aligned) */
-    uint32_t lru_evictions;  /* chunks evicted for space (LRU victims only) */
+    uint32_t lru_evictions;  /* chunks dropped for space (LRU victims and the rest of their blocks) */
     uint32_t blocks_purged;  /* blocks purged (LRU or explicit) */
 } skymem_store_info_t;
 
@@ -77,24 +77,24 @@ void skymem_store_destroy(skymem_store_t *s);
 
 /* Inserts or overwrites (hash, chunk_id); makes it most recently used.
  * May evict LRU blocks (callback fires before it returns). */
-int skymem_store_set(skymem_store_t *s, const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t chunk_id,
+int skymem_store_set(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id,
                      const skymem_chunk_meta_t *meta, const uint8_t *data, size_t len);
 
-/* Looks up a chunk and makes it most recently used. On success *data/*len
+/* Looks up a chunk and makes it most recently used. On success *data and *len
  * point into the store (valid until the next set/delete/purge) and *meta is
  * filled if meta != NULL. */
-int skymem_store_get(skymem_store_t *s, const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t chunk_id,
+int skymem_store_get(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id,
                      skymem_chunk_meta_t *meta, const uint8_t **data, size_t *len);
 
 /* Like get but does not change the LRU order. */
-int skymem_store_peek(const skymem_store_t *s, const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t chunk_id,
+int skymem_store_peek(const skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id,
                       skymem_chunk_meta_t *meta, const uint8_t **data, size_t *len);
 
 /* Removes one chunk (migration); does not purge the rest of the block. */
-int skymem_store_delete(skymem_store_t *s, const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t chunk_id);
+int skymem_store_delete(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id);
 
 /* Removes every chunk of the block; returns how many (0 if none). No callback. */
-uint32_t skymem_store_purge_block(skymem_store_t *s, const uint8_t hash[SKYMEM_BLOCK_HASH_LEN]);
+uint32_t skymem_store_purge_block(skymem_store_t *s, const uint8_t *hash);
 
 /* Removes everything. */
 void skymem_store_clear(skymem_store_t *s);
@@ -103,7 +103,7 @@ void skymem_store_info(const skymem_store_t *s, skymem_store_info_t *info);
 
 /* Chunk ids are visited from least to most recently used; stops when fn returns non-zero.
  * fn must not modify the store. */
-typedef int (*skymem_store_visit_fn)(void *ctx, const uint8_t hash[SKYMEM_BLOCK_HASH_LEN], uint32_t chunk_id,
+typedef int (*skymem_store_visit_fn)(void *ctx, const uint8_t *hash, uint32_t chunk_id,
                                      const skymem_chunk_meta_t *meta, const uint8_t *data, size_t len);
 void skymem_store_visit_lru(const skymem_store_t *s, skymem_store_visit_fn fn, void *ctx);
 
