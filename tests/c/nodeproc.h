@@ -57,9 +57,11 @@ static void np_on_signal(int sig)
 /* Port bases from the process id so parallel runs do not collide. */
 static void np_pick_ports(np_grid_t *g)
 {
-    uint32_t slot = (uint32_t)getpid() % 450u; /* 20 ports per run */
-    g->isl_base = 22000u + slot * 20u;    /* 22000 .. 31000 */
-    g->ground_base = 42000u + slot * 20u; /* 42000 .. 51000 */
+    /* below the ephemeral range (32768+) and away from the default bases
+     * (20000, 40000) that launched constellations use */
+    uint32_t slot = (uint32_t)getpid() % 200u; /* 20 ports per run */
+    g->isl_base = 24200u + slot * 20u;    /* 24200 .. 28180 */
+    g->ground_base = 28200u + slot * 20u; /* 28200 .. 32180 */
 }
 
 /* Starts one node with extra arguments (NULL-terminated list). */

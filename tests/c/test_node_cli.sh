@@ -50,9 +50,9 @@ printf '0 0 127.0.0.1 99999 1\n' >"$TMP/peers"
 expect_exit 2 "bad peers file" $BASE --peers "$TMP/peers"
 
 # a good config file: the node runs until SIGTERM and exits 0
-PORT=$((30000 + $$ % 2000 * 2))
+PORT=$((32500 + $$ % 100))
 printf '# test node\nplane = 1\nsat = 1\nplanes = 2\nsats = 2\nisl-port-base = %s\nground-port-base = %s\nlog-level = warn\ndelay-scale = 0\n' \
-    "$PORT" "$((PORT + 10000))" >"$TMP/good.conf"
+    "$PORT" "$((PORT + 150))" >"$TMP/good.conf"
 "$NODE" --config "$TMP/good.conf" 2>"$TMP/err" &
 PID=$!
 sleep 0.3

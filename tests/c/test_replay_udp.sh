@@ -6,13 +6,13 @@ set -u
 NODE=${1:?usage: $0 NODE REPLAY [COUNT]}
 REPLAY=${2:?usage: $0 NODE REPLAY [COUNT]}
 COUNT=${3:-20000}
-PORT=$((31000 + $$ % 1000))
-"$NODE" --plane 0 --sat 0 --planes 1 --sats 1 --isl-port-base "$PORT" --ground-port-base "$((PORT + 20000))" \
+PORT=$((32200 + $$ % 50))
+"$NODE" --plane 0 --sat 0 --planes 1 --sats 1 --isl-port-base "$PORT" --ground-port-base "$((PORT + 100))" \
     --delay-scale 0 --log-level error &
 PID=$!
 trap 'kill -9 $PID 2>/dev/null' EXIT INT TERM
 sleep 0.3
-"$REPLAY" --udp "127.0.0.1:$((PORT + 20000))" --count "$COUNT" --seed 11
+"$REPLAY" --udp "127.0.0.1:$((PORT + 100))" --count "$COUNT" --seed 11
 rc=$?
 kill -TERM "$PID"
 wait "$PID"
