@@ -104,8 +104,10 @@ double node_rand01(node_t *n);
 void node_send_isl(node_t *n, skymem_dir_t dir, const uint8_t *pkt, size_t len);
 /* Sends on the ground socket to addr (emulated ground link). */
 void node_send_ground(node_t *n, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len);
-/* Sends a datagram now (no emulation); retries later through the queue on EAGAIN. */
+/* Sends a datagram now (no emulation): batched until node_flush_tx; retried
+ * later through the queue when the socket buffer is full. */
 void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len);
+void node_flush_tx(node_t *n);
 /* Runs due queue events; returns when the earliest pending event is in the future. */
 void node_run_due(node_t *n, uint64_t now_ns);
 

@@ -90,21 +90,75 @@ double node_rand01(node_t *n)
     return (double)((n->rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len)
+/* Datagrams are gathered per socket and sent with one sendmmsg per batch
+ * (node_flush_tx runs before the loop blocks again). */
+#define TX_VEC 16
+typedef struct {
+    int fd;
+    int count;
+    struct sockaddr_in addr[TX_VEC];
+    uint32_t len[TX_VEC];
+    uint8_t data[TX_VEC][SKYMEM_MAX_PACKET]; /* pages touched only by large packets */
+} tx_batch_t;
+static tx_batch_t tx_isl, tx_ground;
+
+static void retry_or_drop(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len, int err)
 {
-    ssize_t r = sendto(fd, pkt, len, MSG_DONTWAIT, (const struct sockaddr *)addr, sizeof(*addr));
-    if (r == (ssize_t)len) {
-        n->c.tx_packets++;
-        return;
-    }
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
+    if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS) {
         /* socket buffer full: keep it (bounded queue) rather than drop */
         if (evq_push(&n->evq, node_mono_ns() + RETRY_NS, fd == n->isl_fd ? EV_TX_ISL : EV_TX_GROUND, addr, pkt, len) ==
             0)
             return;
     }
     n->c.dropped++;
-    node_log(n, NODE_LOG_DEBUG, "send failed (%s), dropped", r < 0 ? strerror(errno) : "short write");
+    node_log(n, NODE_LOG_DEBUG, "send failed (%s), dropped", strerror(err));
+}
+
+static void flush_batch(node_t *n, tx_batch_t *b)
+{
+    struct mmsghdr msgs[TX_VEC];
+    struct iovec iov[TX_VEC];
+    int i, sent = 0;
+    if (b->count == 0) return;
+    for (i = 0; i < b->count; i++) {
+        iov[i].iov_base = b->data[i];
+        iov[i].iov_len = b->len[i];
+        memset(&msgs[i], 0, sizeof msgs[i]);
+        msgs[i].msg_hdr.msg_name = &b->addr[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof b->addr[i];
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    while (sent < b->count) {
+        int k = sendmmsg(b->fd, msgs + sent, (unsigned)(b->count - sent), MSG_DONTWAIT);
+        if (k <= 0) {
+            int err = errno;
+            /* the first unsent datagram failed: retry it later (or drop it), carry on with the rest */
+            retry_or_drop(n, b->fd, &b->addr[sent], b->data[sent], b->len[sent], k < 0 ? err : EIO);
+            sent++;
+            continue;
+        }
+        n->c.tx_packets += (uint32_t)k;
+        sent += k;
+    }
+    b->count = 0;
+}
+
+void node_flush_tx(node_t *n)
+{
+    flush_batch(n, &tx_isl);
+    flush_batch(n, &tx_ground);
+}
+
+void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len)
+{
+    tx_batch_t *b = fd == n->isl_fd ? &tx_isl : &tx_ground;
+    if (b->count == TX_VEC) flush_batch(n, b);
+    b->fd = fd;
+    b->addr[b->count] = *addr;
+    b->len[b->count] = (uint32_t)len;
+    memcpy(b->data[b->count], pkt, len);
+    b->count++;
 }
 
 /* Extra queueing delay imposed by the bandwidth cap on this link. */
