@@ -342,6 +342,8 @@ def parse_primary(packet: bytes | bytearray | memoryview) -> Primary:
         raise WireError(f"bad CCSDS primary header: {exc}") from None
     if sp.packet_version != 0:
         raise WireError(f"CCSDS version {sp.packet_version} is not 0")
+    if not sp.packet_sec_hdr_flag:
+        raise WireError("secondary header flag clear (every cFS packet has one)")
     if sp.sequence_flags != SequenceFlags.UNSEGMENTED:
         raise WireError("segmented packets are not used by SkyMemory")
     mid = (packet[0] << 8 | packet[1]) & 0xFFFF
@@ -379,11 +381,17 @@ def chunk_ref(block_hash: bytes, chunk_id: int) -> bytes:
 
 def chunk_range(block_hash: bytes, first: int, count: int, stride: int = 1) -> bytes:
     _check_hash(block_hash)
+    _check_range(first, count, stride)
+    return _CHUNK_RANGE.pack(block_hash, first, count, stride)
+
+
+def _check_range(first: int, count: int, stride: int) -> None:
     if not 1 <= count <= SKYMEM_MAX_GET_CHUNKS:
         raise WireError(f"chunk count must be 1..{SKYMEM_MAX_GET_CHUNKS}, got {count}")
     if stride < 1:
         raise WireError(f"stride must be >= 1, got {stride}")
-    return _CHUNK_RANGE.pack(block_hash, first, count, stride)
+    if first + (count - 1) * stride > 0xFFFFFFFF:
+        raise WireError("chunk id range overflows 32 bits")
 
 
 def evict_body(block_hash: bytes, evict_id: int, radius: int) -> bytes:
@@ -479,6 +487,8 @@ def decode_command(packet: bytes, verify_checksum: bool = True) -> Command:
         data = body[SKYMEM_CHUNK_DESC_LEN:]
         if len(data) != desc.data_len:
             raise WireError(f"SET_CHUNK data_len {desc.data_len} but {len(data)} data bytes follow")
+        if desc.data_len > SKYMEM_MAX_CHUNK_DATA:
+            raise WireError(f"chunk data of {desc.data_len} bytes exceeds {SKYMEM_MAX_CHUNK_DATA}")
         kw = {"desc": desc, "data": data, "block_hash": desc.block_hash, "chunk_id": desc.chunk_id}
     else:
         want = _FIXED_BODY[cc]
@@ -489,15 +499,19 @@ def decode_command(packet: bytes, verify_checksum: bool = True) -> Command:
             kw = {"block_hash": h, "chunk_id": cid}
         elif cc == SKYMEM_GET_CHUNKS_CC:
             h, first, count, stride = _CHUNK_RANGE.unpack(body)
+            _check_range(first, count, stride)
             kw = {"block_hash": h, "first": first, "count": count, "stride": stride}
         elif cc == SKYMEM_EVICT_BLOCK_CC:
             h, eid, radius = _EVICT.unpack(body)
             kw = {"block_hash": h, "evict_id": eid, "radius": radius}
         elif cc == SKYMEM_MIGRATE_CC:
             h, first, count, stride, tp, ts = _MIGRATE.unpack(body)
+            _check_range(first, count, stride)
             kw = {"block_hash": h, "first": first, "count": count, "stride": stride, "target": (tp, ts)}
         elif cc == SKYMEM_SET_PARAM_CC:
-            pid, _spare, value = _SET_PARAM.unpack(body)
+            pid, spare, value = _SET_PARAM.unpack(body)
+            if spare:
+                raise WireError("SET_PARAM spare field is not zero")
             kw = {"param_id": pid, "param_value": value}
     return Command(mid=prim.mid, cc=cc, seq=prim.seq, route=route, body=body, **kw)
 
