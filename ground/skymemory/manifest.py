@@ -49,6 +49,7 @@ class Manifest:
     memory_budget: int = 64 * 1024 * 1024
     link: dict = field(default_factory=dict)  # delay_scale, ground_delay_ms, loss, dup, reorder, corrupt, ...
     satellites: list[SatelliteEntry] = field(default_factory=list)
+    backend: dict = field(default_factory=dict)  # what teardown needs (namespaces, bridge, ssh hosts, compose file)
     run_dir: str = ""
     launcher_pid: int = 0
     process_group: int = 0
