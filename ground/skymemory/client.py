@@ -161,11 +161,16 @@ class SkyMemoryClient:
 
     async def get_chunk(self, dst: Sat, block_hash: bytes, chunk_id: int, *, via: Sat | None = None) -> bytes:
         """The chunk's data (CRC checked); ChunkNotFound when the satellite does not hold it."""
+        return (await self.get_chunk_desc(dst, block_hash, chunk_id, via=via))[1]
+
+    async def get_chunk_desc(self, dst: Sat, block_hash: bytes, chunk_id: int, *,
+                             via: Sat | None = None) -> tuple[wire.ChunkDesc, bytes]:
+        """Like get_chunk, with the chunk descriptor (chunk count, creation time...)."""
         reply = await self._request(wire.SKYMEM_GET_CHUNK_CC, dst, wire.chunk_ref(block_hash, chunk_id), via=via,
                                     block_hash=block_hash, chunk_id=chunk_id)
-        if reply.kind != wire.SKYMEM_REPLY_DATA:
+        if reply.kind != wire.SKYMEM_REPLY_DATA or reply.desc is None:
             raise BadReply(f"GET_CHUNK answered with {reply.kind_name}")
-        return reply.data
+        return reply.desc, reply.data
 
     async def probe(self, dst: Sat, block_hash: bytes, chunk_id: int = 0, *, via: Sat | None = None) -> int | None:
         """The block's chunk count if `dst` holds this chunk, else None."""
