@@ -149,7 +149,8 @@ def start(args) -> int:
         raise
     boot_s = time.monotonic() - t0
     local = [e.pid for e in m.satellites if e.pid and not e.remote]
-    print(summary_table(m), file=sys.stderr)
+    if not args.quiet:
+        print(summary_table(m), file=sys.stderr)
     print(f"{n} satellites healthy; processes started in {started_s:.2f} s, boot-to-healthy {boot_s:.2f} s; "
           f"total RSS {rss_kib(local) / 1024:.1f} MiB over {len(local)} local processes", file=sys.stderr)
     print(f"manifest: {manifest_path}")
