@@ -252,9 +252,12 @@ class ConstellationBlockStore:
                              self.n_servers, tuple(self.centre(now)))
         servers = self._servers(record, now)
         n = len(servers)
-        await asyncio.gather(*(
+        results = await asyncio.gather(*(
             self.client.set_chunk(servers[i % n], block_hash, i, len(chunks), c, created_ms=now)
-            for i, c in enumerate(chunks)))
+            for i, c in enumerate(chunks)), return_exceptions=True)  # let every request finish first
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
         return record
 
     async def _get(self, record: BlockRecord) -> bytes:
@@ -273,12 +276,14 @@ class ConstellationBlockStore:
                 ids_left -= batch
             return got
 
-        try:
-            parts = await asyncio.gather(*(from_server(k) for k in range(min(n, count))))
-        except RequestTimeout as exc:
-            raise BlockMiss("crc" if "CRC32C" in str(exc) else "timeout", str(exc)) from None
-        except NakError as exc:
-            raise BlockMiss(f"nak-{exc.reason_name.lower()}", str(exc)) from None
+        parts = await asyncio.gather(*(from_server(k) for k in range(min(n, count))), return_exceptions=True)
+        for p in parts:  # every server's requests have finished; report the first failure
+            if isinstance(p, RequestTimeout):
+                raise BlockMiss("crc" if "CRC32C" in str(p) else "timeout", str(p)) from None
+            if isinstance(p, NakError):
+                raise BlockMiss(f"nak-{p.reason_name.lower()}", str(p)) from None
+            if isinstance(p, BaseException):
+                raise p
         chunks: dict[int, bytes] = {}
         for p in parts:
             chunks.update(p)

@@ -69,3 +69,15 @@ def test_netns_round_trip(node_path, tmp_path):
     assert r.returncode == 0, r.stderr
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(ns in listed for ns in m.backend["namespaces"])
+
+
+def test_docker_without_engine_writes_compose_and_fails(tmp_path):
+    from skymemory.launcher import docker
+
+    if docker.engine_problem() is None:
+        pytest.skip("a Docker engine answers here; this test covers the no-engine path")
+    r = run_launcher("--runtime", "docker", "--planes", "2", "--sats", "2", "--manifest", str(tmp_path / "m.json"))
+    assert r.returncode == 1 and "compose file written" in r.stderr
+    compose = (tmp_path / "docker-compose.yml").read_text()
+    assert compose.count("image: ${SKYMEM_IMAGE:-skymemory-node:latest}") == 4
+    assert '"--plane", "1", "--sat", "1"' in compose
