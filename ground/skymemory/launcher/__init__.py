@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.action == "status":
             return status(args.manifest)
         return start(args)
-    except (LaunchError, FileNotFoundError, ValueError) as exc:
+    except (RuntimeError, OSError, ValueError) as exc:  # LaunchError, missing files, failed boot...
         print(f"launch_constellation: {exc}", file=sys.stderr)
         return 1
 
@@ -213,6 +213,11 @@ def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessG
         m.backend = {"kind": "native", "marker": "skymem_node"}
         m.ground_host = args.bind
         m.satellites = _entries(args, lambda i: args.bind)
+        busy = processes.busy_udp_port(args.bind, [e.isl_port for e in m.satellites] +
+                                       [e.ground_port for e in m.satellites])
+        if busy is not None:
+            raise LaunchError(f"UDP port {args.bind}:{busy} is already in use; choose other "
+                              "--isl-port-base / --ground-port-base")
     for k, e in enumerate(m.satellites, 1):
         argv = nodes.node_argv(node, e, common, args, peers)
         if e.netns:

@@ -62,6 +62,21 @@ class ProcessGroup:
         return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
 
 
+def busy_udp_port(host: str, ports: list[int]) -> int | None:
+    """The first port in `ports` that cannot be bound on host (None when all are free)."""
+    import socket
+
+    for port in ports:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return port
+        finally:
+            s.close()
+    return None
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
