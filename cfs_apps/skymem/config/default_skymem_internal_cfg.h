@@ -11,9 +11,14 @@
  * would drop bursts from the router). */
 #define SKYMEM_DATA_MSG_LIMIT 40
 
-/* GET_CHUNKS answers are emitted this many at a time between pipe polls, so a
- * 4096-chunk request cannot overrun ISL_ROUTER's pipe or the SB buffer pool. */
+/* GET_CHUNKS answers are emitted this many at a time between pipe polls, so
+ * commands keep being served during a long request. (Flow control toward
+ * ISL_ROUTER is the credit semaphore, see skymem_msgids.h.) */
 #define SKYMEM_REPLY_BURST 8
+
+/* How long a reply waits for ISL_ROUTER to free a credit before it is dropped
+ * (the ground retries); only reached when ISL_ROUTER is stopped or stalled. */
+#define SKYMEM_TX_CREDIT_WAIT_MS 200
 
 /* Queued GET_CHUNKS requests being answered at once. */
 #define SKYMEM_MAX_JOBS 8

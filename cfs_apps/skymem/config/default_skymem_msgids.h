@@ -15,4 +15,22 @@
 
 #include "skymem_wire.h"
 
+/*
+ * Software-bus interface between SKYMEM and ISL_ROUTER (never on a link):
+ *
+ * SKYMEM_ISL_OUT_MID carries a data-plane command that SKYMEM originates for
+ * another satellite (eviction gossip): an 8-byte cFS command header whose
+ * payload is the complete SkyMemory packet to send. A separate MID keeps
+ * ISL_ROUTER from seeing the SKYMEM_DATA_CMD_MID packets it delivers itself.
+ *
+ * SKYMEM_TX_CREDIT_SEM is an OSAL counting semaphore (SKYMEM_TX_CREDITS deep)
+ * that paces SKYMEM to ISL_ROUTER: SKYMEM takes one credit for every packet it
+ * publishes for the router (SKYMEM_REPLY_TLM_MID, SKYMEM_ISL_OUT_MID) and
+ * ISL_ROUTER gives one back when it has sent that packet, so a 4096-chunk
+ * GET_CHUNKS cannot overflow the router's pipe however the tasks are scheduled.
+ */
+#define SKYMEM_ISL_OUT_MID   0x1895u
+#define SKYMEM_TX_CREDIT_SEM "SKYMEM_TX_CREDIT"
+#define SKYMEM_TX_CREDITS    32u /* below ISL_ROUTER's per-MID pipe limit */
+
 #endif

@@ -67,6 +67,7 @@ typedef struct
     uint16 GroundPortBase;
     char   Host[SKYMEM_HOST_STR_LEN];
 
+    osal_id_t       TxCreditSem; /* SKYMEM's credit semaphore, given back per packet sent */
     osal_id_t       IslSock;
     osal_id_t       GroundSock;
     CFE_ES_TaskId_t RxTaskId;

@@ -1,6 +1,6 @@
 /*
  * ISL_ROUTER dispatch: its own commands and housekeeping request, plus the
- * SKYMEM packets it sends on (SKYMEM_DATA_CMD_MID, SKYMEM_REPLY_TLM_MID).
+ * SKYMEM packets it sends on (SKYMEM_REPLY_TLM_MID, SKYMEM_ISL_OUT_MID).
  */
 #include "isl_router.h"
 #include "isl_router_cmds.h"
@@ -79,9 +79,11 @@ void ISL_ROUTER_TaskPipe(const CFE_SB_Buffer_t *SBBufPtr)
             }
             break;
 
-        case SKYMEM_DATA_CMD_MID:
         case SKYMEM_REPLY_TLM_MID:
+        case SKYMEM_ISL_OUT_MID:
             ISL_ROUTER_SendFromBus(SBBufPtr);
+            /* Done with it: SKYMEM may publish one more. */
+            OS_CountSemGive(ISL_ROUTER_Data.TxCreditSem);
             break;
 
         default:

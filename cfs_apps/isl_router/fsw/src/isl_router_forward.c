@@ -52,7 +52,8 @@ void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL
     {
         if (FromBus)
         {
-            return; /* SKYMEM's input, which we put on the bus ourselves */
+            ISL_ROUTER_Drop(Counters, &Route, "SKYMEM addressed its own satellite");
+            return;
         }
         if (Msg->is_cmd && ISL_ROUTER_DeliverToBus(Pkt, Len))
         {
@@ -111,22 +112,24 @@ void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL
 
 void ISL_ROUTER_SendFromBus(const CFE_SB_Buffer_t *SBBufPtr)
 {
-    const uint8 *Pkt  = (const uint8 *)SBBufPtr;
-    size_t       Size = 0;
-    bool         IsCmd;
-    size_t       RouteAt;
-    int          rc;
+    const uint8   *Pkt  = (const uint8 *)SBBufPtr;
+    size_t         Size = 0;
+    CFE_SB_MsgId_t MsgId;
+    int            rc;
 
     CFE_MSG_GetSize(&SBBufPtr->Msg, &Size);
+    CFE_MSG_GetMsgId(&SBBufPtr->Msg, &MsgId);
 
-    /* Cheap test first: packets addressed to this satellite are SKYMEM's input. */
-    IsCmd   = (Pkt[0] & 0x10u) != 0;
-    RouteAt = IsCmd ? SKYMEM_CMD_HDR_LEN : SKYMEM_TLM_HDR_LEN;
-    if (Size >= RouteAt + SKYMEM_ROUTE_HDR_LEN &&
-        ISL_ROUTER_IsMe(skymem_get_u16(Pkt + RouteAt + SKYMEM_ROUTE_DST_PLANE),
-                        skymem_get_u16(Pkt + RouteAt + SKYMEM_ROUTE_DST_SAT)))
+    /* SKYMEM_ISL_OUT_MID wraps the packet to send in a command header. */
+    if (CFE_SB_MsgIdToValue(MsgId) == SKYMEM_ISL_OUT_MID)
     {
-        return;
+        if (Size < sizeof(CFE_MSG_CommandHeader_t))
+        {
+            ISL_ROUTER_Data.MainCounters.Invalid++;
+            return;
+        }
+        Pkt += sizeof(CFE_MSG_CommandHeader_t);
+        Size -= sizeof(CFE_MSG_CommandHeader_t);
     }
 
     if (Size > sizeof(ISL_ROUTER_Data.TxBuf))
@@ -143,7 +146,7 @@ void ISL_ROUTER_SendFromBus(const CFE_SB_Buffer_t *SBBufPtr)
     {
         ISL_ROUTER_Data.MainCounters.Invalid++;
         CFE_EVS_SendEvent(ISL_ROUTER_INVALID_EID, CFE_EVS_EventType_ERROR,
-                          "ISL_ROUTER: invalid %lu-byte packet from the bus (%s)", (unsigned long)Size,
+                          "ISL_ROUTER: invalid %lu-byte packet from SKYMEM (%s)", (unsigned long)Size,
                           skymem_strerror(rc));
         return;
     }

@@ -11,13 +11,13 @@
  *    route's "via" satellite), otherwise toward that satellite;
  *  - to this satellite: a command goes to SKYMEM on the software bus;
  *  - to another satellite: TTL and hop count updated, one +GRID hop on.
- * FromBus says the packet came from SKYMEM (not over a link), so a packet
- * addressed to us is SKYMEM's own input seen again and is left alone.
+ * FromBus says the packet came from SKYMEM (not over a link); one addressed
+ * to this satellite is then left alone rather than looped back.
  */
 void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL_ROUTER_Counters_t *Counters,
                             bool FromBus);
 
-/* Main task: sends on a SKYMEM packet from the bus (reply, gossip) that is not for us. */
+/* Main task: sends on a packet SKYMEM published (reply, or wrapped gossip). */
 void ISL_ROUTER_SendFromBus(const CFE_SB_Buffer_t *SBBufPtr);
 
 #endif

@@ -29,9 +29,10 @@ void SKYMEM_Main(void)
     {
         CFE_ES_PerfLogExit(SKYMEM_PERF_ID);
 
-        /* While GET_CHUNKS answers are pending, wake up every millisecond to
-         * send the next burst; otherwise sleep until a message arrives. */
-        Timeout = (SKYMEM_Data.NumJobs > 0) ? 1 : CFE_SB_PEND_FOREVER;
+        /* While GET_CHUNKS answers are pending, only poll the pipe between
+         * bursts (the credit semaphore paces the bursts); otherwise sleep
+         * until a message arrives. */
+        Timeout = (SKYMEM_Data.NumJobs > 0) ? CFE_SB_POLL : CFE_SB_PEND_FOREVER;
         status  = CFE_SB_ReceiveBuffer(&SBBufPtr, SKYMEM_Data.CommandPipe, Timeout);
 
         CFE_ES_PerfLogEntry(SKYMEM_PERF_ID);
@@ -115,6 +116,14 @@ CFE_Status_t SKYMEM_Init(void)
     if (status != CFE_SUCCESS)
     {
         return status;
+    }
+
+    /* Credits for packets handed to ISL_ROUTER (it looks the semaphore up by name). */
+    if (OS_CountSemCreate(&SKYMEM_Data.TxCreditSem, SKYMEM_TX_CREDIT_SEM, SKYMEM_TX_CREDITS, 0) != OS_SUCCESS)
+    {
+        CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: cannot create semaphore %s",
+                          SKYMEM_TX_CREDIT_SEM);
+        return CFE_STATUS_EXTERNAL_RESOURCE_FAIL;
     }
 
     /* Constellation table -> identity, grid size, store budget. */

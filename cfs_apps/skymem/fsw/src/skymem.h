@@ -5,9 +5,9 @@
  * commands from the ground through CI_LAB (SKYMEM_CMD_MID), data-plane
  * requests that ISL_ROUTER received over UDP (SKYMEM_DATA_CMD_MID), and
  * publishes every answer on the software bus (SKYMEM_REPLY_TLM_MID) for
- * ISL_ROUTER to send on. Bus rule shared with ISL_ROUTER: a data-plane packet
- * whose route destination is this satellite is SKYMEM's; any other is the
- * router's to send out.
+ * ISL_ROUTER to send on; commands it originates for other satellites
+ * (eviction gossip) go to ISL_ROUTER on SKYMEM_ISL_OUT_MID. A credit
+ * semaphore paces both (see skymem_msgids.h).
  */
 #ifndef SKYMEM_H
 #define SKYMEM_H
@@ -68,6 +68,8 @@ typedef struct
 
     skymem_store_t *Store;
     uint16          SeqCount;
+    osal_id_t       TxCreditSem; /* see SKYMEM_TX_CREDIT_SEM */
+    uint32          TxCreditTimeouts;
     uint32          StartSeconds;
 
     SKYMEM_Job_t Jobs[SKYMEM_MAX_JOBS];

@@ -3,9 +3,8 @@
  * protocol (skymem_wire.h) on top of the skymem_core store and codec.
  *
  * Every request is answered on SKYMEM_REPLY_TLM_MID with the request's id, so
- * the ground can match and retry (all operations are idempotent). A packet on
- * SKYMEM_DATA_CMD_MID whose destination is another satellite is not ours: it
- * is SKYMEM's own gossip on its way out through ISL_ROUTER, and is ignored.
+ * the ground can match and retry (all operations are idempotent). ISL_ROUTER
+ * only delivers packets addressed to this satellite; any other is ignored.
  */
 #include "skymem.h"
 #include "skymem_data.h"
@@ -300,7 +299,8 @@ void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
         !SKYMEM_IsMe(skymem_get_u16(Packet + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_DST_PLANE),
                      skymem_get_u16(Packet + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_DST_SAT)))
     {
-        return; /* outbound (our gossip), ISL_ROUTER sends it */
+        SKYMEM_Data.Invalid++; /* not ours: ISL_ROUTER should have forwarded it */
+        return;
     }
 
     rc = skymem_parse(Packet, Size, &SKYMEM_Data.Msg);

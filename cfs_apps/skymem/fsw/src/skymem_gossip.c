@@ -1,9 +1,9 @@
 /*
  * SKYMEM eviction gossip. An EVICT_BLOCK with radius r > 0 is sent on with
  * radius r-1 to the north, south, west and east neighbours. The packets are
- * published on SKYMEM_DATA_CMD_MID with a neighbour as destination, which is
- * ISL_ROUTER's cue to send them over the ISL. A short memory of
- * (block, evict_id) stops the same eviction from circling the torus.
+ * handed to ISL_ROUTER on SKYMEM_ISL_OUT_MID, which sends them over the ISL.
+ * A short memory of (block, evict_id) stops the same eviction from circling
+ * the torus.
  */
 #include "skymem.h"
 #include "skymem_gossip.h"
@@ -79,6 +79,6 @@ void SKYMEM_GossipForward(const uint8 Hash[SKYMEM_BLOCK_HASH_LEN], uint32 EvictI
 
         Len = skymem_build_evict(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, &Route,
                                  Hash, EvictId, Radius);
-        SKYMEM_Publish(SKYMEM_Data.Scratch, Len);
+        SKYMEM_PublishToRouter(SKYMEM_Data.Scratch, Len);
     }
 }

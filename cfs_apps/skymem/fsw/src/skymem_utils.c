@@ -221,8 +221,25 @@ void SKYMEM_FillStats(skymem_stats_t *Stats)
     Stats->uptime_s        = Now.Seconds - SKYMEM_Data.StartSeconds;
 }
 
-CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length)
+/* Waits for ISL_ROUTER to have room for one more packet. */
+static bool SKYMEM_TakeTxCredit(void)
 {
+    if (OS_CountSemTimedWait(SKYMEM_Data.TxCreditSem, SKYMEM_TX_CREDIT_WAIT_MS) == OS_SUCCESS)
+    {
+        return true;
+    }
+    SKYMEM_Data.TxCreditTimeouts++;
+    CFE_EVS_SendEvent(SKYMEM_SEND_ERR_EID, CFE_EVS_EventType_ERROR,
+                      "SKYMEM: ISL_ROUTER took no packet for %u ms, packet dropped (%lu so far)",
+                      (unsigned int)SKYMEM_TX_CREDIT_WAIT_MS, (unsigned long)SKYMEM_Data.TxCreditTimeouts);
+    return false;
+}
+
+/* Sends Length bytes at Packet as one SB message; with a non-zero WrapMid the
+ * bytes become the payload of a command with that MID. */
+static CFE_Status_t SKYMEM_Transmit(CFE_SB_MsgId_Atom_t WrapMid, const uint8 *Packet, int Length)
+{
+    size_t           Offset = (WrapMid != 0) ? sizeof(CFE_MSG_CommandHeader_t) : 0;
     CFE_SB_Buffer_t *Buf;
     CFE_Status_t     status;
 
@@ -232,26 +249,37 @@ CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length)
                           skymem_strerror(Length));
         return CFE_STATUS_EXTERNAL_RESOURCE_FAIL;
     }
+    if (!SKYMEM_TakeTxCredit())
+    {
+        return CFE_STATUS_EXTERNAL_RESOURCE_FAIL;
+    }
 
-    Buf = CFE_SB_AllocateMessageBuffer((size_t)Length);
+    Buf = CFE_SB_AllocateMessageBuffer(Offset + (size_t)Length);
     if (Buf == NULL)
     {
+        OS_CountSemGive(SKYMEM_Data.TxCreditSem);
         CFE_EVS_SendEvent(SKYMEM_SEND_ERR_EID, CFE_EVS_EventType_ERROR,
                           "SKYMEM: no software-bus buffer for a %d-byte packet", Length);
         return CFE_SB_BUF_ALOC_ERR;
     }
 
-    memcpy(Buf, Packet, (size_t)Length);
-    if ((Packet[0] & 0x10u) == 0)
+    if (WrapMid != 0)
     {
-        CFE_SB_TimeStampMsg(&Buf->Msg); /* telemetry: stamp the send time */
+        CFE_MSG_Init(&Buf->Msg, CFE_SB_ValueToMsgId(WrapMid), Offset + (size_t)Length);
+        memcpy((uint8 *)Buf + Offset, Packet, (size_t)Length);
+    }
+    else
+    {
+        memcpy(Buf, Packet, (size_t)Length);
+        CFE_SB_TimeStampMsg(&Buf->Msg); /* replies are telemetry: stamp the send time */
     }
 
-    /* Not an origination: the packet keeps the sequence count we gave it. */
+    /* Not an origination: the SkyMemory packet keeps the sequence count we gave it. */
     status = CFE_SB_TransmitBuffer(Buf, false);
     if (status != CFE_SUCCESS)
     {
         CFE_SB_ReleaseMessageBuffer(Buf);
+        OS_CountSemGive(SKYMEM_Data.TxCreditSem);
         CFE_EVS_SendEvent(SKYMEM_SEND_ERR_EID, CFE_EVS_EventType_ERROR,
                           "SKYMEM: software-bus transmit failed, RC = 0x%08lX", (unsigned long)status);
         return status;
@@ -259,6 +287,16 @@ CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length)
 
     SKYMEM_Data.TxPackets++;
     return CFE_SUCCESS;
+}
+
+CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length)
+{
+    return SKYMEM_Transmit(0, Packet, Length);
+}
+
+CFE_Status_t SKYMEM_PublishToRouter(const uint8 *Packet, int Length)
+{
+    return SKYMEM_Transmit(SKYMEM_ISL_OUT_MID, Packet, Length);
 }
 
 void SKYMEM_ReplyRoute(const skymem_route_t *Req, skymem_route_t *Reply)

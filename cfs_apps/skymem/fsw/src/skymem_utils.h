@@ -28,9 +28,13 @@ uint8 SKYMEM_ApplyParam(uint16 ParamId, uint32 Value);
 void SKYMEM_ResetCounters(void);
 void SKYMEM_FillStats(skymem_stats_t *Stats);
 
-/* Copies a finished SkyMemory packet into a software-bus buffer and sends it
- * (telemetry gets the current time stamp). Returns CFE_SUCCESS or an error. */
+/* Publishes a finished reply (SKYMEM_REPLY_TLM_MID packet, time-stamped now)
+ * for ISL_ROUTER to send. Length <= 0 is a builder error code. */
 CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length);
+
+/* Publishes a data-plane command for another satellite, wrapped in
+ * SKYMEM_ISL_OUT_MID, for ISL_ROUTER to send. */
+CFE_Status_t SKYMEM_PublishToRouter(const uint8 *Packet, int Length);
 
 /* Route of an answer to the request with route Req: back to its source. */
 void SKYMEM_ReplyRoute(const skymem_route_t *Req, skymem_route_t *Reply);
