@@ -120,15 +120,6 @@ CFE_Status_t ISL_ROUTER_Init(void)
         return status;
     }
 
-    /* SKYMEM created its credit semaphore before loading the table we just shared. */
-    OsStatus = OS_CountSemGetIdByName(&ISL_ROUTER_Data.TxCreditSem, SKYMEM_TX_CREDIT_SEM);
-    if (OsStatus != OS_SUCCESS)
-    {
-        CFE_EVS_SendEvent(ISL_ROUTER_INIT_ERR_EID, CFE_EVS_EventType_ERROR,
-                          "ISL_ROUTER: SKYMEM's semaphore %s not found, RC = %ld", SKYMEM_TX_CREDIT_SEM, (long)OsStatus);
-        return CFE_STATUS_EXTERNAL_RESOURCE_FAIL;
-    }
-
     status = ISL_ROUTER_OpenSockets();
     if (status != CFE_SUCCESS)
     {

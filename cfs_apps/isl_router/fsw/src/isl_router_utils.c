@@ -14,10 +14,15 @@ CFE_Status_t ISL_ROUTER_LoadConfig(void)
     uint32                           CpuId;
     uint32                           Index;
 
-    /* SKYMEM registers the table during its own init, which may still be
-     * running: retry for a bounded time. */
+    /* SKYMEM creates its credit semaphore as the last step of its init, after
+     * the table holds its final values: wait (bounded) for it, then share. */
     for (Waited = 0; Waited <= ISL_ROUTER_TABLE_WAIT_MS; Waited += ISL_ROUTER_TABLE_RETRY_MS)
     {
+        if (OS_CountSemGetIdByName(&ISL_ROUTER_Data.TxCreditSem, SKYMEM_TX_CREDIT_SEM) != OS_SUCCESS)
+        {
+            OS_TaskDelay(ISL_ROUTER_TABLE_RETRY_MS);
+            continue;
+        }
         status = CFE_TBL_Share(&ISL_ROUTER_Data.TblHandle, SKYMEM_CONSTELLATION_TBL_FULL_NAME);
         if (status == CFE_SUCCESS)
         {
@@ -33,7 +38,7 @@ CFE_Status_t ISL_ROUTER_LoadConfig(void)
     if (TblAddr == NULL)
     {
         CFE_EVS_SendEvent(ISL_ROUTER_TABLE_ERR_EID, CFE_EVS_EventType_ERROR,
-                          "ISL_ROUTER: table %s not available after %u ms (is SKYMEM running?), RC = 0x%08lX",
+                          "ISL_ROUTER: SKYMEM not ready (table %s) after %u ms (is SKYMEM running?), RC = 0x%08lX",
                           SKYMEM_CONSTELLATION_TBL_FULL_NAME, (unsigned int)ISL_ROUTER_TABLE_WAIT_MS,
                           (unsigned long)status);
         return status;

@@ -118,14 +118,6 @@ CFE_Status_t SKYMEM_Init(void)
         return status;
     }
 
-    /* Credits for packets handed to ISL_ROUTER (it looks the semaphore up by name). */
-    if (OS_CountSemCreate(&SKYMEM_Data.TxCreditSem, SKYMEM_TX_CREDIT_SEM, SKYMEM_TX_CREDITS, 0) != OS_SUCCESS)
-    {
-        CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: cannot create semaphore %s",
-                          SKYMEM_TX_CREDIT_SEM);
-        return CFE_STATUS_EXTERNAL_RESOURCE_FAIL;
-    }
-
     /* Constellation table -> identity, grid size, store budget. */
     status = SKYMEM_LoadConfig();
     if (status != CFE_SUCCESS)
@@ -137,6 +129,15 @@ CFE_Status_t SKYMEM_Init(void)
     if (status != CFE_SUCCESS)
     {
         return status;
+    }
+
+    /* Credits for packets handed to ISL_ROUTER. Created last: ISL_ROUTER waits for
+     * this semaphore to exist before it reads the (by then final) table. */
+    if (OS_CountSemCreate(&SKYMEM_Data.TxCreditSem, SKYMEM_TX_CREDIT_SEM, SKYMEM_TX_CREDITS, 0) != OS_SUCCESS)
+    {
+        CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: cannot create semaphore %s",
+                          SKYMEM_TX_CREDIT_SEM);
+        return CFE_STATUS_EXTERNAL_RESOURCE_FAIL;
     }
 
     SKYMEM_Data.StartSeconds = CFE_TIME_GetTime().Seconds;

@@ -20,6 +20,7 @@
 #include "skymem_perfids.h"
 #include "skymem_tbl.h"
 
+#include "skymem_config.h"
 #include "skymem_codec.h"
 #include "skymem_store.h"
 
@@ -65,6 +66,7 @@ typedef struct
     uint16 Sat;
     uint32 ChunkSize;
     uint64 BudgetBytes;
+    SKYMEM_TimeConfig_t Time;
 
     skymem_store_t *Store;
     uint16          SeqCount;

@@ -1,5 +1,6 @@
 /* SKYMEM helpers: configuration, store, parameters, statistics, publishing. */
 #include "skymem.h"
+#include "skymem_config.h"
 #include "skymem_data.h"
 #include "skymem_eventids.h"
 #include "skymem_utils.h"
@@ -61,6 +62,8 @@ CFE_Status_t SKYMEM_LoadConfig(void)
     CFE_Status_t               status;
     void                      *TblAddr = NULL;
     const SKYMEM_ConstellationTbl_t *Tbl;
+    SKYMEM_ConstellationTbl_t  Local;
+    bool                       Applied = false;
     uint32                     CpuId;
     uint32                     Index;
 
@@ -89,7 +92,29 @@ CFE_Status_t SKYMEM_LoadConfig(void)
                           "SKYMEM: cannot read constellation table, RC = 0x%08lX", (unsigned long)status);
         return status;
     }
-    Tbl = TblAddr;
+    Local = *(const SKYMEM_ConstellationTbl_t *)TblAddr;
+    CFE_TBL_ReleaseAddress(SKYMEM_Data.TblHandle);
+    Tbl = &Local;
+
+    /* Optional per-satellite overrides (the launcher's skymemory.cfg), loaded
+     * into the table itself so ISL_ROUTER, which shares it, agrees. */
+    SKYMEM_Data.Time.TimeScale = 1.0;
+    status = SKYMEM_ReadConfigFile(&Local, &SKYMEM_Data.Time, &Applied);
+    if (status != CFE_SUCCESS)
+    {
+        return status;
+    }
+    if (Applied)
+    {
+        status = CFE_TBL_Load(SKYMEM_Data.TblHandle, CFE_TBL_SRC_ADDRESS, &Local);
+        if (status != CFE_SUCCESS)
+        {
+            CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR,
+                              "SKYMEM: table image from %s rejected, RC = 0x%08lX", SKYMEM_CONFIG_FILE,
+                              (unsigned long)status);
+            return status;
+        }
+    }
 
     /* Identity: cpuid N is satellite index N-1, index = plane * sats + sat. */
     CpuId = CFE_PSP_GetProcessorId();
@@ -100,7 +125,6 @@ CFE_Status_t SKYMEM_LoadConfig(void)
                           "SKYMEM: cpuid %lu is not a satellite of the %ux%u grid (cpuid must be 1..%lu)",
                           (unsigned long)CpuId, (unsigned int)Tbl->Planes, (unsigned int)Tbl->SatsPerPlane,
                           (unsigned long)((uint32)Tbl->Planes * Tbl->SatsPerPlane));
-        CFE_TBL_ReleaseAddress(SKYMEM_Data.TblHandle);
         return CFE_STATUS_VALIDATION_FAILURE;
     }
 
@@ -110,8 +134,6 @@ CFE_Status_t SKYMEM_LoadConfig(void)
     SKYMEM_Data.Sat          = (uint16)(Index % Tbl->SatsPerPlane);
     SKYMEM_Data.ChunkSize    = Tbl->ChunkSize;
     SKYMEM_Data.BudgetBytes  = (uint64)Tbl->MemoryBudgetKB * 1024u;
-
-    CFE_TBL_ReleaseAddress(SKYMEM_Data.TblHandle);
     return CFE_SUCCESS;
 }
 
@@ -217,7 +239,7 @@ void SKYMEM_FillStats(skymem_stats_t *Stats)
     Stats->migrated_in   = SKYMEM_Data.MigratedIn;
     /* Forwarded/dropped belong to ISL_ROUTER and are in its housekeeping;
      * MIGRATE is not carried out by the cFS app (migrated_out stays 0). */
-    Stats->mission_time_ms = (uint64)Now.Seconds * 1000u + (((uint64)Now.Subseconds * 1000u) >> 32);
+    Stats->mission_time_ms = SKYMEM_MissionTimeMs(&SKYMEM_Data.Time);
     Stats->uptime_s        = Now.Seconds - SKYMEM_Data.StartSeconds;
 }
 
