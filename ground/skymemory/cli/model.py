@@ -119,7 +119,8 @@ def _bench(args) -> int:
         model, info = models.build_embedded(spec)
         print(f"load ({info['source']})   {time.perf_counter() - started:8.2f} s")
         started = time.perf_counter()
-        model = model.to(device=device, dtype=dtype)
+        models.cast_parameters(model, dtype)
+        model = model.to(device)
         print(f"convert to {dtype_name(dtype)}                  {time.perf_counter() - started:8.2f} s")
     else:
         started = time.perf_counter()
