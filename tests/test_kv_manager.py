@@ -178,6 +178,17 @@ def test_cold_index_finds_the_prefix_by_binary_search_over_probes(tmp_path):
     assert reader.get_cache(prompt).source == "index" and store.probes == probes  # index warmed
 
 
+def test_probed_records_of_unknown_size_are_fetched_and_learnt(tmp_path):
+    store = FailingStore(probe_knows_size=False)
+    prompt = random_prompt(3 * BLOCK + 4, seed=19)
+    hashes = _manager(tmp_path / "writer", store=store).add_blocks(prompt).hashes
+    reader = _manager(tmp_path / "reader", store=store)
+    result = reader.get_cache(prompt)
+    assert (result.prefix_tokens, result.source, result.miss_reason) == (3 * BLOCK, "probe", None)
+    stored_sizes = [len(store.get_block(reader.index.get(h).record)) for h in hashes]
+    assert [reader.index.get(h).record.n_bytes for h in hashes] == stored_sizes  # -1 replaced by the real size
+
+
 def test_index_survives_a_restart(tmp_path):
     store = MemoryBlockStore()
     prompt = random_prompt(3 * BLOCK + 4, seed=17)
