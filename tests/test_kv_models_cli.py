@@ -104,3 +104,21 @@ def test_bad_arguments_exit_2(argv):
 def test_unknown_kv_format_is_an_error():
     with pytest.raises(ValueError):
         main(["model", "verify", "--model", "embedded-tiny", "--formats", "fp8"])
+
+
+def test_hqq_without_the_package_is_a_clear_error():
+    import importlib.util
+
+    if importlib.util.find_spec("hqq") is not None:
+        pytest.skip("hqq is installed")
+    model, _ = models.load_model("embedded-tiny", device="cpu")
+    with pytest.raises(RuntimeError, match="hqq"):
+        models.quantize_weights(model, "hqq")
+    with pytest.raises(ValueError):
+        models.quantize_weights(model, "int3")
+
+
+def test_model_bench_runs_on_the_small_model(capsys):
+    assert main(["model", "bench", "--model", "embedded-tiny", "--prefill-tokens", "300", "--block-tokens", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "get_cache 256 tokens" in out and "prefill the 44 uncached tokens" in out
