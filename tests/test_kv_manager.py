@@ -213,3 +213,15 @@ def test_generate_with_cache_stores_the_prompt_from_the_generation_cache(tmp_pat
     second = generate_with_cache(manager, prompt, max_new_tokens=6, min_new_tokens=6)
     assert second.lookup.prefix_tokens == 3 * BLOCK
     assert second.new_tokens == first.new_tokens
+
+
+@pytest.mark.parametrize("mode", ["timeout", "corrupt"])
+def test_strict_mode_evicts_then_raises_for_any_failure(tmp_path, mode):
+    store = FailingStore()
+    manager = _manager(tmp_path, store=store, strict=True)
+    prompt = random_prompt(3 * BLOCK + 2, seed=20)
+    hashes = manager.add_blocks(prompt).hashes
+    store.fail[hashes[1]] = mode
+    with pytest.raises(BlockMiss):
+        manager.get_cache(prompt)
+    assert store.evicted == hashes[1:] and hashes[1] not in manager.index
