@@ -1,0 +1,25 @@
+/* ISL_ROUTER platform configuration. */
+#ifndef ISL_ROUTER_INTERNAL_CFG_H
+#define ISL_ROUTER_INTERNAL_CFG_H
+
+#define ISL_ROUTER_PIPE_NAME  "ISL_ROUTER_PIPE"
+#define ISL_ROUTER_PIPE_DEPTH 48 /* at most OS_QUEUE_MAX_DEPTH (50) and fs.mqueue.msg_max */
+
+/* SKYMEM packets of one MID that may wait in the pipe (cFE's default is 4). */
+#define ISL_ROUTER_DATA_MSG_LIMIT 40
+
+/* Receive task: waits on both sockets at once; the timeout bounds how long it
+ * takes to notice that the app is being stopped. */
+#define ISL_ROUTER_RX_TASK_NAME     "ISL_ROUTER_RX"
+#define ISL_ROUTER_RX_TASK_STACK    16384
+#define ISL_ROUTER_RX_TASK_PRIORITY 50
+#define ISL_ROUTER_RX_SELECT_MS     500
+
+/* Ground stations whose return address is remembered (from their requests). */
+#define ISL_ROUTER_MAX_GROUND_STATIONS 64
+
+/* How long init waits for SKYMEM to publish its constellation table. */
+#define ISL_ROUTER_TABLE_WAIT_MS  5000
+#define ISL_ROUTER_TABLE_RETRY_MS 100
+
+#endif

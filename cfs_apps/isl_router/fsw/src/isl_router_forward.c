@@ -1,0 +1,155 @@
+/* ISL_ROUTER routing: +GRID next hop (skymem_core router), TTL, delivery. */
+#include "isl_router.h"
+#include "isl_router_eventids.h"
+#include "isl_router_forward.h"
+#include "isl_router_utils.h"
+
+#include "skymem_router.h"
+
+static void ISL_ROUTER_Drop(ISL_ROUTER_Counters_t *Counters, const skymem_route_t *Route, const char *Why)
+{
+    Counters->Dropped++;
+    CFE_EVS_SendEvent(ISL_ROUTER_DROP_EID, CFE_EVS_EventType_DEBUG,
+                      "ISL_ROUTER: request %lu to (%u,%u) dropped: %s", (unsigned long)Route->request_id,
+                      (unsigned int)Route->dst_plane, (unsigned int)Route->dst_sat, Why);
+}
+
+void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL_ROUTER_Counters_t *Counters,
+                            bool FromBus)
+{
+    skymem_route_t Route = Msg->route;
+    uint16         TargetPlane;
+    uint16         TargetSat;
+    uint32         NextPlane;
+    uint32         NextSat;
+    skymem_dir_t   Dir;
+
+    /* A packet for the ground travels to the satellite holding that station's link. */
+    if (Route.dst_plane == SKYMEM_GROUND_PLANE)
+    {
+        TargetPlane = Route.via_plane;
+        TargetSat   = Route.via_sat;
+        if (ISL_ROUTER_IsMe(TargetPlane, TargetSat))
+        {
+            if (ISL_ROUTER_SendToGroundStation(Route.dst_sat, Pkt, Len))
+            {
+                Counters->TxGround++;
+            }
+            else
+            {
+                ISL_ROUTER_Drop(Counters, &Route, "ground station unknown or unreachable");
+            }
+            return;
+        }
+    }
+    else
+    {
+        TargetPlane = Route.dst_plane;
+        TargetSat   = Route.dst_sat;
+    }
+
+    if (ISL_ROUTER_IsMe(TargetPlane, TargetSat))
+    {
+        if (FromBus)
+        {
+            ISL_ROUTER_Drop(Counters, &Route, "SKYMEM addressed its own satellite");
+            return;
+        }
+        if (Msg->is_cmd && ISL_ROUTER_DeliverToBus(Pkt, Len))
+        {
+            Counters->Delivered++;
+        }
+        else
+        {
+            /* Replies addressed to a satellite only arise from MIGRATE, which
+             * the cFS SKYMEM does not start. */
+            ISL_ROUTER_Drop(Counters, &Route, Msg->is_cmd ? "software bus refused it" : "reply for this satellite");
+        }
+        return;
+    }
+
+    if (TargetPlane >= ISL_ROUTER_Data.Planes || TargetSat >= ISL_ROUTER_Data.SatsPerPlane)
+    {
+        ISL_ROUTER_Drop(Counters, &Route, "no such satellite");
+        return;
+    }
+    if (Route.ttl == 0)
+    {
+        ISL_ROUTER_Drop(Counters, &Route, "TTL expired");
+        return;
+    }
+
+    /* One ISL hop: spend one TTL, count the hop (the codec fixes the checksum). */
+    Route.ttl--;
+    Route.hops++;
+    if (skymem_rewrite_route(Pkt, Len, &Route) != SKYMEM_OK)
+    {
+        ISL_ROUTER_Drop(Counters, &Route, "route header rewrite failed");
+        return;
+    }
+
+    Dir = skymem_next_dir(ISL_ROUTER_Data.Planes, ISL_ROUTER_Data.SatsPerPlane, ISL_ROUTER_Data.Plane,
+                          ISL_ROUTER_Data.Sat, TargetPlane, TargetSat);
+    skymem_neighbour(ISL_ROUTER_Data.Planes, ISL_ROUTER_Data.SatsPerPlane, ISL_ROUTER_Data.Plane, ISL_ROUTER_Data.Sat,
+                     Dir, &NextPlane, &NextSat);
+
+    CFE_EVS_SendEvent(ISL_ROUTER_ROUTE_DBG_EID, CFE_EVS_EventType_DEBUG,
+                      "ISL_ROUTER: request %lu for (%u,%u) goes %s to (%lu,%lu), ttl %u",
+                      (unsigned long)Route.request_id, (unsigned int)TargetPlane, (unsigned int)TargetSat,
+                      skymem_dir_name(Dir), (unsigned long)NextPlane, (unsigned long)NextSat, (unsigned int)Route.ttl);
+
+    if (!ISL_ROUTER_SendToSat((uint16)NextPlane, (uint16)NextSat, Pkt, Len))
+    {
+        ISL_ROUTER_Drop(Counters, &Route, "send failed");
+        return;
+    }
+    Counters->TxIsl++;
+    if (!FromBus)
+    {
+        Counters->Forwarded++; /* relayed for someone else */
+    }
+}
+
+void ISL_ROUTER_SendFromBus(const CFE_SB_Buffer_t *SBBufPtr)
+{
+    const uint8   *Pkt  = (const uint8 *)SBBufPtr;
+    size_t         Size = 0;
+    CFE_SB_MsgId_t MsgId;
+    int            rc;
+
+    CFE_MSG_GetSize(&SBBufPtr->Msg, &Size);
+    CFE_MSG_GetMsgId(&SBBufPtr->Msg, &MsgId);
+
+    /* SKYMEM_ISL_OUT_MID wraps the packet to send in a command header. */
+    if (CFE_SB_MsgIdToValue(MsgId) == SKYMEM_ISL_OUT_MID)
+    {
+        if (Size < sizeof(CFE_MSG_CommandHeader_t))
+        {
+            ISL_ROUTER_Data.MainCounters.Invalid++;
+            return;
+        }
+        Pkt += sizeof(CFE_MSG_CommandHeader_t);
+        Size -= sizeof(CFE_MSG_CommandHeader_t);
+    }
+
+    if (Size > sizeof(ISL_ROUTER_Data.TxBuf))
+    {
+        ISL_ROUTER_Data.MainCounters.Invalid++;
+        return;
+    }
+    memcpy(ISL_ROUTER_Data.TxBuf, Pkt, Size);
+
+    /* SKYMEM builds its packets with the same codec; checking costs little and
+     * keeps a broken packet off the links. */
+    rc = skymem_parse(ISL_ROUTER_Data.TxBuf, Size, &ISL_ROUTER_Data.TxMsg);
+    if (rc != SKYMEM_OK || !ISL_ROUTER_Data.TxMsg.has_route)
+    {
+        ISL_ROUTER_Data.MainCounters.Invalid++;
+        CFE_EVS_SendEvent(ISL_ROUTER_INVALID_EID, CFE_EVS_EventType_ERROR,
+                          "ISL_ROUTER: invalid %lu-byte packet from SKYMEM (%s)", (unsigned long)Size,
+                          skymem_strerror(rc));
+        return;
+    }
+
+    ISL_ROUTER_RoutePacket(ISL_ROUTER_Data.TxBuf, Size, &ISL_ROUTER_Data.TxMsg, &ISL_ROUTER_Data.MainCounters, true);
+}

@@ -1,0 +1,102 @@
+/*
+ * ISL_ROUTER receive task (a cFE child task). Waits on both UDP sockets with
+ * OS_SelectMultiple, validates every datagram with the skymem_core codec and
+ * routes it. Runs beside the main task so a busy software-bus pipe never
+ * delays the links, and the links never delay commands.
+ */
+#include "isl_router.h"
+#include "isl_router_eventids.h"
+#include "isl_router_forward.h"
+#include "isl_router_rx.h"
+#include "isl_router_utils.h"
+
+static void ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
+{
+    ISL_ROUTER_Counters_t *Counters = &ISL_ROUTER_Data.RxCounters;
+    skymem_msg_t          *Msg      = &ISL_ROUTER_Data.RxMsg;
+    OS_SockAddr_t          From;
+    int32                  Len;
+    int                    rc;
+
+    /* The socket is readable, so this returns at once (OS_CHECK = do not wait). */
+    Len = OS_SocketRecvFrom(Sock, ISL_ROUTER_Data.RxBuf, sizeof(ISL_ROUTER_Data.RxBuf), &From, OS_CHECK);
+    if (Len <= 0)
+    {
+        return;
+    }
+    if (FromGround)
+    {
+        Counters->RxGround++;
+    }
+    else
+    {
+        Counters->RxIsl++;
+    }
+
+    rc = skymem_parse(ISL_ROUTER_Data.RxBuf, (size_t)Len, Msg);
+    if (rc != SKYMEM_OK || !Msg->has_route)
+    {
+        Counters->Invalid++;
+        CFE_EVS_SendEvent(ISL_ROUTER_INVALID_EID, CFE_EVS_EventType_DEBUG,
+                          "ISL_ROUTER: dropped invalid %ld-byte datagram (%s)", (long)Len,
+                          rc != SKYMEM_OK ? skymem_strerror(rc) : "no route header");
+        return;
+    }
+
+    if (FromGround && Msg->route.src_plane == SKYMEM_GROUND_PLANE)
+    {
+        /* Replies for this station come back to where it sent from, through us. */
+        ISL_ROUTER_RememberGroundStation(Msg->route.src_sat, &From);
+        if (Msg->route.via_plane == SKYMEM_NO_SAT)
+        {
+            Msg->route.via_plane = ISL_ROUTER_Data.Plane;
+            Msg->route.via_sat   = ISL_ROUTER_Data.Sat;
+            skymem_rewrite_route(ISL_ROUTER_Data.RxBuf, (size_t)Len, &Msg->route);
+        }
+    }
+
+    ISL_ROUTER_RoutePacket(ISL_ROUTER_Data.RxBuf, (size_t)Len, Msg, Counters, false);
+}
+
+void ISL_ROUTER_RxTask(void)
+{
+    OS_FdSet ReadSet;
+    int32    rc;
+
+    CFE_EVS_SendEvent(ISL_ROUTER_RX_TASK_INF_EID, CFE_EVS_EventType_INFORMATION,
+                      "ISL_ROUTER: receive task listening on the ISL and ground ports");
+
+    while (ISL_ROUTER_Data.RunStatus == CFE_ES_RunStatus_APP_RUN)
+    {
+        OS_SelectFdZero(&ReadSet);
+        OS_SelectFdAdd(&ReadSet, ISL_ROUTER_Data.IslSock);
+        OS_SelectFdAdd(&ReadSet, ISL_ROUTER_Data.GroundSock);
+
+        /* Bounded wait, so the loop notices when the app is told to stop. */
+        rc = OS_SelectMultiple(&ReadSet, NULL, ISL_ROUTER_RX_SELECT_MS);
+        if (rc == OS_ERROR_TIMEOUT)
+        {
+            continue;
+        }
+        if (rc != OS_SUCCESS)
+        {
+            CFE_EVS_SendEvent(ISL_ROUTER_SOCKET_ERR_EID, CFE_EVS_EventType_ERROR,
+                              "ISL_ROUTER: select failed (OSAL %ld)", (long)rc);
+            OS_TaskDelay(ISL_ROUTER_RX_SELECT_MS);
+            continue;
+        }
+
+        CFE_ES_PerfLogEntry(ISL_ROUTER_RX_PERF_ID);
+        if (OS_SelectFdIsSet(&ReadSet, ISL_ROUTER_Data.IslSock))
+        {
+            ISL_ROUTER_ReceiveOne(ISL_ROUTER_Data.IslSock, false);
+        }
+        if (OS_SelectFdIsSet(&ReadSet, ISL_ROUTER_Data.GroundSock))
+        {
+            ISL_ROUTER_ReceiveOne(ISL_ROUTER_Data.GroundSock, true);
+        }
+        CFE_ES_PerfLogExit(ISL_ROUTER_RX_PERF_ID);
+    }
+
+    CFE_ES_ExitChildTask();
+}

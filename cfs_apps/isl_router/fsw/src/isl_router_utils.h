@@ -1,0 +1,30 @@
+/* ISL_ROUTER helpers: configuration, sockets, addresses, ground stations, bus delivery. */
+#ifndef ISL_ROUTER_UTILS_H
+#define ISL_ROUTER_UTILS_H
+
+#include "cfe.h"
+#include "isl_router.h"
+
+/* Shares SKYMEM's constellation table (waiting for SKYMEM to load it) and
+ * derives (plane, sat) from the cpuid. */
+CFE_Status_t ISL_ROUTER_LoadConfig(void);
+
+/* Opens and binds the ISL and ground UDP sockets. */
+CFE_Status_t ISL_ROUTER_OpenSockets(void);
+
+uint32 ISL_ROUTER_SatIndex(uint16 Plane, uint16 Sat);
+uint16 ISL_ROUTER_IslPort(uint16 Plane, uint16 Sat);
+bool   ISL_ROUTER_IsMe(uint16 Plane, uint16 Sat);
+
+/* Sends one datagram to a satellite's ISL port. true on success. */
+bool ISL_ROUTER_SendToSat(uint16 Plane, uint16 Sat, const uint8 *Pkt, size_t Len);
+
+/* Ground stations: remember where a station's requests come from; send it replies there. */
+void   ISL_ROUTER_RememberGroundStation(uint16 StationId, const OS_SockAddr_t *Addr);
+bool   ISL_ROUTER_SendToGroundStation(uint16 StationId, const uint8 *Pkt, size_t Len);
+uint32 ISL_ROUTER_GroundStationCount(void);
+
+/* Hands a packet addressed to this satellite to SKYMEM. true on success. */
+bool ISL_ROUTER_DeliverToBus(const uint8 *Pkt, size_t Len);
+
+#endif

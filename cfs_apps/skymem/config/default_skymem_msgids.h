@@ -1,0 +1,36 @@
+/*
+ * SKYMEM message IDs.
+ *
+ * The values are part of the SkyMemory wire format (skymem_wire.h, shared with
+ * the ground library and the native node), so they are taken from there rather
+ * than from cFE topic IDs:
+ *   SKYMEM_CMD_MID       0x1890  control commands (NOOP, RESET_COUNTERS, SET_PARAM)
+ *   SKYMEM_SEND_HK_MID   0x1891  housekeeping request (from SCH_LAB or the ground)
+ *   SKYMEM_DATA_CMD_MID  0x1892  data-plane commands (route header), delivered by ISL_ROUTER
+ *   SKYMEM_HK_TLM_MID    0x0890  housekeeping telemetry
+ *   SKYMEM_REPLY_TLM_MID 0x0892  data-plane replies (route header), sent out by ISL_ROUTER
+ */
+#ifndef SKYMEM_MSGIDS_H
+#define SKYMEM_MSGIDS_H
+
+#include "skymem_wire.h"
+
+/*
+ * Software-bus interface between SKYMEM and ISL_ROUTER (never on a link):
+ *
+ * SKYMEM_ISL_OUT_MID carries a data-plane command that SKYMEM originates for
+ * another satellite (eviction gossip): an 8-byte cFS command header whose
+ * payload is the complete SkyMemory packet to send. A separate MID keeps
+ * ISL_ROUTER from seeing the SKYMEM_DATA_CMD_MID packets it delivers itself.
+ *
+ * SKYMEM_TX_CREDIT_SEM is an OSAL counting semaphore (SKYMEM_TX_CREDITS deep)
+ * that paces SKYMEM to ISL_ROUTER: SKYMEM takes one credit for every packet it
+ * publishes for the router (SKYMEM_REPLY_TLM_MID, SKYMEM_ISL_OUT_MID) and
+ * ISL_ROUTER gives one back when it has sent that packet, so a 4096-chunk
+ * GET_CHUNKS cannot overflow the router's pipe however the tasks are scheduled.
+ */
+#define SKYMEM_ISL_OUT_MID   0x1895u
+#define SKYMEM_TX_CREDIT_SEM "SKYMEM_TX_CREDIT"
+#define SKYMEM_TX_CREDITS    32u /* below ISL_ROUTER's per-MID pipe limit */
+
+#endif

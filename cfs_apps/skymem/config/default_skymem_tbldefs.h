@@ -1,0 +1,26 @@
+/*
+ * SKYMEM constellation table: who the satellites are and how they reach each
+ * other. ISL_ROUTER reads the same table (CFE_TBL_Share of
+ * "SKYMEM.Constellation"), so both apps always agree on the grid and the ports.
+ */
+#ifndef SKYMEM_TBLDEFS_H
+#define SKYMEM_TBLDEFS_H
+
+#include "common_types.h"
+
+#define SKYMEM_HOST_STR_LEN 16 /* dotted IPv4 address plus terminator */
+
+typedef struct
+{
+    uint16 Planes;              /**< orbital planes (grid rows), >= 1 */
+    uint16 SatsPerPlane;        /**< satellites per plane (grid columns), >= 1 */
+    uint32 AltitudeM;           /**< orbit altitude, metres */
+    uint32 InclinationMilliDeg; /**< inclination, 1/1000 degree */
+    uint16 IslPortBase;         /**< ISL UDP port of satellite index i = base + i */
+    uint16 GroundPortBase;      /**< ground UDP port of satellite index i = base + i */
+    uint32 MemoryBudgetKB;      /**< chunk store budget, KiB */
+    uint32 ChunkSize;           /**< largest chunk data accepted, bytes */
+    char   Host[SKYMEM_HOST_STR_LEN]; /**< IPv4 address every satellite binds and is reached on */
+} SKYMEM_ConstellationTbl_t;
+
+#endif

@@ -1,0 +1,346 @@
+/*
+ * SKYMEM data-plane service: the chunk store operations of the SkyMemory
+ * protocol (skymem_wire.h) on top of the skymem_core store and codec.
+ *
+ * Every request is answered on SKYMEM_REPLY_TLM_MID with the request's id, so
+ * the ground can match and retry (all operations are idempotent). ISL_ROUTER
+ * only delivers packets addressed to this satellite; any other is ignored.
+ */
+#include "skymem.h"
+#include "skymem_data.h"
+#include "skymem_eventids.h"
+#include "skymem_gossip.h"
+#include "skymem_utils.h"
+
+#include "skymem_crc32c.h"
+
+/* ---- replies -------------------------------------------------------------- */
+
+static void SKYMEM_SendReply(const skymem_route_t *Route, uint8 Kind, uint8 Cc, uint8 Status, uint32 ChunkId,
+                             uint32 Value, const uint8 *Body, size_t BodyLen)
+{
+    int Len = skymem_build_reply(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, 0, 0,
+                                 Route, Kind, Cc, Status, ChunkId, Value, Body, BodyLen);
+    SKYMEM_Publish(SKYMEM_Data.Scratch, Len);
+}
+
+static void SKYMEM_SendAck(const skymem_route_t *Route, uint8 Cc, uint32 ChunkId, uint32 Value, const uint8 *Hash)
+{
+    SKYMEM_Data.CmdCounter++;
+    SKYMEM_SendReply(Route, SKYMEM_REPLY_ACK, Cc, 0, ChunkId, Value, Hash, Hash ? SKYMEM_BLOCK_HASH_LEN : 0);
+}
+
+static void SKYMEM_SendNak(const skymem_route_t *Route, uint8 Cc, uint8 Reason, uint32 ChunkId, const uint8 *Hash)
+{
+    SKYMEM_Data.ErrCounter++;
+    CFE_EVS_SendEvent(SKYMEM_DATA_NAK_EID, CFE_EVS_EventType_DEBUG, "SKYMEM: request %lu (cc %u) NAK %u",
+                      (unsigned long)Route->request_id, (unsigned int)Cc, (unsigned int)Reason);
+    SKYMEM_SendReply(Route, SKYMEM_REPLY_NAK, Cc, Reason, ChunkId, 0, Hash, Hash ? SKYMEM_BLOCK_HASH_LEN : 0);
+}
+
+/* DATA reply for one stored chunk, or NAK NOT_FOUND. Shared by GET_CHUNK and GET_CHUNKS. */
+static void SKYMEM_AnswerChunk(const skymem_route_t *Route, uint8 Cc, const uint8 *Hash, uint32 ChunkId)
+{
+    skymem_chunk_meta_t Meta;
+    skymem_chunk_desc_t Desc;
+    const uint8_t      *Data = NULL;
+    size_t              Len  = 0;
+    int                 PacketLen;
+
+    if (skymem_store_get(SKYMEM_Data.Store, Hash, ChunkId, &Meta, &Data, &Len) != SKYMEM_STORE_OK)
+    {
+        SKYMEM_SendNak(Route, Cc, SKYMEM_NAK_NOT_FOUND, ChunkId, Hash);
+        return;
+    }
+
+    memset(&Desc, 0, sizeof(Desc));
+    memcpy(Desc.block_hash, Hash, SKYMEM_BLOCK_HASH_LEN);
+    Desc.chunk_id      = ChunkId;
+    Desc.chunk_count   = Meta.chunk_count;
+    Desc.created_ms    = Meta.created_ms;
+    Desc.crc32c        = Meta.crc32c;
+    Desc.data_len      = (uint16_t)Len;
+    Desc.gossip_radius = Meta.gossip_radius;
+    Desc.flags         = Meta.flags;
+
+    SKYMEM_Data.CmdCounter++;
+    PacketLen = skymem_build_reply_data(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, 0,
+                                        0, Route, Cc, &Desc, Data);
+    SKYMEM_Publish(SKYMEM_Data.Scratch, PacketLen);
+}
+
+/* ---- request handlers ----------------------------------------------------- */
+
+static void SKYMEM_SetChunk(const skymem_msg_t *Msg, const skymem_route_t *Reply)
+{
+    const skymem_chunk_desc_t *Desc = &Msg->desc;
+    skymem_chunk_meta_t        Meta;
+    int                        rc;
+
+    if (Desc->data_len > SKYMEM_Data.ChunkSize)
+    {
+        SKYMEM_SendNak(Reply, SKYMEM_SET_CHUNK_CC, SKYMEM_NAK_TOO_LARGE, Desc->chunk_id, Desc->block_hash);
+        return;
+    }
+    if (skymem_crc32c(Msg->data, Desc->data_len) != Desc->crc32c)
+    {
+        SKYMEM_SendNak(Reply, SKYMEM_SET_CHUNK_CC, SKYMEM_NAK_BAD_CRC, Desc->chunk_id, Desc->block_hash);
+        return;
+    }
+
+    memset(&Meta, 0, sizeof(Meta));
+    Meta.chunk_count   = Desc->chunk_count;
+    Meta.created_ms    = Desc->created_ms;
+    Meta.crc32c        = Desc->crc32c;
+    Meta.gossip_radius = Desc->gossip_radius;
+    Meta.flags         = Desc->flags;
+    /* Remember who to tell if LRU later purges this block. */
+    Meta.origin_ground = (Msg->route.src_plane == SKYMEM_GROUND_PLANE) ? Msg->route.src_sat : SKYMEM_NO_SAT;
+    Meta.ingress_plane = Msg->route.via_plane;
+    Meta.ingress_sat   = Msg->route.via_sat;
+
+    rc = skymem_store_set(SKYMEM_Data.Store, Desc->block_hash, Desc->chunk_id, &Meta, Msg->data, Desc->data_len);
+    if (rc == SKYMEM_STORE_E_TOO_LARGE)
+    {
+        SKYMEM_SendNak(Reply, SKYMEM_SET_CHUNK_CC, SKYMEM_NAK_TOO_LARGE, Desc->chunk_id, Desc->block_hash);
+        return;
+    }
+    if (rc != SKYMEM_STORE_OK)
+    {
+        SKYMEM_SendNak(Reply, SKYMEM_SET_CHUNK_CC, SKYMEM_NAK_NO_SPACE, Desc->chunk_id, Desc->block_hash);
+        return;
+    }
+
+    if (Msg->route.flags & SKYMEM_RF_MIGRATION)
+    {
+        SKYMEM_Data.MigratedIn++;
+    }
+    SKYMEM_SendAck(Reply, SKYMEM_SET_CHUNK_CC, Desc->chunk_id, 0, Desc->block_hash);
+}
+
+static void SKYMEM_Probe(const skymem_msg_t *Msg, const skymem_route_t *Reply)
+{
+    skymem_chunk_meta_t Meta;
+    const uint8_t      *Data;
+    size_t              Len;
+
+    /* A probe must not refresh the chunk's place in the LRU order. */
+    if (skymem_store_peek(SKYMEM_Data.Store, Msg->block_hash, Msg->chunk_id, &Meta, &Data, &Len) != SKYMEM_STORE_OK)
+    {
+        SKYMEM_SendNak(Reply, SKYMEM_PROBE_CC, SKYMEM_NAK_NOT_FOUND, Msg->chunk_id, Msg->block_hash);
+        return;
+    }
+    SKYMEM_SendAck(Reply, SKYMEM_PROBE_CC, Msg->chunk_id, Meta.chunk_count, Msg->block_hash);
+}
+
+static void SKYMEM_QueueGetChunks(const skymem_msg_t *Msg, const skymem_route_t *Reply)
+{
+    SKYMEM_Job_t *Job;
+
+    if (Msg->count == 0 || Msg->count > SKYMEM_MAX_GET_CHUNKS || (Msg->stride == 0 && Msg->count > 1))
+    {
+        SKYMEM_SendNak(Reply, SKYMEM_GET_CHUNKS_CC, SKYMEM_NAK_BAD_COMMAND, Msg->first, Msg->block_hash);
+        return;
+    }
+    if (SKYMEM_Data.NumJobs >= SKYMEM_MAX_JOBS)
+    {
+        CFE_EVS_SendEvent(SKYMEM_BUSY_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: GET_CHUNKS queue full");
+        SKYMEM_SendNak(Reply, SKYMEM_GET_CHUNKS_CC, SKYMEM_NAK_BUSY, Msg->first, Msg->block_hash);
+        return;
+    }
+
+    Job = &SKYMEM_Data.Jobs[SKYMEM_Data.NumJobs++];
+    Job->ReplyRoute  = *Reply;
+    Job->NextChunkId = Msg->first;
+    Job->Remaining   = Msg->count;
+    Job->Stride      = Msg->stride;
+    memcpy(Job->BlockHash, Msg->block_hash, SKYMEM_BLOCK_HASH_LEN);
+}
+
+void SKYMEM_RunJobs(uint32 Budget)
+{
+    SKYMEM_Job_t *Job;
+
+    /* Oldest request first; each finished job is removed by moving the last one down. */
+    while (Budget > 0 && SKYMEM_Data.NumJobs > 0)
+    {
+        Job = &SKYMEM_Data.Jobs[0];
+        SKYMEM_AnswerChunk(&Job->ReplyRoute, SKYMEM_GET_CHUNKS_CC, Job->BlockHash, Job->NextChunkId);
+        Job->NextChunkId += Job->Stride;
+        Job->Remaining--;
+        Budget--;
+
+        if (Job->Remaining == 0)
+        {
+            SKYMEM_Data.NumJobs--;
+            memmove(&SKYMEM_Data.Jobs[0], &SKYMEM_Data.Jobs[1], SKYMEM_Data.NumJobs * sizeof(SKYMEM_Job_t));
+        }
+    }
+}
+
+static void SKYMEM_EvictBlock(const skymem_msg_t *Msg, const skymem_route_t *Reply)
+{
+    uint32 Purged = skymem_store_purge_block(SKYMEM_Data.Store, Msg->block_hash);
+    bool   IsGossip = (Msg->route.flags & SKYMEM_RF_GOSSIP) != 0;
+
+    if (Purged > 0)
+    {
+        CFE_EVS_SendEvent(SKYMEM_EVICT_INF_EID, CFE_EVS_EventType_INFORMATION,
+                          "SKYMEM: EVICT_BLOCK id %lu purged %lu chunks%s", (unsigned long)Msg->evict_id,
+                          (unsigned long)Purged, IsGossip ? " (gossip)" : "");
+    }
+
+    /* Pass the eviction on once per (block, evict_id), radius permitting. */
+    if (SKYMEM_GossipFirstSeen(Msg->block_hash, Msg->evict_id) && Msg->radius > 0)
+    {
+        SKYMEM_GossipForward(Msg->block_hash, Msg->evict_id, (uint8)(Msg->radius - 1u));
+    }
+
+    if (IsGossip)
+    {
+        SKYMEM_Data.CmdCounter++; /* a neighbour's gossip expects no answer */
+        return;
+    }
+    SKYMEM_SendAck(Reply, SKYMEM_EVICT_BLOCK_CC, 0, Purged, Msg->block_hash);
+}
+
+static void SKYMEM_Stats(const skymem_route_t *Reply)
+{
+    skymem_stats_t Stats;
+    int            Len;
+
+    SKYMEM_Data.CmdCounter++;
+    SKYMEM_FillStats(&Stats);
+    Len = skymem_build_reply_stats(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, 0, 0,
+                                   Reply, &Stats);
+    SKYMEM_Publish(SKYMEM_Data.Scratch, Len);
+}
+
+static void SKYMEM_ServeRequest(const skymem_msg_t *Msg)
+{
+    skymem_route_t Reply;
+    uint8          Nak;
+
+    SKYMEM_ReplyRoute(&Msg->route, &Reply);
+
+    if (Msg->route.flags & SKYMEM_RF_AUTH)
+    {
+        /* No key is provisioned to the cFS app: refuse rather than accept unchecked. */
+        SKYMEM_Data.AuthFailures++;
+        SKYMEM_SendNak(&Reply, Msg->cc, SKYMEM_NAK_AUTH_FAILED, 0, NULL);
+        return;
+    }
+
+    switch (Msg->cc)
+    {
+        case SKYMEM_NOOP_CC:
+            SKYMEM_SendAck(&Reply, Msg->cc, 0, 0, NULL);
+            break;
+
+        case SKYMEM_RESET_COUNTERS_CC:
+            SKYMEM_ResetCounters();
+            SKYMEM_SendAck(&Reply, Msg->cc, 0, 0, NULL);
+            break;
+
+        case SKYMEM_SET_PARAM_CC:
+            Nak = SKYMEM_ApplyParam(Msg->param_id, Msg->param_value);
+            if (Nak != 0)
+            {
+                SKYMEM_SendNak(&Reply, Msg->cc, Nak, 0, NULL);
+            }
+            else
+            {
+                SKYMEM_SendAck(&Reply, Msg->cc, 0, Msg->param_value, NULL);
+            }
+            break;
+
+        case SKYMEM_SET_CHUNK_CC:
+            SKYMEM_SetChunk(Msg, &Reply);
+            break;
+
+        case SKYMEM_GET_CHUNK_CC:
+            SKYMEM_AnswerChunk(&Reply, Msg->cc, Msg->block_hash, Msg->chunk_id);
+            break;
+
+        case SKYMEM_GET_CHUNKS_CC:
+            SKYMEM_QueueGetChunks(Msg, &Reply);
+            break;
+
+        case SKYMEM_PROBE_CC:
+            SKYMEM_Probe(Msg, &Reply);
+            break;
+
+        case SKYMEM_EVICT_BLOCK_CC:
+            SKYMEM_EvictBlock(Msg, &Reply);
+            break;
+
+        case SKYMEM_STATS_CC:
+            SKYMEM_Stats(&Reply);
+            break;
+
+        default:
+            /* MIGRATE: moving chunks satellite to satellite is done by the
+             * native node; the cFS app refuses it explicitly. */
+            SKYMEM_SendNak(&Reply, Msg->cc, SKYMEM_NAK_BAD_COMMAND, 0, Msg->has_block_hash ? Msg->block_hash : NULL);
+            break;
+    }
+}
+
+void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
+{
+    const uint8 *Packet = (const uint8 *)SBBufPtr;
+    size_t       Size   = 0;
+    int          rc;
+
+    CFE_MSG_GetSize(&SBBufPtr->Msg, &Size);
+
+    /* Cheap ownership test before the full parse: route destination. */
+    if (Size >= SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN &&
+        !SKYMEM_IsMe(skymem_get_u16(Packet + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_DST_PLANE),
+                     skymem_get_u16(Packet + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_DST_SAT)))
+    {
+        SKYMEM_Data.Invalid++; /* not ours: ISL_ROUTER should have forwarded it */
+        return;
+    }
+
+    rc = skymem_parse(Packet, Size, &SKYMEM_Data.Msg);
+    if (rc != SKYMEM_OK || !SKYMEM_Data.Msg.has_route)
+    {
+        SKYMEM_Data.Invalid++;
+        SKYMEM_Data.ErrCounter++;
+        CFE_EVS_SendEvent(SKYMEM_DATA_ERR_EID, CFE_EVS_EventType_ERROR,
+                          "SKYMEM: malformed data-plane packet of %lu bytes (%s)", (unsigned long)Size,
+                          skymem_strerror(rc));
+        return;
+    }
+
+    SKYMEM_Data.RxPackets++;
+    SKYMEM_ServeRequest(&SKYMEM_Data.Msg);
+}
+
+void SKYMEM_OnEviction(void *Ctx, const uint8_t BlockHash[SKYMEM_BLOCK_HASH_LEN], const skymem_chunk_meta_t *Victim,
+                       uint32_t Purged)
+{
+    skymem_route_t Route;
+
+    CFE_EVS_SendEvent(SKYMEM_EVICT_INF_EID, CFE_EVS_EventType_INFORMATION,
+                      "SKYMEM: LRU purged a block of %lu chunks to make room", (unsigned long)Purged);
+
+    if (Victim->origin_ground == SKYMEM_NO_SAT)
+    {
+        return; /* set by another satellite: nobody on the ground to tell */
+    }
+
+    /* Unsolicited EVICTED notice to the ground station that set the block,
+     * through the satellite that held its link when it was set. */
+    memset(&Route, 0, sizeof(Route));
+    Route.dst_plane = SKYMEM_GROUND_PLANE;
+    Route.dst_sat   = Victim->origin_ground;
+    Route.src_plane = SKYMEM_Data.Plane;
+    Route.src_sat   = SKYMEM_Data.Sat;
+    Route.via_plane = Victim->ingress_plane;
+    Route.via_sat   = Victim->ingress_sat;
+    Route.ttl       = SKYMEM_DEFAULT_TTL;
+    SKYMEM_SendReply(&Route, SKYMEM_REPLY_EVICTED, SKYMEM_SET_CHUNK_CC, 0, 0, Purged, BlockHash,
+                     SKYMEM_BLOCK_HASH_LEN);
+}
