@@ -81,3 +81,32 @@ def test_docker_without_engine_writes_compose_and_fails(tmp_path):
     compose = (tmp_path / "docker-compose.yml").read_text()
     assert compose.count("image: ${SKYMEM_IMAGE:-skymemory-node:latest}") == 4
     assert '"--plane", "1", "--sat", "1"' in compose
+
+
+def test_cfs_runtime_round_trip(tmp_path):
+    """Real cFS instances (a mission's exe/cpu1 with the SKYMEM + ISL_ROUTER apps), opt-in via SKYMEM_CFS_EXE."""
+    import os
+    from pathlib import Path
+
+    exe = os.environ.get("SKYMEM_CFS_EXE")
+    if not exe or not (Path(exe) / "core-cpu1").is_file():
+        pytest.skip("set SKYMEM_CFS_EXE to a cFS build's exe/cpu1 directory with the SkyMemory apps")
+    from skymemory.launcher import cfs
+
+    problems = cfs.check_mqueue_limits(4)
+    if problems:
+        pytest.skip("; ".join(problems))
+    manifest = launch(tmp_path, 2, 2, "--runtime", "cfs", "--cfs-exe", exe)
+    m = Manifest.load(manifest)
+    try:
+        assert (tmp_path / "cfs" / "1-1" / "cf" / "skymemory.cfg").read_text().count("plane = 1") == 1
+        from skymemory.blockstore import ConstellationBlockStore
+
+        with ConstellationBlockStore.from_manifest(m, [(0, 0), (0, 1), (1, 0), (1, 1)]) as store:
+            payload = os.urandom(100_000)
+            rec = store.put_block(b"c" * 32, payload)
+            assert store.get_block(rec) == payload
+    finally:
+        r = stop(manifest)
+    assert r.returncode == 0, r.stderr
+    assert not any(processes.alive(e.pid) for e in m.satellites)

@@ -241,9 +241,7 @@ def _start_cfs(args, m: Manifest, common: list[str], group: processes.ProcessGro
         name = nodes.sat_name(e.plane, e.sat)
         work = cfs.prepare_workdir(args.cfs_exe, Path(m.run_dir) / "cfs" / name,
                                    {**config, "plane": str(e.plane), "sat": str(e.sat)})
-        env = {**__import__("os").environ, "SKYMEM_PLANE": str(e.plane), "SKYMEM_SAT": str(e.sat),
-               "SKYMEM_CONFIG": str(work / "skymemory.cfg")}
-        e.pid = group.start(name, cfs.core_argv(args.cfs_binary, k - 1), cwd=work, env=env)
+        e.pid = group.start(name, cfs.core_argv(args.cfs_binary, k - 1), cwd=work)
         _progress(args, k, n)
 
 
@@ -342,6 +340,8 @@ def _teardown(m: Manifest, group_pids=(), quiet: bool = False) -> list:
     pids = processes.read_pid_files(pid_dir)
     pids.update({nodes.sat_name(e.plane, e.sat): e.pid for e in m.satellites if e.pid})
     survivors = processes.terminate(pids, marker)
+    if kind == "cfs" and not survivors:
+        survivors += cfs.remove_shared_memory({p for p in pids.values() if p})
     if kind == "netns":
         for ns in m.backend.get("namespaces", []):  # anything else still inside our namespaces
             survivors += [p for p in netns.namespace_pids(ns) if processes.alive(p)]
