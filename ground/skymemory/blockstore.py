@@ -167,7 +167,7 @@ class ConstellationBlockStore:
         kw.setdefault("chunk_bytes", manifest.chunk_size)
         kw.setdefault("via", lambda _dst: c.overhead())
         return cls(manifest.ground_addresses(), servers, mission_ms=c.mission_ms, centre=c.overhead,
-                   bind_host=manifest.ground_host if manifest.ground_host != "0.0.0.0" else "0.0.0.0", **kw)
+                   bind_host=manifest.ground_host, **kw)
 
     # ---- private event loop thread ------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:

@@ -90,6 +90,9 @@ def start(args) -> int:
             old = Manifest.load(manifest_path)
         except ValueError:
             old = None
+        if old is not None and old.backend.get("kind") in ("ssh", "docker"):
+            raise LaunchError(f"{manifest_path} describes a {old.backend['kind']} constellation that may still run "
+                              f"elsewhere; stop it first: tools/launch_constellation.py stop --manifest {manifest_path}")
         if old is not None and _live_pids(old):
             raise LaunchError(f"a constellation from {manifest_path} is still running "
                               f"({len(_live_pids(old))} live processes); stop it first: "
