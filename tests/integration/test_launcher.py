@@ -115,3 +115,48 @@ def test_cfs_runtime_round_trip(tmp_path):
         r = stop(manifest)
     assert r.returncode == 0, r.stderr
     assert not any(processes.alive(e.pid) for e in m.satellites)
+
+
+def _foreground(tmp_path):
+    """Start a 2x2 launcher in the foreground; return (process, manifest) once it reports running."""
+    import time
+
+    from conftest import free_port_bases
+
+    isl, ground = free_port_bases(4)
+    manifest = tmp_path / "fg.json"
+    proc = subprocess.Popen([sys.executable, str(LAUNCHER), "--planes", "2", "--sats", "2", "--manifest", str(manifest),
+                             "--isl-port-base", str(isl), "--ground-port-base", str(ground)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    for line in proc.stdout:  # bounded: the launcher exits (closing stdout) on any failure
+        if "running; Ctrl-C" in line or time.monotonic() > deadline:
+            break
+    assert proc.poll() is None, "launcher exited before reporting running"
+    return proc, manifest
+
+
+def test_foreground_ctrl_c_tears_down(node_path, tmp_path):
+    import signal
+
+    proc, manifest = _foreground(tmp_path)
+    pids = [e.pid for e in Manifest.load(manifest).satellites]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 0
+    assert not any(processes.alive(p) for p in pids)
+    assert not manifest.exists()
+
+
+def test_killed_launcher_leaves_no_orphans(node_path, tmp_path):
+    import time
+
+    proc, manifest = _foreground(tmp_path)
+    pids = [e.pid for e in Manifest.load(manifest).satellites]
+    proc.kill()  # SIGKILL: no teardown code runs; the nodes' parent-death signal must end them
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while any(processes.alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(processes.alive(p) for p in pids)
+    r = stop(manifest)  # the stale manifest is cleaned up without error
+    assert r.returncode == 0, r.stderr
