@@ -32,13 +32,19 @@ def test_detach_refuse_and_stop(node_path, tmp_path):
     assert not list((tmp_path / "pids").glob("*.pid"))
 
 
-def test_bad_arguments_are_rejected(tmp_path):
+def test_bad_arguments_are_rejected(tmp_path, capsys):
+    from skymemory.launcher.options import parse_args
+
     for args in (["--planes", "0"], ["--sats", "x"], ["--loss", "1.5"], ["--netns", "3", "--hosts", "10.0.0.1"],
                  ["--chunk-size", "70000"], ["--overhead", "9,9", "--planes", "3", "--sats", "3"],
-                 ["--isl-port-base", "40000", "--ground-port-base", "40010"], ["--runtime", "cfs"]):
-        r = run_launcher(*args, "--manifest", str(tmp_path / "m.json"))
-        assert r.returncode == 2, (args, r.stderr)
-        assert "error" in r.stderr
+                 ["--isl-port-base", "40000", "--ground-port-base", "40010"], ["--runtime", "cfs"],
+                 ["--hosts", "pc1,pc2"], ["--hosts", "10.0.0.1,10.0.0.1"], ["--bind", "localhost"],
+                 ["--time-scale", "0"], ["--memory-budget", "-5"], ["--netns", "0"], ["--planes", "100", "--sats", "100"]):
+        with pytest.raises(SystemExit) as e:
+            parse_args([*args, "--manifest", str(tmp_path / "m.json")])
+        assert e.value.code == 2, args
+        assert "error" in capsys.readouterr().err, args
+    assert parse_args(["--planes", "3", "--sats", "3"]).overhead == (1, 1)
 
 
 def test_failed_boot_leaves_nothing(tmp_path, monkeypatch):
