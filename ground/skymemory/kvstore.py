@@ -17,8 +17,10 @@ the chunks from the listed servers, and checks the object's SHA-256.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections import Counter
 
 from skymemory.blockstore import BlockMiss, BlockRecord, ConstellationBlockStore
 from skymemory.manifest import Manifest
@@ -57,9 +59,16 @@ class KVStore:
         self.c = manifest.constellation()
         self.n_servers = n_servers
         self.client_options = client_options or {}
+        self.counters: Counter[str] = Counter()  # client counters summed over every operation
 
-    def _store(self, servers) -> ConstellationBlockStore:
-        return ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options)
+    @contextlib.contextmanager
+    def _store(self, servers):
+        store = ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options)
+        try:
+            yield store
+        finally:
+            store.close()
+            self.counters.update(store.client.counters)
 
     def put(self, name: str, data: bytes) -> dict:
         key = key_of(name)
