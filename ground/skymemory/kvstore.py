@@ -52,7 +52,8 @@ def meta_hash(key: bytes) -> bytes:
 
 
 class KVStore:
-    def __init__(self, manifest: Manifest, n_servers: int = 10, client_options: dict | None = None) -> None:
+    def __init__(self, manifest: Manifest, n_servers: int = 10, client_options: dict | None = None,
+                 capture: list[bytes] | None = None) -> None:
         if not 1 <= n_servers <= manifest.planes * manifest.sats:
             raise ValueError(f"servers must be 1..{manifest.planes * manifest.sats}, got {n_servers}")
         self.m = manifest
@@ -60,10 +61,12 @@ class KVStore:
         self.n_servers = n_servers
         self.client_options = client_options or {}
         self.counters: Counter[str] = Counter()  # client counters summed over every operation
+        self.capture = capture  # when a list: every packet sent and received is appended
 
     @contextlib.contextmanager
     def _store(self, servers):
         store = ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options)
+        store.client.capture = self.capture
         try:
             yield store
         finally:

@@ -34,6 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--servers", type=_servers, default=10, help="satellites to stripe over (default 10)")
     p.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
     p.add_argument("-v", "--verbose", action="store_true", help="print the client's packet counters")
+    p.add_argument("--capture", type=Path, default=None,
+                   help="write every packet sent and received to this file (decode: skymemory telemetry decode)")
     add_manifest_arg(p)
     p.set_defaults(func=run_put)
 
@@ -42,6 +44,8 @@ def register(subparsers) -> None:
     g.add_argument("-o", "--output", type=Path, default=None, help="write here (default: stdout)")
     g.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
     g.add_argument("-v", "--verbose", action="store_true", help="print the client's packet counters")
+    g.add_argument("--capture", type=Path, default=None,
+                   help="write every packet sent and received to this file (decode: skymemory telemetry decode)")
     add_manifest_arg(g)
     g.set_defaults(func=run_get)
 
@@ -52,7 +56,7 @@ def run_put(args) -> int:
         return 2
     try:
         m = load_manifest(args)
-        kv = KVStore(m, args.servers, {"timeout": args.timeout})
+        kv = KVStore(m, args.servers, {"timeout": args.timeout}, capture=[] if args.capture else None)
         data = args.file.read_bytes()
         t0 = time.perf_counter()
         meta = kv.put(args.name or args.file.name, data)
@@ -69,6 +73,9 @@ def run_put(args) -> int:
 
 
 def _counters(args, kv: KVStore) -> None:
+    if args.capture and kv.capture is not None:
+        args.capture.write_bytes(b"".join(kv.capture))
+        print(f"captured {len(kv.capture)} packets to {args.capture}", file=sys.stderr)
     if args.verbose:
         print("client counters: " + ", ".join(f"{k} {v}" for k, v in sorted(kv.counters.items())), file=sys.stderr)
 
@@ -76,7 +83,7 @@ def _counters(args, kv: KVStore) -> None:
 def run_get(args) -> int:
     try:
         m = load_manifest(args)
-        kv = KVStore(m, 1, {"timeout": args.timeout})
+        kv = KVStore(m, 1, {"timeout": args.timeout}, capture=[] if args.capture else None)
         t0 = time.perf_counter()
         data, meta = kv.get(parse_key(args.key))
     except BlockMiss as exc:
