@@ -18,7 +18,6 @@ from skymemory.launcher.stop import summary_table, teardown
 from skymemory.manifest import Manifest, SatelliteEntry
 
 
-
 def start(args) -> int:
     manifest_path: Path = args.manifest
     if manifest_path.exists():
@@ -81,7 +80,7 @@ def start(args) -> int:
                               f"{args.health_timeout:g} s, e.g. {missing[:5]}")
     except BaseException as exc:
         log(args, f"boot failed: {exc}; tearing down")
-        teardown(m, group_pids=list(group.procs), quiet=True)
+        teardown(m)
         manifest_path.unlink(missing_ok=True)
         if isinstance(exc, KeyboardInterrupt):
             return 130
@@ -248,7 +247,7 @@ def _foreground(args, m: Manifest, group: processes.ProcessGroup, manifest_path:
             break
         time.sleep(0.2)
     log(args, f"stopping ({stop_reason[0] if stop_reason else 'node exit'})")
-    left = teardown(m, group_pids=list(group.procs), quiet=args.quiet)
+    left = teardown(m)
     manifest_path.unlink(missing_ok=True)
     if left:
         print(f"launch_constellation: {len(left)} processes survived: {left}", file=sys.stderr)

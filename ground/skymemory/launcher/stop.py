@@ -13,7 +13,7 @@ from skymemory.launcher.common import rss_kib, self_pid
 from skymemory.manifest import Manifest
 
 
-def teardown(m: Manifest, group_pids=(), quiet: bool = False) -> list:
+def teardown(m: Manifest) -> list:
     """Stop every process of the manifest, remove namespaces / containers; return survivors."""
     kind = m.backend.get("kind", "native")
     marker = m.backend.get("marker", "skymem_node")
