@@ -24,7 +24,7 @@
 #define SKYMEM_MAX_JOBS 8
 
 /* Recently seen (block, evict_id) pairs, so a gossiped eviction is forwarded once. */
-#define SKYMEM_GOSSIP_MEMORY 64
+#define SKYMEM_GOSSIP_MEMORY 256
 
 #define SKYMEM_MAX_VERSION_STR_LEN 256
 

@@ -93,17 +93,42 @@ static void Test_ForwardOneHop(void)
     UtAssert_UINT32_EQ(Sent.route.request_id, 31);
 }
 
+/* Re-arms the OS_SocketSendTo capture so the next datagram lands at the start of UT_Sent. */
+static void UT_CaptureNextSend(void)
+{
+    UT_ResetState(UT_KEY(OS_SocketSendTo));
+    memset(&UT_Sent, 0, sizeof(UT_Sent));
+    UT_SetDataBuffer(UT_KEY(OS_SocketSendTo), UT_Sent.Bytes, sizeof(UT_Sent.Bytes), false);
+}
+
 static void Test_TtlAndBadDestination(void)
 {
-    skymem_msg_t Msg;
+    skymem_msg_t  Msg;
+    skymem_msg_t  Nak;
+    OS_SockAddr_t Station;
+    const size_t  NakLen = SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_REPLY_HDR_LEN;
 
+    /* Ground station 4 sent the requests to us, so we hold its link. */
+    memset(&Station, 0, sizeof(Station));
+    ISL_ROUTER_RememberGroundStation(4, &Station);
+
+    /* TTL spent: not forwarded; the sender gets NAK TTL_EXPIRED instead. */
+    UT_CaptureNextSend();
     UT_RouteGet(UT_Route(1, 1, 0), &Msg);
-    UtAssert_STUB_COUNT(OS_SocketSendTo, 0);
     UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Dropped, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.TxIsl, 0);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.TxGround, 1);
+    UtAssert_INT32_EQ(skymem_parse(UT_Sent.Bytes, NakLen, &Nak), SKYMEM_OK);
+    UtAssert_UINT32_EQ(Nak.reply_kind, SKYMEM_REPLY_NAK);
+    UtAssert_UINT32_EQ(Nak.reply_status, SKYMEM_NAK_TTL_EXPIRED);
+    UtAssert_UINT32_EQ(Nak.route.request_id, 31);
 
-    UT_RouteGet(UT_Route(7, 0, 10), &Msg); /* no plane 7 in a 3x3 grid */
-    UtAssert_STUB_COUNT(OS_SocketSendTo, 0);
+    /* No plane 7 in a 3x3 grid: NAK NO_ROUTE. */
+    UT_CaptureNextSend();
+    UT_RouteGet(UT_Route(7, 0, 10), &Msg);
     UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Dropped, 2);
+    UtAssert_INT32_EQ(skymem_parse(UT_Sent.Bytes, NakLen, &Nak), SKYMEM_OK);
+    UtAssert_UINT32_EQ(Nak.reply_status, SKYMEM_NAK_NO_ROUTE);
 }
 
 static void Test_DeliverLocal(void)

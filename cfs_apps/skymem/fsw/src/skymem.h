@@ -79,6 +79,7 @@ typedef struct
 
     SKYMEM_SeenEviction_t Seen[SKYMEM_GOSSIP_MEMORY];
     uint32                SeenNext;
+    uint32                NextEvictId; /* for evictions this satellite starts (LRU) */
 
     skymem_msg_t Msg;                       /* parsed request (too big for the stack) */
     uint8        Scratch[SKYMEM_MAX_PACKET]; /* packet being built */

@@ -115,7 +115,7 @@ static void SKYMEM_SetChunk(const skymem_msg_t *Msg, const skymem_route_t *Reply
     {
         SKYMEM_Data.MigratedIn++;
     }
-    SKYMEM_SendAck(Reply, SKYMEM_SET_CHUNK_CC, Desc->chunk_id, 0, Desc->block_hash);
+    SKYMEM_SendAck(Reply, SKYMEM_SET_CHUNK_CC, Desc->chunk_id, 1, Desc->block_hash);
 }
 
 static void SKYMEM_Probe(const skymem_msg_t *Msg, const skymem_route_t *Reply)
@@ -286,6 +286,43 @@ static void SKYMEM_ServeRequest(const skymem_msg_t *Msg)
     }
 }
 
+/* A request the codec rejected but whose headers are intact (length field,
+ * checksum, route) is answered, so the sender is not left waiting. */
+static void SKYMEM_NakMalformed(int Error, const uint8 *Packet, size_t Size)
+{
+    skymem_route_t Req;
+    skymem_route_t Reply;
+    uint8          Reason;
+
+    if (Size < SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN || skymem_get_u16(Packet) != SKYMEM_DATA_CMD_MID ||
+        (size_t)skymem_get_u16(Packet + 4) + 7u != Size || !skymem_cmd_checksum_ok(Packet, Size))
+    {
+        SKYMEM_Data.ErrCounter++;
+        return;
+    }
+    skymem_route_decode(Packet + SKYMEM_CMD_HDR_LEN, &Req);
+    if (Req.flags & SKYMEM_RF_GOSSIP)
+    {
+        SKYMEM_Data.ErrCounter++;
+        return;
+    }
+
+    if (Error == SKYMEM_E_CC)
+    {
+        Reason = SKYMEM_NAK_BAD_COMMAND;
+    }
+    else if (Error == SKYMEM_E_RANGE || Error == SKYMEM_E_RESERVED)
+    {
+        Reason = SKYMEM_NAK_BAD_PARAM;
+    }
+    else
+    {
+        Reason = SKYMEM_NAK_BAD_LENGTH;
+    }
+    SKYMEM_ReplyRoute(&Req, &Reply);
+    SKYMEM_SendNak(&Reply, Packet[6] & 0x7Fu, Reason, 0, NULL);
+}
+
 void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
 {
     const uint8 *Packet = (const uint8 *)SBBufPtr;
@@ -307,10 +344,10 @@ void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
     if (rc != SKYMEM_OK || !SKYMEM_Data.Msg.has_route)
     {
         SKYMEM_Data.Invalid++;
-        SKYMEM_Data.ErrCounter++;
         CFE_EVS_SendEvent(SKYMEM_DATA_ERR_EID, CFE_EVS_EventType_ERROR,
                           "SKYMEM: malformed data-plane packet of %lu bytes (%s)", (unsigned long)Size,
                           skymem_strerror(rc));
+        SKYMEM_NakMalformed(rc, Packet, Size);
         return;
     }
 
@@ -322,17 +359,28 @@ void SKYMEM_OnEviction(void *Ctx, const uint8_t BlockHash[SKYMEM_BLOCK_HASH_LEN]
                        uint32_t Purged)
 {
     skymem_route_t Route;
+    uint32         EvictId;
 
     CFE_EVS_SendEvent(SKYMEM_EVICT_INF_EID, CFE_EVS_EventType_INFORMATION,
                       "SKYMEM: LRU purged a block of %lu chunks to make room", (unsigned long)Purged);
 
-    if (Victim->origin_ground == SKYMEM_NO_SAT)
+    /* The rest of the block elsewhere is useless too: gossip the eviction
+     * under an id of our own (satellite index << 16 | counter). */
+    EvictId = ((uint32)(SKYMEM_Data.Plane * SKYMEM_Data.SatsPerPlane + SKYMEM_Data.Sat) << 16) |
+              (SKYMEM_Data.NextEvictId++ & 0xFFFFu);
+    (void)SKYMEM_GossipFirstSeen(BlockHash, EvictId);
+    if (Victim->gossip_radius > 0)
     {
-        return; /* set by another satellite: nobody on the ground to tell */
+        SKYMEM_GossipForward(BlockHash, EvictId, (uint8)(Victim->gossip_radius - 1u));
     }
 
-    /* Unsolicited EVICTED notice to the ground station that set the block,
-     * through the satellite that held its link when it was set. */
+    if (Victim->origin_ground == SKYMEM_NO_SAT || Victim->ingress_plane == SKYMEM_NO_SAT)
+    {
+        return; /* not set from the ground (e.g. migrated): nobody to tell */
+    }
+
+    /* Unsolicited EVICTED notice (request id 0) to the ground station that set
+     * the block, through the satellite that held its link when it was set. */
     memset(&Route, 0, sizeof(Route));
     Route.dst_plane = SKYMEM_GROUND_PLANE;
     Route.dst_sat   = Victim->origin_ground;
@@ -341,6 +389,5 @@ void SKYMEM_OnEviction(void *Ctx, const uint8_t BlockHash[SKYMEM_BLOCK_HASH_LEN]
     Route.via_plane = Victim->ingress_plane;
     Route.via_sat   = Victim->ingress_sat;
     Route.ttl       = SKYMEM_DEFAULT_TTL;
-    SKYMEM_SendReply(&Route, SKYMEM_REPLY_EVICTED, SKYMEM_SET_CHUNK_CC, 0, 0, Purged, BlockHash,
-                     SKYMEM_BLOCK_HASH_LEN);
+    SKYMEM_SendReply(&Route, SKYMEM_REPLY_EVICTED, 0, 0, 0, Purged, BlockHash, SKYMEM_BLOCK_HASH_LEN);
 }

@@ -251,6 +251,20 @@ static void Test_SetGetChunk(void)
     UT_ParseReply(0, &Reply);
     UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_BAD_CRC);
 
+    /* Headers intact but the body one byte short -> NAK BAD_LENGTH. */
+    {
+        int Len = skymem_build_get_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 6, &Route, Desc.block_hash, 3) - 1;
+
+        skymem_put_u16(UT_In.Bytes + 4, (uint16)(Len - 7));
+        skymem_cmd_finalize(UT_In.Bytes, (size_t)Len);
+        UT_ExpectReplies();
+        UT_Deliver(Len);
+        UT_ParseReply(0, &Reply);
+        UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_NAK);
+        UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_BAD_LENGTH);
+        UtAssert_UINT32_EQ(Reply.route.request_id, 1235);
+    }
+
     /* Chunk above the configured chunk size -> NAK TOO_LARGE. */
     UtAssert_INT32_EQ(SKYMEM_CreateStore(1u << 20, 512), CFE_SUCCESS);
     UT_ExpectReplies();
@@ -326,6 +340,41 @@ static void Test_EvictGossip(void)
     UT_Teardown();
 }
 
+static void Test_LruEviction(void)
+{
+    skymem_chunk_meta_t Victim;
+    skymem_msg_t        Reply;
+    uint8               Hash[SKYMEM_BLOCK_HASH_LEN];
+
+    UT_Satellite();
+    memset(Hash, 0x33, sizeof(Hash));
+    memset(&Victim, 0, sizeof(Victim));
+    Victim.gossip_radius = 2;
+    Victim.origin_ground = 7;
+    Victim.ingress_plane = 0;
+    Victim.ingress_sat   = 0;
+
+    /* Gossip to the 4 neighbours (wrapped for ISL_ROUTER), then EVICTED to station 7 via (0,0). */
+    UT_ExpectReplies();
+    SKYMEM_OnEviction(NULL, Hash, &Victim, 12);
+    UtAssert_STUB_COUNT(CFE_MSG_Init, 4);
+    UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 5);
+    UT_ParseReply(4, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_EVICTED);
+    UtAssert_UINT32_EQ(Reply.reply_value, 12);
+    UtAssert_UINT32_EQ(Reply.route.dst_sat, 7);
+    UtAssert_UINT32_EQ(Reply.route.request_id, 0);
+    UtAssert_MemCmp(Reply.block_hash, Hash, sizeof(Hash), "evicted block named");
+
+    /* A migrated chunk (no ground origin) is gossiped but not announced. */
+    Victim.origin_ground = SKYMEM_NO_SAT;
+    UT_ExpectReplies();
+    SKYMEM_OnEviction(NULL, Hash, &Victim, 1);
+    UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 4);
+
+    UT_Teardown();
+}
+
 static void Test_ConfigFile(void)
 {
     static const char          Text[] = "# launcher\nplanes = 4\nsats = 6\nplane = 0\nsat = 1\nmemory-budget = 2097152\n"
@@ -394,6 +443,7 @@ void UtTest_Setup(void)
     UtTest_Add(Test_SetGetChunk, UT_ResetAll, NULL, "SET/GET/PROBE through the real store");
     UtTest_Add(Test_GetChunksPacedAndForeignPackets, UT_ResetAll, NULL, "GET_CHUNKS pacing, foreign and bad packets");
     UtTest_Add(Test_EvictGossip, UT_ResetAll, NULL, "EVICT_BLOCK gossip");
+    UtTest_Add(Test_LruEviction, UT_ResetAll, NULL, "LRU eviction: gossip and EVICTED notice");
     UtTest_Add(Test_ConfigFile, UT_ResetAll, NULL, "/cf/skymemory.cfg overrides");
     UtTest_Add(Test_Housekeeping, UT_ResetAll, NULL, "housekeeping stats");
 }
