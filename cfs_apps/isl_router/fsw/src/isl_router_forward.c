@@ -83,15 +83,14 @@ void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL
             ISL_ROUTER_Drop(Counters, &Route, "SKYMEM addressed its own satellite");
             return;
         }
-        if (Msg->is_cmd && ISL_ROUTER_DeliverToBus(Pkt, Len))
+        /* Commands, and replies to this satellite (a migration target's ACKs), go to SKYMEM. */
+        if (ISL_ROUTER_DeliverToBus(Pkt, Len))
         {
             Counters->Delivered++;
         }
         else
         {
-            /* Replies addressed to a satellite only arise from MIGRATE, which
-             * the cFS SKYMEM does not start. */
-            ISL_ROUTER_Drop(Counters, &Route, Msg->is_cmd ? "software bus refused it" : "reply for this satellite");
+            ISL_ROUTER_Drop(Counters, &Route, "software bus refused it");
         }
         return;
     }

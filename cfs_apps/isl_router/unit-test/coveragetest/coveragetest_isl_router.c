@@ -143,6 +143,25 @@ static void Test_DeliverLocal(void)
     UtAssert_MemCmp(UT_Bus.Bytes, UT_Pkt.Bytes, (size_t)Len, "delivered byte for byte");
 }
 
+static void Test_ReplyForThisSatellite(void)
+{
+    skymem_route_t Route = UT_Route(0, 0, 10);
+    skymem_msg_t   Msg;
+    int            Len;
+
+    /* A migration target's ACK addressed to us goes to SKYMEM wrapped in SKYMEM_ISL_IN_MID. */
+    Route.src_plane = 0;
+    Route.src_sat   = 2;
+    Len = skymem_build_reply(UT_Pkt.Bytes, sizeof(UT_Pkt.Bytes), 1, 0, 0, &Route, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC,
+                             0, 0, 1, NULL, 0);
+    UtAssert_INT32_EQ(skymem_parse(UT_Pkt.Bytes, (size_t)Len, &Msg), SKYMEM_OK);
+    ISL_ROUTER_RoutePacket(UT_Pkt.Bytes, (size_t)Len, &Msg, &ISL_ROUTER_Data.RxCounters, false);
+    UtAssert_STUB_COUNT(CFE_MSG_Init, 1);
+    UtAssert_STUB_COUNT(CFE_SB_TransmitBuffer, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Delivered, 1);
+    UtAssert_MemCmp(UT_Bus.Bytes + sizeof(CFE_MSG_CommandHeader_t), UT_Pkt.Bytes, (size_t)Len, "reply wrapped intact");
+}
+
 static void Test_ReplyToGround(void)
 {
     skymem_route_t Route = UT_Route(SKYMEM_GROUND_PLANE, 4, 10);
@@ -218,6 +237,7 @@ void UtTest_Setup(void)
     UtTest_Add(Test_ForwardOneHop, UT_Setup, NULL, "forward one +GRID hop");
     UtTest_Add(Test_TtlAndBadDestination, UT_Setup, NULL, "TTL expired and unknown satellite dropped");
     UtTest_Add(Test_DeliverLocal, UT_Setup, NULL, "packet for this satellite goes to SKYMEM");
+    UtTest_Add(Test_ReplyForThisSatellite, UT_Setup, NULL, "reply for this satellite goes to SKYMEM wrapped");
     UtTest_Add(Test_ReplyToGround, UT_Setup, NULL, "reply to a ground station");
     UtTest_Add(Test_BusPacketsAndCredits, UT_Setup, NULL, "SKYMEM gossip from the bus, credit returned");
     UtTest_Add(Test_CommandsAndHk, UT_Setup, NULL, "NOOP and housekeeping");

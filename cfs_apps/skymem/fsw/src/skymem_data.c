@@ -10,6 +10,7 @@
 #include "skymem_data.h"
 #include "skymem_eventids.h"
 #include "skymem_gossip.h"
+#include "skymem_migrate.h"
 #include "skymem_utils.h"
 
 #include "skymem_crc32c.h"
@@ -24,13 +25,21 @@ static void SKYMEM_SendReply(const skymem_route_t *Route, uint8 Kind, uint8 Cc, 
     SKYMEM_Publish(SKYMEM_Data.Scratch, Len);
 }
 
-static void SKYMEM_SendAck(const skymem_route_t *Route, uint8 Cc, uint32 ChunkId, uint32 Value, const uint8 *Hash)
+void SKYMEM_SendAck(const skymem_route_t *Route, uint8 Cc, uint32 ChunkId, uint32 Value, const uint8 *Hash)
 {
     SKYMEM_Data.CmdCounter++;
     SKYMEM_SendReply(Route, SKYMEM_REPLY_ACK, Cc, 0, ChunkId, Value, Hash, Hash ? SKYMEM_BLOCK_HASH_LEN : 0);
 }
 
-static void SKYMEM_SendNak(const skymem_route_t *Route, uint8 Cc, uint8 Reason, uint32 ChunkId, const uint8 *Hash)
+void SKYMEM_SendNakValue(const skymem_route_t *Route, uint8 Cc, uint8 Reason, uint32 Value, const uint8 *Hash)
+{
+    SKYMEM_Data.ErrCounter++;
+    CFE_EVS_SendEvent(SKYMEM_DATA_NAK_EID, CFE_EVS_EventType_DEBUG, "SKYMEM: request %lu (cc %u) NAK %u",
+                      (unsigned long)Route->request_id, (unsigned int)Cc, (unsigned int)Reason);
+    SKYMEM_SendReply(Route, SKYMEM_REPLY_NAK, Cc, Reason, 0, Value, Hash, Hash ? SKYMEM_BLOCK_HASH_LEN : 0);
+}
+
+void SKYMEM_SendNak(const skymem_route_t *Route, uint8 Cc, uint8 Reason, uint32 ChunkId, const uint8 *Hash)
 {
     SKYMEM_Data.ErrCounter++;
     CFE_EVS_SendEvent(SKYMEM_DATA_NAK_EID, CFE_EVS_EventType_DEBUG, "SKYMEM: request %lu (cc %u) NAK %u",
@@ -278,9 +287,11 @@ static void SKYMEM_ServeRequest(const skymem_msg_t *Msg)
             SKYMEM_Stats(&Reply);
             break;
 
+        case SKYMEM_MIGRATE_CC:
+            SKYMEM_MigrateStart(Msg, &Reply);
+            break;
+
         default:
-            /* MIGRATE: moving chunks satellite to satellite is done by the
-             * native node; the cFS app refuses it explicitly. */
             SKYMEM_SendNak(&Reply, Msg->cc, SKYMEM_NAK_BAD_COMMAND, 0, Msg->has_block_hash ? Msg->block_hash : NULL);
             break;
     }
@@ -353,6 +364,31 @@ void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
 
     SKYMEM_Data.RxPackets++;
     SKYMEM_ServeRequest(&SKYMEM_Data.Msg);
+}
+
+void SKYMEM_ProcessInboundReply(const CFE_SB_Buffer_t *SBBufPtr)
+{
+    const uint8 *Packet = (const uint8 *)SBBufPtr + sizeof(CFE_MSG_CommandHeader_t);
+    size_t       Size   = 0;
+    int          rc;
+
+    /* ISL_ROUTER wraps the reply in a command header (SKYMEM_ISL_IN_MID). */
+    CFE_MSG_GetSize(&SBBufPtr->Msg, &Size);
+    if (Size < sizeof(CFE_MSG_CommandHeader_t))
+    {
+        SKYMEM_Data.Invalid++;
+        return;
+    }
+    Size -= sizeof(CFE_MSG_CommandHeader_t);
+
+    rc = skymem_parse(Packet, Size, &SKYMEM_Data.Msg);
+    if (rc != SKYMEM_OK || SKYMEM_Data.Msg.is_cmd || !SKYMEM_Data.Msg.has_route ||
+        !SKYMEM_IsMe(SKYMEM_Data.Msg.route.dst_plane, SKYMEM_Data.Msg.route.dst_sat))
+    {
+        SKYMEM_Data.Invalid++;
+        return;
+    }
+    SKYMEM_MigrateOnReply(&SKYMEM_Data.Msg);
 }
 
 void SKYMEM_OnEviction(void *Ctx, const uint8_t BlockHash[SKYMEM_BLOCK_HASH_LEN], const skymem_chunk_meta_t *Victim,

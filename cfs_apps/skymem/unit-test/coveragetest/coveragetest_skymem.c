@@ -12,6 +12,7 @@
 #include "skymem_data.h"
 #include "skymem_dispatch.h"
 #include "skymem_gossip.h"
+#include "skymem_migrate.h"
 #include "skymem_utils.h"
 
 #include "skymem_codec.h"
@@ -375,6 +376,77 @@ static void Test_LruEviction(void)
     UT_Teardown();
 }
 
+static void Test_Migrate(void)
+{
+    skymem_route_t      Route = UT_FromGround(0, 1, 500);
+    skymem_route_t      AckRoute;
+    skymem_chunk_meta_t Meta;
+    skymem_msg_t        Out;
+    skymem_msg_t        Ack;
+    uint8               Hash[SKYMEM_BLOCK_HASH_LEN];
+    uint8               Data[64];
+    uint8               AckPkt[128];
+    int                 Len;
+
+    UT_Satellite();
+    memset(Hash, 0x44, sizeof(Hash));
+    memset(Data, 0x99, sizeof(Data));
+    memset(&Meta, 0, sizeof(Meta));
+    Meta.chunk_count = 2;
+    UtAssert_INT32_EQ(skymem_store_set(SKYMEM_Data.Store, Hash, 0, &Meta, Data, sizeof(Data)), SKYMEM_STORE_OK);
+    UtAssert_INT32_EQ(skymem_store_set(SKYMEM_Data.Store, Hash, 1, &Meta, Data, sizeof(Data)), SKYMEM_STORE_OK);
+
+    /* MIGRATE chunks 0..1 to (0,2): two SET_CHUNKs (flag MIGRATION) go out wrapped for ISL_ROUTER. */
+    UT_ExpectReplies();
+    UT_Deliver(skymem_build_migrate(UT_In.Bytes, sizeof(UT_In.Bytes), 1, &Route, Hash, 0, 2, 1, 0, 2));
+    UtAssert_STUB_COUNT(CFE_MSG_Init, 2);
+    UtAssert_UINT32_EQ(SKYMEM_MigrationsActive(), 1);
+    Len = (int)skymem_get_u16(UT_Out[0].Bytes + 8 + 4) + 7;
+    UtAssert_INT32_EQ(skymem_parse(UT_Out[0].Bytes + 8, (size_t)Len, &Out), SKYMEM_OK);
+    UtAssert_UINT32_EQ(Out.cc, SKYMEM_SET_CHUNK_CC);
+    UtAssert_UINT32_EQ(Out.route.dst_sat, 2);
+    UtAssert_True((Out.route.flags & SKYMEM_RF_MIGRATION) != 0, "MIGRATION flag set");
+
+    /* The target ACKs both: our copies go, the requester gets ACK value 2. */
+    memset(&AckRoute, 0, sizeof(AckRoute));
+    AckRoute.dst_plane = 0;
+    AckRoute.dst_sat   = 1;
+    AckRoute.src_plane = 0;
+    AckRoute.src_sat   = 2;
+    AckRoute.via_plane = SKYMEM_NO_SAT;
+    AckRoute.via_sat   = SKYMEM_NO_SAT;
+    AckRoute.ttl       = 60;
+    AckRoute.request_id = Out.route.request_id;
+    Len = skymem_build_reply(AckPkt, sizeof(AckPkt), 1, 0, 0, &AckRoute, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 0, 1,
+                             Hash, sizeof(Hash));
+    UtAssert_INT32_EQ(skymem_parse(AckPkt, (size_t)Len, &Ack), SKYMEM_OK);
+    SKYMEM_MigrateOnReply(&Ack);
+    SKYMEM_MigrateOnReply(&Ack); /* a duplicate changes nothing */
+    UtAssert_UINT32_EQ(SKYMEM_Data.MigratedOut, 1);
+    AckRoute.request_id = Out.route.request_id + 1; /* chunk index 1 of the same job */
+    skymem_build_reply(AckPkt, sizeof(AckPkt), 2, 0, 0, &AckRoute, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 1, 1, Hash,
+                       sizeof(Hash));
+    UtAssert_INT32_EQ(skymem_parse(AckPkt, (size_t)Len, &Ack), SKYMEM_OK);
+    SKYMEM_MigrateOnReply(&Ack);
+
+    UtAssert_UINT32_EQ(SKYMEM_Data.MigratedOut, 2);
+    UtAssert_UINT32_EQ(SKYMEM_MigrationsActive(), 0);
+    UtAssert_INT32_EQ(skymem_store_peek(SKYMEM_Data.Store, Hash, 0, NULL, NULL, NULL), SKYMEM_STORE_E_NOT_FOUND);
+    UT_ParseReply(2, &Out);
+    UtAssert_UINT32_EQ(Out.reply_kind, SKYMEM_REPLY_ACK);
+    UtAssert_UINT32_EQ(Out.reply_cc, SKYMEM_MIGRATE_CC);
+    UtAssert_UINT32_EQ(Out.reply_value, 2);
+    UtAssert_UINT32_EQ(Out.route.request_id, 500);
+
+    /* A target outside the grid: NAK NO_ROUTE at once. */
+    UT_ExpectReplies();
+    UT_Deliver(skymem_build_migrate(UT_In.Bytes, sizeof(UT_In.Bytes), 2, &Route, Hash, 0, 2, 1, 5, 0));
+    UT_ParseReply(0, &Out);
+    UtAssert_UINT32_EQ(Out.reply_status, SKYMEM_NAK_NO_ROUTE);
+
+    UT_Teardown();
+}
+
 static void Test_ConfigFile(void)
 {
     static const char          Text[] = "# launcher\nplanes = 4\nsats = 6\nplane = 0\nsat = 1\nmemory-budget = 2097152\n"
@@ -444,6 +516,7 @@ void UtTest_Setup(void)
     UtTest_Add(Test_GetChunksPacedAndForeignPackets, UT_ResetAll, NULL, "GET_CHUNKS pacing, foreign and bad packets");
     UtTest_Add(Test_EvictGossip, UT_ResetAll, NULL, "EVICT_BLOCK gossip");
     UtTest_Add(Test_LruEviction, UT_ResetAll, NULL, "LRU eviction: gossip and EVICTED notice");
+    UtTest_Add(Test_Migrate, UT_ResetAll, NULL, "MIGRATE: chunks handed over, deleted on ACK");
     UtTest_Add(Test_ConfigFile, UT_ResetAll, NULL, "/cf/skymemory.cfg overrides");
     UtTest_Add(Test_Housekeeping, UT_ResetAll, NULL, "housekeeping stats");
 }
