@@ -24,7 +24,15 @@
 #define SKYMEM_MAX_JOBS 8
 
 /* Recently seen (block, evict_id) pairs, so a gossiped eviction is forwarded once. */
-#define SKYMEM_GOSSIP_MEMORY 64
+#define SKYMEM_GOSSIP_MEMORY 256
+
+/* MIGRATE (same rules as the native node): jobs at once (more get NAK BUSY),
+ * chunks in flight per job, base ACK timeout, resends per chunk. */
+#define SKYMEM_MAX_MIGRATIONS      4
+#define SKYMEM_MIGRATE_WINDOW      32
+#define SKYMEM_MIGRATE_TIMEOUT_MS  1000
+#define SKYMEM_MIGRATE_RETRIES     3
+#define SKYMEM_MIGRATE_TICK_MS     100 /* pipe wait while migrations run */
 
 #define SKYMEM_MAX_VERSION_STR_LEN 256
 

@@ -30,6 +30,10 @@
  * GET_CHUNKS cannot overflow the router's pipe however the tasks are scheduled.
  */
 #define SKYMEM_ISL_OUT_MID   0x1895u
+
+/* SKYMEM_ISL_IN_MID carries a reply addressed to this satellite (a migration
+ * target's ACK/NAK) from ISL_ROUTER to SKYMEM, wrapped the same way. */
+#define SKYMEM_ISL_IN_MID    0x1896u
 #define SKYMEM_TX_CREDIT_SEM "SKYMEM_TX_CREDIT"
 #define SKYMEM_TX_CREDITS    32u /* below ISL_ROUTER's per-MID pipe limit */
 

@@ -81,6 +81,9 @@ typedef struct
     skymem_msg_t RxMsg;
     uint8        TxBuf[SKYMEM_MAX_PACKET];
     skymem_msg_t TxMsg;
+    uint8        NakBuf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_REPLY_HDR_LEN]; /* receive task */
+    skymem_msg_t NakMsg;
+    uint16       NakSeq;
 } ISL_ROUTER_Data_t;
 
 extern ISL_ROUTER_Data_t ISL_ROUTER_Data;

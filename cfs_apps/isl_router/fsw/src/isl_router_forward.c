@@ -14,8 +14,36 @@ static void ISL_ROUTER_Drop(ISL_ROUTER_Counters_t *Counters, const skymem_route_
                       (unsigned int)Route->dst_plane, (unsigned int)Route->dst_sat, Why);
 }
 
+/* Answers a relayed command that cannot be delivered (receive task only). */
+static void ISL_ROUTER_Nak(const skymem_msg_t *Req, uint8 Reason, ISL_ROUTER_Counters_t *Counters)
+{
+    skymem_route_t Reply;
+    int            Len;
+
+    if (!Req->is_cmd || (Req->route.flags & SKYMEM_RF_GOSSIP))
+    {
+        return; /* replies and gossip are never answered */
+    }
+    memset(&Reply, 0, sizeof(Reply));
+    Reply.dst_plane  = Req->route.src_plane;
+    Reply.dst_sat    = Req->route.src_sat;
+    Reply.src_plane  = ISL_ROUTER_Data.Plane;
+    Reply.src_sat    = ISL_ROUTER_Data.Sat;
+    Reply.via_plane  = Req->route.via_plane;
+    Reply.via_sat    = Req->route.via_sat;
+    Reply.request_id = Req->route.request_id;
+    Reply.ttl        = SKYMEM_DEFAULT_TTL;
+
+    Len = skymem_build_reply(ISL_ROUTER_Data.NakBuf, sizeof(ISL_ROUTER_Data.NakBuf), ISL_ROUTER_Data.NakSeq++, 0, 0,
+                             &Reply, SKYMEM_REPLY_NAK, Req->cc, Reason, 0, 0, NULL, 0);
+    if (Len > 0 && skymem_parse(ISL_ROUTER_Data.NakBuf, (size_t)Len, &ISL_ROUTER_Data.NakMsg) == SKYMEM_OK)
+    {
+        ISL_ROUTER_RoutePacket(ISL_ROUTER_Data.NakBuf, (size_t)Len, &ISL_ROUTER_Data.NakMsg, Counters, true);
+    }
+}
+
 void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL_ROUTER_Counters_t *Counters,
-                            bool FromBus)
+                            bool OwnPacket)
 {
     skymem_route_t Route = Msg->route;
     uint16         TargetPlane;
@@ -50,20 +78,19 @@ void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL
 
     if (ISL_ROUTER_IsMe(TargetPlane, TargetSat))
     {
-        if (FromBus)
+        if (OwnPacket)
         {
             ISL_ROUTER_Drop(Counters, &Route, "SKYMEM addressed its own satellite");
             return;
         }
-        if (Msg->is_cmd && ISL_ROUTER_DeliverToBus(Pkt, Len))
+        /* Commands, and replies to this satellite (a migration target's ACKs), go to SKYMEM. */
+        if (ISL_ROUTER_DeliverToBus(Pkt, Len))
         {
             Counters->Delivered++;
         }
         else
         {
-            /* Replies addressed to a satellite only arise from MIGRATE, which
-             * the cFS SKYMEM does not start. */
-            ISL_ROUTER_Drop(Counters, &Route, Msg->is_cmd ? "software bus refused it" : "reply for this satellite");
+            ISL_ROUTER_Drop(Counters, &Route, "software bus refused it");
         }
         return;
     }
@@ -71,17 +98,28 @@ void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL
     if (TargetPlane >= ISL_ROUTER_Data.Planes || TargetSat >= ISL_ROUTER_Data.SatsPerPlane)
     {
         ISL_ROUTER_Drop(Counters, &Route, "no such satellite");
+        if (!OwnPacket)
+        {
+            ISL_ROUTER_Nak(Msg, SKYMEM_NAK_NO_ROUTE, Counters);
+        }
         return;
     }
     if (Route.ttl == 0)
     {
         ISL_ROUTER_Drop(Counters, &Route, "TTL expired");
+        if (!OwnPacket)
+        {
+            ISL_ROUTER_Nak(Msg, SKYMEM_NAK_TTL_EXPIRED, Counters);
+        }
         return;
     }
 
     /* One ISL hop: spend one TTL, count the hop (the codec fixes the checksum). */
     Route.ttl--;
-    Route.hops++;
+    if (Route.hops < 255)
+    {
+        Route.hops++;
+    }
     if (skymem_rewrite_route(Pkt, Len, &Route) != SKYMEM_OK)
     {
         ISL_ROUTER_Drop(Counters, &Route, "route header rewrite failed");
@@ -104,7 +142,7 @@ void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL
         return;
     }
     Counters->TxIsl++;
-    if (!FromBus)
+    if (!OwnPacket)
     {
         Counters->Forwarded++; /* relayed for someone else */
     }

@@ -11,11 +11,14 @@
  *    route's "via" satellite), otherwise toward that satellite;
  *  - to this satellite: a command goes to SKYMEM on the software bus;
  *  - to another satellite: TTL and hop count updated, one +GRID hop on.
- * FromBus says the packet came from SKYMEM (not over a link); one addressed
- * to this satellite is then left alone rather than looped back.
+ * OwnPacket says the packet originated on this satellite (SKYMEM's, or a NAK
+ * of the router's own) rather than arriving over a link: it is not counted as
+ * relayed, never NAKed, and one addressed to this satellite is not looped back.
+ * A relayed command that cannot go on (TTL spent, no such satellite) is
+ * answered with NAK TTL_EXPIRED / NO_ROUTE, as the native node does.
  */
 void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL_ROUTER_Counters_t *Counters,
-                            bool FromBus);
+                            bool OwnPacket);
 
 /* Main task: sends on a packet SKYMEM published (reply, or wrapped gossip). */
 void ISL_ROUTER_SendFromBus(const CFE_SB_Buffer_t *SBBufPtr);

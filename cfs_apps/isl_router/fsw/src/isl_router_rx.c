@@ -10,6 +10,16 @@
 #include "isl_router_rx.h"
 #include "isl_router_utils.h"
 
+/* A data-plane command with a consistent length field, a valid checksum and a
+ * route header naming this satellite (its body may still be wrong). */
+static bool ISL_ROUTER_IntactRequestForMe(const uint8 *Pkt, size_t Len)
+{
+    return Len >= SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN && skymem_get_u16(Pkt) == SKYMEM_DATA_CMD_MID &&
+           (size_t)skymem_get_u16(Pkt + 4) + 7u == Len && skymem_cmd_checksum_ok(Pkt, Len) &&
+           ISL_ROUTER_IsMe(skymem_get_u16(Pkt + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_DST_PLANE),
+                           skymem_get_u16(Pkt + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_DST_SAT));
+}
+
 static void ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
 {
     ISL_ROUTER_Counters_t *Counters = &ISL_ROUTER_Data.RxCounters;
@@ -17,6 +27,8 @@ static void ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
     OS_SockAddr_t          From;
     int32                  Len;
     int                    rc;
+    bool                   Intact;
+    bool                   Malformed;
 
     /* The socket is readable, so this returns at once (OS_CHECK = do not wait). */
     Len = OS_SocketRecvFrom(Sock, ISL_ROUTER_Data.RxBuf, sizeof(ISL_ROUTER_Data.RxBuf), &From, OS_CHECK);
@@ -34,13 +46,20 @@ static void ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
     }
 
     rc = skymem_parse(ISL_ROUTER_Data.RxBuf, (size_t)Len, Msg);
-    if (rc != SKYMEM_OK || !Msg->has_route)
+    Intact = (rc == SKYMEM_OK && Msg->has_route);
+    /* Body wrong but headers sound and addressed here: SKYMEM answers it with a NAK. */
+    Malformed = (rc != SKYMEM_OK && ISL_ROUTER_IntactRequestForMe(ISL_ROUTER_Data.RxBuf, (size_t)Len));
+    if (!Intact && !Malformed)
     {
         Counters->Invalid++;
         CFE_EVS_SendEvent(ISL_ROUTER_INVALID_EID, CFE_EVS_EventType_DEBUG,
                           "ISL_ROUTER: dropped invalid %ld-byte datagram (%s)", (long)Len,
                           rc != SKYMEM_OK ? skymem_strerror(rc) : "no route header");
         return;
+    }
+    if (Malformed)
+    {
+        skymem_route_decode(ISL_ROUTER_Data.RxBuf + SKYMEM_CMD_HDR_LEN, &Msg->route);
     }
 
     if (FromGround && Msg->route.src_plane == SKYMEM_GROUND_PLANE)
@@ -53,6 +72,16 @@ static void ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
             Msg->route.via_sat   = ISL_ROUTER_Data.Sat;
             skymem_rewrite_route(ISL_ROUTER_Data.RxBuf, (size_t)Len, &Msg->route);
         }
+    }
+
+    if (Malformed)
+    {
+        Counters->Invalid++;
+        if (ISL_ROUTER_DeliverToBus(ISL_ROUTER_Data.RxBuf, (size_t)Len))
+        {
+            Counters->Delivered++;
+        }
+        return;
     }
 
     ISL_ROUTER_RoutePacket(ISL_ROUTER_Data.RxBuf, (size_t)Len, Msg, Counters, false);

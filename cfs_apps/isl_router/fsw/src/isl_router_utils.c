@@ -231,10 +231,12 @@ uint32 ISL_ROUTER_GroundStationCount(void)
 
 bool ISL_ROUTER_DeliverToBus(const uint8 *Pkt, size_t Len)
 {
+    bool             IsCmd  = (Pkt[0] & 0x10u) != 0;
+    size_t           Offset = IsCmd ? 0 : sizeof(CFE_MSG_CommandHeader_t);
     CFE_SB_Buffer_t *Buf;
     CFE_Status_t     status;
 
-    if (Len > CFE_MISSION_SB_MAX_SB_MSG_SIZE)
+    if (Len + Offset > CFE_MISSION_SB_MAX_SB_MSG_SIZE)
     {
         CFE_EVS_SendEvent(ISL_ROUTER_DROP_EID, CFE_EVS_EventType_ERROR,
                           "ISL_ROUTER: %lu-byte packet exceeds the software-bus limit of %u bytes",
@@ -242,14 +244,18 @@ bool ISL_ROUTER_DeliverToBus(const uint8 *Pkt, size_t Len)
         return false;
     }
 
-    Buf = CFE_SB_AllocateMessageBuffer(Len);
+    Buf = CFE_SB_AllocateMessageBuffer(Len + Offset);
     if (Buf == NULL)
     {
         CFE_EVS_SendEvent(ISL_ROUTER_SEND_ERR_EID, CFE_EVS_EventType_ERROR,
                           "ISL_ROUTER: no software-bus buffer for a %lu-byte packet", (unsigned long)Len);
         return false;
     }
-    memcpy(Buf, Pkt, Len);
+    if (!IsCmd)
+    {
+        CFE_MSG_Init(&Buf->Msg, CFE_SB_ValueToMsgId(SKYMEM_ISL_IN_MID), Len + Offset);
+    }
+    memcpy((uint8 *)Buf + Offset, Pkt, Len);
 
     /* Not an origination: the packet stays byte-identical to what arrived. */
     status = CFE_SB_TransmitBuffer(Buf, false);

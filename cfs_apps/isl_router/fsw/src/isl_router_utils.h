@@ -24,7 +24,9 @@ void   ISL_ROUTER_RememberGroundStation(uint16 StationId, const OS_SockAddr_t *A
 bool   ISL_ROUTER_SendToGroundStation(uint16 StationId, const uint8 *Pkt, size_t Len);
 uint32 ISL_ROUTER_GroundStationCount(void);
 
-/* Hands a packet addressed to this satellite to SKYMEM. true on success. */
+/* Hands a packet addressed to this satellite to SKYMEM. true on success.
+ * A command goes as it is (SKYMEM_DATA_CMD_MID); a reply is wrapped in
+ * SKYMEM_ISL_IN_MID so it is not mistaken for one of SKYMEM's own. */
 bool ISL_ROUTER_DeliverToBus(const uint8 *Pkt, size_t Len);
 
 #endif

@@ -22,5 +22,6 @@
 #define SKYMEM_EVICT_INF_EID     17 /* block purged by LRU or EVICT_BLOCK */
 #define SKYMEM_SEND_ERR_EID      18 /* could not publish a reply on the software bus */
 #define SKYMEM_BUSY_ERR_EID      19 /* GET_CHUNKS queue full */
+#define SKYMEM_MIGRATE_INF_EID   20 /* migration started / finished */
 
 #endif

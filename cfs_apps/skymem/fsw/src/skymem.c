@@ -5,6 +5,7 @@
 #include "skymem.h"
 #include "skymem_data.h"
 #include "skymem_dispatch.h"
+#include "skymem_migrate.h"
 #include "skymem_eventids.h"
 #include "skymem_utils.h"
 #include "skymem_version.h"
@@ -32,7 +33,18 @@ void SKYMEM_Main(void)
         /* While GET_CHUNKS answers are pending, only poll the pipe between
          * bursts (the credit semaphore paces the bursts); otherwise sleep
          * until a message arrives. */
-        Timeout = (SKYMEM_Data.NumJobs > 0) ? CFE_SB_POLL : CFE_SB_PEND_FOREVER;
+        if (SKYMEM_Data.NumJobs > 0)
+        {
+            Timeout = CFE_SB_POLL;
+        }
+        else if (SKYMEM_MigrationsActive() > 0)
+        {
+            Timeout = SKYMEM_MIGRATE_TICK_MS; /* wake up to resend overdue chunks */
+        }
+        else
+        {
+            Timeout = CFE_SB_PEND_FOREVER;
+        }
         status  = CFE_SB_ReceiveBuffer(&SBBufPtr, SKYMEM_Data.CommandPipe, Timeout);
 
         CFE_ES_PerfLogEntry(SKYMEM_PERF_ID);
@@ -49,6 +61,7 @@ void SKYMEM_Main(void)
         }
 
         SKYMEM_RunJobs(SKYMEM_REPLY_BURST);
+        SKYMEM_MigrateTick();
     }
 
     CFE_ES_PerfLogExit(SKYMEM_PERF_ID);
@@ -112,6 +125,10 @@ CFE_Status_t SKYMEM_Init(void)
     if (status == CFE_SUCCESS)
     {
         status = SKYMEM_SubscribeMid(SKYMEM_DATA_CMD_MID, SKYMEM_DATA_MSG_LIMIT);
+    }
+    if (status == CFE_SUCCESS)
+    {
+        status = SKYMEM_SubscribeMid(SKYMEM_ISL_IN_MID, SKYMEM_DATA_MSG_LIMIT);
     }
     if (status != CFE_SUCCESS)
     {

@@ -6,7 +6,8 @@
  * requests that ISL_ROUTER received over UDP (SKYMEM_DATA_CMD_MID), and
  * publishes every answer on the software bus (SKYMEM_REPLY_TLM_MID) for
  * ISL_ROUTER to send on; commands it originates for other satellites
- * (eviction gossip) go to ISL_ROUTER on SKYMEM_ISL_OUT_MID. A credit
+ * (eviction gossip, migration) go to ISL_ROUTER on SKYMEM_ISL_OUT_MID, and
+ * replies addressed to it come back on SKYMEM_ISL_IN_MID. A credit
  * semaphore paces both (see skymem_msgids.h).
  */
 #ifndef SKYMEM_H
@@ -34,6 +35,31 @@ typedef struct
     uint32         Stride;
 } SKYMEM_Job_t;
 
+/* One chunk of a migration. */
+typedef struct
+{
+    uint32 ChunkId;
+    uint8  State; /* SKYMEM_MC_* (skymem_migrate.c) */
+    uint8  Tries;
+    uint64 DeadlineMs;
+} SKYMEM_MigratedChunk_t;
+
+/* A MIGRATE request being carried out. */
+typedef struct
+{
+    bool                   Active;
+    uint32                 JobId;
+    skymem_route_t         ReplyRoute;
+    uint16                 TargetPlane;
+    uint16                 TargetSat;
+    uint8                  BlockHash[SKYMEM_BLOCK_HASH_LEN];
+    uint32                 NumChunks;
+    uint32                 InFlight;
+    uint32                 Moved;
+    uint32                 Failed;
+    SKYMEM_MigratedChunk_t Chunks[SKYMEM_MAX_GET_CHUNKS];
+} SKYMEM_Migration_t;
+
 /* One remembered eviction (so gossip is forwarded once). */
 typedef struct
 {
@@ -52,6 +78,7 @@ typedef struct
     uint32 Invalid;      /* malformed data-plane packets */
     uint32 AuthFailures; /* requests with the AUTH flag (no key configured on cFS) */
     uint32 MigratedIn;   /* chunks received with the MIGRATION flag */
+    uint32 MigratedOut;  /* chunks handed over by MIGRATE (deleted here after the target's ACK) */
 
     SKYMEM_HkTlm_t HkTlm;
 
@@ -66,6 +93,7 @@ typedef struct
     uint16 Sat;
     uint32 ChunkSize;
     uint64 BudgetBytes;
+    uint32 AltitudeM;
     SKYMEM_TimeConfig_t Time;
 
     skymem_store_t *Store;
@@ -79,6 +107,10 @@ typedef struct
 
     SKYMEM_SeenEviction_t Seen[SKYMEM_GOSSIP_MEMORY];
     uint32                SeenNext;
+    uint32                NextEvictId; /* for evictions this satellite starts (LRU) */
+
+    SKYMEM_Migration_t Migrations[SKYMEM_MAX_MIGRATIONS];
+    uint32             NextJobId;
 
     skymem_msg_t Msg;                       /* parsed request (too big for the stack) */
     uint8        Scratch[SKYMEM_MAX_PACKET]; /* packet being built */

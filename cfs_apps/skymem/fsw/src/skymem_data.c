@@ -10,6 +10,7 @@
 #include "skymem_data.h"
 #include "skymem_eventids.h"
 #include "skymem_gossip.h"
+#include "skymem_migrate.h"
 #include "skymem_utils.h"
 
 #include "skymem_crc32c.h"
@@ -24,13 +25,21 @@ static void SKYMEM_SendReply(const skymem_route_t *Route, uint8 Kind, uint8 Cc, 
     SKYMEM_Publish(SKYMEM_Data.Scratch, Len);
 }
 
-static void SKYMEM_SendAck(const skymem_route_t *Route, uint8 Cc, uint32 ChunkId, uint32 Value, const uint8 *Hash)
+void SKYMEM_SendAck(const skymem_route_t *Route, uint8 Cc, uint32 ChunkId, uint32 Value, const uint8 *Hash)
 {
     SKYMEM_Data.CmdCounter++;
     SKYMEM_SendReply(Route, SKYMEM_REPLY_ACK, Cc, 0, ChunkId, Value, Hash, Hash ? SKYMEM_BLOCK_HASH_LEN : 0);
 }
 
-static void SKYMEM_SendNak(const skymem_route_t *Route, uint8 Cc, uint8 Reason, uint32 ChunkId, const uint8 *Hash)
+void SKYMEM_SendNakValue(const skymem_route_t *Route, uint8 Cc, uint8 Reason, uint32 Value, const uint8 *Hash)
+{
+    SKYMEM_Data.ErrCounter++;
+    CFE_EVS_SendEvent(SKYMEM_DATA_NAK_EID, CFE_EVS_EventType_DEBUG, "SKYMEM: request %lu (cc %u) NAK %u",
+                      (unsigned long)Route->request_id, (unsigned int)Cc, (unsigned int)Reason);
+    SKYMEM_SendReply(Route, SKYMEM_REPLY_NAK, Cc, Reason, 0, Value, Hash, Hash ? SKYMEM_BLOCK_HASH_LEN : 0);
+}
+
+void SKYMEM_SendNak(const skymem_route_t *Route, uint8 Cc, uint8 Reason, uint32 ChunkId, const uint8 *Hash)
 {
     SKYMEM_Data.ErrCounter++;
     CFE_EVS_SendEvent(SKYMEM_DATA_NAK_EID, CFE_EVS_EventType_DEBUG, "SKYMEM: request %lu (cc %u) NAK %u",
@@ -115,7 +124,7 @@ static void SKYMEM_SetChunk(const skymem_msg_t *Msg, const skymem_route_t *Reply
     {
         SKYMEM_Data.MigratedIn++;
     }
-    SKYMEM_SendAck(Reply, SKYMEM_SET_CHUNK_CC, Desc->chunk_id, 0, Desc->block_hash);
+    SKYMEM_SendAck(Reply, SKYMEM_SET_CHUNK_CC, Desc->chunk_id, 1, Desc->block_hash);
 }
 
 static void SKYMEM_Probe(const skymem_msg_t *Msg, const skymem_route_t *Reply)
@@ -278,12 +287,51 @@ static void SKYMEM_ServeRequest(const skymem_msg_t *Msg)
             SKYMEM_Stats(&Reply);
             break;
 
+        case SKYMEM_MIGRATE_CC:
+            SKYMEM_MigrateStart(Msg, &Reply);
+            break;
+
         default:
-            /* MIGRATE: moving chunks satellite to satellite is done by the
-             * native node; the cFS app refuses it explicitly. */
             SKYMEM_SendNak(&Reply, Msg->cc, SKYMEM_NAK_BAD_COMMAND, 0, Msg->has_block_hash ? Msg->block_hash : NULL);
             break;
     }
+}
+
+/* A request the codec rejected but whose headers are intact (length field,
+ * checksum, route) is answered, so the sender is not left waiting. */
+static void SKYMEM_NakMalformed(int Error, const uint8 *Packet, size_t Size)
+{
+    skymem_route_t Req;
+    skymem_route_t Reply;
+    uint8          Reason;
+
+    if (Size < SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN || skymem_get_u16(Packet) != SKYMEM_DATA_CMD_MID ||
+        (size_t)skymem_get_u16(Packet + 4) + 7u != Size || !skymem_cmd_checksum_ok(Packet, Size))
+    {
+        SKYMEM_Data.ErrCounter++;
+        return;
+    }
+    skymem_route_decode(Packet + SKYMEM_CMD_HDR_LEN, &Req);
+    if (Req.flags & SKYMEM_RF_GOSSIP)
+    {
+        SKYMEM_Data.ErrCounter++;
+        return;
+    }
+
+    if (Error == SKYMEM_E_CC)
+    {
+        Reason = SKYMEM_NAK_BAD_COMMAND;
+    }
+    else if (Error == SKYMEM_E_RANGE || Error == SKYMEM_E_RESERVED)
+    {
+        Reason = SKYMEM_NAK_BAD_PARAM;
+    }
+    else
+    {
+        Reason = SKYMEM_NAK_BAD_LENGTH;
+    }
+    SKYMEM_ReplyRoute(&Req, &Reply);
+    SKYMEM_SendNak(&Reply, Packet[6] & 0x7Fu, Reason, 0, NULL);
 }
 
 void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
@@ -307,10 +355,10 @@ void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
     if (rc != SKYMEM_OK || !SKYMEM_Data.Msg.has_route)
     {
         SKYMEM_Data.Invalid++;
-        SKYMEM_Data.ErrCounter++;
         CFE_EVS_SendEvent(SKYMEM_DATA_ERR_EID, CFE_EVS_EventType_ERROR,
                           "SKYMEM: malformed data-plane packet of %lu bytes (%s)", (unsigned long)Size,
                           skymem_strerror(rc));
+        SKYMEM_NakMalformed(rc, Packet, Size);
         return;
     }
 
@@ -318,21 +366,57 @@ void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
     SKYMEM_ServeRequest(&SKYMEM_Data.Msg);
 }
 
+void SKYMEM_ProcessInboundReply(const CFE_SB_Buffer_t *SBBufPtr)
+{
+    const uint8 *Packet = (const uint8 *)SBBufPtr + sizeof(CFE_MSG_CommandHeader_t);
+    size_t       Size   = 0;
+    int          rc;
+
+    /* ISL_ROUTER wraps the reply in a command header (SKYMEM_ISL_IN_MID). */
+    CFE_MSG_GetSize(&SBBufPtr->Msg, &Size);
+    if (Size < sizeof(CFE_MSG_CommandHeader_t))
+    {
+        SKYMEM_Data.Invalid++;
+        return;
+    }
+    Size -= sizeof(CFE_MSG_CommandHeader_t);
+
+    rc = skymem_parse(Packet, Size, &SKYMEM_Data.Msg);
+    if (rc != SKYMEM_OK || SKYMEM_Data.Msg.is_cmd || !SKYMEM_Data.Msg.has_route ||
+        !SKYMEM_IsMe(SKYMEM_Data.Msg.route.dst_plane, SKYMEM_Data.Msg.route.dst_sat))
+    {
+        SKYMEM_Data.Invalid++;
+        return;
+    }
+    SKYMEM_MigrateOnReply(&SKYMEM_Data.Msg);
+}
+
 void SKYMEM_OnEviction(void *Ctx, const uint8_t BlockHash[SKYMEM_BLOCK_HASH_LEN], const skymem_chunk_meta_t *Victim,
                        uint32_t Purged)
 {
     skymem_route_t Route;
+    uint32         EvictId;
 
     CFE_EVS_SendEvent(SKYMEM_EVICT_INF_EID, CFE_EVS_EventType_INFORMATION,
                       "SKYMEM: LRU purged a block of %lu chunks to make room", (unsigned long)Purged);
 
-    if (Victim->origin_ground == SKYMEM_NO_SAT)
+    /* The rest of the block elsewhere is useless too: gossip the eviction
+     * under an id of our own (satellite index << 16 | counter). */
+    EvictId = ((uint32)(SKYMEM_Data.Plane * SKYMEM_Data.SatsPerPlane + SKYMEM_Data.Sat) << 16) |
+              (SKYMEM_Data.NextEvictId++ & 0xFFFFu);
+    (void)SKYMEM_GossipFirstSeen(BlockHash, EvictId);
+    if (Victim->gossip_radius > 0)
     {
-        return; /* set by another satellite: nobody on the ground to tell */
+        SKYMEM_GossipForward(BlockHash, EvictId, (uint8)(Victim->gossip_radius - 1u));
     }
 
-    /* Unsolicited EVICTED notice to the ground station that set the block,
-     * through the satellite that held its link when it was set. */
+    if (Victim->origin_ground == SKYMEM_NO_SAT || Victim->ingress_plane == SKYMEM_NO_SAT)
+    {
+        return; /* not set from the ground (e.g. migrated): nobody to tell */
+    }
+
+    /* Unsolicited EVICTED notice (request id 0) to the ground station that set
+     * the block, through the satellite that held its link when it was set. */
     memset(&Route, 0, sizeof(Route));
     Route.dst_plane = SKYMEM_GROUND_PLANE;
     Route.dst_sat   = Victim->origin_ground;
@@ -341,6 +425,5 @@ void SKYMEM_OnEviction(void *Ctx, const uint8_t BlockHash[SKYMEM_BLOCK_HASH_LEN]
     Route.via_plane = Victim->ingress_plane;
     Route.via_sat   = Victim->ingress_sat;
     Route.ttl       = SKYMEM_DEFAULT_TTL;
-    SKYMEM_SendReply(&Route, SKYMEM_REPLY_EVICTED, SKYMEM_SET_CHUNK_CC, 0, 0, Purged, BlockHash,
-                     SKYMEM_BLOCK_HASH_LEN);
+    SKYMEM_SendReply(&Route, SKYMEM_REPLY_EVICTED, 0, 0, 0, Purged, BlockHash, SKYMEM_BLOCK_HASH_LEN);
 }

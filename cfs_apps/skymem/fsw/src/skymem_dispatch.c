@@ -91,6 +91,10 @@ void SKYMEM_TaskPipe(const CFE_SB_Buffer_t *SBBufPtr)
             SKYMEM_ProcessDataPacket(SBBufPtr);
             break;
 
+        case SKYMEM_ISL_IN_MID:
+            SKYMEM_ProcessInboundReply(SBBufPtr);
+            break;
+
         default:
             CFE_EVS_SendEvent(SKYMEM_MID_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: invalid command packet, MID = 0x%x",
                               (unsigned int)CFE_SB_MsgIdToValue(MsgId));

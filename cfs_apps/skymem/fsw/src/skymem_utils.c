@@ -133,6 +133,7 @@ CFE_Status_t SKYMEM_LoadConfig(void)
     SKYMEM_Data.Plane        = (uint16)(Index / Tbl->SatsPerPlane);
     SKYMEM_Data.Sat          = (uint16)(Index % Tbl->SatsPerPlane);
     SKYMEM_Data.ChunkSize    = Tbl->ChunkSize;
+    SKYMEM_Data.AltitudeM    = Tbl->AltitudeM;
     SKYMEM_Data.BudgetBytes  = (uint64)Tbl->MemoryBudgetKB * 1024u;
     return CFE_SUCCESS;
 }
@@ -213,6 +214,7 @@ void SKYMEM_ResetCounters(void)
     SKYMEM_Data.Invalid      = 0;
     SKYMEM_Data.AuthFailures = 0;
     SKYMEM_Data.MigratedIn   = 0;
+    SKYMEM_Data.MigratedOut  = 0;
 }
 
 void SKYMEM_FillStats(skymem_stats_t *Stats)
@@ -237,8 +239,8 @@ void SKYMEM_FillStats(skymem_stats_t *Stats)
     Stats->invalid       = SKYMEM_Data.Invalid;
     Stats->auth_failures = SKYMEM_Data.AuthFailures;
     Stats->migrated_in   = SKYMEM_Data.MigratedIn;
-    /* Forwarded/dropped belong to ISL_ROUTER and are in its housekeeping;
-     * MIGRATE is not carried out by the cFS app (migrated_out stays 0). */
+    Stats->migrated_out  = SKYMEM_Data.MigratedOut;
+    /* Forwarded/dropped belong to ISL_ROUTER and are in its housekeeping. */
     Stats->mission_time_ms = SKYMEM_MissionTimeMs(&SKYMEM_Data.Time);
     Stats->uptime_s        = Now.Seconds - SKYMEM_Data.StartSeconds;
 }

@@ -1,0 +1,244 @@
+/*
+ * ISL_ROUTER coverage tests (cFE unit-test framework).
+ *
+ * Packets are built and checked with the real skymem_core codec; the routing
+ * decision uses the real +GRID router. The OS_SocketSendTo stub keeps a copy
+ * of the datagram that would have gone on the link.
+ */
+#include "isl_router.h"
+#include "isl_router_cmds.h"
+#include "isl_router_dispatch.h"
+#include "isl_router_forward.h"
+#include "isl_router_utils.h"
+
+#include "skymem_codec.h"
+
+#include "utassert.h"
+#include "utstubs.h"
+#include "uttest.h"
+
+typedef union
+{
+    CFE_SB_Buffer_t Sb;
+    uint8           Bytes[2048];
+} UT_Packet_t;
+
+static UT_Packet_t      UT_Pkt;
+static UT_Packet_t      UT_Sent;
+static UT_Packet_t      UT_Bus;
+static CFE_SB_Buffer_t *UT_BusPtr;
+static uint8            UT_Hash[SKYMEM_BLOCK_HASH_LEN];
+
+/* This satellite is (0,0) of a 3x3 grid. */
+static void UT_Setup(void)
+{
+    UT_ResetState(0);
+    memset(&ISL_ROUTER_Data, 0, sizeof(ISL_ROUTER_Data));
+    ISL_ROUTER_Data.Planes         = 3;
+    ISL_ROUTER_Data.SatsPerPlane   = 3;
+    ISL_ROUTER_Data.IslPortBase    = 21000;
+    ISL_ROUTER_Data.GroundPortBase = 41000;
+    strcpy(ISL_ROUTER_Data.Host, "127.0.0.1");
+    memset(UT_Hash, 0x5A, sizeof(UT_Hash));
+    memset(&UT_Sent, 0, sizeof(UT_Sent));
+    UT_SetDataBuffer(UT_KEY(OS_SocketSendTo), UT_Sent.Bytes, sizeof(UT_Sent.Bytes), false);
+    UT_BusPtr = &UT_Bus.Sb;
+    UT_SetDataBuffer(UT_KEY(CFE_SB_AllocateMessageBuffer), &UT_BusPtr, sizeof(UT_BusPtr), false);
+}
+
+static skymem_route_t UT_Route(uint16 DstPlane, uint16 DstSat, uint8 Ttl)
+{
+    skymem_route_t R;
+
+    memset(&R, 0, sizeof(R));
+    R.dst_plane  = DstPlane;
+    R.dst_sat    = DstSat;
+    R.src_plane  = SKYMEM_GROUND_PLANE;
+    R.src_sat    = 4;
+    R.via_plane  = 0;
+    R.via_sat    = 0;
+    R.request_id = 31;
+    R.ttl        = Ttl;
+    return R;
+}
+
+/* Builds a GET_CHUNK with this route and routes it as if it arrived over a link. */
+static int UT_RouteGet(skymem_route_t Route, skymem_msg_t *Msg)
+{
+    int Len = skymem_build_get_chunk(UT_Pkt.Bytes, sizeof(UT_Pkt.Bytes), 1, &Route, UT_Hash, 0);
+
+    UtAssert_True(Len > 0, "packet built");
+    UtAssert_INT32_EQ(skymem_parse(UT_Pkt.Bytes, (size_t)Len, Msg), SKYMEM_OK);
+    ISL_ROUTER_RoutePacket(UT_Pkt.Bytes, (size_t)Len, Msg, &ISL_ROUTER_Data.RxCounters, false);
+    return Len;
+}
+
+static void Test_ForwardOneHop(void)
+{
+    skymem_msg_t Msg;
+    skymem_msg_t Sent;
+    int          Len;
+
+    /* (0,0) -> (2,2) on a 3x3 torus: north first (wraps to plane 2), as the paper's rule says. */
+    Len = UT_RouteGet(UT_Route(2, 2, 10), &Msg);
+    UtAssert_STUB_COUNT(OS_SocketSendTo, 1);
+    UtAssert_STUB_COUNT(OS_SocketAddrSetPort, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Forwarded, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.TxIsl, 1);
+
+    /* What went on the link: TTL spent, hop counted, checksum still valid. */
+    UtAssert_INT32_EQ(skymem_parse(UT_Sent.Bytes, (size_t)Len, &Sent), SKYMEM_OK);
+    UtAssert_UINT32_EQ(Sent.route.ttl, 9);
+    UtAssert_UINT32_EQ(Sent.route.hops, 1);
+    UtAssert_UINT32_EQ(Sent.route.request_id, 31);
+}
+
+/* Re-arms the OS_SocketSendTo capture so the next datagram lands at the start of UT_Sent. */
+static void UT_CaptureNextSend(void)
+{
+    UT_ResetState(UT_KEY(OS_SocketSendTo));
+    memset(&UT_Sent, 0, sizeof(UT_Sent));
+    UT_SetDataBuffer(UT_KEY(OS_SocketSendTo), UT_Sent.Bytes, sizeof(UT_Sent.Bytes), false);
+}
+
+static void Test_TtlAndBadDestination(void)
+{
+    skymem_msg_t  Msg;
+    skymem_msg_t  Nak;
+    OS_SockAddr_t Station;
+    const size_t  NakLen = SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_REPLY_HDR_LEN;
+
+    /* Ground station 4 sent the requests to us, so we hold its link. */
+    memset(&Station, 0, sizeof(Station));
+    ISL_ROUTER_RememberGroundStation(4, &Station);
+
+    /* TTL spent: not forwarded; the sender gets NAK TTL_EXPIRED instead. */
+    UT_CaptureNextSend();
+    UT_RouteGet(UT_Route(1, 1, 0), &Msg);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Dropped, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.TxIsl, 0);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.TxGround, 1);
+    UtAssert_INT32_EQ(skymem_parse(UT_Sent.Bytes, NakLen, &Nak), SKYMEM_OK);
+    UtAssert_UINT32_EQ(Nak.reply_kind, SKYMEM_REPLY_NAK);
+    UtAssert_UINT32_EQ(Nak.reply_status, SKYMEM_NAK_TTL_EXPIRED);
+    UtAssert_UINT32_EQ(Nak.route.request_id, 31);
+
+    /* No plane 7 in a 3x3 grid: NAK NO_ROUTE. */
+    UT_CaptureNextSend();
+    UT_RouteGet(UT_Route(7, 0, 10), &Msg);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Dropped, 2);
+    UtAssert_INT32_EQ(skymem_parse(UT_Sent.Bytes, NakLen, &Nak), SKYMEM_OK);
+    UtAssert_UINT32_EQ(Nak.reply_status, SKYMEM_NAK_NO_ROUTE);
+}
+
+static void Test_DeliverLocal(void)
+{
+    skymem_msg_t Msg;
+    int          Len;
+
+    Len = UT_RouteGet(UT_Route(0, 0, 10), &Msg);
+    UtAssert_STUB_COUNT(OS_SocketSendTo, 0);
+    UtAssert_STUB_COUNT(CFE_SB_TransmitBuffer, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Delivered, 1);
+    UtAssert_MemCmp(UT_Bus.Bytes, UT_Pkt.Bytes, (size_t)Len, "delivered byte for byte");
+}
+
+static void Test_ReplyForThisSatellite(void)
+{
+    skymem_route_t Route = UT_Route(0, 0, 10);
+    skymem_msg_t   Msg;
+    int            Len;
+
+    /* A migration target's ACK addressed to us goes to SKYMEM wrapped in SKYMEM_ISL_IN_MID. */
+    Route.src_plane = 0;
+    Route.src_sat   = 2;
+    Len = skymem_build_reply(UT_Pkt.Bytes, sizeof(UT_Pkt.Bytes), 1, 0, 0, &Route, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC,
+                             0, 0, 1, NULL, 0);
+    UtAssert_INT32_EQ(skymem_parse(UT_Pkt.Bytes, (size_t)Len, &Msg), SKYMEM_OK);
+    ISL_ROUTER_RoutePacket(UT_Pkt.Bytes, (size_t)Len, &Msg, &ISL_ROUTER_Data.RxCounters, false);
+    UtAssert_STUB_COUNT(CFE_MSG_Init, 1);
+    UtAssert_STUB_COUNT(CFE_SB_TransmitBuffer, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Delivered, 1);
+    UtAssert_MemCmp(UT_Bus.Bytes + sizeof(CFE_MSG_CommandHeader_t), UT_Pkt.Bytes, (size_t)Len, "reply wrapped intact");
+}
+
+static void Test_ReplyToGround(void)
+{
+    skymem_route_t Route = UT_Route(SKYMEM_GROUND_PLANE, 4, 10);
+    skymem_msg_t   Msg;
+    OS_SockAddr_t  Station;
+    int            Len;
+
+    Route.src_plane = 1;
+    Route.src_sat   = 1;
+    Len = skymem_build_reply(UT_Pkt.Bytes, sizeof(UT_Pkt.Bytes), 1, 0, 0, &Route, SKYMEM_REPLY_ACK, SKYMEM_NOOP_CC,
+                             0, 0, 0, NULL, 0);
+    UtAssert_INT32_EQ(skymem_parse(UT_Pkt.Bytes, (size_t)Len, &Msg), SKYMEM_OK);
+
+    /* We are the "via" satellite but station 4 never sent us anything: dropped. */
+    ISL_ROUTER_RoutePacket(UT_Pkt.Bytes, (size_t)Len, &Msg, &ISL_ROUTER_Data.MainCounters, true);
+    UtAssert_STUB_COUNT(OS_SocketSendTo, 0);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.MainCounters.Dropped, 1);
+
+    /* After a request from station 4 the reply goes to its address. */
+    memset(&Station, 0, sizeof(Station));
+    ISL_ROUTER_RememberGroundStation(4, &Station);
+    UtAssert_UINT32_EQ(ISL_ROUTER_GroundStationCount(), 1);
+    ISL_ROUTER_RoutePacket(UT_Pkt.Bytes, (size_t)Len, &Msg, &ISL_ROUTER_Data.MainCounters, true);
+    UtAssert_STUB_COUNT(OS_SocketSendTo, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.MainCounters.TxGround, 1);
+}
+
+static void Test_BusPacketsAndCredits(void)
+{
+    skymem_route_t Route = UT_Route(0, 1, SKYMEM_DEFAULT_TTL);
+    CFE_SB_MsgId_t MsgIds[2] = {CFE_SB_ValueToMsgId(SKYMEM_ISL_OUT_MID), CFE_SB_ValueToMsgId(SKYMEM_ISL_OUT_MID)};
+    CFE_MSG_Size_t Size;
+    int            Len;
+
+    /* Gossip from SKYMEM arrives wrapped in an 8-byte command header. */
+    Route.src_plane = 0;
+    Route.src_sat   = 0;
+    Route.flags     = SKYMEM_RF_GOSSIP;
+    Len = skymem_build_evict(UT_Pkt.Bytes + 8, sizeof(UT_Pkt.Bytes) - 8, 1, &Route, UT_Hash, 3, 0);
+    Size = (CFE_MSG_Size_t)Len + 8;
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetMsgId), MsgIds, sizeof(MsgIds), true); /* dispatch + SendFromBus */
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetSize), &Size, sizeof(Size), true);
+    ISL_ROUTER_TaskPipe(&UT_Pkt.Sb);
+
+    UtAssert_STUB_COUNT(OS_SocketSendTo, 1);
+    UtAssert_STUB_COUNT(OS_CountSemGive, 1); /* the credit goes back to SKYMEM */
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.MainCounters.TxIsl, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.MainCounters.Forwarded, 0); /* our own packet, not a relay */
+}
+
+static void Test_CommandsAndHk(void)
+{
+    CFE_SB_MsgId_t    MsgId = CFE_SB_ValueToMsgId(ISL_ROUTER_CMD_MID);
+    CFE_MSG_FcnCode_t Cc    = ISL_ROUTER_NOOP_CC;
+    CFE_MSG_Size_t    Size  = sizeof(ISL_ROUTER_NoopCmd_t);
+
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetMsgId), &MsgId, sizeof(MsgId), true);
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetFcnCode), &Cc, sizeof(Cc), true);
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetSize), &Size, sizeof(Size), true);
+    ISL_ROUTER_TaskPipe(&UT_Pkt.Sb);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.CmdCounter, 1);
+
+    ISL_ROUTER_Data.RxCounters.Forwarded   = 2;
+    ISL_ROUTER_Data.MainCounters.Forwarded = 3;
+    ISL_ROUTER_SendHkCmd(NULL);
+    UtAssert_UINT32_EQ(skymem_get_u32(ISL_ROUTER_Data.HkTlm.Payload.Bytes + ISL_ROUTER_HK_CMD_COUNT), 1);
+    UtAssert_UINT32_EQ(skymem_get_u32(ISL_ROUTER_Data.HkTlm.Payload.Bytes + ISL_ROUTER_HK_FORWARDED), 5);
+    UtAssert_STUB_COUNT(CFE_SB_TransmitMsg, 1);
+}
+
+void UtTest_Setup(void)
+{
+    UtTest_Add(Test_ForwardOneHop, UT_Setup, NULL, "forward one +GRID hop");
+    UtTest_Add(Test_TtlAndBadDestination, UT_Setup, NULL, "TTL expired and unknown satellite dropped");
+    UtTest_Add(Test_DeliverLocal, UT_Setup, NULL, "packet for this satellite goes to SKYMEM");
+    UtTest_Add(Test_ReplyForThisSatellite, UT_Setup, NULL, "reply for this satellite goes to SKYMEM wrapped");
+    UtTest_Add(Test_ReplyToGround, UT_Setup, NULL, "reply to a ground station");
+    UtTest_Add(Test_BusPacketsAndCredits, UT_Setup, NULL, "SKYMEM gossip from the bus, credit returned");
+    UtTest_Add(Test_CommandsAndHk, UT_Setup, NULL, "NOOP and housekeeping");
+}

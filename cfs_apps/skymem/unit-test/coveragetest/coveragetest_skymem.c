@@ -1,0 +1,522 @@
+/*
+ * SKYMEM coverage tests (cFE unit-test framework).
+ *
+ * The software bus, events, tables and OSAL are stubs; packets are built and
+ * checked with the real skymem_core codec, and chunks live in a real store.
+ * A reply "published" by SKYMEM lands in a buffer the test hands to the
+ * CFE_SB_AllocateMessageBuffer stub, where the test parses it.
+ */
+#include "skymem.h"
+#include "skymem_cmds.h"
+#include "skymem_config.h"
+#include "skymem_data.h"
+#include "skymem_dispatch.h"
+#include "skymem_gossip.h"
+#include "skymem_migrate.h"
+#include "skymem_utils.h"
+
+#include "skymem_codec.h"
+#include "skymem_crc32c.h"
+
+#include "cfe_psp.h"
+#include "utassert.h"
+#include "utstubs.h"
+#include "uttest.h"
+
+/* SB buffers the test owns (aligned like real ones). */
+typedef union
+{
+    CFE_SB_Buffer_t Sb;
+    uint8           Bytes[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_CHUNK_DESC_LEN + 8192];
+} UT_Packet_t;
+
+#define UT_MAX_REPLIES 6
+static UT_Packet_t      UT_In;
+static UT_Packet_t      UT_Out[UT_MAX_REPLIES];
+static CFE_SB_Buffer_t *UT_OutPtrs[UT_MAX_REPLIES];
+
+static const SKYMEM_ConstellationTbl_t UT_GoodTable = {
+    .Planes = 3, .SatsPerPlane = 3, .AltitudeM = 550000, .InclinationMilliDeg = 53000,
+    .IslPortBase = 21000, .GroundPortBase = 41000, .MemoryBudgetKB = 1024, .ChunkSize = 6144,
+    .Host = "127.0.0.1"};
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static void UT_SetMsg(CFE_SB_MsgId_Atom_t Mid, CFE_MSG_FcnCode_t Cc, CFE_MSG_Size_t Size)
+{
+    /* Two of each: an error path asks for the ID and code again for its event text. */
+    CFE_SB_MsgId_t    MsgId[2] = {CFE_SB_ValueToMsgId(Mid), CFE_SB_ValueToMsgId(Mid)};
+    CFE_MSG_FcnCode_t Code[2]  = {Cc, Cc};
+
+    /* Drop what an earlier message left unread, so each getter returns this message's value. */
+    UT_ResetState(UT_KEY(CFE_MSG_GetMsgId));
+    UT_ResetState(UT_KEY(CFE_MSG_GetFcnCode));
+    UT_ResetState(UT_KEY(CFE_MSG_GetSize));
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetMsgId), MsgId, sizeof(MsgId), true);
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetFcnCode), Code, sizeof(Code), true);
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetSize), &Size, sizeof(Size), true);
+}
+
+/* Gives the AllocateMessageBuffer stub UT_MAX_REPLIES buffers to hand out. */
+static void UT_ExpectReplies(void)
+{
+    int i;
+
+    UT_ResetState(UT_KEY(CFE_SB_AllocateMessageBuffer));
+    memset(UT_Out, 0, sizeof(UT_Out));
+    for (i = 0; i < UT_MAX_REPLIES; i++)
+    {
+        UT_OutPtrs[i] = &UT_Out[i].Sb;
+    }
+    UT_SetDataBuffer(UT_KEY(CFE_SB_AllocateMessageBuffer), UT_OutPtrs, sizeof(UT_OutPtrs), false);
+}
+
+/* This satellite is (0,1) of a 3x3 grid with a 1 MiB store. */
+static void UT_Satellite(void)
+{
+    memset(&SKYMEM_Data, 0, sizeof(SKYMEM_Data));
+    SKYMEM_Data.Planes       = 3;
+    SKYMEM_Data.SatsPerPlane = 3;
+    SKYMEM_Data.Plane        = 0;
+    SKYMEM_Data.Sat          = 1;
+    SKYMEM_Data.Time.TimeScale = 1.0;
+    UtAssert_INT32_EQ(SKYMEM_CreateStore(1u << 20, 6144), CFE_SUCCESS);
+}
+
+static void UT_Teardown(void)
+{
+    if (SKYMEM_Data.Store != NULL)
+    {
+        skymem_store_destroy(SKYMEM_Data.Store);
+        SKYMEM_Data.Store = NULL;
+    }
+}
+
+static skymem_route_t UT_FromGround(uint16 Plane, uint16 Sat, uint32 RequestId)
+{
+    skymem_route_t R;
+
+    memset(&R, 0, sizeof(R));
+    R.dst_plane  = Plane;
+    R.dst_sat    = Sat;
+    R.src_plane  = SKYMEM_GROUND_PLANE;
+    R.src_sat    = 7;
+    R.via_plane  = 0;
+    R.via_sat    = 0;
+    R.request_id = RequestId;
+    R.ttl        = SKYMEM_DEFAULT_TTL;
+    return R;
+}
+
+/* Feeds a built data-plane packet to SKYMEM. */
+static void UT_Deliver(int Len)
+{
+    UtAssert_True(Len > 0, "packet built (%d)", Len);
+    UT_SetMsg(SKYMEM_DATA_CMD_MID, UT_In.Bytes[6] & 0x7F, (CFE_MSG_Size_t)Len);
+    SKYMEM_TaskPipe(&UT_In.Sb);
+}
+
+static void UT_ParseReply(int Index, skymem_msg_t *Msg)
+{
+    size_t Len = skymem_get_u16(UT_Out[Index].Bytes + 4) + 7u;
+
+    UtAssert_INT32_EQ(skymem_parse(UT_Out[Index].Bytes, Len, Msg), SKYMEM_OK);
+    UtAssert_UINT32_EQ(Msg->mid, SKYMEM_REPLY_TLM_MID);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void Test_TableValidation(void)
+{
+    SKYMEM_ConstellationTbl_t Tbl = UT_GoodTable;
+
+    UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_SUCCESS);
+
+    Tbl.Planes = 0;
+    UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
+    Tbl = UT_GoodTable;
+    Tbl.IslPortBase = 65530; /* 9 satellites do not fit below 65536 */
+    UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
+    Tbl = UT_GoodTable;
+    Tbl.ChunkSize = SKYMEM_SB_MAX_CHUNK + 1; /* a DATA reply would not fit one SB message */
+    UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
+    Tbl = UT_GoodTable;
+    memset(Tbl.Host, 'x', sizeof(Tbl.Host)); /* not terminated */
+    UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
+    Tbl = UT_GoodTable;
+    Tbl.MemoryBudgetKB = 0;
+    UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
+
+    UtAssert_STUB_COUNT(CFE_EVS_SendEvent, 5);
+}
+
+static void Test_ControlCommands(void)
+{
+    SKYMEM_SetParamCmd_t SetParam;
+
+    UT_Satellite();
+
+    /* NOOP of the right length counts; of the wrong length is an error. */
+    UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_NOOP_CC, sizeof(SKYMEM_NoopCmd_t));
+    SKYMEM_TaskPipe(&UT_In.Sb);
+    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, 1);
+    UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_NOOP_CC, sizeof(SKYMEM_NoopCmd_t) + 1);
+    SKYMEM_TaskPipe(&UT_In.Sb);
+    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, 1);
+    UtAssert_UINT32_EQ(SKYMEM_Data.ErrCounter, 1);
+
+    /* SET_PARAM chunk size 4096 (big-endian payload) rebuilds the store. */
+    memset(&SetParam, 0, sizeof(SetParam));
+    skymem_put_u16(SetParam.Payload.ParamId, SKYMEM_PARAM_CHUNK_SIZE);
+    skymem_put_u32(SetParam.Payload.Value, 4096);
+    UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_SET_PARAM_CC, sizeof(SKYMEM_SetParamCmd_t));
+    SKYMEM_TaskPipe((CFE_SB_Buffer_t *)&SetParam);
+    UtAssert_UINT32_EQ(SKYMEM_Data.ChunkSize, 4096);
+    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, 2);
+
+    /* Link-emulation parameters are not supported on cFS. */
+    skymem_put_u16(SetParam.Payload.ParamId, SKYMEM_PARAM_LOSS_PPM);
+    UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_SET_PARAM_CC, sizeof(SKYMEM_SetParamCmd_t));
+    SKYMEM_TaskPipe((CFE_SB_Buffer_t *)&SetParam);
+    UtAssert_UINT32_EQ(SKYMEM_Data.ErrCounter, 2);
+
+    /* Unknown function code. */
+    UT_SetMsg(SKYMEM_CMD_MID, 42, sizeof(SKYMEM_NoopCmd_t));
+    SKYMEM_TaskPipe(&UT_In.Sb);
+    UtAssert_UINT32_EQ(SKYMEM_Data.ErrCounter, 3);
+
+    /* RESET_COUNTERS */
+    UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_RESET_COUNTERS_CC, sizeof(SKYMEM_ResetCountersCmd_t));
+    SKYMEM_TaskPipe(&UT_In.Sb);
+    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, 0);
+    UtAssert_UINT32_EQ(SKYMEM_Data.ErrCounter, 0);
+
+    UT_Teardown();
+}
+
+static void Test_SetGetChunk(void)
+{
+    skymem_route_t      Route = UT_FromGround(0, 1, 1234);
+    skymem_chunk_desc_t Desc;
+    skymem_msg_t        Reply;
+    uint8               Data[1000];
+    uint32              i;
+
+    UT_Satellite();
+    for (i = 0; i < sizeof(Data); i++)
+    {
+        Data[i] = (uint8)(i * 7u);
+    }
+    memset(&Desc, 0, sizeof(Desc));
+    memset(Desc.block_hash, 0xAB, sizeof(Desc.block_hash));
+    Desc.chunk_id    = 3;
+    Desc.chunk_count = 4;
+    Desc.created_ms  = 99;
+    Desc.crc32c      = skymem_crc32c(Data, sizeof(Data));
+    Desc.data_len    = sizeof(Data);
+
+    /* SET_CHUNK -> ACK back to the ground station through the via satellite. */
+    UT_ExpectReplies();
+    UT_Deliver(skymem_build_set_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 1, &Route, &Desc, Data));
+    UT_ParseReply(0, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_ACK);
+    UtAssert_UINT32_EQ(Reply.reply_chunk_id, 3);
+    UtAssert_UINT32_EQ(Reply.route.request_id, 1234);
+    UtAssert_UINT32_EQ(Reply.route.dst_plane, SKYMEM_GROUND_PLANE);
+    UtAssert_UINT32_EQ(Reply.route.dst_sat, 7);
+    UtAssert_UINT32_EQ(Reply.route.src_sat, 1);
+    UtAssert_UINT32_EQ(Reply.route.via_sat, 0);
+
+    /* GET_CHUNK -> DATA with the same bytes and descriptor. */
+    UT_ExpectReplies();
+    Route.request_id = 1235;
+    UT_Deliver(skymem_build_get_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 2, &Route, Desc.block_hash, 3));
+    UT_ParseReply(0, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_DATA);
+    UtAssert_UINT32_EQ(Reply.desc.data_len, sizeof(Data));
+    UtAssert_UINT32_EQ(Reply.desc.chunk_count, 4);
+    UtAssert_MemCmp(Reply.data, Data, sizeof(Data), "chunk data comes back unchanged");
+
+    /* PROBE of a missing chunk -> NAK NOT_FOUND. */
+    UT_ExpectReplies();
+    UT_Deliver(skymem_build_probe(UT_In.Bytes, sizeof(UT_In.Bytes), 3, &Route, Desc.block_hash, 0));
+    UT_ParseReply(0, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_NAK);
+    UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_NOT_FOUND);
+
+    /* Corrupted data -> NAK BAD_CRC, nothing stored. */
+    UT_ExpectReplies();
+    Desc.chunk_id = 2;
+    Desc.crc32c ^= 1u;
+    UT_Deliver(skymem_build_set_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 4, &Route, &Desc, Data));
+    UT_ParseReply(0, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_BAD_CRC);
+
+    /* Headers intact but the body one byte short -> NAK BAD_LENGTH. */
+    {
+        int Len = skymem_build_get_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 6, &Route, Desc.block_hash, 3) - 1;
+
+        skymem_put_u16(UT_In.Bytes + 4, (uint16)(Len - 7));
+        skymem_cmd_finalize(UT_In.Bytes, (size_t)Len);
+        UT_ExpectReplies();
+        UT_Deliver(Len);
+        UT_ParseReply(0, &Reply);
+        UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_NAK);
+        UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_BAD_LENGTH);
+        UtAssert_UINT32_EQ(Reply.route.request_id, 1235);
+    }
+
+    /* Chunk above the configured chunk size -> NAK TOO_LARGE. */
+    UtAssert_INT32_EQ(SKYMEM_CreateStore(1u << 20, 512), CFE_SUCCESS);
+    UT_ExpectReplies();
+    Desc.crc32c ^= 1u;
+    UT_Deliver(skymem_build_set_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 5, &Route, &Desc, Data));
+    UT_ParseReply(0, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_TOO_LARGE);
+
+    UT_Teardown();
+}
+
+static void Test_GetChunksPacedAndForeignPackets(void)
+{
+    skymem_route_t Route = UT_FromGround(0, 1, 77);
+    uint8          Hash[SKYMEM_BLOCK_HASH_LEN];
+    skymem_msg_t   Reply;
+
+    UT_Satellite();
+    memset(Hash, 0x11, sizeof(Hash));
+
+    /* GET_CHUNKS of 3 is queued, then answered by RunJobs (all NOT_FOUND here). */
+    UT_Deliver(skymem_build_get_chunks(UT_In.Bytes, sizeof(UT_In.Bytes), 1, &Route, Hash, 0, 3, 1));
+    UtAssert_UINT32_EQ(SKYMEM_Data.NumJobs, 1);
+    UT_ExpectReplies();
+    SKYMEM_RunJobs(2);
+    UtAssert_UINT32_EQ(SKYMEM_Data.NumJobs, 1); /* one left after a budget of 2 */
+    SKYMEM_RunJobs(2);
+    UtAssert_UINT32_EQ(SKYMEM_Data.NumJobs, 0);
+    UT_ParseReply(2, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_chunk_id, 2);
+    UtAssert_STUB_COUNT(OS_CountSemTimedWait, 3); /* one credit per reply */
+
+    /* A packet for another satellite is not served. */
+    UT_ResetState(UT_KEY(CFE_SB_AllocateMessageBuffer));
+    Route.dst_sat = 2;
+    UT_Deliver(skymem_build_get_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 2, &Route, Hash, 0));
+    UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 0);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Invalid, 1);
+
+    /* A malformed packet (one byte short of its length field) is counted, not served. */
+    Route.dst_sat = 1;
+    UT_Deliver(skymem_build_get_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 3, &Route, Hash, 0) - 1);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Invalid, 2);
+    UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 0);
+
+    /* No credit from ISL_ROUTER: the reply is dropped, not sent. */
+    UT_SetDefaultReturnValue(UT_KEY(OS_CountSemTimedWait), OS_ERROR_TIMEOUT);
+    UT_Deliver(skymem_build_get_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 4, &Route, Hash, 0));
+    UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 0);
+    UtAssert_UINT32_EQ(SKYMEM_Data.TxCreditTimeouts, 1);
+
+    UT_Teardown();
+}
+
+static void Test_EvictGossip(void)
+{
+    skymem_route_t Route = UT_FromGround(0, 1, 5);
+    uint8          Hash[SKYMEM_BLOCK_HASH_LEN];
+
+    UT_Satellite();
+    memset(Hash, 0x22, sizeof(Hash));
+
+    UtAssert_True(SKYMEM_GossipFirstSeen(Hash, 9), "first sighting");
+    UtAssert_True(!SKYMEM_GossipFirstSeen(Hash, 9), "second sighting of the same eviction");
+    UtAssert_True(SKYMEM_GossipFirstSeen(Hash, 10), "another evict id is new");
+
+    /* EVICT radius 1 from the ground: ACK + 4 gossip packets (distinct neighbours on 3x3). */
+    UT_ExpectReplies();
+    UT_Deliver(skymem_build_evict(UT_In.Bytes, sizeof(UT_In.Bytes), 1, &Route, Hash, 11, 1));
+    UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 5);
+    UtAssert_STUB_COUNT(CFE_MSG_Init, 4); /* gossip is wrapped in SKYMEM_ISL_OUT_MID */
+
+    UT_Teardown();
+}
+
+static void Test_LruEviction(void)
+{
+    skymem_chunk_meta_t Victim;
+    skymem_msg_t        Reply;
+    uint8               Hash[SKYMEM_BLOCK_HASH_LEN];
+
+    UT_Satellite();
+    memset(Hash, 0x33, sizeof(Hash));
+    memset(&Victim, 0, sizeof(Victim));
+    Victim.gossip_radius = 2;
+    Victim.origin_ground = 7;
+    Victim.ingress_plane = 0;
+    Victim.ingress_sat   = 0;
+
+    /* Gossip to the 4 neighbours (wrapped for ISL_ROUTER), then EVICTED to station 7 via (0,0). */
+    UT_ExpectReplies();
+    SKYMEM_OnEviction(NULL, Hash, &Victim, 12);
+    UtAssert_STUB_COUNT(CFE_MSG_Init, 4);
+    UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 5);
+    UT_ParseReply(4, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_EVICTED);
+    UtAssert_UINT32_EQ(Reply.reply_value, 12);
+    UtAssert_UINT32_EQ(Reply.route.dst_sat, 7);
+    UtAssert_UINT32_EQ(Reply.route.request_id, 0);
+    UtAssert_MemCmp(Reply.block_hash, Hash, sizeof(Hash), "evicted block named");
+
+    /* A migrated chunk (no ground origin) is gossiped but not announced. */
+    Victim.origin_ground = SKYMEM_NO_SAT;
+    UT_ExpectReplies();
+    SKYMEM_OnEviction(NULL, Hash, &Victim, 1);
+    UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 4);
+
+    UT_Teardown();
+}
+
+static void Test_Migrate(void)
+{
+    skymem_route_t      Route = UT_FromGround(0, 1, 500);
+    skymem_route_t      AckRoute;
+    skymem_chunk_meta_t Meta;
+    skymem_msg_t        Out;
+    skymem_msg_t        Ack;
+    uint8               Hash[SKYMEM_BLOCK_HASH_LEN];
+    uint8               Data[64];
+    uint8               AckPkt[128];
+    int                 Len;
+
+    UT_Satellite();
+    memset(Hash, 0x44, sizeof(Hash));
+    memset(Data, 0x99, sizeof(Data));
+    memset(&Meta, 0, sizeof(Meta));
+    Meta.chunk_count = 2;
+    UtAssert_INT32_EQ(skymem_store_set(SKYMEM_Data.Store, Hash, 0, &Meta, Data, sizeof(Data)), SKYMEM_STORE_OK);
+    UtAssert_INT32_EQ(skymem_store_set(SKYMEM_Data.Store, Hash, 1, &Meta, Data, sizeof(Data)), SKYMEM_STORE_OK);
+
+    /* MIGRATE chunks 0..1 to (0,2): two SET_CHUNKs (flag MIGRATION) go out wrapped for ISL_ROUTER. */
+    UT_ExpectReplies();
+    UT_Deliver(skymem_build_migrate(UT_In.Bytes, sizeof(UT_In.Bytes), 1, &Route, Hash, 0, 2, 1, 0, 2));
+    UtAssert_STUB_COUNT(CFE_MSG_Init, 2);
+    UtAssert_UINT32_EQ(SKYMEM_MigrationsActive(), 1);
+    Len = (int)skymem_get_u16(UT_Out[0].Bytes + 8 + 4) + 7;
+    UtAssert_INT32_EQ(skymem_parse(UT_Out[0].Bytes + 8, (size_t)Len, &Out), SKYMEM_OK);
+    UtAssert_UINT32_EQ(Out.cc, SKYMEM_SET_CHUNK_CC);
+    UtAssert_UINT32_EQ(Out.route.dst_sat, 2);
+    UtAssert_True((Out.route.flags & SKYMEM_RF_MIGRATION) != 0, "MIGRATION flag set");
+
+    /* The target ACKs both: our copies go, the requester gets ACK value 2. */
+    memset(&AckRoute, 0, sizeof(AckRoute));
+    AckRoute.dst_plane = 0;
+    AckRoute.dst_sat   = 1;
+    AckRoute.src_plane = 0;
+    AckRoute.src_sat   = 2;
+    AckRoute.via_plane = SKYMEM_NO_SAT;
+    AckRoute.via_sat   = SKYMEM_NO_SAT;
+    AckRoute.ttl       = 60;
+    AckRoute.request_id = Out.route.request_id;
+    Len = skymem_build_reply(AckPkt, sizeof(AckPkt), 1, 0, 0, &AckRoute, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 0, 1,
+                             Hash, sizeof(Hash));
+    UtAssert_INT32_EQ(skymem_parse(AckPkt, (size_t)Len, &Ack), SKYMEM_OK);
+    SKYMEM_MigrateOnReply(&Ack);
+    SKYMEM_MigrateOnReply(&Ack); /* a duplicate changes nothing */
+    UtAssert_UINT32_EQ(SKYMEM_Data.MigratedOut, 1);
+    AckRoute.request_id = Out.route.request_id + 1; /* chunk index 1 of the same job */
+    skymem_build_reply(AckPkt, sizeof(AckPkt), 2, 0, 0, &AckRoute, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 1, 1, Hash,
+                       sizeof(Hash));
+    UtAssert_INT32_EQ(skymem_parse(AckPkt, (size_t)Len, &Ack), SKYMEM_OK);
+    SKYMEM_MigrateOnReply(&Ack);
+
+    UtAssert_UINT32_EQ(SKYMEM_Data.MigratedOut, 2);
+    UtAssert_UINT32_EQ(SKYMEM_MigrationsActive(), 0);
+    UtAssert_INT32_EQ(skymem_store_peek(SKYMEM_Data.Store, Hash, 0, NULL, NULL, NULL), SKYMEM_STORE_E_NOT_FOUND);
+    UT_ParseReply(2, &Out);
+    UtAssert_UINT32_EQ(Out.reply_kind, SKYMEM_REPLY_ACK);
+    UtAssert_UINT32_EQ(Out.reply_cc, SKYMEM_MIGRATE_CC);
+    UtAssert_UINT32_EQ(Out.reply_value, 2);
+    UtAssert_UINT32_EQ(Out.route.request_id, 500);
+
+    /* A target outside the grid: NAK NO_ROUTE at once. */
+    UT_ExpectReplies();
+    UT_Deliver(skymem_build_migrate(UT_In.Bytes, sizeof(UT_In.Bytes), 2, &Route, Hash, 0, 2, 1, 5, 0));
+    UT_ParseReply(0, &Out);
+    UtAssert_UINT32_EQ(Out.reply_status, SKYMEM_NAK_NO_ROUTE);
+
+    UT_Teardown();
+}
+
+static void Test_ConfigFile(void)
+{
+    static const char          Text[] = "# launcher\nplanes = 4\nsats = 6\nplane = 0\nsat = 1\nmemory-budget = 2097152\n"
+                                        "isl-port-base = 23000\nground-port-base = 43000\nbind = 10.0.0.2\n"
+                                        "loss = 0.1\nepoch-ms = 1000\ntime-scale = 2.0\n";
+    static const char          Bad[]  = "planes = 0\n";
+    SKYMEM_ConstellationTbl_t  Tbl    = UT_GoodTable;
+    SKYMEM_TimeConfig_t        Time   = {false, 0, 1.0};
+    bool                       Applied;
+
+    UT_SetDefaultReturnValue(UT_KEY(CFE_PSP_GetProcessorId), 2); /* index 1 = (0,1) */
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)Text, sizeof(Text) - 1, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_SUCCESS);
+    UtAssert_True(Applied, "file applied");
+    UtAssert_UINT32_EQ(Tbl.Planes, 4);
+    UtAssert_UINT32_EQ(Tbl.SatsPerPlane, 6);
+    UtAssert_UINT32_EQ(Tbl.MemoryBudgetKB, 2048);
+    UtAssert_UINT32_EQ(Tbl.IslPortBase, 23000);
+    UtAssert_UINT32_EQ(Tbl.GroundPortBase, 43000);
+    UtAssert_StrCmp(Tbl.Host, "10.0.0.2", "bind address");
+    UtAssert_True(Time.HaveEpoch && Time.EpochMs == 1000 && Time.TimeScale == 2.0, "mission time settings");
+
+    /* A bad value stops the app. */
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)Bad, sizeof(Bad) - 1, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+
+    /* A file naming another satellite than the cpuid is refused. */
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)"sats = 3\nplane = 2\nsat = 2\n", 25, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+
+    /* No file: nothing changes. */
+    UT_SetDefaultReturnValue(UT_KEY(OS_OpenCreate), OS_ERROR);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_SUCCESS);
+    UtAssert_True(!Applied, "no file, nothing applied");
+}
+
+static void Test_Housekeeping(void)
+{
+    skymem_stats_t Stats;
+
+    UT_Satellite();
+    SKYMEM_Data.CmdCounter = 5;
+    UT_SetMsg(SKYMEM_SEND_HK_MID, 0, sizeof(SKYMEM_SendHkCmd_t));
+    SKYMEM_TaskPipe(&UT_In.Sb);
+    UtAssert_STUB_COUNT(CFE_SB_TransmitMsg, 1);
+
+    skymem_stats_decode(SKYMEM_Data.HkTlm.Payload.Stats, &Stats);
+    UtAssert_UINT32_EQ(Stats.cmd_count, 5);
+    UtAssert_UINT32_EQ(Stats.sat, 1);
+    UtAssert_True(Stats.bytes_budget > 0 && Stats.bytes_budget <= (1u << 20), "budget reported");
+
+    UT_Teardown();
+}
+
+static void UT_ResetAll(void)
+{
+    UT_ResetState(0);
+}
+
+void UtTest_Setup(void)
+{
+    UtTest_Add(Test_TableValidation, UT_ResetAll, NULL, "table validation");
+    UtTest_Add(Test_ControlCommands, UT_ResetAll, NULL, "control commands and lengths");
+    UtTest_Add(Test_SetGetChunk, UT_ResetAll, NULL, "SET/GET/PROBE through the real store");
+    UtTest_Add(Test_GetChunksPacedAndForeignPackets, UT_ResetAll, NULL, "GET_CHUNKS pacing, foreign and bad packets");
+    UtTest_Add(Test_EvictGossip, UT_ResetAll, NULL, "EVICT_BLOCK gossip");
+    UtTest_Add(Test_LruEviction, UT_ResetAll, NULL, "LRU eviction: gossip and EVICTED notice");
+    UtTest_Add(Test_Migrate, UT_ResetAll, NULL, "MIGRATE: chunks handed over, deleted on ACK");
+    UtTest_Add(Test_ConfigFile, UT_ResetAll, NULL, "/cf/skymemory.cfg overrides");
+    UtTest_Add(Test_Housekeeping, UT_ResetAll, NULL, "housekeeping stats");
+}
