@@ -231,6 +231,31 @@ static void test_corrupt(void)
     stop();
 }
 
+static void test_peers_file(void)
+{
+    /* --peers overrides the port rule: give the two satellites ISL ports in the
+     * reverse order of the rule; forwarding must follow the file. */
+    char path[] = "/tmp/skymem_peers_XXXXXX", arg[64];
+    const char *args[] = {"--delay-scale", "0", "--log-level", "warn", "--peers", arg, NULL};
+    skymem_msg_t m;
+    int pfd = mkstemp(path);
+    FILE *f = pfd >= 0 ? fdopen(pfd, "w") : NULL;
+    CHECK(f != NULL);
+    if (f == NULL) return;
+    fprintf(f, "# plane sat host isl_port ground_port\n0 0 127.0.0.1 %u %u\n0 1 127.0.0.1 %u %u\n",
+            G.isl_base + 5, G.ground_base, G.isl_base + 4, G.ground_base + 1);
+    fclose(f);
+    snprintf(arg, sizeof arg, "%s", path);
+    start(1, 2, args);
+    /* the nodes hold the file's ISL ports, not the rule's */
+    CHECK(!np_ports_free(G.isl_base + 4, 1) && !np_ports_free(G.isl_base + 5, 1));
+    CHECK(np_ports_free(G.isl_base, 2));
+    CHECK(noop(0, 0, 0, 1, 2000, &m) == 0 && m.reply_kind == SKYMEM_REPLY_ACK && m.route.hops == 1);
+    CHECK(noop(0, 1, 0, 0, 2000, &m) == 0 && m.reply_kind == SKYMEM_REPLY_ACK && m.route.hops == 1);
+    stop();
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -252,5 +277,6 @@ int main(int argc, char **argv)
     test_dup_and_loss();
     test_bandwidth();
     test_corrupt();
+    test_peers_file();
     return check_report("link_emulation");
 }
