@@ -203,7 +203,7 @@ void node_on_store_evict(void *ctx, const uint8_t *hash, const skymem_chunk_meta
 {
     node_t *n = (node_t *)ctx;
     uint32_t evict_id = ((n->plane * n->sats + n->sat) << 16) | (n->next_evict_id++ & 0xFFFFu);
-    node_log(n, NODE_LOG_INFO, "LRU evicted a block (%u chunks), gossip radius %u", purged, victim->gossip_radius);
+    node_log(n, NODE_LOG_DEBUG, "LRU evicted a block (%u chunks), gossip radius %u", purged, victim->gossip_radius);
     (void)seen_before(n, hash, evict_id);
     node_gossip_evict(n, hash, evict_id, victim->gossip_radius);
     if (victim->origin_ground != SKYMEM_NO_SAT && victim->ingress_plane != SKYMEM_NO_SAT) {
