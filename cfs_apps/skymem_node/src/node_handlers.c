@@ -406,7 +406,9 @@ static void nak_malformed(node_t *n, int rc, const uint8_t *pkt, size_t len)
         return;
     skymem_route_decode(pkt + SKYMEM_CMD_HDR_LEN, &r);
     if (!is_self(n, r.dst_plane, r.dst_sat) || (r.flags & SKYMEM_RF_GOSSIP)) return;
-    status = rc == SKYMEM_E_CC ? SKYMEM_NAK_BAD_COMMAND : rc == SKYMEM_E_RANGE ? SKYMEM_NAK_BAD_PARAM : SKYMEM_NAK_BAD_LENGTH;
+    if (rc == SKYMEM_E_CC) status = SKYMEM_NAK_BAD_COMMAND;
+    else if (rc == SKYMEM_E_RANGE || rc == SKYMEM_E_RESERVED) status = SKYMEM_NAK_BAD_PARAM;
+    else status = SKYMEM_NAK_BAD_LENGTH;
     node_reply(n, &r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, status, 0, 0, NULL, 0);
 }
 
