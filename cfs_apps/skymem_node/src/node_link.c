@@ -190,7 +190,8 @@ static void emulate_send(node_t *n, int link, int fd, uint8_t kind, const struct
                          const uint8_t *pkt, size_t len, uint64_t delay_ns)
 {
     uint8_t copy[SKYMEM_MAX_PACKET];
-    uint64_t now = node_mono_ns();
+    /* the clock is read only when a delay or a bandwidth cap needs it (hot forwarding path) */
+    uint64_t now = (delay_ns || n->cfg.bandwidth_mbps > 0 || n->cfg.reorder > 0) ? node_mono_ns() : 0;
     int copies = 1, i;
     if (n->loss > 0 && node_rand01(n) < n->loss) {
         n->c.dropped++;
@@ -207,6 +208,7 @@ static void emulate_send(node_t *n, int link, int fd, uint8_t kind, const struct
         pkt = copy;
     }
     if (n->cfg.dup > 0 && node_rand01(n) < n->cfg.dup) copies = 2;
+    if (delay_ns && now == 0) now = node_mono_ns();
     for (i = 0; i < copies; i++) {
         if (delay_ns == 0) {
             node_sendto_now(n, fd, addr, pkt, len);
