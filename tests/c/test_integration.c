@@ -432,6 +432,10 @@ static void test_migrate(void)
         CHECK_EQ_INT(stats(3, 0, &t1), 0);
         CHECK_EQ_INT(t1.migrated_in - t0.migrated_in, 4); /* first try + 3 resends all arrived */
     }
+    /* MIGRATE sent straight to the holder's own ground link: the ACK comes back through it */
+    r = route_to(2, 2);
+    rc = request(2, 2, skymem_build_migrate(pkt, sizeof pkt, 0, &r, h, 5, 1, 1, 2, 3), r.request_id, &m);
+    CHECK(is_ack(rc, &m) && m.reply_value == 1);
     /* nothing left to move -> ACK 0; bad target -> NAK NO_ROUTE */
     r = route_to(2, 2);
     rc = request(0, 0, skymem_build_migrate(pkt, sizeof pkt, 0, &r, h, 0, 3, 2, 0, 3), r.request_id, &m);
