@@ -110,9 +110,9 @@ class SkyMemoryClient:
         loop = asyncio.get_running_loop()
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         # a GET_CHUNKS burst of thousands of 6 KB replies must not overflow the socket
-        try:  # root may exceed net.core.rmem_max
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, 32 * 1024 * 1024)
-        except (PermissionError, OSError):
+        try:  # SO_RCVBUFFORCE (33, Linux): root may exceed net.core.rmem_max
+            sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 32 * 1024 * 1024)
+        except OSError:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024 * 1024)
         sock.bind(self.bind)
         self._transport, _ = await loop.create_datagram_endpoint(lambda: _Protocol(self), sock=sock)
