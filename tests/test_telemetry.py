@@ -57,3 +57,16 @@ def test_mixed_capture_decodes_with_ccsdspy_and_spacepacket_alike():
 def test_truncated_stream_is_rejected():
     with pytest.raises(WireError):
         list(telemetry.iter_packets(wire.encode_command(wire.SKYMEM_CMD_MID, 0) + b"\x18\x90"))
+
+
+def test_cli_decode(tmp_path, capsys):
+    from skymemory.cli import main
+
+    f = tmp_path / "hk.bin"
+    f.write_bytes(b"".join(wire.encode_telemetry(wire.SKYMEM_HK_TLM_MID, stats(i).pack(), 77) for i in range(3)))
+    assert main(["telemetry", "decode", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "SKYMEM_HK_TLM: 3 packets" in out and out.count("\n") == 5
+    f.write_bytes(f.read_bytes()[:-1])
+    assert main(["telemetry", "decode", str(f)]) == 1
+    assert main(["telemetry", "decode", str(tmp_path / "missing")]) == 1

@@ -3,7 +3,8 @@
 setup.py names this file in `cffi_modules`, so `pip install .` / `pip install -e .`
 compile the core C sources (cfs_apps/skymem_core/fsw/src) into the Python
 package: the ground then encodes and checks packets with the very code the
-satellites run. `SKYMEM_CORE_DIR` may point at another skymem_core tree.
+satellites run. `SKYMEM_CORE_DIR` may point at another skymem_core tree for a
+manual build (`python _cffi_build.py`); setuptools builds need it inside the repo.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "skymemory._native",
     '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n',
-    sources=[str(p) for p in core_sources()],
+    # setuptools refuses absolute source paths: give them relative to where the build runs
+    sources=[os.path.relpath(p) for p in core_sources()],
     include_dirs=[str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src")],
     extra_compile_args=["-O2", "-std=c99"],
 )

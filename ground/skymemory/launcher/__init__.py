@@ -149,7 +149,8 @@ def start(args) -> int:
         raise
     boot_s = time.monotonic() - t0
     local = [e.pid for e in m.satellites if e.pid and not e.remote]
-    print(summary_table(m), file=sys.stderr)
+    if not args.quiet:
+        print(summary_table(m), file=sys.stderr)
     print(f"{n} satellites healthy; processes started in {started_s:.2f} s, boot-to-healthy {boot_s:.2f} s; "
           f"total RSS {rss_kib(local) / 1024:.1f} MiB over {len(local)} local processes", file=sys.stderr)
     print(f"manifest: {manifest_path}")
@@ -196,7 +197,10 @@ def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessG
         why = netns.probe()
         if why:
             raise LaunchError(f"--netns is not possible here: {why}")
-        record = netns.build(args.netns)
+        try:
+            record = netns.build(args.netns)
+        except netns.NetnsUnavailable as exc:
+            raise LaunchError(f"--netns is not possible here: {exc}") from None
         m.backend = {"kind": "netns", "marker": "skymem_node", **record}
         m.ground_host = record["ground_address"]
         host_index = lambda i: i * args.netns // n  # contiguous shares, like satellites per mini PC
