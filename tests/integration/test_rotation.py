@@ -57,7 +57,7 @@ def test_full_period_keeps_every_block_within_reach(turning):
     assert report.get_misses_during == 0 and report.get_mismatches == 0
     # no get needed more hops than the layout bound; the corners of the box reach it
     for strategy, n in LAYOUTS:
-        assert report.max_hops[strategy] == placement.max_hops(strategy, n)
+        assert report.max_hops[f"{strategy}:{n}"] == placement.max_hops(strategy, n)
     assert report.hop_violations == []
     # MIGRATE traffic: every step moved something, and the satellites agree on the chunk count
     rows = [line.split() for line in report.table.splitlines()[1:-1]]

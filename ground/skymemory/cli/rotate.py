@@ -43,10 +43,10 @@ class RotationReport:
     get_mismatches: int = 0
     puts_during: int = 0
     put_failures: int = 0
-    # strategy -> placement.max_hops, for the migrating strategies only: a static layout (hop,
+    # placement.max_hops of each layout, for the migrating strategies only: a static layout (hop,
     # baseline) stays where it was set and drifts out of the ground host's view as the constellation turns
-    hop_bound: dict[str, int] = field(default_factory=dict)
-    max_hops: dict[str, int] = field(default_factory=dict)  # strategy -> most hops a DATA reply took
+    hop_bound: dict[str, int] = field(default_factory=dict)  # keyed "strategy:servers"
+    max_hops: dict[str, int] = field(default_factory=dict)  # "strategy:servers" -> most hops a DATA reply took
     hop_violations: list[str] = field(default_factory=list)
     migrated_in_satellites: int = 0  # sum of the satellites' migrated_in counters over the run
     table: str = ""
@@ -76,7 +76,7 @@ async def run_rotation(manifest: Manifest, duration_s: float, *, blocks: int = 1
     c = manifest.constellation()
     for strategy, n in layouts:
         placement.check_fits(strategy, n, c.planes, c.sats)
-    report = RotationReport(hop_bound={s: placement.max_hops(s, n) for s, n in layouts
+    report = RotationReport(hop_bound={f"{s}:{n}": placement.max_hops(s, n) for s, n in layouts
                                        if s in placement.MIGRATING_STRATEGIES})
     expected: dict[bytes, bytes] = {}
     index = BlockIndex()
@@ -176,8 +176,9 @@ async def run_rotation(manifest: Manifest, duration_s: float, *, blocks: int = 1
         # hop bound: every DATA reply of a block, measured from the satellite it came down through
         for rec in records:
             hops = client.max_hops_by_block.get(rec.block_hash, 0)
-            bound = report.hop_bound.get(rec.strategy)
-            report.max_hops[rec.strategy] = max(report.max_hops.get(rec.strategy, 0), hops)
+            layout = f"{rec.strategy}:{rec.n_servers}"
+            bound = report.hop_bound.get(layout)
+            report.max_hops[layout] = max(report.max_hops.get(layout, 0), hops)
             if bound is not None and hops > bound:
                 report.hop_violations.append(f"{rec.block_hash.hex()[:16]} ({rec.strategy}, {rec.n_servers} "
                                              f"servers): {hops} hops > bound {bound}")
