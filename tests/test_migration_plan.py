@@ -169,3 +169,20 @@ def test_rotate_cli_without_a_constellation_says_why(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["rotate", "--duration", "-1"])
     assert e.value.code == 2
+
+
+def test_candidate_times_cover_now_previous_and_a_lagging_driver():
+    from skymemory.placed_store import candidate_times
+
+    rec = fig7_block(created_ms=500)  # step 0, 1000 ms steps
+    steps = lambda ts: [placement.rotation_step_index(t, 1000) for t in ts]  # noqa: E731
+    assert steps(candidate_times(rec, 700, 1000)) == [0]
+    assert steps(candidate_times(rec, 3500, 1000)) == [3, 2]
+    # the driver confirmed only step 1: its layout and step 2's are places too
+    assert steps(candidate_times(rec, 3500, 1000, lambda h: 1)) == [3, 2, 1]
+    assert steps(candidate_times(rec, 5500, 1000, lambda h: 1)) == [5, 4, 1, 2]
+    # a driver that is up to date adds nothing; an unknown block adds nothing
+    assert steps(candidate_times(rec, 3500, 1000, lambda h: 3)) == [3, 2]
+    assert steps(candidate_times(rec, 3500, 1000, lambda h: None)) == [3, 2]
+    # times are never before the block existed
+    assert min(candidate_times(rec, 5500, 1000, lambda h: 0)) >= 500

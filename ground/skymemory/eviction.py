@@ -13,7 +13,7 @@ layer drops the block and its descendants in its radix tree there):
 2. **Lazy** (`evict_everywhere`, used as `PlacedStore(on_miss=...)` and by the
    migration driver): a get or a MIGRATE that finds a chunk missing sends a
    radius-0 EVICT_BLOCK to every satellite that may hold a chunk of the block
-   (this step's and the previous step's layout) and forgets it.
+   (this step's, the previous step's and the driver's layout) and forgets it.
 3. **Cleaner** (`clean_once` / `run_cleaner`): probes one chunk per server of
    every indexed block; a block with a server missing its chunk in both
    places is evicted as in 2.  It catches evictions whose notice was lost.
@@ -29,7 +29,7 @@ from skymemory.blockstore import BlockRecord
 from skymemory.client import SkyMemoryClient
 from skymemory.constellation import Constellation
 from skymemory.errors import SkyMemoryError
-from skymemory.placed_store import BlockIndex, previous_step_time, rotation_of
+from skymemory.placed_store import BlockIndex, LayoutStep, candidate_times, rotation_of
 from skymemory import placement
 
 Sat = tuple[int, int]
@@ -37,12 +37,13 @@ Sat = tuple[int, int]
 
 class Evictions:
     def __init__(self, client: SkyMemoryClient, constellation: Constellation, index: BlockIndex,
-                 on_evicted: Callable[[bytes], object] | None = None) -> None:
+                 on_evicted: Callable[[bytes], object] | None = None, layout_step: LayoutStep | None = None) -> None:
         self.client = client
         self.constellation = constellation
         self.rotation = rotation_of(constellation)
         self.index = index
         self.on_evicted = on_evicted
+        self.layout_step = layout_step  # MigrationDriver.layout_step, when a driver runs
         self.counters: Counter[str] = Counter()
         self.notices: list[tuple[Sat, bytes]] = []  # every REPLY_EVICTED heard: (satellite, block hash)
 
@@ -57,11 +58,10 @@ class Evictions:
         return True
 
     def holders(self, record: BlockRecord, mission_ms: int) -> list[Sat]:
-        """Satellites that may hold a chunk now: this step's layout and the previous step's."""
-        sats = set(placement.block_satellites(record, mission_ms, self.rotation))
-        prev = previous_step_time(record, mission_ms, self.rotation.step_ms)
-        if prev is not None:
-            sats.update(placement.block_satellites(record, prev, self.rotation))
+        """Satellites that may hold a chunk now: this step's layout, the previous step's, the driver's."""
+        sats: set[Sat] = set()
+        for t in candidate_times(record, mission_ms, self.rotation.step_ms, self.layout_step):
+            sats.update(placement.block_satellites(record, t, self.rotation))
         return sorted(sats)
 
     # ---- 2. lazy / directed ---------------------------------------------------------------
@@ -106,11 +106,10 @@ class Evictions:
 
     # ---- 3. cleaner -------------------------------------------------------------------------------
     async def is_incomplete(self, record: BlockRecord) -> bool:
-        """True when some server's first chunk is neither at its current nor its previous-step satellite."""
+        """True when some server's first chunk is in none of the places it may be (candidate_times)."""
         now = self.constellation.mission_ms()
-        prev = previous_step_time(record, now, self.rotation.step_ms)
-        # current place, previous step's place, current again (the chunk may move while we look)
-        times = [now] if prev is None else [now, prev, now]
+        # the places it may be, then the current one again (the chunk may move while we look)
+        times = candidate_times(record, now, self.rotation.step_ms, self.layout_step) + [now]
         places = [(placement.locate_servers(record, t, self.rotation), self.constellation.overhead(t)) for t in times]
 
         async def server_present(k: int) -> bool:

@@ -12,10 +12,12 @@ overhead.  This module adds exactly that, on top of the same client:
 * **get**: one GET_CHUNKS per server at the chunk's *current* satellite, sent
   via the current overhead satellite.  Chunks not found there are asked at
   the *previous step's* satellite, via the previous step's overhead satellite
-  (around a boundary the migration may not have run yet), then once more at
-  the current one (the chunk may have moved in between).  Both places are
-  inside their step's layout, so no get needs more hops than
-  `placement.max_hops`.
+  (around a boundary the migration may not have run yet) — and, when a
+  migration driver runs, at the layout of the step it last confirmed (it may
+  lag behind while it re-plans failed MIGRATEs) — then once more at the
+  current one (the chunk may have moved in between).  Each place is asked
+  through that step's overhead satellite, so a get never needs more hops
+  than `placement.max_hops` from the satellite it goes up through.
 * a get that still misses a chunk hands the block to `on_miss` (the lazy
   eviction of skymemory.eviction) before raising `BlockMiss`.
 
@@ -107,6 +109,39 @@ def previous_step_time(record: BlockRecord, now_ms: int, step_ms: float) -> int 
     return t if t >= record.created_ms else None
 
 
+def time_in_step(record: BlockRecord, step: int, step_ms: float) -> int | None:
+    """A mission time inside `step` at which the block existed, or None."""
+    t = max(record.created_ms, math.ceil(step * step_ms))
+    return t if placement.rotation_step_index(t, step_ms) == step else None
+
+
+LayoutStep = Callable[[bytes], "int | None"]  # block hash -> step whose layout its chunks are in (the driver knows)
+
+
+def candidate_times(record: BlockRecord, now_ms: int, step_ms: float,
+                    layout_step: LayoutStep | None = None) -> list[int]:
+    """Mission times whose layouts may hold the block's chunks now, most likely first.
+
+    Now, then the previous step (the MIGRATE of this boundary may not have run
+    yet), then — when a migration driver tells where the block's layout is —
+    the driver's confirmed step and the one after it (a driver that lags
+    behind, e.g. re-planning failed MIGRATEs, leaves the chunks there).
+    """
+    times = [now_ms]
+    prev = previous_step_time(record, now_ms, step_ms)
+    if prev is not None:
+        times.append(prev)
+    confirmed = layout_step(record.block_hash) if layout_step is not None else None
+    if confirmed is not None:
+        seen = {placement.rotation_step_index(t, step_ms) for t in times}
+        for step in (confirmed, confirmed + 1):
+            t = time_in_step(record, step, step_ms)
+            if t is not None and t <= now_ms and step not in seen:
+                times.append(t)
+                seen.add(step)
+    return times
+
+
 def block_hash_of(name: str | bytes) -> bytes:
     return hashlib.sha256(name.encode() if isinstance(name, str) else name).digest()
 
@@ -127,6 +162,7 @@ class PlacedStore:
         chunk_bytes: int = wire.SKYMEM_DEFAULT_CHUNK_DATA,
         index: BlockIndex | None = None,
         on_miss: Callable[[BlockRecord], Awaitable[object]] | None = None,
+        layout_step: LayoutStep | None = None,
     ) -> None:
         placement.check_strategy(strategy)
         placement.check_n_servers(n_servers)
@@ -141,6 +177,7 @@ class PlacedStore:
         self.chunk_bytes = chunk_bytes
         self.index = index if index is not None else BlockIndex()
         self.on_miss = on_miss
+        self.layout_step = layout_step  # MigrationDriver.layout_step, when a driver runs
         self.counters: Counter[str] = Counter()
 
     # ---- locating ----------------------------------------------------------------------
@@ -201,22 +238,23 @@ class PlacedStore:
         return result
 
     async def get(self, record: BlockRecord) -> bytes:
-        """The block's bytes; BlockMiss if a chunk is in neither this step's nor the previous step's place."""
+        """The block's bytes; BlockMiss if a chunk is in none of the places it may be (candidate_times)."""
         now = self.constellation.mission_ms()
         wanted = set(range(record.chunk_count))
+        times = candidate_times(record, now, self.rotation.step_ms, self.layout_step)
         try:
             chunks = await self._fetch(record, now, wanted)
             missing = wanted - chunks.keys()
-            if missing:
-                prev = previous_step_time(record, now, self.rotation.step_ms)
-                if prev is not None:
-                    self.counters["previous_step_fetches"] += 1
-                    chunks.update(await self._fetch(record, prev, missing))
-                    missing = wanted - chunks.keys()
-                if missing:  # it may have moved while we looked elsewhere
-                    self.counters["refetches"] += 1
-                    chunks.update(await self._fetch(record, self.constellation.mission_ms(), missing))
-                    missing = wanted - chunks.keys()
+            for t in times[1:]:
+                if not missing:
+                    break
+                self.counters["older_layout_fetches"] += 1
+                chunks.update(await self._fetch(record, t, missing))
+                missing = wanted - chunks.keys()
+            if missing:  # it may have moved while we looked elsewhere
+                self.counters["refetches"] += 1
+                chunks.update(await self._fetch(record, self.constellation.mission_ms(), missing))
+                missing = wanted - chunks.keys()
         except RequestTimeout as exc:
             raise BlockMiss("timeout", str(exc)) from None
         except NakError as exc:

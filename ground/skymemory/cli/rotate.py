@@ -85,9 +85,11 @@ async def run_rotation(manifest: Manifest, duration_s: float, *, blocks: int = 1
     async with HopCountingClient(manifest.ground_addresses(), station_id=manifest.ground_station,
                                  mission_ms=c.mission_ms, bind=(manifest.ground_host, 0), window=256) as client:
         evictions = Evictions(client, c, index)
-        store = PlacedStore(client, c, strategy=layouts[0][0], n_servers=layouts[0][1],
-                            chunk_bytes=manifest.chunk_size, index=index, on_miss=evictions.evict_everywhere)
         driver = MigrationDriver(client, c, index, on_broken=evictions.evict_everywhere)
+        evictions.layout_step = driver.layout_step
+        store = PlacedStore(client, c, strategy=layouts[0][0], n_servers=layouts[0][1],
+                            chunk_bytes=manifest.chunk_size, index=index, on_miss=evictions.evict_everywhere,
+                            layout_step=driver.layout_step)
         migrated_before = await _migrated_in_total(client, sats)
 
         async def put(k: int) -> BlockRecord:
@@ -138,8 +140,9 @@ async def run_rotation(manifest: Manifest, duration_s: float, *, blocks: int = 1
                     say(f"put during rotation failed: {exc}")
                 k += 1
 
-        background = [asyncio.ensure_future(driver.run(stop)), asyncio.ensure_future(evictions.listen(stop)),
-                      asyncio.ensure_future(writer())] + [asyncio.ensure_future(reader(s)) for s in range(readers)]
+        stop_driver = asyncio.Event()
+        driving = [asyncio.ensure_future(driver.run(stop_driver)), asyncio.ensure_future(evictions.listen(stop_driver))]
+        load = [asyncio.ensure_future(writer())] + [asyncio.ensure_future(reader(s)) for s in range(readers)]
         t0 = time.monotonic()
         last_step = first_step
         while time.monotonic() - t0 < duration_s:
@@ -148,14 +151,17 @@ async def run_rotation(manifest: Manifest, duration_s: float, *, blocks: int = 1
             if step != last_step:
                 say(f"step {step - first_step} began ({time.monotonic() - t0:.1f} s)")
                 last_step = step
-        # let the last boundary's migrations finish before the final check
-        while any(driver.layout_step(r.block_hash) not in (None, driver.current_step()) for r in index.records()):
-            if time.monotonic() - t0 > duration_s + 30:
+        stop.set()  # readers and writer first: a put still retrying must finish while the driver runs
+        await asyncio.gather(*load)
+        # then let the driver bring every block to the current step's layout
+        deadline = time.monotonic() + 30.0
+        while any(driver.layout_step(r.block_hash) != driver.current_step() for r in index.records()):
+            if time.monotonic() > deadline:
+                say("some blocks did not reach the current layout within 30 s")
                 break
-            driver.tick()
             await asyncio.sleep(0.05)
-        stop.set()
-        await asyncio.gather(*background)
+        stop_driver.set()
+        await asyncio.gather(*driving)
         report.steps_passed = driver.current_step() - first_step
 
         # final check: every block, byte for byte
