@@ -46,7 +46,7 @@ def test_striped_roundtrip_over_three_satellites():
             assert sorted(cid for _, cid in sats[1].store) == [1, 4, 7]
             assert store.get_block(rec) == payload
             probed = store.probe_block(H)
-            assert probed is not None and probed.chunk_count == 10
+            assert probed is not None and (probed.chunk_count, probed.n_bytes, probed.chunk_bytes) == (10, 10_000, 1000)
             # one chunk gone -> the whole block is a miss, never partial data
             del sats[2].store[(H, 5)]
             with pytest.raises(BlockMiss) as e:
@@ -61,6 +61,12 @@ def test_striped_roundtrip_over_three_satellites():
                 return await store.aget_block(r)
 
             assert asyncio.run(from_another_loop()) == b"xyz"
+
+            from concurrent.futures import ThreadPoolExecutor
+
+            records = [store.put_block(hashlib.sha256(bytes([i])).digest(), bytes([i]) * 2500) for i in range(8)]
+            with ThreadPoolExecutor(8) as pool:  # several threads at once, as the KV layer does
+                assert list(pool.map(store.get_block, records)) == [bytes([i]) * 2500 for i in range(8)]
     finally:
         for s in sats:
             s.__exit__()

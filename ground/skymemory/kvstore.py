@@ -17,8 +17,10 @@ the chunks from the listed servers, and checks the object's SHA-256.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections import Counter
 
 from skymemory.blockstore import BlockMiss, BlockRecord, ConstellationBlockStore
 from skymemory.manifest import Manifest
@@ -50,16 +52,26 @@ def meta_hash(key: bytes) -> bytes:
 
 
 class KVStore:
-    def __init__(self, manifest: Manifest, n_servers: int = 10, client_options: dict | None = None) -> None:
+    def __init__(self, manifest: Manifest, n_servers: int = 10, client_options: dict | None = None,
+                 capture: list[bytes] | None = None) -> None:
         if not 1 <= n_servers <= manifest.planes * manifest.sats:
             raise ValueError(f"servers must be 1..{manifest.planes * manifest.sats}, got {n_servers}")
         self.m = manifest
         self.c = manifest.constellation()
         self.n_servers = n_servers
         self.client_options = client_options or {}
+        self.counters: Counter[str] = Counter()  # client counters summed over every operation
+        self.capture = capture  # when a list: every packet sent and received is appended
 
-    def _store(self, servers) -> ConstellationBlockStore:
-        return ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options)
+    @contextlib.contextmanager
+    def _store(self, servers):
+        store = ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options)
+        store.client.capture = self.capture
+        try:
+            yield store
+        finally:
+            store.close()
+            self.counters.update(store.client.counters)
 
     def put(self, name: str, data: bytes) -> dict:
         key = key_of(name)

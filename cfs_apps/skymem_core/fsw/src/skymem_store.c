@@ -258,7 +258,7 @@ int skymem_store_set(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, 
         sl = slot_at(s, l);
         sl->meta = *meta;
         sl->data_len = (uint32_t)len;
-        if (len) memmove(slot_data(sl), data, len);
+        if (len) memmove(slot_data(sl), data, len); /* data may point into this very slot */
         lru_unlink(s, l);
         lru_push_front(s, l);
         return SKYMEM_STORE_OK;
@@ -286,7 +286,7 @@ int skymem_store_set(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, 
     sl->meta = *meta;
     sl->data_len = (uint32_t)len;
     sl->in_use = 1;
-    if (len) memmove(slot_data(sl), data, len);
+    if (len) memmove(slot_data(sl), data, len); /* data may live in a slot just freed */
     /* chunk chain */
     {
         uint32_t b = cbucket(s, hash, chunk_id);
@@ -316,33 +316,38 @@ int skymem_store_set(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, 
     return SKYMEM_STORE_OK;
 }
 
+static void output(const skymem_store_t *s, uint32_t l, skymem_chunk_meta_t *meta, const uint8_t **data, size_t *len)
+{
+    slot_t *sl = slot_at(s, l);
+    if (meta) *meta = sl->meta;
+    if (data) *data = slot_data(sl);
+    if (len) *len = sl->data_len;
+}
+
 int skymem_store_peek(const skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, skymem_chunk_meta_t *meta,
                       const uint8_t **data, size_t *len)
 {
     uint32_t l;
-    slot_t *sl;
     if (s == NULL || hash == NULL) return SKYMEM_STORE_E_NULL;
     l = find(s, hash, chunk_id);
     if (!l) return SKYMEM_STORE_E_NOT_FOUND;
-    sl = slot_at(s, l);
-    if (meta) *meta = sl->meta;
-    if (data) *data = slot_data(sl);
-    if (len) *len = sl->data_len;
+    output(s, l, meta, data, len);
     return SKYMEM_STORE_OK;
 }
 
 int skymem_store_get(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, skymem_chunk_meta_t *meta,
                      const uint8_t **data, size_t *len)
 {
-    int rc = skymem_store_peek(s, hash, chunk_id, meta, data, len);
-    if (rc == SKYMEM_STORE_OK) {
-        uint32_t l = find(s, hash, chunk_id);
-        if (s->lru_head != l) {
-            lru_unlink(s, l);
-            lru_push_front(s, l);
-        }
+    uint32_t l;
+    if (s == NULL || hash == NULL) return SKYMEM_STORE_E_NULL;
+    l = find(s, hash, chunk_id);
+    if (!l) return SKYMEM_STORE_E_NOT_FOUND;
+    if (s->lru_head != l) {
+        lru_unlink(s, l);
+        lru_push_front(s, l);
     }
-    return rc;
+    output(s, l, meta, data, len);
+    return SKYMEM_STORE_OK;
 }
 
 int skymem_store_delete(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id)
