@@ -266,7 +266,7 @@ class PlacedStore:
             raise BlockMiss("not-found", f"{len(missing)} of {record.chunk_count} chunks of block "
                                          f"{record.block_hash.hex()[:16]} missing, e.g. chunk {min(missing)}")
         data = b"".join(chunks[i] for i in range(record.chunk_count))
-        if len(data) != record.n_bytes:
+        if record.n_bytes >= 0 and len(data) != record.n_bytes:  # -1: size unknown (a probed record)
             raise BlockMiss("incomplete", f"read {len(data)} bytes, the record says {record.n_bytes}")
         self.counters["gets"] += 1
         return data
