@@ -35,6 +35,8 @@ from skymemory.errors import BadReply, ChunkNotFound, NakError, RequestTimeout, 
 Sat = tuple[int, int]
 Address = tuple[str, int]
 
+MAX_EVICTED_NOTICES = 100_000
+
 # NAK reasons worth retrying (transient); every other NAK is final.
 _RETRYABLE_NAKS = {wire.SKYMEM_NAK_BUSY}
 
@@ -417,6 +419,9 @@ class SkyMemoryClient:
             self.counters["malformed"] += 1
             return
         if reply.kind == wire.SKYMEM_REPLY_EVICTED:
+            if len(self.evicted) >= MAX_EVICTED_NOTICES:  # nobody drains them: keep the newest
+                del self.evicted[0]
+                self.counters["evicted_dropped"] += 1
             self.evicted.append(((reply.route.src_plane, reply.route.src_sat), reply.block_hash))
             return
         pending = self._pending.get(reply.route.request_id)

@@ -9,6 +9,8 @@ metadata block (JSON, one chunk) stored at the key's *home satellite*:
     metadata block hash = SHA-256(b"skymemory/meta\\0" + key)
     metadata = {"v": 1, "name", "size", "sha256", "chunk_bytes", "servers", "created_ms"}
 
+Requests go up the ground link of the overhead satellite and on over ISL
+(`direct=True`: to each satellite's own ground link, the paper's ideal).
 So any ground host holding the manifest can get an object by name or key,
 without a local index: it reads the metadata from the home satellite, then
 the chunks from the listed servers, and checks the object's SHA-256.
@@ -53,7 +55,7 @@ def meta_hash(key: bytes) -> bytes:
 
 class KVStore:
     def __init__(self, manifest: Manifest, n_servers: int = 10, client_options: dict | None = None,
-                 capture: list[bytes] | None = None) -> None:
+                 capture: list[bytes] | None = None, direct: bool = False) -> None:
         if not 1 <= n_servers <= manifest.planes * manifest.sats:
             raise ValueError(f"servers must be 1..{manifest.planes * manifest.sats}, got {n_servers}")
         self.m = manifest
@@ -62,10 +64,12 @@ class KVStore:
         self.client_options = client_options or {}
         self.counters: Counter[str] = Counter()  # client counters summed over every operation
         self.capture = capture  # when a list: every packet sent and received is appended
+        self.direct = direct  # each satellite over its own ground link, not all through the overhead one
 
     @contextlib.contextmanager
     def _store(self, servers):
-        store = ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options)
+        extra = {"via": None} if self.direct else {}
+        store = ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options, **extra)
         store.client.capture = self.capture
         try:
             yield store

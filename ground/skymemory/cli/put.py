@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     p.add_argument("--name", default=None, help="object name (default: the file name); key = SHA-256(name)")
     p.add_argument("--servers", type=_servers, default=10, help="satellites to stripe over (default 10)")
     p.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
+    p.add_argument("--direct", action="store_true",
+                   help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
     p.add_argument("-v", "--verbose", action="store_true", help="print the client's packet counters")
     p.add_argument("--capture", type=Path, default=None,
                    help="write every packet sent and received to this file (decode: skymemory telemetry decode)")
@@ -43,6 +45,8 @@ def register(subparsers) -> None:
     g.add_argument("key", help="object name, or its key as 64 hex digits")
     g.add_argument("-o", "--output", type=Path, default=None, help="write here (default: stdout)")
     g.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
+    g.add_argument("--direct", action="store_true",
+                   help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
     g.add_argument("-v", "--verbose", action="store_true", help="print the client's packet counters")
     g.add_argument("--capture", type=Path, default=None,
                    help="write every packet sent and received to this file (decode: skymemory telemetry decode)")
@@ -56,7 +60,8 @@ def run_put(args) -> int:
         return 2
     try:
         m = load_manifest(args)
-        kv = KVStore(m, args.servers, {"timeout": args.timeout}, capture=[] if args.capture else None)
+        kv = KVStore(m, args.servers, {"timeout": args.timeout}, capture=[] if args.capture else None,
+                     direct=args.direct)
         data = args.file.read_bytes()
         t0 = time.perf_counter()
         meta = kv.put(args.name or args.file.name, data)
@@ -83,7 +88,8 @@ def _counters(args, kv: KVStore) -> None:
 def run_get(args) -> int:
     try:
         m = load_manifest(args)
-        kv = KVStore(m, 1, {"timeout": args.timeout}, capture=[] if args.capture else None)
+        kv = KVStore(m, 1, {"timeout": args.timeout}, capture=[] if args.capture else None,
+                     direct=args.direct)
         t0 = time.perf_counter()
         data, meta = kv.get(parse_key(args.key))
     except BlockMiss as exc:

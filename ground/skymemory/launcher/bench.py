@@ -20,6 +20,7 @@ from pathlib import Path
 
 from skymemory.kvstore import KVStore
 from skymemory.launcher import processes, rss_kib
+from skymemory.launcher.common import pss_kib
 from skymemory.manifest import Manifest
 
 LAUNCHER = Path(__file__).resolve().parents[3] / "tools" / "launch_constellation.py"
@@ -48,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         print(r.stderr.strip().splitlines()[-1])
         m = Manifest.load(manifest)
         pids = [e.pid for e in m.satellites]
-        print(f"launcher wall time {wall:.2f} s; {len(pids)} processes; RSS now {rss_kib(pids) / 1024:.1f} MiB "
-              f"({rss_kib(pids) / len(pids):.0f} KiB each)")
+        rss, pss = rss_kib(pids), pss_kib(pids)
+        print(f"launcher wall time {wall:.2f} s; {len(pids)} processes; RSS {rss / 1024:.1f} MiB "
+              f"({rss / len(pids):.0f} KiB each), PSS {pss / 1024:.1f} MiB ({pss / len(pids):.0f} KiB each)")
         code = 0
         try:
             if a.object_mb > 0:

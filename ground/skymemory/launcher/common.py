@@ -43,6 +43,21 @@ def rss_kib(pids: list[int]) -> int:
     return total
 
 
+def pss_kib(pids: list[int]) -> int:
+    """Proportional set size: shared pages (libc, the binary) split among the processes sharing them,
+    so the sum over many nodes is the memory they really take (RSS counts shared pages once per process)."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+                    break
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            pass
+    return total
+
+
 def log_tail(run_dir: Path, name: str, lines: int = 5) -> str:
     try:
         return "\n".join((run_dir / "logs" / f"{name}.log").read_text(errors="replace").splitlines()[-lines:])

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from skymemory.launcher import cfs, docker, netns, nodes, processes, ssh
-from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, rss_kib, self_pid
+from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, pss_kib, rss_kib, self_pid
 from skymemory.launcher.health import wait_healthy
 from skymemory.launcher.stop import summary_table, teardown
 from skymemory.manifest import Manifest, SatelliteEntry
@@ -90,7 +90,8 @@ def start(args) -> int:
     if not args.quiet:
         print(summary_table(m), file=sys.stderr)
     print(f"{n} satellites healthy; processes started in {started_s:.2f} s, boot-to-healthy {boot_s:.2f} s; "
-          f"total RSS {rss_kib(local) / 1024:.1f} MiB over {len(local)} local processes", file=sys.stderr)
+          f"total RSS {rss_kib(local) / 1024:.1f} MiB (PSS {pss_kib(local) / 1024:.1f} MiB) over {len(local)} "
+          "local processes", file=sys.stderr)
     print(f"manifest: {manifest_path}")
     sys.stdout.flush()
     if args.detach:
