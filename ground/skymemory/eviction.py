@@ -22,7 +22,7 @@ layer drops the block and its descendants in its radix tree there):
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+from collections import Counter, deque
 from typing import Callable
 
 from skymemory.blockstore import BlockRecord
@@ -45,7 +45,7 @@ class Evictions:
         self.on_evicted = on_evicted
         self.layout_step = layout_step  # MigrationDriver.layout_step, when a driver runs
         self.counters: Counter[str] = Counter()
-        self.notices: list[tuple[Sat, bytes]] = []  # every REPLY_EVICTED heard: (satellite, block hash)
+        self.notices: deque[tuple[Sat, bytes]] = deque(maxlen=1024)  # the latest REPLY_EVICTED: (satellite, block)
 
     # ---- the common end -------------------------------------------------------------
     def forget(self, block_hash: bytes, reason: str) -> bool:
