@@ -129,3 +129,60 @@ def test_plan_turns_step_k_positions_into_step_k_plus_1(strategy, n_servers, pla
         positions = apply(positions, migration.plan_transition([block], k, rotation))
         expected = placement.locate_chunks(block, (k + 1) * step_ms, rotation)
         assert [positions[c] for c in range(chunk_count)] == expected
+
+
+# ---- helpers of the live driver (no network) --------------------------------------------------
+
+
+def test_previous_step_time_is_the_last_millisecond_of_the_previous_step():
+    from skymemory.placed_store import previous_step_time
+
+    rec = fig7_block(created_ms=500)  # created in step 0 (1000 ms steps)
+    assert previous_step_time(rec, 2500, 1000) == 1999
+    assert placement.rotation_step_index(1999, 1000) == 1
+    assert previous_step_time(rec, 1000, 1000) == 999  # just past a boundary
+    assert previous_step_time(rec, 800, 1000) is None  # the block did not exist in the step before
+    # float step lengths (orbital period / sats) still land inside the previous step
+    step = 1147.8
+    for now in (2 * step, 2 * step + 0.4, 3 * step - 0.1):
+        t = previous_step_time(fig7_block(created_ms=0), int(now), step)
+        assert placement.rotation_step_index(t, step) == placement.rotation_step_index(int(now), step) - 1
+
+
+def test_driver_table_counts_and_totals():
+    from skymemory.rotation import MigrationDriver, StepStats
+
+    driver = MigrationDriver.__new__(MigrationDriver)  # only the reporting half, no client or clock
+    driver.steps = {7: StepStats(7, blocks=2, ops=3, messages=4, chunks=9, bytes=900, replans=1),
+                    8: StepStats(8, blocks=2, ops=3, messages=3, chunks=9, bytes=880, last_done_wall_s=0.5)}
+    lines = driver.table().splitlines()
+    assert lines[1].split() == ["0->1", "2", "4", "3", "1", "9", "900", "0", "0.00"]
+    assert lines[2].split() == ["1->2", "2", "3", "3", "0", "9", "880", "0", "0.50"]
+    assert lines[3].split() == ["total", "4", "7", "6", "1", "18", "1780", "0", "0.50"]
+
+
+def test_rotate_cli_without_a_constellation_says_why(tmp_path, capsys):
+    from skymemory.cli import main
+
+    assert main(["rotate", "--manifest", str(tmp_path / "none.json"), "--duration", "1"]) == 1
+    assert "no manifest" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["rotate", "--duration", "-1"])
+    assert e.value.code == 2
+
+
+def test_candidate_times_cover_now_previous_and_a_lagging_driver():
+    from skymemory.placed_store import candidate_times
+
+    rec = fig7_block(created_ms=500)  # step 0, 1000 ms steps
+    steps = lambda ts: [placement.rotation_step_index(t, 1000) for t in ts]  # noqa: E731
+    assert steps(candidate_times(rec, 700, 1000)) == [0]
+    assert steps(candidate_times(rec, 3500, 1000)) == [3, 2]
+    # the driver confirmed only step 1: its layout and step 2's are places too
+    assert steps(candidate_times(rec, 3500, 1000, lambda h: 1)) == [3, 2, 1]
+    assert steps(candidate_times(rec, 5500, 1000, lambda h: 1)) == [5, 4, 1, 2]
+    # a driver that is up to date adds nothing; an unknown block adds nothing
+    assert steps(candidate_times(rec, 3500, 1000, lambda h: 3)) == [3, 2]
+    assert steps(candidate_times(rec, 3500, 1000, lambda h: None)) == [3, 2]
+    # times are never before the block existed
+    assert min(candidate_times(rec, 5500, 1000, lambda h: 0)) >= 500

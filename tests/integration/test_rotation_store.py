@@ -1,0 +1,62 @@
+"""`RotatingBlockStore`: the synchronous block-store contract while the constellation turns."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from skymemory import geometry
+from skymemory.blockstore import BlockMiss
+from skymemory.manifest import Manifest
+from skymemory.placed_store import block_hash_of
+from skymemory.rotating_store import RotatingBlockStore
+
+from conftest import launch, stop
+
+SATS = 5
+STEP_WALL_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def turning(node_path, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rotating-store")
+    scale = geometry.orbital_period_s(550e3) / SATS / STEP_WALL_S
+    manifest = launch(tmp, 5, SATS, "--time-scale", repr(scale))
+    try:
+        yield Manifest.load(manifest)
+    finally:
+        r = stop(manifest)
+        assert r.returncode == 0, r.stderr
+
+
+def test_blocks_follow_the_rotation_through_the_block_store_contract(turning):
+    dropped: list[bytes] = []
+    with RotatingBlockStore(turning, strategy="rotation-hop", n_servers=9, on_evicted=dropped.append) as store:
+        payloads = {block_hash_of(f"kv-{k}"): os.urandom(40_000 + 1000 * k) for k in range(4)}
+        records = {h: store.put_block(h, p) for h, p in payloads.items()}
+        first_step = store.driver.current_step()
+        deadline = time.monotonic() + 4 * STEP_WALL_S + 5
+        while store.driver.current_step() < first_step + 3:  # three step boundaries, reading all along
+            assert time.monotonic() < deadline
+            for h, rec in records.items():
+                assert store.get_block(rec) == payloads[h]
+        assert store.driver.totals().chunks > 0
+        assert all(store.driver.layout_step(h) is not None for h in records)
+        # probe finds a block without its record, wherever the rotation put server 1
+        h0 = next(iter(records))
+        store.index.remove(h0)  # forget the record: probe must find the block on the satellites
+        probed = store.probe_block(h0)
+        assert probed is not None
+        assert (probed.chunk_count, probed.created_ms, probed.centre) == (
+            records[h0].chunk_count, records[h0].created_ms, records[h0].centre)
+        assert store.probe_block(block_hash_of("never stored")) is None
+        # eviction through the contract: gone everywhere, and the owner is told
+        h1, rec1 = list(records.items())[1]
+        store.evict_block(rec1)
+        assert dropped == [h1]
+        with pytest.raises(BlockMiss) as miss:
+            store.get_block(rec1)
+        assert miss.value.reason == "not-found"
+        assert [r.block_hash for r in store.records()] == list(records)[2:]
