@@ -15,7 +15,11 @@
 * ``"embedded-tiny"``: the same family scaled down for tests (builds in
   milliseconds, never cached on disk).
 
-Embedded models use the byte-level tokenizer of `skymemory.kv.tokenizer`.
+Embedded models use the byte-level tokenizer of `skymemory.kv.tokenizer`
+(259 ids; embedded-tinyllama keeps TinyLlama's 32,000-row vocabulary so its
+shapes and KV sizes are the paper's, and ids above 258 decode to nothing).
+Their weights are random: the text they generate is meaningless, but every
+cache property (sizes, timings, exactness) is that of the real architecture.
 Weights are drawn with a fixed seed, then rounded to fp16 (the cached form),
 so a fresh build and a cached load give bit-identical models.
 """
