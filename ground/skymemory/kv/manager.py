@@ -83,7 +83,9 @@ class KVCManager:
                    (docs/CONTRACTS.md); get_block must be thread-safe when
                    fetch_workers > 1 (blocks are fetched in parallel)
     block_tokens   tokens per block (the paper's 128)
-    kv_dtype       how KV travels: fp16 (default), bf16, fp32 or int8 (quanto)
+    kv_dtype       how KV travels: fp16 (default), bf16, fp32, int8 (quanto), or
+                   auto (the model's dtype: cached generation is then token-identical;
+                   fp16 KV for an fp32 model rounds it, which can flip a near-tie)
     index_dir      where the radix index file lives (default ~/.cache/skymemory/index)
     strict         raise BlockMiss instead of returning a shorter cache
     probe          binary-search the store with probe_block when the index knows
@@ -116,6 +118,8 @@ class KVCManager:
         self.tokenizer = tokenizer
         self.store = store
         self.block_tokens = block_tokens
+        if kv_dtype == "auto":  # the model's own precision: bit-exact prefixes
+            kv_dtype = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(model.dtype, "fp16")
         self.kv_format = codec.check_format(kv_dtype)
         self.strict = strict
         self.probe = probe
