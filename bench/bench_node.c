@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "../tests/c/nodeproc.h"
+#include "skymem_crc32c.h"
 
 static uint8_t buf[SKYMEM_MAX_PACKET + 1];
 
@@ -163,6 +164,49 @@ int main(int argc, char **argv)
             printf("forwarding: node A used %.2f CPU-seconds = %.0f packets forwarded per CPU-second "
                    "(the host's cores are shared by sender, A and B)\n",
                    cpu_s, (double)(a1.forwarded - a0.forwarded) / cpu_s);
+    }
+    { /* 1b. 6 KB SET_CHUNKs relayed by A to B (B's ACKs come back to us through A's ground link) */
+        static uint8_t big[SKYMEM_MAX_PACKET], data[6144];
+        skymem_stats_t a0, a1, b0, b1;
+        skymem_route_t r;
+        skymem_chunk_desc_t d;
+        struct sockaddr_in a = np_ground_addr(&g, 0, 0);
+        unsigned long sent = 0;
+        double t0, t1;
+        int n;
+        if (stats(fd, &g, 0, 0, &a0) || stats(fd, &g, 0, 1, &b0)) return 1;
+        memset(data, 0x3C, sizeof data);
+        memset(&d, 0, sizeof d);
+        memset(d.block_hash, 0xCD, sizeof d.block_hash);
+        d.chunk_count = 1u << 20;
+        d.data_len = sizeof data;
+        d.crc32c = skymem_crc32c(data, sizeof data);
+        memset(&r, 0, sizeof r);
+        r.dst_plane = 0;
+        r.dst_sat = 1;
+        r.src_plane = SKYMEM_GROUND_PLANE;
+        r.src_sat = 1;
+        r.via_plane = r.via_sat = SKYMEM_NO_SAT;
+        r.ttl = SKYMEM_DEFAULT_TTL;
+        t0 = now_s();
+        do {
+            d.chunk_id = (uint32_t)sent;
+            n = skymem_build_set_chunk(big, sizeof big, 0, &r, &d, data);
+            if (sendto(fd, big, (size_t)n, 0, (struct sockaddr *)&a, sizeof a) == n) sent++;
+            if ((sent & 255u) == 0) { /* drain our ACKs so our own buffer never stalls the test */
+                while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+                }
+            }
+            t1 = now_s();
+        } while (t1 - t0 < seconds);
+        usleep(300000);
+        while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+        }
+        if (stats(fd, &g, 0, 0, &a1) || stats(fd, &g, 0, 1, &b1)) return 1;
+        printf("chunk relay: sent %lu SET_CHUNKs of %d bytes in %.2f s; B stored %u = %.0f chunks/s = %.1f MB/s of "
+               "chunk data through A (A relayed %u toward B; the rest were lost in full socket buffers)\n",
+               sent, n, t1 - t0, b1.cmd_count - b0.cmd_count - 1, (double)(b1.cmd_count - b0.cmd_count - 1) / (t1 - t0),
+               (double)(b1.cmd_count - b0.cmd_count - 1) * 6144.0 / (t1 - t0) / 1e6, a1.forwarded - a0.forwarded);
     }
     if (np_stop_all(&g, 3000) != 0) fprintf(stderr, "warning: a node did not exit 0\n");
 

@@ -246,7 +246,7 @@ int main(int argc, char **argv)
     unsigned long long count = 1000000, seed = 1;
     const char *udp = NULL, *corpus = NULL;
     int i;
-    for (i = 1; i < argc; i++) {
+    for (i = 1; i < argc; i += 2) { /* every option takes one value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--count")) {
             if (parse_arg_u64(a, v, &count)) return 2;
@@ -270,7 +270,6 @@ int main(int argc, char **argv)
                     argv[0]);
             return 2;
         }
-        i++;
     }
     if (corpus) return write_corpus(corpus);
     if (udp) return run_udp(udp, count, seed);

@@ -1,5 +1,11 @@
-/* fuzz_parse.c -- libFuzzer target for the packet parser (cmake -DSKYMEM_FUZZ=ON, clang).
- * Run: build-fuzz/fuzz_parse tests/fuzz/corpus -max_total_time=60 */
+/* fuzz_parse.c -- libFuzzer target for the packet parser.
+ *
+ * Needs clang (Debian/Ubuntu: apt-get install -y clang):
+ *   CC=clang cmake -S . -B build-fuzz -DSKYMEM_FUZZ=ON && cmake --build build-fuzz --target fuzz_parse
+ *   mkdir -p /tmp/fuzz-work
+ *   build-fuzz/fuzz_parse /tmp/fuzz-work tests/fuzz/corpus -max_total_time=120 -max_len=8192
+ * (libFuzzer writes new inputs into the FIRST directory: keep the checked-in seed
+ * corpus second so it stays small. Regenerate it with `skymem_replay --write-corpus DIR`.) */
 #include <stdlib.h>
 #include <string.h>
 

@@ -30,6 +30,16 @@ int node_isl_addr(const node_t *n, uint32_t plane, uint32_t sat, struct sockaddr
     return 0;
 }
 
+void node_cache_neighbours(node_t *n)
+{
+    int d;
+    for (d = SKYMEM_DIR_NORTH; d <= SKYMEM_DIR_EAST; d++) {
+        uint32_t np, ns;
+        skymem_neighbour(n->planes, n->sats, n->plane, n->sat, (skymem_dir_t)d, &np, &ns);
+        n->nb_ok[d] = node_isl_addr(n, np, ns, &n->nb_isl[d]) == 0;
+    }
+}
+
 /* --peers FILE: "plane sat host isl_port ground_port" per line; '#' comments.
  * Our own line also gives our bind address and ports. */
 int node_load_peers(node_t *n, const char *path)
@@ -180,7 +190,8 @@ static void emulate_send(node_t *n, int link, int fd, uint8_t kind, const struct
                          const uint8_t *pkt, size_t len, uint64_t delay_ns)
 {
     uint8_t copy[SKYMEM_MAX_PACKET];
-    uint64_t now = node_mono_ns();
+    /* the clock is read only when a delay or a bandwidth cap needs it (hot forwarding path) */
+    uint64_t now = (delay_ns || n->cfg.bandwidth_mbps > 0 || n->cfg.reorder > 0) ? node_mono_ns() : 0;
     int copies = 1, i;
     if (n->loss > 0 && node_rand01(n) < n->loss) {
         n->c.dropped++;
@@ -197,6 +208,7 @@ static void emulate_send(node_t *n, int link, int fd, uint8_t kind, const struct
         pkt = copy;
     }
     if (n->cfg.dup > 0 && node_rand01(n) < n->cfg.dup) copies = 2;
+    if (delay_ns && now == 0) now = node_mono_ns();
     for (i = 0; i < copies; i++) {
         if (delay_ns == 0) {
             node_sendto_now(n, fd, addr, pkt, len);
@@ -208,11 +220,8 @@ static void emulate_send(node_t *n, int link, int fd, uint8_t kind, const struct
 
 void node_send_isl(node_t *n, skymem_dir_t dir, const uint8_t *pkt, size_t len)
 {
-    uint32_t np, ns;
-    struct sockaddr_in a;
     uint64_t delay_ns = 0;
-    skymem_neighbour(n->planes, n->sats, n->plane, n->sat, dir, &np, &ns);
-    if (node_isl_addr(n, np, ns, &a) != 0) {
+    if (dir < SKYMEM_DIR_NORTH || dir > SKYMEM_DIR_EAST || !n->nb_ok[dir]) {
         n->c.dropped++;
         return;
     }
@@ -226,7 +235,7 @@ void node_send_isl(node_t *n, skymem_dir_t dir, const uint8_t *pkt, size_t len)
         }
         if (d > 0) delay_ns = (uint64_t)(skymem_light_time_s(d) * n->delay_scale * 1e9);
     }
-    emulate_send(n, (int)dir, n->isl_fd, EV_TX_ISL, &a, pkt, len, delay_ns);
+    emulate_send(n, (int)dir, n->isl_fd, EV_TX_ISL, &n->nb_isl[dir], pkt, len, delay_ns);
 }
 
 void node_send_ground(node_t *n, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len)

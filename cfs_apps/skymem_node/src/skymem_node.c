@@ -177,6 +177,8 @@ static int setup(node_t *n)
         n->self_ground.sin_addr = n->self_isl.sin_addr;
     }
 
+    node_cache_neighbours(n);
+
     rc = skymem_store_create(&n->store, n->cfg.memory_budget, n->cfg.chunk_size, node_on_store_evict, n);
     if (rc == SKYMEM_STORE_E_NO_SPACE) {
         fprintf(stderr, "skymem_node: --memory-budget %llu is too small for one %u-byte chunk\n",
