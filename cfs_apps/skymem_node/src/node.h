@@ -140,8 +140,9 @@ void node_auth_teardown(node_t *n);
 /* 1 if the command must be refused (counted; forged ones NAKed AUTH_FAILED). */
 int node_auth_refuse(node_t *n, const skymem_msg_t *m, const uint8_t *pkt, size_t len, const skymem_route_t *r);
 int node_auth_refuse_control(node_t *n, const skymem_msg_t *m);
-/* Signs a command this satellite originates with the constellation key; returns
+/* Signs a command this satellite originates with the constellation key and sets
+ * the AUTH flag in *r too (routing rewrites the route header from it); returns
  * the new length (len unchanged when auth is off, 0 on failure). */
-size_t node_auth_sign(node_t *n, uint8_t *pkt, size_t len, size_t cap);
+size_t node_auth_sign(node_t *n, skymem_route_t *r, uint8_t *pkt, size_t len, size_t cap);
 
 #endif

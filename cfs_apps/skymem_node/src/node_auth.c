@@ -100,7 +100,7 @@ int node_auth_refuse(node_t *n, const skymem_msg_t *m, const uint8_t *pkt, size_
     return 1;
 }
 
-size_t node_auth_sign(node_t *n, uint8_t *pkt, size_t len, size_t cap)
+size_t node_auth_sign(node_t *n, skymem_route_t *r, uint8_t *pkt, size_t len, size_t cap)
 {
     int rc;
     if (n->auth == NULL) return len;
@@ -109,5 +109,6 @@ size_t node_auth_sign(node_t *n, uint8_t *pkt, size_t len, size_t cap)
         node_log(n, NODE_LOG_ERROR, "cannot sign a %zu-byte command: %s", len, skymem_auth_strerror(rc));
         return 0;
     }
+    r->flags |= SKYMEM_RF_AUTH;
     return (size_t)rc;
 }

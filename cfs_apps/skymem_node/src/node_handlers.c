@@ -194,7 +194,7 @@ void node_gossip_evict(node_t *n, const uint8_t *hash, uint32_t evict_id, uint8_
         r = own_route(n, (uint16_t)np, (uint16_t)ns, evict_id);
         r.flags = SKYMEM_RF_GOSSIP;
         len = skymem_build_evict(buf, sizeof buf, n->seq++, &r, hash, evict_id, (uint8_t)(radius - 1u));
-        if (len > 0) len = (int)node_auth_sign(n, buf, (size_t)len, sizeof buf);
+        if (len > 0) len = (int)node_auth_sign(n, &r, buf, (size_t)len, sizeof buf);
         if (len > 0) node_route_out(n, buf, (size_t)len, &r, 0);
     }
 }
