@@ -156,10 +156,23 @@ def client_process(q, addresses, planes, sats, station, deadline_wall, step_s, s
         q.put(Counter({f"WRONG: client crashed: {exc!r}": 1}))
 
 
-def rss_table(start: dict, end: dict) -> str:
+async def all_stats(cl: Cluster) -> dict:
+    """STATS of every live satellite (bytes_used against the budget, LRU evictions)."""
+    out = {}
+    async with SkyMemoryClient(cl.ground_addresses(), station_id=99, timeout=0.5, retries=5) as c:
+        for sat in cl.satellites:
+            try:
+                out[sat] = await c.stats(sat)
+            except Exception:  # noqa: BLE001 -- reported as missing below
+                pass
+    return out
+
+
+def rss_table(start: dict, mid: dict, end: dict) -> str:
     lines, row = [], []
     for sat in sorted(start):
-        row.append(f"{sat[0]:2d},{sat[1]}: {start[sat] / 1024:5.1f}->{end.get(sat, 0) / 1024:5.1f}")
+        row.append(f"{sat[0]:2d},{sat[1]}: {start[sat] / 1024:3.1f} {mid.get(sat, 0) / 1024:3.1f} "
+                   f"{end.get(sat, 0) / 1024:3.1f}")
         if len(row) == 5:
             lines.append("   ".join(row))
             row = []
@@ -195,9 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         for pr in procs:
             pr.start()
         samples = []
+        rss_mid = None
         while time.time() < deadline:
             time.sleep(min(a.sample_s, max(0.1, deadline - time.time())))
             rss = cl.rss_kib()
+            if rss_mid is None and time.time() >= deadline - a.minutes * 30:  # half-way: stores long full
+                rss_mid = rss
             samples.append((time.time() - t0, sum(rss.values()) / 1024, max(rss.values(), default=0) / 1024))
             print(f"[{samples[-1][0]:6.0f} s] nodes alive {sum(cl.alive().values())}/{len(cl.satellites)}, "
                   f"RSS total {samples[-1][1]:.0f} MiB, max node {samples[-1][2]:.1f} MiB", flush=True)
@@ -213,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                 pr.kill()
         rss_end = cl.rss_kib()
         dead = [sat for sat, ok in cl.alive().items() if not ok]
+        node_stats = asyncio.run(all_stats(cl))
         codes = cl.close()
     bad_exit = {sat: code for sat, code in codes.items() if code not in (0, None)}
     ops = sum(v for k, v in totals.items() if k.split(" ")[0] in ("set", "get", "evict", "migrate")
@@ -224,12 +241,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {k}: {totals[k]}")
     wrong = sum(v for k, v in totals.items() if k.startswith("WRONG"))
     print(f"wrong: {wrong}; nodes died: {dead or 'none'}; bad exit codes: {bad_exit or 'none'}")
-    print("RSS per node, MiB (start->end):")
-    print(rss_table(rss_start, rss_end))
+    over = [sat for sat, st in node_stats.items() if st.bytes_used > st.bytes_budget]
+    print(f"node stats ({len(node_stats)}/{a.planes * a.sats} answered): bytes_used max "
+          f"{max((st.bytes_used for st in node_stats.values()), default=0)} of budget {a.memory_budget}, "
+          f"over budget: {over or 'none'}; lru_evictions {sum(st.lru_evictions for st in node_stats.values())}, "
+          f"migrated_in {sum(st.migrated_in for st in node_stats.values())}, "
+          f"invalid {sum(st.invalid for st in node_stats.values())}, "
+          f"dropped {sum(st.dropped for st in node_stats.values())}")
+    rss_mid = rss_mid or rss_end
+    print("RSS per node, MiB (start, half-way, end):")
+    print(rss_table(rss_start, rss_mid, rss_end))
     grow = [rss_end.get(s, 0) - rss_start[s] for s in rss_start]
-    print(f"RSS growth per node: min {min(grow) / 1024:.2f} MiB, max {max(grow) / 1024:.2f} MiB, "
-          f"total start {sum(rss_start.values()) / 1024:.0f} MiB end {sum(rss_end.values()) / 1024:.0f} MiB")
-    return 1 if wrong or dead or bad_exit else 0
+    late = [rss_end.get(s, 0) - rss_mid.get(s, 0) for s in rss_start]
+    print(f"RSS growth per node start->end: min {min(grow) / 1024:.2f} MiB, max {max(grow) / 1024:.2f} MiB; "
+          f"second half: min {min(late) / 1024:.2f} MiB, max {max(late) / 1024:.2f} MiB; total start "
+          f"{sum(rss_start.values()) / 1024:.0f} MiB, half-way {sum(rss_mid.values()) / 1024:.0f} MiB, end "
+          f"{sum(rss_end.values()) / 1024:.0f} MiB")
+    return 1 if wrong or dead or bad_exit or over else 0
 
 
 if __name__ == "__main__":
