@@ -29,6 +29,7 @@ import hashlib
 import os
 import random
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster import Cluster  # noqa: E402
 
-from skymemory import wire  # noqa: E402
+from skymemory import auth, wire  # noqa: E402
 from skymemory.client import SkyMemoryClient  # noqa: E402
 from skymemory.errors import ChunkNotFound  # noqa: E402
 
@@ -52,6 +53,8 @@ CELLS: dict[str, list[str]] = {
     "corrupt5": ["--corrupt", "0.05"],
     "mixed": ["--loss", "0.05", "--dup", "0.05", "--reorder", "0.05", "--corrupt", "0.05"],
     "kill": ["--loss", "0.01"],
+    # the mixed faults with command authentication on (duplicates become replays)
+    "mixed+auth": ["--loss", "0.05", "--dup", "0.05", "--reorder", "0.05", "--corrupt", "0.05"],
 }
 OP_BOUND_S = 60.0  # an operation still running after this is "hung"
 
@@ -59,6 +62,7 @@ OP_BOUND_S = 60.0  # an operation still running after this is "hung"
 @dataclass
 class Tally:
     counts: Counter = field(default_factory=Counter)
+    client: dict = field(default_factory=dict)
     wrong_examples: list[str] = field(default_factory=list)
 
     def add(self, what: str, detail: str = "") -> None:
@@ -169,10 +173,11 @@ async def gather_bounded(coros, limit: int) -> None:
     await asyncio.gather(*(one(c) for c in coros))
 
 
-async def run_cell(cl: Cluster, name: str, blocks: int, chunks: int, size: int, seed: int) -> Tally:
+async def run_cell(cl: Cluster, name: str, blocks: int, chunks: int, size: int, seed: int,
+                   signer: auth.Signer | None = None) -> Tally:
     t = Tally()
     async with SkyMemoryClient(cl.ground_addresses(), timeout=0.4, min_timeout=0.05, retries=4,
-                               backoff=1.5, station_id=1) as c:
+                               backoff=1.5, station_id=1, signer=signer) as c:
         w = Workload(cl, c, blocks, chunks, size, seed)
         keys = [(b, k) for b in range(blocks) for k in range(chunks)]
         B = lambda coro, label: bounded(coro, t, label)  # noqa: E731
@@ -198,7 +203,13 @@ async def run_cell(cl: Cluster, name: str, blocks: int, chunks: int, size: int, 
             busy += [B(w.get_one(t, b, k), f"get {b}/{k}") for b, k in keys if b % 3 == 2]
         await gather_bounded(busy, 32)
         await gather_bounded([B(w.get_one(t, b, k), f"get {b}/{k}") for b, k in keys], 32)
+        t.client = dict(c.counters)  # evidence the faults happened: resends, CRC failures, duplicates
     return t
+
+
+async def _auth_failures(cl: Cluster) -> int:
+    async with SkyMemoryClient(cl.ground_addresses(), timeout=0.5, retries=6, station_id=2) as c:
+        return sum([(await c.stats(sat)).auth_failures for sat in cl.satellites])
 
 
 def run_matrix(cells: list[str], planes: int, sats: int, blocks: int, chunks: int, size: int,
@@ -206,9 +217,16 @@ def run_matrix(cells: list[str], planes: int, sats: int, blocks: int, chunks: in
     results = {}
     for name in cells:
         t0 = time.monotonic()
-        with Cluster(planes, sats, ["--memory-budget", str(16 << 20), *CELLS[name]]) as cl:
-            tally = asyncio.run(run_cell(cl, name, blocks, chunks, size, seed))
-            codes = cl.close()
+        with tempfile.TemporaryDirectory() as tmp:
+            env, signer = {}, None
+            if name.endswith("+auth"):
+                keys = auth.write_key_file(Path(tmp) / "keys", [0, 1])
+                env, signer = {"SKYMEM_AUTH_KEYS": str(Path(tmp) / "keys")}, auth.Signer(1, keys[1])
+            with Cluster(planes, sats, ["--memory-budget", str(16 << 20), *CELLS[name]], env=env) as cl:
+                tally = asyncio.run(run_cell(cl, name, blocks, chunks, size, seed, signer))
+                if signer is not None:
+                    tally.client["auth_failures"] = asyncio.run(_auth_failures(cl))
+                codes = cl.close()
         if any(code not in (0, None) for code in codes.values()):
             tally.add("wrong", f"a node exited with {codes}")
         results[name] = (tally, time.monotonic() - t0)
@@ -216,7 +234,7 @@ def run_matrix(cells: list[str], planes: int, sats: int, blocks: int, chunks: in
 
 
 COLUMNS = ["attempted", "exact", "miss", "wrong", "hung", "set ok", "set fail", "evict ok", "evict fail",
-           "migr ok", "migr fail", "secs"]
+           "migr ok", "migr fail", "resends", "crc fail", "dup/late", "auth fail", "secs"]
 
 
 def table(results: dict[str, tuple[Tally, float]]) -> str:
@@ -225,7 +243,8 @@ def table(results: dict[str, tuple[Tally, float]]) -> str:
         c = t.counts
         rows.append([name, t.attempted, c["get_exact"], c["get_miss"], c["wrong"], c["hung"], c["set_acked"],
                      c["set_failed"], c["evict_acked"], c["evict_failed"], c["migrate_acked"], c["migrate_failed"],
-                     f"{secs:.1f}"])
+                     t.client.get("retries", 0), t.client.get("crc_failures", 0), t.client.get("duplicates", 0),
+                     t.client.get("auth_failures", "-"), f"{secs:.1f}"])
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(v).rjust(w) for v, w in zip(r, widths)) for r in rows)
 

@@ -10,7 +10,7 @@ import pytest
 from fault_matrix import run_matrix
 
 
-@pytest.mark.parametrize("cell", ["mixed", "loss10", "kill"])
+@pytest.mark.parametrize("cell", ["mixed", "mixed+auth", "loss10", "kill"])
 def test_no_wrong_result_and_every_operation_completes(node_built, cell):
     blocks, chunks = 9, 3
     (tally, _secs), = run_matrix([cell], planes=2, sats=3, blocks=blocks, chunks=chunks, size=2048).values()
