@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from skymemory import wire
+from skymemory import auth, wire
 from skymemory.errors import BadReply, ChunkNotFound, NakError, RequestTimeout, WireError
 
 Sat = tuple[int, int]
@@ -90,6 +90,7 @@ class SkyMemoryClient:
         backoff: float = 2.0,
         mission_ms: Callable[[], int] | None = None,
         bind: Address = ("127.0.0.1", 0),
+        signer: auth.Signer | None = None,
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
@@ -108,6 +109,8 @@ class SkyMemoryClient:
         self.backoff = backoff
         self.mission_ms = mission_ms or (lambda: int(time.time() * 1000))
         self.bind = bind
+        # signs SET/EVICT/MIGRATE/SET_PARAM/RESET_COUNTERS (auth.py); default from SKYMEM_AUTH_KEY_FILE
+        self.signer = signer if signer is not None else auth.signer_from_env()
         self.counters: Counter[str] = Counter()
         self.evicted: list[tuple[Sat, bytes]] = []  # unsolicited EVICTED notices (src, block hash)
         self.capture: list[bytes] | None = None  # set to a list to record every packet sent and received
@@ -334,7 +337,8 @@ class SkyMemoryClient:
                 for attempt in range(tries + 1):
                     if attempt:
                         self.counters["retries"] += 1
-                    self._send(packet, addr)
+                    # each attempt signed afresh: resending the same sequence would be a replay
+                    self._send(self.signer.maybe_sign(cc, packet) if self.signer else packet, addr)
                     sent_at = time.perf_counter()
                     try:
                         reply = await asyncio.wait_for(asyncio.shield(pending.future),

@@ -7,6 +7,7 @@
 
 #include "node_config.h"
 #include "node_evq.h"
+#include "skymem_auth.h"
 #include "skymem_codec.h"
 #include "skymem_router.h"
 #include "skymem_store.h"
@@ -84,6 +85,7 @@ typedef struct {
     uint32_t next_job_id;
     node_job_t jobs[NODE_MAX_JOBS];
     uint64_t timer_armed_ns;
+    skymem_auth_t *auth; /* NULL: command authentication off */
     uint8_t txbuf[SKYMEM_MAX_PACKET];
 } node_t;
 
@@ -131,5 +133,16 @@ void node_migrate_start(node_t *n, const skymem_msg_t *m);
 void node_migrate_on_reply(node_t *n, const skymem_msg_t *m);
 void node_migrate_tick(node_t *n, uint64_t now_ns);
 uint64_t node_migrate_next_deadline(const node_t *n);
+
+/* node_auth.c: command authentication (off when auth is NULL) */
+int node_auth_setup(node_t *n);
+void node_auth_teardown(node_t *n);
+/* 1 if the command must be refused (counted; forged ones NAKed AUTH_FAILED). */
+int node_auth_refuse(node_t *n, const skymem_msg_t *m, const uint8_t *pkt, size_t len, const skymem_route_t *r);
+int node_auth_refuse_control(node_t *n, const skymem_msg_t *m);
+/* Signs a command this satellite originates with the constellation key and sets
+ * the AUTH flag in *r too (routing rewrites the route header from it); returns
+ * the new length (len unchanged when auth is off, 0 on failure). */
+size_t node_auth_sign(node_t *n, skymem_route_t *r, uint8_t *pkt, size_t len, size_t cap);
 
 #endif

@@ -17,7 +17,8 @@ static const char USAGE[] =
     "  [--memory-budget BYTES] [--chunk-size BYTES]\n"
     "  [--epoch-ms MS] [--time-scale X] [--delay-scale X] [--ground-delay-ms X]\n"
     "  [--bandwidth-mbps X] [--loss P] [--dup P] [--reorder P] [--corrupt P] [--seed N]\n"
-    "  [--config FILE] [--log-level error|warn|info|debug]\n";
+    "  [--config FILE] [--log-level error|warn|info|debug]\n"
+    "  [--auth-keys FILE]  (lines: key_id hex_key; id 0 = constellation key; default $SKYMEM_AUTH_KEYS)\n";
 
 static int parse_u64(const char *key, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
@@ -101,6 +102,7 @@ static int apply(node_config_t *cfg, const char *key, const char *v, int depth, 
     if (!strcmp(key, "bind")) { cfg->bind_given = 1; return parse_str(key, v, cfg->bind, sizeof cfg->bind); }
     if (!strcmp(key, "isl-port-base")) return parse_u32(key, v, 1, 65535, &cfg->isl_port_base);
     if (!strcmp(key, "ground-port-base")) return parse_u32(key, v, 1, 65535, &cfg->ground_port_base);
+    if (!strcmp(key, "auth-keys")) return parse_str(key, v, cfg->auth_keys, sizeof cfg->auth_keys);
     if (!strcmp(key, "peers")) return parse_str(key, v, cfg->peers, sizeof cfg->peers);
     if (!strcmp(key, "memory-budget")) return parse_u64(key, v, 4096, 1ull << 40, &cfg->memory_budget);
     if (!strcmp(key, "chunk-size")) return parse_u32(key, v, 1, SKYMEM_MAX_CHUNK_DATA, &cfg->chunk_size);

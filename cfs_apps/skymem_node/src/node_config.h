@@ -28,6 +28,7 @@ typedef struct {
     double loss, dup, reorder, corrupt;
     uint64_t seed;
     int log_level;
+    char auth_keys[512]; /* key file ("key_id hex_key" lines); empty: SKYMEM_AUTH_KEYS env var, else auth off */
 } node_config_t;
 
 /* Parses argv (and any --config FILE at its position; later flags win).

@@ -180,7 +180,7 @@ void node_gossip_evict(node_t *n, const uint8_t *hash, uint32_t evict_id, uint8_
     if (radius == 0) return;
     for (d = SKYMEM_DIR_NORTH; d <= SKYMEM_DIR_EAST; d++) {
         uint32_t np, ns;
-        uint8_t buf[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_EVICT_LEN];
+        uint8_t buf[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_EVICT_LEN + SKYMEM_AUTH_TRAILER_LEN];
         skymem_route_t r;
         int len, dup = 0;
         skymem_neighbour(n->planes, n->sats, n->plane, n->sat, (skymem_dir_t)d, &np, &ns);
@@ -194,6 +194,7 @@ void node_gossip_evict(node_t *n, const uint8_t *hash, uint32_t evict_id, uint8_
         r = own_route(n, (uint16_t)np, (uint16_t)ns, evict_id);
         r.flags = SKYMEM_RF_GOSSIP;
         len = skymem_build_evict(buf, sizeof buf, n->seq++, &r, hash, evict_id, (uint8_t)(radius - 1u));
+        if (len > 0) len = (int)node_auth_sign(n, &r, buf, (size_t)len, sizeof buf);
         if (len > 0) node_route_out(n, buf, (size_t)len, &r, 0);
     }
 }
@@ -455,7 +456,9 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
     }
     if (m.is_cmd) {
         switch (m.mid) {
-        case SKYMEM_CMD_MID: handle_control(n, &m); return;
+        case SKYMEM_CMD_MID:
+            if (!node_auth_refuse_control(n, &m)) handle_control(n, &m);
+            return;
         case SKYMEM_SEND_HK_MID: send_hk(n, from_ground, src); return; /* not counted, as in cFS */
         case ISL_ROUTER_CMD_MID:
         case ISL_ROUTER_SEND_HK_MID:
@@ -467,7 +470,9 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
         r = m.route;
         if (from_ground) adopt_ground(n, src, &r, pkt, len);
         m.route = r; /* handlers see the route as rewritten (via filled in) */
-        if (is_self(n, r.dst_plane, r.dst_sat)) handle_data_cmd(n, &m, &r);
+        if (is_self(n, r.dst_plane, r.dst_sat)) {
+            if (!node_auth_refuse(n, &m, pkt, len, &r)) handle_data_cmd(n, &m, &r);
+        }
         else route_packet(n, pkt, len, &r, 0, 1);
         return;
     }

@@ -62,6 +62,7 @@ static void send_chunk(node_t *n, node_job_t *j, uint32_t i)
         r.ttl = SKYMEM_DEFAULT_TTL;
         r.flags = SKYMEM_RF_MIGRATION;
         len = skymem_build_set_chunk(n->txbuf, sizeof n->txbuf, n->seq++, &r, &d, data);
+        if (len > 0) len = (int)node_auth_sign(n, &r, n->txbuf, (size_t)len, sizeof n->txbuf);
         if (len > 0) node_route_out(n, n->txbuf, (size_t)len, &r, 0);
     }
     c->state = MC_IN_FLIGHT;

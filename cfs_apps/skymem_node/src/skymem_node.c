@@ -154,6 +154,7 @@ static int setup(node_t *n)
     n->rng = n->cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)(n->plane * n->sats + n->sat) + 1u;
     n->isl_fd = n->ground_fd = n->timer_fd = n->signal_fd = n->epoll_fd = -1;
     evq_init(&n->evq, 65536, 64u << 20);
+    if (node_auth_setup(n) != 0) return 2;
 
     if (n->cfg.peers[0]) {
         if (node_load_peers(n, n->cfg.peers) != 0) return 2;
@@ -223,6 +224,7 @@ static void teardown(node_t *n)
     evq_free(&n->evq);
     skymem_store_destroy(n->store);
     free(n->peer_isl);
+    node_auth_teardown(n);
 }
 
 int main(int argc, char **argv)

@@ -3,6 +3,7 @@
  * nasa/sample_app's sample_app.c).
  */
 #include "skymem.h"
+#include "skymem_auth_app.h"
 #include "skymem_data.h"
 #include "skymem_dispatch.h"
 #include "skymem_migrate.h"
@@ -137,6 +138,13 @@ CFE_Status_t SKYMEM_Init(void)
 
     /* Constellation table -> identity, grid size, store budget. */
     status = SKYMEM_LoadConfig();
+    if (status != CFE_SUCCESS)
+    {
+        return status;
+    }
+
+    /* Command authentication keys (optional file; see skymem_auth_app.h). */
+    status = SKYMEM_AuthInit();
     if (status != CFE_SUCCESS)
     {
         return status;

@@ -7,6 +7,7 @@
  * only delivers packets addressed to this satellite; any other is ignored.
  */
 #include "skymem.h"
+#include "skymem_auth_app.h"
 #include "skymem_data.h"
 #include "skymem_eventids.h"
 #include "skymem_gossip.h"
@@ -232,14 +233,6 @@ static void SKYMEM_ServeRequest(const skymem_msg_t *Msg)
 
     SKYMEM_ReplyRoute(&Msg->route, &Reply);
 
-    if (Msg->route.flags & SKYMEM_RF_AUTH)
-    {
-        /* No key is provisioned to the cFS app: refuse rather than accept unchecked. */
-        SKYMEM_Data.AuthFailures++;
-        SKYMEM_SendNak(&Reply, Msg->cc, SKYMEM_NAK_AUTH_FAILED, 0, NULL);
-        return;
-    }
-
     switch (Msg->cc)
     {
         case SKYMEM_NOOP_CC:
@@ -363,6 +356,10 @@ void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
     }
 
     SKYMEM_Data.RxPackets++;
+    if (SKYMEM_AuthRefuse(Packet, Size, &SKYMEM_Data.Msg))
+    {
+        return; /* forged, unsigned or replayed: counted in AuthFailures */
+    }
     SKYMEM_ServeRequest(&SKYMEM_Data.Msg);
 }
 

@@ -4,6 +4,7 @@
  * lengths and are validated by the skymem_core codec in skymem_data.c.
  */
 #include "skymem.h"
+#include "skymem_auth_app.h"
 #include "skymem_cmds.h"
 #include "skymem_data.h"
 #include "skymem_dispatch.h"
@@ -36,6 +37,12 @@ void SKYMEM_ProcessGroundCommand(const CFE_SB_Buffer_t *SBBufPtr)
     CFE_MSG_FcnCode_t CommandCode = 0;
 
     CFE_MSG_GetFcnCode(&SBBufPtr->Msg, &CommandCode);
+
+    /* With keys configured, state changes need a signed data-plane command. */
+    if (SKYMEM_AuthRefuseControl((uint8)CommandCode))
+    {
+        return;
+    }
 
     switch (CommandCode)
     {

@@ -6,6 +6,7 @@
  * the torus.
  */
 #include "skymem.h"
+#include "skymem_auth_app.h"
 #include "skymem_gossip.h"
 #include "skymem_utils.h"
 
@@ -79,6 +80,7 @@ void SKYMEM_GossipForward(const uint8 Hash[SKYMEM_BLOCK_HASH_LEN], uint32 EvictI
 
         Len = skymem_build_evict(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, &Route,
                                  Hash, EvictId, Radius);
+        Len = SKYMEM_AuthSign(SKYMEM_Data.Scratch, Len, sizeof(SKYMEM_Data.Scratch)); /* key 0 when keys are on */
         SKYMEM_PublishToRouter(SKYMEM_Data.Scratch, Len);
     }
 }

@@ -12,6 +12,7 @@
  * the job id in the top 20 bits and the chunk's index in the low 12.
  */
 #include "skymem.h"
+#include "skymem_auth_app.h"
 #include "skymem_data.h"
 #include "skymem_eventids.h"
 #include "skymem_migrate.h"
@@ -92,6 +93,7 @@ static void SKYMEM_MigrateSendChunk(SKYMEM_Migration_t *Job, uint32 Index)
 
     PacketLen = skymem_build_set_chunk(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++,
                                        &Route, &Desc, Data);
+    PacketLen = SKYMEM_AuthSign(SKYMEM_Data.Scratch, PacketLen, sizeof(SKYMEM_Data.Scratch)); /* key 0 when keys are on */
     SKYMEM_PublishToRouter(SKYMEM_Data.Scratch, PacketLen);
 
     Chunk->State      = SKYMEM_MC_IN_FLIGHT;

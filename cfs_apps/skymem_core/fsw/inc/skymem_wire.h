@@ -191,7 +191,9 @@
 
 /* ---- Authentication trailer (present when route flag AUTH is set) -------
  * u32 key_id + u64 sequence + HMAC-SHA256 over every byte before the tag,
- * with the cFS checksum byte taken as zero. */
+ * with the cFS checksum byte taken as zero -- and the route header's via
+ * (4 bytes), ttl and hops too, since satellites rewrite them on the way.
+ * skymem_auth.h implements it (keys, replay windows). */
 #define SKYMEM_AUTH_TRAILER_LEN 44u
 
 #endif /* SKYMEM_WIRE_H */

@@ -1,0 +1,271 @@
+/* skymem_auth.c -- sign and verify the command authentication trailer, with
+ * per-(key, source) replay windows. See skymem_auth.h for what is covered. */
+#include <string.h>
+
+#include "skymem_auth.h"
+#include "skymem_codec.h"
+
+#define WORDS (SKYMEM_AUTH_WINDOW / 64u)
+/* Offsets (from the packet start) of the bytes taken as zero in the MAC. */
+#define OFF_CHECKSUM 7u
+#define OFF_VIA (SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_VIA_PLANE)   /* 4 bytes: via plane, via sat */
+#define OFF_TTL (SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_TTL)         /* ttl, hops */
+#define OFF_FLAGS (SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_FLAGS)
+#define MIN_SIGNED (SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_AUTH_TRAILER_LEN)
+
+const char *skymem_auth_strerror(int rc)
+{
+    switch (rc) {
+    case SKYMEM_AUTH_OK: return "ok";
+    case SKYMEM_AUTH_E_NO_TRAILER: return "no auth trailer";
+    case SKYMEM_AUTH_E_UNKNOWN_KEY: return "unknown key id";
+    case SKYMEM_AUTH_E_KEY_SCOPE: return "key not valid for this source";
+    case SKYMEM_AUTH_E_BAD_MAC: return "bad MAC";
+    case SKYMEM_AUTH_E_REPLAY: return "replayed or stale sequence";
+    case SKYMEM_AUTH_E_ARG: return "bad argument";
+    default: return "unknown";
+    }
+}
+
+void skymem_auth_init(skymem_auth_t *a, uint64_t floor)
+{
+    memset(a, 0, sizeof *a);
+    a->floor = floor;
+}
+
+int skymem_auth_add_key(skymem_auth_t *a, uint32_t id, const uint8_t *key, size_t len)
+{
+    uint32_t i;
+    if (a == NULL || key == NULL || len < SKYMEM_AUTH_KEY_MIN || len > SKYMEM_AUTH_KEY_MAX) return SKYMEM_AUTH_E_ARG;
+    for (i = 0; i < a->n_keys; i++)
+        if (a->keys[i].id == id) return SKYMEM_AUTH_E_ARG; /* duplicate id */
+    if (a->n_keys >= SKYMEM_AUTH_MAX_KEYS) return SKYMEM_AUTH_E_ARG;
+    a->keys[a->n_keys].id = id;
+    a->keys[a->n_keys].len = (uint8_t)len;
+    a->keys[a->n_keys].used = 1;
+    memcpy(a->keys[a->n_keys].key, key, len);
+    a->n_keys++;
+    return SKYMEM_AUTH_OK;
+}
+
+const skymem_auth_key_t *skymem_auth_find_key(const skymem_auth_t *a, uint32_t id)
+{
+    uint32_t i;
+    for (i = 0; i < a->n_keys; i++)
+        if (a->keys[i].id == id) return &a->keys[i];
+    return NULL;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int fail(char *err, size_t err_len, unsigned line, const char *why)
+{
+    size_t i = 0;
+    const char *p = why;
+    char num[16];
+    int k = 0;
+    unsigned v = line;
+    if (err == NULL || err_len == 0) return SKYMEM_AUTH_E_ARG;
+    do { num[k++] = (char)('0' + v % 10u); v /= 10u; } while (v && k < 15);
+    for (p = "line "; *p && i + 1 < err_len; p++) err[i++] = *p;
+    while (k > 0 && i + 1 < err_len) err[i++] = num[--k];
+    for (p = ": "; *p && i + 1 < err_len; p++) err[i++] = *p;
+    for (p = why; *p && i + 1 < err_len; p++) err[i++] = *p;
+    err[i] = '\0';
+    return SKYMEM_AUTH_E_ARG;
+}
+
+int skymem_auth_load_text(skymem_auth_t *a, const char *text, size_t len, char *err, size_t err_len)
+{
+    size_t pos = 0;
+    unsigned line = 0;
+    int added = 0;
+    if (a == NULL || (text == NULL && len)) return SKYMEM_AUTH_E_ARG;
+    while (pos < len) {
+        size_t end = pos, p;
+        uint64_t id = 0;
+        uint8_t key[SKYMEM_AUTH_KEY_MAX];
+        size_t nkey = 0;
+        int digits = 0;
+        line++;
+        while (end < len && text[end] != '\n') end++;
+        p = pos;
+        pos = end + 1;
+        while (p < end && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r')) p++;
+        if (p == end || text[p] == '#') continue;
+        while (p < end && text[p] >= '0' && text[p] <= '9') {
+            id = id * 10u + (uint64_t)(text[p++] - '0');
+            if (++digits > 10 || id > 0xFFFFFFFFu) return fail(err, err_len, line, "key id is not a u32");
+        }
+        if (digits == 0) return fail(err, err_len, line, "expected \"key_id hex_key\"");
+        if (p == end || (text[p] != ' ' && text[p] != '\t')) return fail(err, err_len, line, "expected \"key_id hex_key\"");
+        while (p < end && (text[p] == ' ' || text[p] == '\t')) p++;
+        while (p < end && text[p] != ' ' && text[p] != '\t' && text[p] != '\r' && text[p] != '#') {
+            int hi = hexval(text[p]), lo = p + 1 < end ? hexval(text[p + 1]) : -1;
+            if (hi < 0 || lo < 0) return fail(err, err_len, line, "key is not an even number of hex digits");
+            if (nkey >= SKYMEM_AUTH_KEY_MAX) return fail(err, err_len, line, "key longer than 64 bytes");
+            key[nkey++] = (uint8_t)(hi * 16 + lo);
+            p += 2;
+        }
+        while (p < end && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r')) p++;
+        if (p < end && text[p] != '#') return fail(err, err_len, line, "unexpected text after the key");
+        if (nkey < SKYMEM_AUTH_KEY_MIN) return fail(err, err_len, line, "key shorter than 16 bytes");
+        if (skymem_auth_find_key(a, (uint32_t)id)) return fail(err, err_len, line, "duplicate key id");
+        if (skymem_auth_add_key(a, (uint32_t)id, key, nkey) != SKYMEM_AUTH_OK)
+            return fail(err, err_len, line, "too many keys");
+        added++;
+    }
+    return added;
+}
+
+int skymem_auth_required(uint8_t cc)
+{
+    return cc == SKYMEM_SET_CHUNK_CC || cc == SKYMEM_EVICT_BLOCK_CC || cc == SKYMEM_MIGRATE_CC ||
+           cc == SKYMEM_SET_PARAM_CC || cc == SKYMEM_RESET_COUNTERS_CC;
+}
+
+void skymem_auth_mac(const uint8_t *key, size_t key_len, const uint8_t *pkt, size_t len_before_tag,
+                     uint8_t out[SKYMEM_AUTH_TAG_LEN])
+{
+    static const uint8_t zeros[4] = {0, 0, 0, 0};
+    skymem_hmac_t h;
+    skymem_hmac_init(&h, key, key_len);
+    skymem_hmac_update(&h, pkt, OFF_CHECKSUM);
+    skymem_hmac_update(&h, zeros, 1);
+    skymem_hmac_update(&h, pkt + OFF_CHECKSUM + 1, OFF_VIA - OFF_CHECKSUM - 1);
+    skymem_hmac_update(&h, zeros, 4);
+    skymem_hmac_update(&h, pkt + OFF_VIA + 4, OFF_TTL - OFF_VIA - 4);
+    skymem_hmac_update(&h, zeros, 2);
+    skymem_hmac_update(&h, pkt + OFF_TTL + 2, len_before_tag - OFF_TTL - 2);
+    skymem_hmac_final(&h, out);
+}
+
+uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us)
+{
+    a->last_seq = now_us > a->last_seq ? now_us : a->last_seq + 1u;
+    return a->last_seq;
+}
+
+int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len, size_t cap)
+{
+    const skymem_auth_key_t *k;
+    size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN;
+    if (a == NULL || pkt == NULL || len < SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN || out_len > cap ||
+        out_len > SKYMEM_MAX_PACKET || skymem_get_u16(pkt) != SKYMEM_DATA_CMD_MID ||
+        (pkt[OFF_FLAGS] & SKYMEM_RF_AUTH))
+        return SKYMEM_AUTH_E_ARG;
+    k = skymem_auth_find_key(a, key_id);
+    if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
+    pkt[OFF_FLAGS] |= SKYMEM_RF_AUTH;
+    skymem_put_u16(pkt + 4, (uint16_t)(out_len - 7u));
+    skymem_put_u32(pkt + len + SKYMEM_AT_KEY_ID, key_id);
+    skymem_put_u64(pkt + len + SKYMEM_AT_SEQ, seq);
+    skymem_auth_mac(k->key, k->len, pkt, len + SKYMEM_AT_TAG, pkt + len + SKYMEM_AT_TAG);
+    skymem_cmd_finalize(pkt, out_len);
+    return (int)out_len;
+}
+
+/* ---- replay windows -------------------------------------------------------- */
+static skymem_replay_t *find_window(skymem_auth_t *a, uint32_t key_id, uint16_t plane, uint16_t sat, int create)
+{
+    uint32_t i, victim = 0;
+    for (i = 0; i < SKYMEM_AUTH_SOURCES; i++) {
+        skymem_replay_t *w = &a->windows[i];
+        if (w->used && w->key_id == key_id && w->src_plane == plane && w->src_sat == sat) return w;
+    }
+    if (!create) return NULL;
+    for (i = 0; i < SKYMEM_AUTH_SOURCES; i++) {
+        if (!a->windows[i].used) {
+            victim = i;
+            break;
+        }
+        if (a->windows[i].last_use < a->windows[victim].last_use) victim = i;
+    }
+    /* recycling a window forgets what it saw: refuse everything up to its top from now on */
+    if (a->windows[victim].used && a->windows[victim].top > a->floor) a->floor = a->windows[victim].top;
+    memset(&a->windows[victim], 0, sizeof a->windows[victim]);
+    a->windows[victim].key_id = key_id;
+    a->windows[victim].src_plane = plane;
+    a->windows[victim].src_sat = sat;
+    return &a->windows[victim];
+}
+
+static int window_seen(const skymem_replay_t *w, uint64_t seq)
+{
+    uint64_t d;
+    if (!w->used || seq > w->top) return 0;
+    d = w->top - seq;
+    if (d >= SKYMEM_AUTH_WINDOW) return 1; /* too old to tell: refuse */
+    return (int)((w->bits[d / 64u] >> (d % 64u)) & 1u);
+}
+
+static void window_record(skymem_replay_t *w, uint64_t seq)
+{
+    uint64_t d;
+    if (!w->used) {
+        w->used = 1;
+        w->top = seq;
+        w->bits[0] = 1u;
+        return;
+    }
+    if (seq > w->top) { /* slide: bit d moves to d + shift */
+        uint64_t shift = seq - w->top;
+        if (shift >= SKYMEM_AUTH_WINDOW) {
+            memset(w->bits, 0, sizeof w->bits);
+        } else {
+            unsigned ws = (unsigned)(shift / 64u), bs = (unsigned)(shift % 64u);
+            int k;
+            for (k = (int)WORDS - 1; k >= 0; k--) {
+                uint64_t v = 0;
+                if (k - (int)ws >= 0) v = w->bits[k - ws] << bs;
+                if (bs && k - (int)ws - 1 >= 0) v |= w->bits[k - ws - 1] >> (64u - bs);
+                w->bits[k] = v;
+            }
+        }
+        w->top = seq;
+        w->bits[0] |= 1u;
+        return;
+    }
+    d = w->top - seq;
+    w->bits[d / 64u] |= (uint64_t)1u << (d % 64u);
+}
+
+int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
+{
+    const uint8_t *trailer;
+    const skymem_auth_key_t *k;
+    uint8_t tag[SKYMEM_AUTH_TAG_LEN], diff = 0;
+    uint32_t key_id;
+    uint64_t seq;
+    uint16_t src_plane, src_sat;
+    skymem_replay_t *w;
+    size_t i;
+    if (a == NULL || pkt == NULL || len < MIN_SIGNED || skymem_get_u16(pkt) != SKYMEM_DATA_CMD_MID ||
+        !(pkt[OFF_FLAGS] & SKYMEM_RF_AUTH))
+        return SKYMEM_AUTH_E_NO_TRAILER;
+    trailer = pkt + len - SKYMEM_AUTH_TRAILER_LEN;
+    key_id = skymem_get_u32(trailer + SKYMEM_AT_KEY_ID);
+    seq = skymem_get_u64(trailer + SKYMEM_AT_SEQ);
+    src_plane = skymem_get_u16(pkt + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_SRC_PLANE);
+    src_sat = skymem_get_u16(pkt + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_SRC_SAT);
+    k = skymem_auth_find_key(a, key_id);
+    if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
+    if ((key_id == SKYMEM_AUTH_CONSTELLATION_KEY) != (src_plane != SKYMEM_GROUND_PLANE)) return SKYMEM_AUTH_E_KEY_SCOPE;
+    skymem_auth_mac(k->key, k->len, pkt, len - SKYMEM_AUTH_TAG_LEN, tag);
+    for (i = 0; i < SKYMEM_AUTH_TAG_LEN; i++) diff |= (uint8_t)(tag[i] ^ trailer[SKYMEM_AT_TAG + i]);
+    if (diff) return SKYMEM_AUTH_E_BAD_MAC;
+    if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY;
+    w = find_window(a, key_id, src_plane, src_sat, 0);
+    if (w && window_seen(w, seq)) return SKYMEM_AUTH_E_REPLAY;
+    if (w == NULL) w = find_window(a, key_id, src_plane, src_sat, 1);
+    if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY; /* creating the window may have raised the floor */
+    window_record(w, seq);
+    w->last_use = ++a->tick;
+    return SKYMEM_AUTH_OK;
+}

@@ -1,0 +1,133 @@
+/* skymem_sha256.c -- SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), portable C99.
+ * Tested against the FIPS 180-2 examples and RFC 4231 in tests/c/test_auth.c. */
+#include <string.h>
+
+#include "skymem_sha256.h"
+
+static const uint32_t K[64] = {
+    0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u, 0x3956c25bu, 0x59f111f1u, 0x923f82a4u, 0xab1c5ed5u,
+    0xd807aa98u, 0x12835b01u, 0x243185beu, 0x550c7dc3u, 0x72be5d74u, 0x80deb1feu, 0x9bdc06a7u, 0xc19bf174u,
+    0xe49b69c1u, 0xefbe4786u, 0x0fc19dc6u, 0x240ca1ccu, 0x2de92c6fu, 0x4a7484aau, 0x5cb0a9dcu, 0x76f988dau,
+    0x983e5152u, 0xa831c66du, 0xb00327c8u, 0xbf597fc7u, 0xc6e00bf3u, 0xd5a79147u, 0x06ca6351u, 0x14292967u,
+    0x27b70a85u, 0x2e1b2138u, 0x4d2c6dfcu, 0x53380d13u, 0x650a7354u, 0x766a0abbu, 0x81c2c92eu, 0x92722c85u,
+    0xa2bfe8a1u, 0xa81a664bu, 0xc24b8b70u, 0xc76c51a3u, 0xd192e819u, 0xd6990624u, 0xf40e3585u, 0x106aa070u,
+    0x19a4c116u, 0x1e376c08u, 0x2748774cu, 0x34b0bcb5u, 0x391c0cb3u, 0x4ed8aa4au, 0x5b9cca4fu, 0x682e6ff3u,
+    0x748f82eeu, 0x78a5636fu, 0x84c87814u, 0x8cc70208u, 0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u};
+
+#define ROTR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void compress(uint32_t h[8], const uint8_t *p)
+{
+    uint32_t w[64], a, b, c, d, e, f, g, hh, t1, t2;
+    int i;
+    for (i = 0; i < 16; i++)
+        w[i] = ((uint32_t)p[4 * i] << 24) | ((uint32_t)p[4 * i + 1] << 16) | ((uint32_t)p[4 * i + 2] << 8) | p[4 * i + 3];
+    for (i = 16; i < 64; i++) {
+        uint32_t s0 = ROTR(w[i - 15], 7) ^ ROTR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROTR(w[i - 2], 17) ^ ROTR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    a = h[0]; b = h[1]; c = h[2]; d = h[3]; e = h[4]; f = h[5]; g = h[6]; hh = h[7];
+    for (i = 0; i < 64; i++) {
+        t1 = hh + (ROTR(e, 6) ^ ROTR(e, 11) ^ ROTR(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+        t2 = (ROTR(a, 2) ^ ROTR(a, 13) ^ ROTR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    }
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+}
+
+void skymem_sha256_init(skymem_sha256_t *c)
+{
+    static const uint32_t iv[8] = {0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
+                                   0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u};
+    memcpy(c->h, iv, sizeof iv);
+    c->total = 0;
+    c->used = 0;
+}
+
+void skymem_sha256_update(skymem_sha256_t *c, const uint8_t *data, size_t len)
+{
+    c->total += len;
+    if (c->used) { /* top up the partial block first */
+        size_t take = SKYMEM_SHA256_BLOCK - c->used;
+        if (take > len) take = len;
+        memcpy(c->buf + c->used, data, take);
+        c->used += take;
+        data += take;
+        len -= take;
+        if (c->used < SKYMEM_SHA256_BLOCK) return;
+        compress(c->h, c->buf);
+        c->used = 0;
+    }
+    for (; len >= SKYMEM_SHA256_BLOCK; data += SKYMEM_SHA256_BLOCK, len -= SKYMEM_SHA256_BLOCK) compress(c->h, data);
+    if (len) {
+        memcpy(c->buf, data, len);
+        c->used = len;
+    }
+}
+
+void skymem_sha256_final(skymem_sha256_t *c, uint8_t out[SKYMEM_SHA256_LEN])
+{
+    uint64_t bits = c->total * 8u;
+    int i;
+    c->buf[c->used++] = 0x80u;
+    if (c->used > 56) { /* no room for the length: pad out this block */
+        memset(c->buf + c->used, 0, SKYMEM_SHA256_BLOCK - c->used);
+        compress(c->h, c->buf);
+        c->used = 0;
+    }
+    memset(c->buf + c->used, 0, 56 - c->used);
+    for (i = 0; i < 8; i++) c->buf[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
+    compress(c->h, c->buf);
+    for (i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(c->h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)c->h[i];
+    }
+}
+
+void skymem_sha256(const uint8_t *data, size_t len, uint8_t out[SKYMEM_SHA256_LEN])
+{
+    skymem_sha256_t c;
+    skymem_sha256_init(&c);
+    skymem_sha256_update(&c, data, len);
+    skymem_sha256_final(&c, out);
+}
+
+void skymem_hmac_init(skymem_hmac_t *c, const uint8_t *key, size_t key_len)
+{
+    uint8_t k[SKYMEM_SHA256_BLOCK], ikey[SKYMEM_SHA256_BLOCK];
+    size_t i;
+    memset(k, 0, sizeof k);
+    if (key_len > SKYMEM_SHA256_BLOCK) skymem_sha256(key, key_len, k);
+    else if (key_len) memcpy(k, key, key_len);
+    for (i = 0; i < SKYMEM_SHA256_BLOCK; i++) {
+        ikey[i] = (uint8_t)(k[i] ^ 0x36u);
+        c->okey[i] = (uint8_t)(k[i] ^ 0x5cu);
+    }
+    skymem_sha256_init(&c->inner);
+    skymem_sha256_update(&c->inner, ikey, sizeof ikey);
+}
+
+void skymem_hmac_update(skymem_hmac_t *c, const uint8_t *data, size_t len) { skymem_sha256_update(&c->inner, data, len); }
+
+void skymem_hmac_final(skymem_hmac_t *c, uint8_t out[SKYMEM_SHA256_LEN])
+{
+    uint8_t ih[SKYMEM_SHA256_LEN];
+    skymem_sha256_t outer;
+    skymem_sha256_final(&c->inner, ih);
+    skymem_sha256_init(&outer);
+    skymem_sha256_update(&outer, c->okey, sizeof c->okey);
+    skymem_sha256_update(&outer, ih, sizeof ih);
+    skymem_sha256_final(&outer, out);
+}
+
+void skymem_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *data, size_t len,
+                        uint8_t out[SKYMEM_SHA256_LEN])
+{
+    skymem_hmac_t c;
+    skymem_hmac_init(&c, key, key_len);
+    skymem_hmac_update(&c, data, len);
+    skymem_hmac_final(&c, out);
+}

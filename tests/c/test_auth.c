@@ -1,0 +1,286 @@
+/* test_auth.c -- SHA-256 (FIPS 180-2 examples), HMAC-SHA256 (RFC 4231), and the
+ * command authentication trailer: sign, verify, forgery, replay windows, key files. */
+#include <string.h>
+
+#include "check.h"
+#include "skymem_auth.h"
+#include "skymem_codec.h"
+
+static void unhex(const char *h, uint8_t *out)
+{
+    size_t i;
+    for (i = 0; h[2 * i]; i++) {
+        unsigned v;
+        sscanf(h + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
+static int digest_is(const uint8_t *d, const char *hex, size_t n)
+{
+    uint8_t want[32];
+    unhex(hex, want);
+    return memcmp(d, want, n) == 0;
+}
+
+static void test_sha256(void)
+{
+    static const char *abc_448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    uint8_t d[32], d2[32], big[1000];
+    skymem_sha256_t c;
+    size_t i, split;
+    skymem_sha256((const uint8_t *)"", 0, d);
+    CHECK(digest_is(d, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", 32));
+    skymem_sha256((const uint8_t *)"abc", 3, d);
+    CHECK(digest_is(d, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", 32));
+    skymem_sha256((const uint8_t *)abc_448, strlen(abc_448), d);
+    CHECK(digest_is(d, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1", 32));
+    /* one million 'a', fed 1000 at a time */
+    memset(big, 'a', sizeof big);
+    skymem_sha256_init(&c);
+    for (i = 0; i < 1000; i++) skymem_sha256_update(&c, big, sizeof big);
+    skymem_sha256_final(&c, d);
+    CHECK(digest_is(d, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0", 32));
+    /* any split of the input gives the same digest (block boundaries, padding at 55/56/64) */
+    for (i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 31u + 7u);
+    for (i = 0; i < 200; i++) {
+        skymem_sha256(big, i, d);
+        for (split = 0; split <= i; split += 13) {
+            skymem_sha256_init(&c);
+            skymem_sha256_update(&c, big, split);
+            skymem_sha256_update(&c, big + split, i - split);
+            skymem_sha256_final(&c, d2);
+            CHECK(memcmp(d, d2, 32) == 0);
+        }
+    }
+}
+
+static void test_hmac_rfc4231(void)
+{
+    uint8_t key[131], data[160], d[32];
+    /* 1 */
+    memset(key, 0x0b, 20);
+    skymem_hmac_sha256(key, 20, (const uint8_t *)"Hi There", 8, d);
+    CHECK(digest_is(d, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7", 32));
+    /* 2 */
+    skymem_hmac_sha256((const uint8_t *)"Jefe", 4, (const uint8_t *)"what do ya want for nothing?", 28, d);
+    CHECK(digest_is(d, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843", 32));
+    /* 3 */
+    memset(key, 0xaa, 20);
+    memset(data, 0xdd, 50);
+    skymem_hmac_sha256(key, 20, data, 50, d);
+    CHECK(digest_is(d, "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe", 32));
+    /* 4 */
+    unhex("0102030405060708090a0b0c0d0e0f10111213141516171819", key);
+    memset(data, 0xcd, 50);
+    skymem_hmac_sha256(key, 25, data, 50, d);
+    CHECK(digest_is(d, "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b", 32));
+    /* 5 (truncated to 128 bits) */
+    memset(key, 0x0c, 20);
+    skymem_hmac_sha256(key, 20, (const uint8_t *)"Test With Truncation", 20, d);
+    CHECK(digest_is(d, "a3b6167473100ee06e0c796c2955552b", 16));
+    /* 6, 7: key longer than a block is hashed first */
+    memset(key, 0xaa, 131);
+    skymem_hmac_sha256(key, 131, (const uint8_t *)"Test Using Larger Than Block-Size Key - Hash Key First", 54, d);
+    CHECK(digest_is(d, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54", 32));
+    {
+        const char *m = "This is a test using a larger than block-size key and a larger than block-size data. "
+                        "The key needs to be hashed before being used by the HMAC algorithm.";
+        skymem_hmac_sha256(key, 131, (const uint8_t *)m, strlen(m), d);
+        CHECK(digest_is(d, "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2", 32));
+    }
+}
+
+static skymem_route_t ground_route(uint16_t station)
+{
+    skymem_route_t r;
+    memset(&r, 0, sizeof r);
+    r.dst_plane = 1;
+    r.dst_sat = 2;
+    r.src_plane = SKYMEM_GROUND_PLANE;
+    r.src_sat = station;
+    r.via_plane = SKYMEM_NO_SAT;
+    r.via_sat = SKYMEM_NO_SAT;
+    r.request_id = 77;
+    r.ttl = SKYMEM_DEFAULT_TTL;
+    return r;
+}
+
+/* Builds an EVICT_BLOCK from ground station `station`, signed with key_id / seq. */
+static int signed_evict(const skymem_auth_t *a, uint8_t *buf, size_t cap, uint16_t station, uint32_t key_id, uint64_t seq)
+{
+    skymem_route_t r = ground_route(station);
+    uint8_t hash[32];
+    int len;
+    memset(hash, 0x42, sizeof hash);
+    len = skymem_build_evict(buf, cap, 5, &r, hash, 9, 1);
+    if (len < 0) return len;
+    return skymem_auth_sign(a, key_id, seq, buf, (size_t)len, cap);
+}
+
+static void test_sign_verify(void)
+{
+    static skymem_auth_t ground, sat;
+    uint8_t key1[32], key0[32], buf[256], copy[256];
+    int len, i;
+    skymem_msg_t m;
+    skymem_route_t r;
+    memset(key1, 0x11, sizeof key1);
+    memset(key0, 0x22, sizeof key0);
+    skymem_auth_init(&ground, 0);
+    CHECK_EQ_INT(skymem_auth_add_key(&ground, 1, key1, sizeof key1), SKYMEM_AUTH_OK);
+    CHECK_EQ_INT(skymem_auth_add_key(&ground, 1, key1, sizeof key1), SKYMEM_AUTH_E_ARG); /* duplicate */
+    CHECK_EQ_INT(skymem_auth_add_key(&ground, 2, key1, 8), SKYMEM_AUTH_E_ARG);           /* too short */
+    skymem_auth_init(&sat, 1000);
+    skymem_auth_add_key(&sat, 1, key1, sizeof key1);
+    skymem_auth_add_key(&sat, 0, key0, sizeof key0);
+
+    len = signed_evict(&ground, buf, sizeof buf, 7, 1, 5000);
+    CHECK_EQ_INT(len, SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_EVICT_LEN + SKYMEM_AUTH_TRAILER_LEN);
+    /* still a valid packet for the parser, trailer split off */
+    CHECK_EQ_INT(skymem_parse(buf, (size_t)len, &m), SKYMEM_OK);
+    CHECK(m.auth == buf + len - SKYMEM_AUTH_TRAILER_LEN);
+    CHECK(m.route.flags & SKYMEM_RF_AUTH);
+    CHECK_EQ_INT(m.radius, 1);
+    /* a relay rewriting via, ttl, hops (and so the checksum) keeps it valid */
+    memcpy(copy, buf, (size_t)len);
+    r = m.route;
+    r.via_plane = 3;
+    r.via_sat = 4;
+    r.ttl = 60;
+    r.hops = 4;
+    CHECK_EQ_INT(skymem_rewrite_route(copy, (size_t)len, &r), SKYMEM_OK);
+    CHECK_EQ_INT(skymem_auth_verify(&sat, copy, (size_t)len), SKYMEM_AUTH_OK);
+    /* the same packet again: replay */
+    CHECK_EQ_INT(skymem_auth_verify(&sat, buf, (size_t)len), SKYMEM_AUTH_E_REPLAY);
+    /* every other byte is covered: flip one bit anywhere else and the MAC fails */
+    for (i = 0; i < len; i++) {
+        int off = i - (int)SKYMEM_CMD_HDR_LEN;
+        if (i == 7 || (off >= 8 && off < 12) || off == 16 || off == 17) continue; /* checksum, via, ttl, hops */
+        if (off == (int)SKYMEM_ROUTE_FLAGS) continue; /* clearing AUTH makes it unsigned: checked below */
+        memcpy(copy, buf, (size_t)len);
+        copy[i] ^= 0x01u;
+        if ((i >= len - (int)SKYMEM_AUTH_TRAILER_LEN && i < len - (int)SKYMEM_AUTH_TAG_LEN - 8) || i < 2 ||
+            off == 4 || off == 5) {
+            /* key id, message id or source plane changed: refused before the MAC (unknown key, scope, not a command) */
+            CHECK(skymem_auth_verify(&sat, copy, (size_t)len) < 0);
+            continue;
+        }
+        CHECK_EQ_INT(skymem_auth_verify(&sat, copy, (size_t)len), SKYMEM_AUTH_E_BAD_MAC);
+    }
+    memcpy(copy, buf, (size_t)len);
+    copy[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_FLAGS] &= (uint8_t)~SKYMEM_RF_AUTH;
+    CHECK_EQ_INT(skymem_auth_verify(&sat, copy, (size_t)len), SKYMEM_AUTH_E_NO_TRAILER);
+    /* unknown key */
+    skymem_auth_add_key(&ground, 9, key1, sizeof key1);
+    len = signed_evict(&ground, buf, sizeof buf, 7, 9, 6000);
+    CHECK_EQ_INT(skymem_auth_verify(&sat, buf, (size_t)len), SKYMEM_AUTH_E_UNKNOWN_KEY);
+    /* constellation key from the ground: refused */
+    skymem_auth_add_key(&ground, 0, key0, sizeof key0);
+    len = signed_evict(&ground, buf, sizeof buf, 7, 0, 6001);
+    CHECK_EQ_INT(skymem_auth_verify(&sat, buf, (size_t)len), SKYMEM_AUTH_E_KEY_SCOPE);
+    /* a forged key (right id, wrong bytes) */
+    {
+        static skymem_auth_t forger;
+        uint8_t bad[32];
+        memset(bad, 0x12, sizeof bad);
+        skymem_auth_init(&forger, 0);
+        skymem_auth_add_key(&forger, 1, bad, sizeof bad);
+        len = signed_evict(&forger, buf, sizeof buf, 7, 1, 7000);
+        CHECK_EQ_INT(skymem_auth_verify(&sat, buf, (size_t)len), SKYMEM_AUTH_E_BAD_MAC);
+    }
+    /* at or below the floor (the receiver's start): refused even if never seen */
+    len = signed_evict(&ground, buf, sizeof buf, 8, 1, 1000);
+    CHECK_EQ_INT(skymem_auth_verify(&sat, buf, (size_t)len), SKYMEM_AUTH_E_REPLAY);
+    /* cap too small, already signed */
+    len = signed_evict(&ground, buf, 100, 7, 1, 7001);
+    CHECK_EQ_INT(len, SKYMEM_AUTH_E_ARG);
+    len = signed_evict(&ground, buf, sizeof buf, 7, 1, 7002);
+    CHECK_EQ_INT(skymem_auth_sign(&ground, 1, 7003, buf, (size_t)len, sizeof buf), SKYMEM_AUTH_E_ARG);
+}
+
+static void test_replay_window(void)
+{
+    static skymem_auth_t ground, sat;
+    uint8_t key[16], buf[256];
+    uint64_t base = 1000000, s;
+    int len, accepted;
+    memset(key, 0x33, sizeof key);
+    skymem_auth_init(&ground, 0);
+    skymem_auth_init(&sat, 10);
+    skymem_auth_add_key(&ground, 4, key, sizeof key);
+    skymem_auth_add_key(&sat, 4, key, sizeof key);
+#define TRY(station, seq) (len = signed_evict(&ground, buf, sizeof buf, (station), 4, (seq)), skymem_auth_verify(&sat, buf, (size_t)len))
+    CHECK_EQ_INT(TRY(1, base + 100), SKYMEM_AUTH_OK);
+    CHECK_EQ_INT(TRY(1, base + 50), SKYMEM_AUTH_OK);     /* late but inside the window */
+    CHECK_EQ_INT(TRY(1, base + 50), SKYMEM_AUTH_E_REPLAY);
+    CHECK_EQ_INT(TRY(1, base + 100), SKYMEM_AUTH_E_REPLAY);
+    CHECK_EQ_INT(TRY(1, base + 101), SKYMEM_AUTH_OK);
+    CHECK_EQ_INT(TRY(1, base + 100 - SKYMEM_AUTH_WINDOW), SKYMEM_AUTH_E_REPLAY); /* too old */
+    /* another source with the same key has its own window */
+    CHECK_EQ_INT(TRY(2, base + 50), SKYMEM_AUTH_OK);
+    /* slide by every amount up to past the window; earlier ones stay refused while inside it */
+    for (s = 1; s <= SKYMEM_AUTH_WINDOW + 70; s += 37) {
+        uint64_t top = base + 1000 * s;
+        CHECK_EQ_INT(TRY(3, top), SKYMEM_AUTH_OK);
+        CHECK_EQ_INT(TRY(3, top + s), SKYMEM_AUTH_OK);
+        CHECK_EQ_INT(TRY(3, top), s < SKYMEM_AUTH_WINDOW ? SKYMEM_AUTH_E_REPLAY : SKYMEM_AUTH_E_REPLAY);
+        if (s < SKYMEM_AUTH_WINDOW) CHECK_EQ_INT(TRY(3, top + s - 1), s == 1 ? SKYMEM_AUTH_E_REPLAY : SKYMEM_AUTH_OK);
+    }
+    /* a shuffled burst: each sequence accepted exactly once */
+    accepted = 0;
+    for (s = 0; s < 500; s++) {
+        uint64_t q = base + 10000000 + (s * 7919u) % 500u;
+        if (TRY(4, q) == SKYMEM_AUTH_OK) accepted++;
+        if (TRY(4, q) == SKYMEM_AUTH_OK) accepted += 1000; /* the copy must not pass */
+    }
+    CHECK_EQ_INT(accepted, 500);
+    /* more sources than windows: recycling raises the floor, so old traffic stays refused */
+    for (s = 0; s < SKYMEM_AUTH_SOURCES + 5; s++) CHECK_EQ_INT(TRY((uint16_t)(100 + s), base + 20000000 + s), SKYMEM_AUTH_OK);
+    CHECK(sat.floor >= base + 20000000);
+    CHECK_EQ_INT(TRY(1, base + 102), SKYMEM_AUTH_E_REPLAY);
+#undef TRY
+}
+
+static void test_key_file(void)
+{
+    static skymem_auth_t a;
+    char err[128];
+    const char *good = "# keys\n\n0 000102030405060708090a0b0c0d0e0f\n  7\tFFEEDDCCBBAA99887766554433221100ffee # gs 7\r\n";
+    skymem_auth_init(&a, 0);
+    CHECK_EQ_INT(skymem_auth_load_text(&a, good, strlen(good), err, sizeof err), 2);
+    CHECK(skymem_auth_find_key(&a, 0) != NULL && skymem_auth_find_key(&a, 0)->len == 16);
+    CHECK(skymem_auth_find_key(&a, 7) != NULL && skymem_auth_find_key(&a, 7)->len == 18);
+    CHECK(skymem_auth_find_key(&a, 7)->key[0] == 0xFF);
+#define BAD(text, msg)                                                                            \
+    do {                                                                                          \
+        skymem_auth_init(&a, 0);                                                                  \
+        CHECK_EQ_INT(skymem_auth_load_text(&a, text, strlen(text), err, sizeof err), SKYMEM_AUTH_E_ARG); \
+        CHECK(strstr(err, msg) != NULL);                                                          \
+    } while (0)
+    BAD("1 0011\n", "line 1: key shorter than 16 bytes");
+    BAD("\n1 000102030405060708090a0b0c0d0e0\n", "line 2: key is not an even number");
+    BAD("x 000102030405060708090a0b0c0d0e0f\n", "expected");
+    BAD("1 000102030405060708090a0b0c0d0e0g\n", "hex");
+    BAD("1 000102030405060708090a0b0c0d0e0f\n1 000102030405060708090a0b0c0d0e0f\n", "line 2: duplicate");
+    BAD("99999999999 000102030405060708090a0b0c0d0e0f\n", "u32");
+    BAD("1 000102030405060708090a0b0c0d0e0f extra\n", "unexpected");
+    BAD("1\n", "expected");
+#undef BAD
+    CHECK(skymem_auth_required(SKYMEM_SET_CHUNK_CC) && skymem_auth_required(SKYMEM_EVICT_BLOCK_CC) &&
+          skymem_auth_required(SKYMEM_MIGRATE_CC) && skymem_auth_required(SKYMEM_SET_PARAM_CC) &&
+          skymem_auth_required(SKYMEM_RESET_COUNTERS_CC));
+    CHECK(!skymem_auth_required(SKYMEM_GET_CHUNK_CC) && !skymem_auth_required(SKYMEM_STATS_CC) &&
+          !skymem_auth_required(SKYMEM_NOOP_CC) && !skymem_auth_required(SKYMEM_PROBE_CC) &&
+          !skymem_auth_required(SKYMEM_GET_CHUNKS_CC));
+}
+
+int main(void)
+{
+    test_sha256();
+    test_hmac_rfc4231();
+    test_sign_verify();
+    test_replay_window();
+    test_key_file();
+    return check_report("auth");
+}

@@ -1,0 +1,155 @@
+"""Authenticated commands against running satellites: signed commands work (also
+satellite to satellite: migration and eviction gossip), forged, unsigned and
+replayed ones are refused and counted in auth_failures."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+import subprocess
+
+import pytest
+from cluster import Cluster
+
+from skymemory import auth, wire
+from skymemory.client import SkyMemoryClient
+from skymemory.errors import ChunkNotFound, NakError
+
+H = hashlib.sha256(b"auth-live").digest()
+DATA = bytes(range(256)) * 8
+
+
+@pytest.fixture(scope="module")
+def keyed(node_built, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("auth")
+    keys_file = tmp / "constellation.keys"
+    keys = auth.write_key_file(keys_file, [0, 1])
+    ground_file = tmp / "gs1.keys"
+    ground_file.write_text(f"1 {keys[1].hex()}\n")
+    cl = Cluster(2, 3, env={"SKYMEM_AUTH_KEYS": str(keys_file)}).start_all()
+    try:
+        yield cl, auth.Signer.from_file(ground_file)
+    finally:
+        assert all(code == 0 for code in cl.close().values())
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def client(cl, signer=None, **kw):
+    return SkyMemoryClient(cl.ground_addresses(), signer=signer, timeout=0.5, retries=3, station_id=1, **kw)
+
+
+async def failures(c, sat) -> int:
+    return (await c.stats(sat)).auth_failures
+
+
+def test_signed_commands_work_including_satellite_to_satellite(keyed):
+    cl, signer = keyed
+
+    async def go():
+        async with client(cl, signer) as c:
+            await c.set_chunk((0, 0), H, 0, 2, DATA)
+            await c.set_chunk((0, 1), H, 1, 2, DATA, gossip_radius=1)
+            assert await c.get_chunk((0, 0), H, 0) == DATA
+            # MIGRATE: (0,0) sends SET_CHUNK to (1,2), signed with the constellation key
+            before = (await c.stats((1, 2))).migrated_in
+            await c.migrate((0, 0), H, 0, 1, (1, 2))
+            assert (await c.stats((1, 2))).migrated_in == before + 1
+            assert await c.get_chunk((1, 2), H, 0) == DATA
+            # EVICT radius 1 at (0,0): its gossip (signed by (0,0)) purges the neighbour (0,1)
+            await c.evict_block((0, 0), H, radius=1)
+            await asyncio.sleep(0.2)
+            with pytest.raises(ChunkNotFound):
+                await c.get_chunk((0, 1), H, 1)
+            await c.set_param((0, 2), wire.SKYMEM_PARAM_LOSS_PPM, 0)
+            return [await failures(c, s) for s in cl.satellites]
+
+    assert run(go()) == [0] * len(cl.satellites)
+
+
+def test_unsigned_and_forged_commands_are_refused_and_counted(keyed):
+    cl, signer = keyed
+    forger = auth.Signer(1, bytes(32))  # right key id, wrong key
+
+    async def go():
+        async with client(cl, signer) as good, client(cl) as unsigned, client(cl, forger) as forged:
+            before = await failures(good, (1, 1))
+            refused = 0
+            for c in (unsigned, forged):
+                for call in (lambda: c.set_chunk((1, 1), H, 0, 1, DATA),
+                             lambda: c.evict_block((1, 1), H),
+                             lambda: c.migrate((1, 1), H, 0, 1, (0, 0)),
+                             lambda: c.set_param((1, 1), wire.SKYMEM_PARAM_LOSS_PPM, 500000)):
+                    with pytest.raises(NakError) as e:
+                        await call()
+                    assert e.value.reason == wire.SKYMEM_NAK_AUTH_FAILED
+                    refused += 1
+            # reads need no signature
+            with pytest.raises(ChunkNotFound):
+                await unsigned.get_chunk((1, 1), H, 0)
+            return refused, await failures(good, (1, 1)) - before
+
+    refused, counted = run(go())
+    assert refused == 8 and counted == 8
+
+
+def test_replayed_commands_are_dropped_and_counted(keyed):
+    cl, signer = keyed
+    sat = (1, 0)
+
+    async def go():
+        async with client(cl, signer) as c:
+            c.capture = []
+            await c.set_chunk(sat, H, 0, 1, DATA)
+            signed_set = next(p for p in c.capture if p[:2] == b"\x18\x92" and p[6] & 0x7F == wire.SKYMEM_SET_CHUNK_CC)
+            await c.evict_block(sat, H)
+            signed_evict = next(p for p in c.capture if p[6] & 0x7F == wire.SKYMEM_EVICT_BLOCK_CC)
+            before = await failures(c, sat)
+            # an eavesdropper replays the captured SET: the evicted chunk must not come back
+            addr = cl.ground_addresses()[sat]
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.bind(("127.0.0.1", 0))
+                s.sendto(signed_set, addr)
+                await asyncio.sleep(0.3)
+                with pytest.raises(ChunkNotFound):
+                    await c.get_chunk(sat, H, 0)
+                # set it again (fresh signature), then replay the old EVICT: the chunk must stay
+                await c.set_chunk(sat, H, 0, 1, DATA)
+                s.sendto(signed_evict, addr)
+                s.sendto(signed_evict, addr)
+                await asyncio.sleep(0.3)
+            assert await c.get_chunk(sat, H, 0) == DATA
+            return await failures(c, sat) - before
+
+    assert run(go()) == 3
+
+
+def test_control_mid_commands_refused_when_keyed(keyed):
+    cl, signer = keyed
+    sat = (0, 2)
+
+    async def go():
+        async with client(cl, signer) as c:
+            before = await failures(c, sat)
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.sendto(wire.encode_command(wire.SKYMEM_CMD_MID, wire.SKYMEM_RESET_COUNTERS_CC), cl.ground_addresses()[sat])
+                await asyncio.sleep(0.3)
+            return await failures(c, sat) - before
+
+    assert run(go()) == 1  # counted, and not reset (the count would be 0 then)
+
+
+def test_node_refuses_bad_key_files(node_built, tmp_path):
+    f = tmp_path / "k"
+    for text, msg in [("1 " + "00" * 16 + "\n", "no key id 0"), ("0 00\n", "shorter than 16"),
+                      ("0 " + "00" * 16 + " junk\n", "unexpected")]:
+        f.write_text(text)
+        r = subprocess.run([str(node_built), "--plane", "0", "--sat", "0", "--planes", "1", "--sats", "1",
+                            "--auth-keys", str(f)], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and msg in r.stderr, r.stderr
+    r = subprocess.run([str(node_built), "--plane", "0", "--sat", "0", "--planes", "1", "--sats", "1",
+                        "--auth-keys", str(tmp_path / "missing")], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "cannot open auth key file" in r.stderr
