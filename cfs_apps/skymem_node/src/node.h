@@ -1,0 +1,129 @@
+/* node.h -- one satellite of the native runtime: state shared by the node's files. */
+#ifndef NODE_H
+#define NODE_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include "node_config.h"
+#include "node_evq.h"
+#include "skymem_codec.h"
+#include "skymem_router.h"
+#include "skymem_store.h"
+
+#define NODE_LINK_GROUND 0 /* links[0] = ground; links[1..4] = SKYMEM_DIR_NORTH..EAST */
+#define NODE_GROUND_SLOTS 32
+#define NODE_EVICT_SEEN 256
+#define NODE_MAX_JOBS 16
+#define NODE_MIGRATE_WINDOW 32
+#define NODE_MIGRATE_TIMEOUT_MS 1000u
+#define NODE_MIGRATE_RETRIES 3
+#define NODE_RX_BATCH 256 /* datagrams read per wakeup per socket */
+
+typedef struct {
+    double tokens;       /* bytes; negative = bytes queued behind the cap */
+    uint64_t last_ns;
+} node_bucket_t;
+
+typedef struct {
+    uint16_t id;
+    uint8_t used;
+    uint64_t last_ns;
+    struct sockaddr_in addr;
+} node_ground_t;
+
+typedef struct {
+    uint8_t hash[SKYMEM_BLOCK_HASH_LEN];
+    uint32_t evict_id;
+    uint8_t used;
+} node_seen_t;
+
+/* One chunk of a migration. */
+typedef struct {
+    uint32_t chunk_id;
+    uint8_t state; /* 0 waiting, 1 in flight, 2 done, 3 failed */
+    uint8_t tries;
+    uint64_t deadline_ns;
+} node_mchunk_t;
+
+typedef struct {
+    uint8_t active;
+    uint32_t job_id;
+    skymem_route_t reply_route; /* to the requester */
+    uint8_t hash[SKYMEM_BLOCK_HASH_LEN];
+    uint16_t target_plane, target_sat;
+    node_mchunk_t *chunks;
+    uint32_t n, moved, failed, in_flight;
+} node_job_t;
+
+typedef struct {
+    uint32_t cmd_count, err_count, rx_packets, tx_packets, forwarded, dropped, invalid, auth_failures;
+    uint32_t migrated_out, migrated_in;
+} node_counters_t;
+
+typedef struct {
+    node_config_t cfg;
+    uint32_t plane, sat, planes, sats;
+    int isl_fd, ground_fd, timer_fd, signal_fd, epoll_fd;
+    struct sockaddr_in *peer_isl;    /* per satellite index, when --peers is given */
+    struct sockaddr_in self_isl, self_ground;
+    skymem_store_t *store;
+    node_counters_t c;
+    node_ground_t grounds[NODE_GROUND_SLOTS];
+    node_seen_t seen[NODE_EVICT_SEEN];
+    uint32_t seen_next;
+    node_evq_t evq;
+    node_bucket_t links[5];
+    uint64_t rng;
+    double delay_scale, loss;
+    uint64_t start_mono_ns;
+    uint16_t seq;
+    uint32_t next_evict_id;
+    uint32_t next_job_id;
+    node_job_t jobs[NODE_MAX_JOBS];
+    uint64_t timer_armed_ns;
+    uint8_t txbuf[SKYMEM_MAX_PACKET];
+} node_t;
+
+/* time */
+uint64_t node_mono_ns(void);
+uint64_t node_mission_ms(const node_t *n);
+
+/* logging */
+void node_log(const node_t *n, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* node_link.c: addresses, link emulation, sending */
+int node_isl_addr(const node_t *n, uint32_t plane, uint32_t sat, struct sockaddr_in *out);
+int node_load_peers(node_t *n, const char *path);
+double node_rand01(node_t *n);
+/* Sends over ISL to the neighbour in direction dir (emulated). */
+void node_send_isl(node_t *n, skymem_dir_t dir, const uint8_t *pkt, size_t len);
+/* Sends on the ground socket to addr (emulated ground link). */
+void node_send_ground(node_t *n, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len);
+/* Sends a datagram now (no emulation); retries later through the queue on EAGAIN. */
+void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len);
+/* Runs due queue events; returns when the earliest pending event is in the future. */
+void node_run_due(node_t *n, uint64_t now_ns);
+
+/* node_handlers.c: packet processing */
+void node_on_packet(node_t *n, int from_ground, const struct sockaddr_in *src, uint8_t *pkt, size_t len);
+/* Routes a packet we built or relay (commands or replies) one hop, or delivers it. */
+void node_route_out(node_t *n, uint8_t *pkt, size_t len, const skymem_route_t *r, int is_reply);
+/* Builds and routes a reply to the request route r. */
+void node_reply(node_t *n, const skymem_route_t *req, uint8_t kind, uint8_t cc, uint8_t status, uint32_t chunk_id,
+                uint32_t value, const uint8_t *body, size_t body_len);
+void node_fill_stats(const node_t *n, skymem_stats_t *st);
+void node_on_store_evict(void *ctx, const uint8_t *hash, const skymem_chunk_meta_t *victim, uint32_t purged);
+void node_gossip_evict(node_t *n, const uint8_t *hash, uint32_t evict_id, uint8_t radius);
+
+/* node_migrate.c */
+void node_migrate_start(node_t *n, const skymem_msg_t *m);
+void node_migrate_on_reply(node_t *n, const skymem_msg_t *m);
+void node_migrate_tick(node_t *n, uint64_t now_ns);
+uint64_t node_migrate_next_deadline(const node_t *n);
+
+#endif

@@ -1,0 +1,261 @@
+/* skymem_node.c -- the native satellite: one process = one satellite.
+ *
+ * Two non-blocking UDP sockets (ISL and ground), a timerfd for the link-delay
+ * queue and migration timeouts, and a signalfd for SIGTERM/SIGINT, all in one
+ * epoll set. The loop blocks in epoll_wait until a packet or the next timer,
+ * so an idle satellite uses no CPU. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "node.h"
+
+static uint8_t rxbuf[SKYMEM_MAX_PACKET + 1];
+static uint64_t start_unix_ms;
+
+uint64_t node_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
+
+/* mission_ms = epoch_ms + time_scale * (unix_now_ms - epoch_ms) (docs/CONTRACTS.md) */
+uint64_t node_mission_ms(const node_t *n)
+{
+    double epoch = (double)(n->cfg.epoch_given ? n->cfg.epoch_ms : start_unix_ms);
+    double now = (double)unix_ms();
+    double m = epoch + n->cfg.time_scale * (now - epoch);
+    return m > 0 ? (uint64_t)m : 0;
+}
+
+void node_log(const node_t *n, int level, const char *fmt, ...)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    va_list ap;
+    if (level > n->cfg.log_level) return;
+    fprintf(stderr, "skymem_node[%u,%u] %s: ", n->plane, n->sat, names[level]);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static int open_udp(node_t *n, const struct sockaddr_in *a, const char *what)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int sz = 4 << 20;
+    char host[INET_ADDRSTRLEN];
+    if (fd < 0) {
+        node_log(n, NODE_LOG_ERROR, "socket: %s", strerror(errno));
+        return -1;
+    }
+    /* large kernel buffers absorb bursts (GET_CHUNKS, forwarding); they cost no process RSS */
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) != 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) != 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    if (bind(fd, (const struct sockaddr *)a, sizeof(*a)) != 0) {
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        node_log(n, NODE_LOG_ERROR, "cannot bind %s port %s:%u: %s", what, host, ntohs(a->sin_port), strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int epoll_add(int ep, int fd)
+{
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* Arms the timerfd for the earliest of: next queued packet, next migration timeout. */
+static void arm_timer(node_t *n)
+{
+    node_ev_t *e = evq_peek(&n->evq);
+    uint64_t due = e ? e->due_ns : 0, mig = node_migrate_next_deadline(n);
+    struct itimerspec its;
+    if (mig && (due == 0 || mig < due)) due = mig;
+    if (due == n->timer_armed_ns) return;
+    memset(&its, 0, sizeof its);
+    if (due) {
+        its.it_value.tv_sec = (time_t)(due / 1000000000ull);
+        its.it_value.tv_nsec = (long)(due % 1000000000ull);
+    }
+    timerfd_settime(n->timer_fd, TFD_TIMER_ABSTIME, &its, NULL); /* all-zero disarms */
+    n->timer_armed_ns = due;
+}
+
+static void drain_socket(node_t *n, int fd)
+{
+    int i;
+    for (i = 0; i < NODE_RX_BATCH; i++) {
+        struct sockaddr_in src;
+        socklen_t sl = sizeof src;
+        ssize_t r = recvfrom(fd, rxbuf, sizeof rxbuf, MSG_DONTWAIT, (struct sockaddr *)&src, &sl);
+        if (r < 0) break; /* EAGAIN: drained */
+        if (sl != sizeof src || src.sin_family != AF_INET || (size_t)r > SKYMEM_MAX_PACKET) {
+            n->c.invalid++;
+            continue;
+        }
+        node_on_packet(n, fd == n->ground_fd, &src, rxbuf, (size_t)r);
+    }
+}
+
+static int setup(node_t *n)
+{
+    sigset_t mask;
+    int rc;
+    n->plane = n->cfg.plane;
+    n->sat = n->cfg.sat;
+    n->planes = n->cfg.planes;
+    n->sats = n->cfg.sats;
+    n->delay_scale = n->cfg.delay_scale;
+    n->loss = n->cfg.loss;
+    n->rng = n->cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)(n->plane * n->sats + n->sat) + 1u;
+    n->isl_fd = n->ground_fd = n->timer_fd = n->signal_fd = n->epoll_fd = -1;
+    evq_init(&n->evq, 65536, 64u << 20);
+
+    if (n->cfg.peers[0]) {
+        if (node_load_peers(n, n->cfg.peers) != 0) return 2;
+        if (n->cfg.bind_given) {
+            inet_pton(AF_INET, n->cfg.bind, &n->self_isl.sin_addr);
+            n->self_ground.sin_addr = n->self_isl.sin_addr;
+        }
+    } else {
+        uint32_t idx = n->plane * n->sats + n->sat;
+        memset(&n->self_isl, 0, sizeof n->self_isl);
+        n->self_isl.sin_family = AF_INET;
+        n->self_isl.sin_port = htons((uint16_t)(n->cfg.isl_port_base + idx));
+        n->self_ground = n->self_isl;
+        n->self_ground.sin_port = htons((uint16_t)(n->cfg.ground_port_base + idx));
+    }
+    if (!n->cfg.peers[0] || n->cfg.bind_given) {
+        if (inet_pton(AF_INET, n->cfg.bind, &n->self_isl.sin_addr) != 1) {
+            fprintf(stderr, "skymem_node: --bind: '%s' is not an IPv4 address\n", n->cfg.bind);
+            return 2;
+        }
+        n->self_ground.sin_addr = n->self_isl.sin_addr;
+    }
+
+    rc = skymem_store_create(&n->store, n->cfg.memory_budget, n->cfg.chunk_size, node_on_store_evict, n);
+    if (rc == SKYMEM_STORE_E_NO_SPACE) {
+        fprintf(stderr, "skymem_node: --memory-budget %llu is too small for one %u-byte chunk\n",
+                (unsigned long long)n->cfg.memory_budget, n->cfg.chunk_size);
+        return 2;
+    }
+    if (rc != SKYMEM_STORE_OK) {
+        fprintf(stderr, "skymem_node: cannot allocate the chunk store (%d)\n", rc);
+        return 1;
+    }
+
+    n->isl_fd = open_udp(n, &n->self_isl, "ISL");
+    if (n->isl_fd < 0) return 1;
+    n->ground_fd = open_udp(n, &n->self_ground, "ground");
+    if (n->ground_fd < 0) return 1;
+    n->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    n->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    n->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (n->timer_fd < 0 || n->signal_fd < 0 || n->epoll_fd < 0 || epoll_add(n->epoll_fd, n->isl_fd) ||
+        epoll_add(n->epoll_fd, n->ground_fd) || epoll_add(n->epoll_fd, n->timer_fd) ||
+        epoll_add(n->epoll_fd, n->signal_fd)) {
+        node_log(n, NODE_LOG_ERROR, "event setup failed: %s", strerror(errno));
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static void teardown(node_t *n)
+{
+    int k;
+    if (n->epoll_fd >= 0) close(n->epoll_fd);
+    if (n->signal_fd >= 0) close(n->signal_fd);
+    if (n->timer_fd >= 0) close(n->timer_fd);
+    if (n->isl_fd >= 0) close(n->isl_fd);
+    if (n->ground_fd >= 0) close(n->ground_fd);
+    for (k = 0; k < NODE_MAX_JOBS; k++) free(n->jobs[k].chunks);
+    evq_free(&n->evq);
+    skymem_store_destroy(n->store);
+    free(n->peer_isl);
+}
+
+int main(int argc, char **argv)
+{
+    static node_t node; /* large (tx buffer): static, pages touched only when used */
+    node_t *n = &node;
+    int rc, running = 1;
+    start_unix_ms = unix_ms();
+    rc = node_config_parse(&n->cfg, argc, argv);
+    if (rc < 0) return 2;
+    if (rc > 0) return 0;
+    n->start_mono_ns = node_mono_ns();
+    rc = setup(n);
+    if (rc != 0) {
+        teardown(n);
+        return rc;
+    }
+    node_log(n, NODE_LOG_INFO, "up: grid %ux%u, ISL port %u, ground port %u, budget %llu bytes, chunk %u bytes",
+             n->planes, n->sats, ntohs(n->self_isl.sin_port), ntohs(n->self_ground.sin_port),
+             (unsigned long long)n->cfg.memory_budget, n->cfg.chunk_size);
+
+    while (running) {
+        struct epoll_event evs[8];
+        int i, k;
+        arm_timer(n);
+        k = epoll_wait(n->epoll_fd, evs, 8, -1);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            node_log(n, NODE_LOG_ERROR, "epoll_wait: %s", strerror(errno));
+            break;
+        }
+        for (i = 0; i < k; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == n->isl_fd || fd == n->ground_fd) {
+                drain_socket(n, fd);
+            } else if (fd == n->timer_fd) {
+                uint64_t exp, now;
+                if (read(n->timer_fd, &exp, sizeof exp) < 0) { /* spurious wakeup: nothing to read */
+                }
+                n->timer_armed_ns = 0;
+                now = node_mono_ns();
+                node_run_due(n, now);
+                node_migrate_tick(n, now);
+            } else if (fd == n->signal_fd) {
+                struct signalfd_siginfo si;
+                if (read(n->signal_fd, &si, sizeof si) == (ssize_t)sizeof si)
+                    node_log(n, NODE_LOG_INFO, "signal %u: shutting down", si.ssi_signo);
+                running = 0;
+            }
+        }
+        /* packets queued with zero delay (socket retries) may already be due */
+        if (evq_peek(&n->evq) && evq_peek(&n->evq)->due_ns <= node_mono_ns()) node_run_due(n, node_mono_ns());
+    }
+    teardown(n);
+    return 0;
+}

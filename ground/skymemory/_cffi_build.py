@@ -1,0 +1,99 @@
+"""cffi build script (API mode) for `skymemory._native`: the flight codec + CRC32C.
+
+setup.py names this file in `cffi_modules`, so `pip install .` / `pip install -e .`
+compile the core C sources (cfs_apps/skymem_core/fsw/src) into the Python
+package: the ground then encodes and checks packets with the very code the
+satellites run. `SKYMEM_CORE_DIR` may point at another skymem_core tree.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cffi import FFI
+
+REPO = Path(__file__).resolve().parents[2]
+CORE = Path(os.environ.get("SKYMEM_CORE_DIR", REPO / "cfs_apps" / "skymem_core"))
+SOURCES = ["skymem_codec.c", "skymem_crc32c.c"]
+
+
+def core_sources() -> list[Path]:
+    return [CORE / "fsw" / "src" / name for name in SOURCES]
+
+
+def sources_present() -> bool:
+    return all(p.is_file() for p in core_sources()) and (CORE / "fsw" / "inc" / "skymem_codec.h").is_file()
+
+
+CDEF = """
+typedef struct { uint16_t dst_plane, dst_sat; uint16_t src_plane, src_sat; uint16_t via_plane, via_sat;
+                 uint32_t request_id; uint8_t ttl, hops, flags, reserved; } skymem_route_t;
+typedef struct { uint8_t block_hash[32]; uint32_t chunk_id; uint32_t chunk_count; uint64_t created_ms;
+                 uint32_t crc32c; uint16_t data_len; uint8_t gossip_radius; uint8_t flags; } skymem_chunk_desc_t;
+typedef struct { uint16_t plane, sat; uint32_t cmd_count, err_count, chunks; uint64_t bytes_used, bytes_budget;
+                 uint32_t lru_evictions, blocks_purged; uint32_t rx_packets, tx_packets, forwarded, dropped,
+                 invalid, auth_failures; uint32_t migrated_out, migrated_in; uint64_t mission_time_ms;
+                 uint32_t uptime_s; ...; } skymem_stats_t;
+typedef struct { uint16_t mid; uint8_t version; uint8_t is_cmd; uint8_t has_sec_hdr; uint16_t apid;
+                 uint8_t seq_flags; uint16_t seq_count; size_t total_len; } skymem_pri_hdr_t;
+typedef struct {
+    skymem_pri_hdr_t pri; uint16_t mid; uint8_t is_cmd; uint8_t cc; uint32_t tlm_seconds; uint16_t tlm_subsecs;
+    uint8_t has_route; skymem_route_t route; const uint8_t *payload; size_t payload_len; const uint8_t *auth;
+    uint8_t block_hash[32]; uint8_t has_block_hash; uint32_t chunk_id; uint32_t first, count, stride;
+    uint32_t evict_id; uint8_t radius; uint16_t target_plane, target_sat; uint16_t param_id;
+    uint32_t param_value; skymem_chunk_desc_t desc; const uint8_t *data;
+    uint8_t reply_kind, reply_cc, reply_status; uint32_t reply_chunk_id, reply_value; skymem_stats_t stats;
+    ...;
+} skymem_msg_t;
+
+const char *skymem_strerror(int err);
+uint32_t skymem_crc32c(const uint8_t *data, size_t len);
+uint32_t skymem_crc32c_update(uint32_t crc, const uint8_t *data, size_t len);
+uint8_t skymem_cmd_checksum(const uint8_t *pkt, size_t len);
+int skymem_parse(const uint8_t *buf, size_t len, skymem_msg_t *out);
+int skymem_build_cmd(uint8_t *buf, size_t cap, uint16_t mid, uint8_t cc, uint16_t seq,
+                     const uint8_t *payload, size_t payload_len);
+int skymem_build_data_cmd(uint8_t *buf, size_t cap, uint8_t cc, uint16_t seq, const skymem_route_t *route,
+                          const uint8_t *body, size_t body_len);
+int skymem_build_set_param(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                           uint16_t param_id, uint32_t value);
+int skymem_build_set_chunk(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                           const skymem_chunk_desc_t *desc, const uint8_t *data);
+int skymem_build_get_chunk(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                           const uint8_t *hash, uint32_t chunk_id);
+int skymem_build_probe(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                       const uint8_t *hash, uint32_t chunk_id);
+int skymem_build_get_chunks(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                            const uint8_t *hash, uint32_t first, uint32_t count, uint32_t stride);
+int skymem_build_evict(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                       const uint8_t *hash, uint32_t evict_id, uint8_t radius);
+int skymem_build_migrate(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                         const uint8_t *hash, uint32_t first, uint32_t count, uint32_t stride,
+                         uint16_t target_plane, uint16_t target_sat);
+int skymem_build_tlm(uint8_t *buf, size_t cap, uint16_t mid, uint16_t seq, uint32_t seconds, uint16_t subsecs,
+                     const uint8_t *payload, size_t payload_len);
+int skymem_build_reply(uint8_t *buf, size_t cap, uint16_t seq, uint32_t seconds, uint16_t subsecs,
+                       const skymem_route_t *route, uint8_t kind, uint8_t cc, uint8_t status, uint32_t chunk_id,
+                       uint32_t value, const uint8_t *body, size_t body_len);
+int skymem_build_reply_data(uint8_t *buf, size_t cap, uint16_t seq, uint32_t seconds, uint16_t subsecs,
+                            const skymem_route_t *route, uint8_t cc, const skymem_chunk_desc_t *desc,
+                            const uint8_t *data);
+int skymem_build_reply_stats(uint8_t *buf, size_t cap, uint16_t seq, uint32_t seconds, uint16_t subsecs,
+                             const skymem_route_t *route, const skymem_stats_t *stats);
+int skymem_build_hk(uint8_t *buf, size_t cap, uint16_t seq, uint32_t seconds, uint16_t subsecs,
+                    const skymem_stats_t *stats);
+"""
+
+ffibuilder = FFI()
+ffibuilder.cdef(CDEF)
+ffibuilder.set_source(
+    "skymemory._native",
+    '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n',
+    sources=[str(p) for p in core_sources()],
+    include_dirs=[str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src")],
+    extra_compile_args=["-O2", "-std=c99"],
+)
+
+if __name__ == "__main__":  # manual build into the current directory: python _cffi_build.py
+    ffibuilder.compile(verbose=True)

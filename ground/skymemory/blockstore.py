@@ -1,0 +1,316 @@
+"""Block stores: what the KV layer needs from the constellation (docs/CONTRACTS.md).
+
+A block (one KV-cache block, or any byte string) is cut into chunks of
+`chunk_bytes`; chunk i goes to server i mod n, i.e. `servers[i % n]`. The
+server list comes either from an explicit list of satellites or from a
+placement callable `locate(record, now_ms) -> [satellite of server 1, ...]`
+(skymemory.placement provides strategies; this module has none of its own).
+
+`LocalBlockStore` keeps blocks in process memory (the "no network" limit);
+`ConstellationBlockStore` stores them on satellites through `SkyMemoryClient`:
+all chunks set in parallel, and read back with one GET_CHUNKS per server. Its
+synchronous methods run the asyncio client on a private event-loop thread;
+`aput_block` / `aget_block` / ... can be awaited from any other event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Protocol, Sequence
+
+from skymemory import wire
+from skymemory.client import SkyMemoryClient
+from skymemory.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
+
+Sat = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class BlockRecord:
+    """Everything needed to find a block again without asking anyone."""
+
+    block_hash: bytes  # 32 bytes
+    n_bytes: int  # payload size (-1 when unknown, e.g. from probe_block)
+    chunk_bytes: int  # chunk data size used (last chunk may be shorter)
+    chunk_count: int
+    created_ms: int  # mission time of the set
+    strategy: str  # placement strategy name ("explicit" for a fixed server list)
+    n_servers: int
+    centre: tuple[int, int]  # (plane, sat) overhead at creation
+
+
+class BlockMiss(Exception):
+    """The block cannot be read back; `.reason` says why ("not-found", "timeout", "crc", "incomplete"...)."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        self.reason = reason
+        super().__init__(message or reason)
+
+
+class BlockStore(Protocol):
+    def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord: ...
+    def get_block(self, record: BlockRecord) -> bytes: ...
+    def probe_block(self, block_hash: bytes) -> BlockRecord | None: ...
+    def evict_block(self, record: BlockRecord) -> None: ...
+
+
+def split_chunks(payload: bytes, chunk_bytes: int) -> list[bytes]:
+    if chunk_bytes < 1:
+        raise ValueError("chunk_bytes must be >= 1")
+    if not payload:
+        return [b""]
+    return [payload[i:i + chunk_bytes] for i in range(0, len(payload), chunk_bytes)]
+
+
+def _check_hash(block_hash: bytes) -> None:
+    if len(block_hash) != wire.SKYMEM_BLOCK_HASH_LEN:
+        raise ValueError(f"block hash must be {wire.SKYMEM_BLOCK_HASH_LEN} bytes, got {len(block_hash)}")
+
+
+class LocalBlockStore:
+    """Blocks in this process's memory: same contract, no network."""
+
+    def __init__(self, chunk_bytes: int = wire.SKYMEM_DEFAULT_CHUNK_DATA, clock: Callable[[], int] | None = None):
+        self.chunk_bytes = chunk_bytes
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self._blocks: dict[bytes, tuple[BlockRecord, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        _check_hash(block_hash)
+        payload = bytes(payload)
+        rec = BlockRecord(block_hash, len(payload), self.chunk_bytes, len(split_chunks(payload, self.chunk_bytes)),
+                          self.clock(), "local", 1, (0, 0))
+        with self._lock:
+            self._blocks[block_hash] = (rec, payload)
+        return rec
+
+    def get_block(self, record: BlockRecord) -> bytes:
+        with self._lock:
+            item = self._blocks.get(record.block_hash)
+        if item is None:
+            raise BlockMiss("not-found", f"block {record.block_hash.hex()[:16]} not stored")
+        return item[1]
+
+    def probe_block(self, block_hash: bytes) -> BlockRecord | None:
+        with self._lock:
+            item = self._blocks.get(block_hash)
+        return item[0] if item else None
+
+    def evict_block(self, record: BlockRecord) -> None:
+        with self._lock:
+            self._blocks.pop(record.block_hash, None)
+
+    async def aput_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        return self.put_block(block_hash, payload)
+
+    async def aget_block(self, record: BlockRecord) -> bytes:
+        return self.get_block(record)
+
+
+Locate = Callable[[BlockRecord, int], Sequence[Sat]]
+
+
+class ConstellationBlockStore:
+    """Blocks striped over satellites: chunk i -> servers[i % n]."""
+
+    def __init__(
+        self,
+        addresses: Mapping[Sat, tuple[str, int]],
+        servers: Sequence[Sat] | None = None,
+        *,
+        locate: Locate | None = None,
+        strategy: str = "explicit",
+        n_servers: int | None = None,
+        centre: Callable[[int], Sat] | None = None,
+        mission_ms: Callable[[], int] | None = None,
+        chunk_bytes: int = wire.SKYMEM_DEFAULT_CHUNK_DATA,
+        via: Sat | Callable[[Sat], Sat] | None = None,
+        bind_host: str = "127.0.0.1",
+        client_options: dict | None = None,
+        request_timeout_s: float = 120.0,
+    ) -> None:
+        if (servers is None) == (locate is None):
+            raise ValueError("give exactly one of `servers` (a list of satellites) or `locate` (a placement)")
+        if servers is not None:
+            if not servers:
+                raise ValueError("servers must not be empty")
+            fixed = [tuple(s) for s in servers]
+            if len(set(fixed)) != len(fixed):
+                raise ValueError("a satellite appears twice in servers")
+            locate = lambda _record, _now: fixed  # noqa: E731
+            n_servers = len(fixed)
+        if not n_servers or n_servers < 1:
+            raise ValueError("n_servers is needed with a placement callable")
+        if not 1 <= chunk_bytes <= wire.SKYMEM_MAX_CHUNK_DATA:
+            raise ValueError(f"chunk_bytes must be 1..{wire.SKYMEM_MAX_CHUNK_DATA}")
+        self.locate = locate
+        self.strategy = strategy
+        self.n_servers = n_servers
+        self.centre = centre or (lambda _now: (0, 0))
+        self.mission_ms = mission_ms or (lambda: int(time.time() * 1000))
+        self.chunk_bytes = chunk_bytes
+        self.request_timeout_s = request_timeout_s
+        self.client = SkyMemoryClient(addresses, via=via, mission_ms=self.mission_ms, bind=(bind_host, 0),
+                                      **(client_options or {}))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_manifest(cls, manifest, servers: Sequence[Sat] | None = None, **kw) -> "ConstellationBlockStore":
+        """Addresses, clock, centre and ground-link satellite (overhead) from a launch manifest."""
+        c = manifest.constellation()
+        kw.setdefault("chunk_bytes", manifest.chunk_size)
+        kw.setdefault("via", lambda _dst: c.overhead())
+        return cls(manifest.ground_addresses(), servers, mission_ms=c.mission_ms, centre=c.overhead,
+                   bind_host=manifest.ground_host if manifest.ground_host != "0.0.0.0" else "0.0.0.0", **kw)
+
+    # ---- private event loop thread ------------------------------------------------------
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            self._thread = threading.Thread(target=run, name="skymemory-blockstore", daemon=True)
+            self._thread.start()
+            ready.wait()
+            asyncio.run_coroutine_threadsafe(self.client.open(), loop).result(10)
+            self._loop = loop
+        return self._loop
+
+    def _run(self, coro):
+        loop = self._ensure_loop()
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(self.request_timeout_s)
+
+    async def _on_loop(self, coro):
+        """Await `coro` on the store's loop from any other running loop."""
+        loop = self._ensure_loop()
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    def close(self) -> None:
+        if self._loop is not None:
+            asyncio.run_coroutine_threadsafe(self.client.close(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            assert self._thread is not None
+            self._thread.join(10)
+            self._loop.close()
+            self._loop = None
+
+    def __enter__(self) -> "ConstellationBlockStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- sync API ----------------------------------------------------------------------------
+    def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        return self._run(self._put(block_hash, payload))
+
+    def get_block(self, record: BlockRecord) -> bytes:
+        return self._run(self._get(record))
+
+    def probe_block(self, block_hash: bytes) -> BlockRecord | None:
+        return self._run(self._probe(block_hash))
+
+    def evict_block(self, record: BlockRecord) -> None:
+        self._run(self._evict(record))
+
+    # ---- async API ---------------------------------------------------------------------------
+    async def aput_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        return await self._on_loop(self._put(block_hash, payload))
+
+    async def aget_block(self, record: BlockRecord) -> bytes:
+        return await self._on_loop(self._get(record))
+
+    async def aprobe_block(self, block_hash: bytes) -> BlockRecord | None:
+        return await self._on_loop(self._probe(block_hash))
+
+    async def aevict_block(self, record: BlockRecord) -> None:
+        await self._on_loop(self._evict(record))
+
+    # ---- implementation (runs on the store's loop) ------------------------------------------------
+    def _servers(self, record: BlockRecord, now: int) -> list[Sat]:
+        servers = [tuple(s) for s in self.locate(record, now)]
+        if len(servers) < record.n_servers:
+            raise ValueError(f"placement gave {len(servers)} satellites for {record.n_servers} servers")
+        return servers[:record.n_servers]
+
+    async def _put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        _check_hash(block_hash)
+        chunks = split_chunks(bytes(payload), self.chunk_bytes)
+        now = self.mission_ms()
+        record = BlockRecord(block_hash, len(payload), self.chunk_bytes, len(chunks), now, self.strategy,
+                             self.n_servers, tuple(self.centre(now)))
+        servers = self._servers(record, now)
+        n = len(servers)
+        await asyncio.gather(*(
+            self.client.set_chunk(servers[i % n], block_hash, i, len(chunks), c, created_ms=now)
+            for i, c in enumerate(chunks)))
+        return record
+
+    async def _get(self, record: BlockRecord) -> bytes:
+        servers = self._servers(record, self.mission_ms())
+        n = len(servers)
+        count = record.chunk_count
+
+        async def from_server(k: int) -> dict[int, bytes]:
+            ids_left = math.ceil((count - k) / n) if k < count else 0
+            got: dict[int, bytes] = {}
+            first = k
+            while ids_left > 0:  # GET_CHUNKS asks for at most SKYMEM_MAX_GET_CHUNKS at once
+                batch = min(ids_left, wire.SKYMEM_MAX_GET_CHUNKS)
+                got.update(await self.client.get_chunks(servers[k], record.block_hash, first, batch, n))
+                first += batch * n
+                ids_left -= batch
+            return got
+
+        try:
+            parts = await asyncio.gather(*(from_server(k) for k in range(min(n, count))))
+        except RequestTimeout as exc:
+            raise BlockMiss("crc" if "CRC32C" in str(exc) else "timeout", str(exc)) from None
+        except NakError as exc:
+            raise BlockMiss(f"nak-{exc.reason_name.lower()}", str(exc)) from None
+        chunks: dict[int, bytes] = {}
+        for p in parts:
+            chunks.update(p)
+        missing = [i for i in range(count) if i not in chunks]
+        if missing:
+            raise BlockMiss("not-found", f"{len(missing)} of {count} chunks missing, e.g. chunk {missing[0]}")
+        data = b"".join(chunks[i] for i in range(count))
+        if record.n_bytes >= 0 and len(data) != record.n_bytes:
+            raise BlockMiss("incomplete", f"read {len(data)} bytes, the record says {record.n_bytes}")
+        return data
+
+    async def _probe(self, block_hash: bytes) -> BlockRecord | None:
+        """Chunk 0 at the first server of the placement now (the nearest for ground strategies)."""
+        now = self.mission_ms()
+        guess = BlockRecord(block_hash, -1, self.chunk_bytes, 1, now, self.strategy, self.n_servers,
+                            tuple(self.centre(now)))
+        first = self._servers(guess, now)[0]
+        try:
+            desc, data = await self.client.get_chunk_desc(first, block_hash, 0)
+        except (ChunkNotFound, RequestTimeout):
+            return None
+        n_bytes = len(data) if desc.chunk_count == 1 else -1
+        return replace(guess, chunk_count=desc.chunk_count, created_ms=desc.created_ms, n_bytes=n_bytes,
+                       chunk_bytes=max(len(data), 1) if desc.chunk_count > 1 else self.chunk_bytes)
+
+    async def _evict(self, record: BlockRecord) -> None:
+        servers = self._servers(record, self.mission_ms())
+
+        async def one(s: Sat) -> None:
+            try:
+                await self.client.evict_block(s, record.block_hash)
+            except (ChunkNotFound, SkyMemoryError):
+                pass  # already gone or unreachable: eviction is best effort
+
+        await asyncio.gather(*(one(s) for s in servers[:min(len(servers), record.chunk_count)]))

@@ -1,0 +1,206 @@
+"""`skymemory model`: the language model behind the KV cache.
+
+  skymemory model info   [--model M] [--block-tokens N]   architecture and block byte sizes (no weights needed)
+  skymemory model bench  [--model M] [--prefill-tokens N] build/load time, weights-digest cost, prefill time
+  skymemory model verify [--model M] [--block-tokens N] [--new-tokens N] [--prompts N]
+                         greedy generation with vs without the cache, per KV format
+
+Heavy imports (torch, transformers) happen inside the commands so that the
+rest of the CLI stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+PAPER_BLOCK_MB = 2.9  # §5: "4x 128 token blocks of about 2.9MB each"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+    return value
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("model", help="inspect, benchmark and verify the model behind the KV cache")
+    commands = parser.add_subparsers(dest="model_command", required=True, metavar="ACTION")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--model", default="default", help="hub id, local directory, 'default', embedded-tinyllama or embedded-tiny")
+    common.add_argument("--device", default=None, help="cpu, cuda, cuda:0 (default: cuda if available)")
+    common.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16"], help="model dtype (default: fp16 on cuda, fp32 on cpu)")
+
+    info = commands.add_parser("info", parents=[common], help="architecture and KV block byte sizes")
+    info.add_argument("--block-tokens", type=_positive, default=128)
+    info.set_defaults(func=_info)
+
+    bench = commands.add_parser("bench", parents=[common], help="time building/loading, fingerprinting and prefill")
+    bench.add_argument("--prefill-tokens", type=_positive, default=1056)
+    bench.add_argument("--quantize", choices=["qint8", "qint4", "hqq"], default=None)
+    bench.set_defaults(func=_bench)
+
+    verify = commands.add_parser("verify", parents=[common], help="cached vs uncached greedy generation")
+    verify.add_argument("--block-tokens", type=_positive, default=128)
+    verify.add_argument("--blocks", type=_positive, default=4, help="cached blocks per prompt")
+    verify.add_argument("--suffix-tokens", type=_positive, default=16)
+    verify.add_argument("--new-tokens", type=_positive, default=16)
+    verify.add_argument("--prompts", type=_positive, default=4)
+    verify.add_argument("--formats", default="fp16,int8", help="comma-separated KV formats (fp16,bf16,fp32,int8)")
+    verify.set_defaults(func=_verify)
+
+
+def _load_config(spec: str):
+    from transformers import AutoConfig
+
+    from skymemory.kv import models
+
+    spec = models.resolve_spec(spec)
+    if spec in models.EMBEDDED:
+        return spec, models.llama_config(models.EMBEDDED[spec])
+    return spec, AutoConfig.from_pretrained(spec, local_files_only=not models.downloads_allowed(None))
+
+
+def _info(args) -> int:
+    from skymemory.kv import codec
+    from skymemory.kv.report import block_size_table
+
+    spec, config = _load_config(args.model)
+    geometry = codec.BlockGeometry.from_config(config, args.block_tokens)
+    params = _parameter_count(config)
+    print(f"model               {spec}")
+    print(f"architecture        {config.model_type}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+          f"intermediate {config.intermediate_size}, {config.num_attention_heads} heads, "
+          f"{geometry.kv_heads} KV heads x {geometry.head_dim}, vocab {config.vocab_size}")
+    print(f"parameters          {params / 1e9:.3f} B")
+    print(f"KV per token        {2 * geometry.layers * geometry.kv_heads * geometry.head_dim} values")
+    print(f"block               {args.block_tokens} tokens, header {codec.HEADER_BYTES} bytes, layer-major")
+    print(f"{'format':8} {'block bytes':>12} {'MB':>8} {'per layer':>10} {'vs paper 2.9 MB':>16}")
+    for fmt, size in block_size_table(config, args.block_tokens):
+        print(f"{fmt:8} {size:12,d} {size / 1e6:8.3f} {codec.layer_bytes(geometry, fmt):10,d} "
+              f"{size / 1e6 / PAPER_BLOCK_MB:15.2f}x")
+    print(f"6 KB chunks/block   fp16 {-(-codec.block_bytes(geometry, 'fp16') // 6144)}, "
+          f"int8 {-(-codec.block_bytes(geometry, 'int8') // 6144)}")
+    return 0
+
+
+def _parameter_count(config) -> int:
+    h, i, n, v = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size
+    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
+    kv = config.num_key_value_heads * head_dim
+    per_layer = h * h + 2 * h * kv + h * h + 3 * h * i + 2 * h
+    embeddings = v * h * (1 if config.tie_word_embeddings else 2)
+    return n * per_layer + embeddings + h
+
+
+def _bench(args) -> int:
+    import resource
+
+    import torch
+
+    from skymemory.kv import blocks, models
+    from skymemory.kv.device import dtype_name, pick_device, pick_dtype
+
+    spec = models.resolve_spec(args.model)
+    device = pick_device(args.device)
+    dtype = pick_dtype(device, args.dtype)
+    print(f"model {spec} on {device} in {dtype_name(dtype)}, torch threads {torch.get_num_threads()}")
+    if spec in models.EMBEDDED:
+        started = time.perf_counter()
+        model, info = models.build_embedded(spec, use_disk_cache=False)
+        print(f"build from seed (no disk cache)   {time.perf_counter() - started:8.2f} s")
+        del model
+        started = time.perf_counter()
+        model, info = models.build_embedded(spec)
+        print(f"load ({info['source']})   {time.perf_counter() - started:8.2f} s")
+        started = time.perf_counter()
+        model = model.to(device=device, dtype=dtype)
+        print(f"convert to {dtype_name(dtype)}                  {time.perf_counter() - started:8.2f} s")
+    else:
+        started = time.perf_counter()
+        model, _ = models.load_model(spec, device, dtype)
+        print(f"from_pretrained                   {time.perf_counter() - started:8.2f} s")
+    if args.quantize:
+        started = time.perf_counter()
+        models.quantize_weights(model, args.quantize)
+        print(f"quantize {args.quantize}                     {time.perf_counter() - started:8.2f} s")
+    n_bytes = sum(t.numel() * t.element_size() for _, t in blocks._named_state(model))
+    started = time.perf_counter()
+    blocks.weights_digest(model, use_cache=False)
+    digest_s = time.perf_counter() - started
+    print(f"weights digest SHA-256 ({n_bytes / 1e9:.2f} GB)  {digest_s:8.2f} s  ({n_bytes / 1e9 / digest_s:.2f} GB/s)")
+    started = time.perf_counter()
+    blocks.weights_digest(model)
+    print(f"weights digest, cached            {time.perf_counter() - started:8.4f} s")
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, 259, (1, args.prefill_tokens), generator=generator).to(device)
+    ids[0, 0] = 1
+    with torch.no_grad():
+        started = time.perf_counter()
+        model(input_ids=ids[:, :16], use_cache=True)
+        warm = time.perf_counter() - started
+        started = time.perf_counter()
+        out = model(input_ids=ids, use_cache=True)
+        prefill_s = time.perf_counter() - started
+        cache = out.past_key_values
+        started = time.perf_counter()
+        model(input_ids=ids[:, -1:], past_key_values=cache, use_cache=True)
+        decode_s = time.perf_counter() - started
+    print(f"warm-up forward 16 tokens         {warm:8.2f} s")
+    print(f"prefill {args.prefill_tokens} tokens               {prefill_s:8.2f} s  ({args.prefill_tokens / prefill_s:.1f} tokens/s)")
+    print(f"one decode step after prefill     {decode_s:8.3f} s")
+    print(f"peak RSS                          {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:8.2f} GB")
+    return 0
+
+
+def _verify(args) -> int:
+    import random
+    import tempfile
+
+    from skymemory.kv import codec, models
+    from skymemory.kv.manager import KVCManager
+    from skymemory.kv.report import compare_generation
+    from skymemory.kv.store import MemoryBlockStore
+
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    for fmt in formats:
+        codec.check_format(fmt)
+    model, tokenizer = models.load_model(args.model, args.device, args.dtype)
+    vocab = min(len(tokenizer), model.config.vocab_size)
+    rng = random.Random(0)
+    prompts = []
+    for _ in range(args.prompts):
+        n = args.blocks * args.block_tokens + args.suffix_tokens
+        prompts.append([tokenizer.bos_token_id] + [rng.randrange(3, vocab) for _ in range(n - 1)])
+    print(f"model {models.resolve_spec(args.model)} dtype {model.dtype}, {args.prompts} prompts of "
+          f"{args.blocks} x {args.block_tokens} cached + {args.suffix_tokens} tokens, {args.new_tokens} new tokens")
+    print(f"{'KV':5} {'identical':>9} {'token agreement':>16} {'min agree':>9} {'max |dlogit|':>13} {'block bytes':>12} {'get s':>7}")
+    for fmt in formats:
+        with tempfile.TemporaryDirectory() as index_dir:
+            manager = KVCManager(model, tokenizer, MemoryBlockStore(), block_tokens=args.block_tokens,
+                                 kv_dtype=fmt, index_dir=index_dir)
+            identical = agree = 0
+            min_agree, max_diff, block_bytes, get_s = args.new_tokens, 0.0, 0, 0.0
+            for prompt in prompts:
+                added = manager.add_blocks(prompt[: args.blocks * args.block_tokens])
+                block_bytes = added.bytes_stored // max(1, added.blocks_stored)
+                result = compare_generation(manager, prompt, args.new_tokens)
+                if result.prefix_tokens != args.blocks * args.block_tokens:
+                    print(f"error: expected a {args.blocks}-block prefix, got {result.prefix_tokens} tokens")
+                    return 1
+                started = time.perf_counter()
+                manager.get_cache(prompt)
+                get_s += time.perf_counter() - started
+                identical += result.identical
+                agree += result.agree
+                min_agree = min(min_agree, result.agree)
+                max_diff = max(max_diff, result.max_abs_logit_diff)
+        total = args.prompts * args.new_tokens
+        print(f"{fmt:5} {identical:>4}/{args.prompts:<4} {agree:>8}/{total:<7} {min_agree:>9} {max_diff:13.3g} "
+              f"{block_bytes:12,d} {get_s / args.prompts:7.3f}")
+    return 0

@@ -1,0 +1,365 @@
+"""KVCManager: the paper's interface (§3.3) on a transformers model.
+
+    manager = KVCManager(model, tokenizer, store)
+    manager.add_blocks(prompt)          # compute the prompt's KV once, store new full blocks
+    result = manager.get_cache(prompt)  # longest cached prefix as a DynamicCache
+    model.generate(result.input_ids, past_key_values=result.cache, ...)
+
+`get_cache` never raises into generation (unless strict=True): a block that is
+missing, late, truncated or corrupt ends the prefix there, is logged, evicted
+from the constellation (lazy eviction, §3.9) and dropped from the local index
+together with the blocks after it; the model then computes what is missing.
+
+Lookup order (§3.8, §3.10): the local radix index first (no round trip); when
+it knows nothing about this model's chains, the paper's binary search over
+`probe_block` of the hash list finds the longest cached prefix.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache
+
+from . import codec
+from .blocks import chain_hashes, model_fingerprint, root_hash, split_blocks, tokenizer_fingerprint, usable_blocks
+from .models import cache_dir
+from .radix import RadixIndex
+from .store import BlockMiss, BlockRecord
+
+log = logging.getLogger(__name__)
+
+LAYOUT = f"layer-major-v{codec.VERSION}"
+
+
+@dataclass
+class CacheResult:
+    """What get_cache found. `cache` is single-use: generate() appends to it."""
+
+    cache: DynamicCache
+    input_ids: torch.Tensor  # [1, n] the whole prompt, on the model's device
+    prefix_tokens: int  # tokens covered by `cache`
+    blocks: list[bytes]  # hashes of the blocks in `cache`, in order
+    usable_blocks: int  # full blocks the prompt could have used
+    miss_reason: str | None  # None: every usable block was found
+    source: str  # "index", "probe" or "none"
+    lookup_s: float = 0.0
+    retrieval_s: float = 0.0
+    decode_s: float = 0.0
+    bytes_retrieved: int = 0
+
+    @property
+    def hit(self) -> bool:
+        return self.prefix_tokens > 0
+
+    @property
+    def attention_mask(self) -> torch.Tensor:
+        return torch.ones_like(self.input_ids)
+
+
+@dataclass
+class AddResult:
+    blocks_total: int  # full blocks in the prompt
+    blocks_cached_before: int  # already in the cache (not stored again)
+    blocks_stored: int
+    bytes_stored: int = 0
+    compute_s: float = 0.0
+    encode_s: float = 0.0
+    store_s: float = 0.0
+    error: str | None = None
+    hashes: list[bytes] = field(default_factory=list, repr=False)
+
+
+class KVCManager:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        store,
+        *,
+        block_tokens: int = 128,
+        kv_dtype: str = "fp16",
+        index_dir: str | Path | None = None,
+        strict: bool = False,
+        probe: bool = True,
+        fetch_workers: int = 4,
+        index: RadixIndex | None = None,
+    ):
+        if block_tokens <= 0:
+            raise ValueError("block_tokens must be positive")
+        if fetch_workers <= 0:
+            raise ValueError("fetch_workers must be positive")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.store = store
+        self.block_tokens = block_tokens
+        self.kv_format = codec.check_format(kv_dtype)
+        self.strict = strict
+        self.probe = probe
+        self.fetch_workers = fetch_workers
+        self.index = index if index is not None else RadixIndex(index_dir if index_dir is not None else cache_dir() / "index")
+        self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
+        self._tokenizer_fp = tokenizer_fingerprint(tokenizer)
+        self.root = self.current_root()
+
+    # ------------------------------------------------------------------ hashing
+
+    def current_root(self) -> bytes:
+        """The chain root for the model as it is now (the weights digest is cached per model version)."""
+        return root_hash(
+            model_fingerprint(self.model), self._tokenizer_fp, kv_format=self.kv_format, block_tokens=self.block_tokens
+        )
+
+    def token_ids(self, prompt: str | list[int]) -> list[int]:
+        if isinstance(prompt, str):
+            return list(self.tokenizer(prompt).input_ids)
+        return [int(t) for t in prompt]
+
+    def block_hashes(self, token_ids: list[int], n_blocks: int | None = None) -> list[bytes]:
+        blocks = split_blocks(token_ids, self.block_tokens)
+        if n_blocks is not None:
+            blocks = blocks[:n_blocks]
+        self.root = self.current_root()
+        return chain_hashes(self.root, blocks)
+
+    # ------------------------------------------------------------------ lookup
+
+    def _lookup(self, hashes: list[bytes]) -> tuple[list[BlockRecord], str]:
+        """Records of the longest cached prefix of `hashes`, and where they came from."""
+        entries = self.index.longest_prefix(self.root, hashes)
+        if entries or not self.probe or not hashes or self.index.knows_root(self.root):
+            return [e.record for e in entries], "index" if entries else "none"
+        return self._probe_search(hashes)
+
+    def _probe_search(self, hashes: list[bytes]) -> tuple[list[BlockRecord], str]:
+        """Paper §3.8 Get KVC 3-6: binary search for the last block whose chunk 0 answers a probe."""
+        probed: dict[int, BlockRecord] = {}
+        low, high = 0, len(hashes)  # blocks [0, low) known cached; [high, n) known missing
+        while low < high:
+            middle = (low + high + 1) // 2  # candidate prefix length
+            record = self.store.probe_block(hashes[middle - 1])
+            if record is not None:
+                probed[middle - 1] = record
+                low = middle
+            else:
+                high = middle - 1
+        records = []
+        for position in range(low):  # the blocks below the last hit: their records too
+            record = probed.get(position) or self.store.probe_block(hashes[position])
+            if record is None:
+                break
+            records.append(record)
+        parent = self.root
+        for position, record in enumerate(records):  # warm the index
+            self.index.insert(parent, record, self._meta(position), save=False)
+            parent = record.block_hash
+        if records:
+            self.index.save()
+        return records, "probe" if records else "none"
+
+    def _meta(self, position: int) -> dict:
+        return {"kv_format": self.kv_format, "layout": LAYOUT, "tokens": self.block_tokens, "position": position}
+
+    # ------------------------------------------------------------------ get
+
+    def get_cache(self, prompt: str | list[int]) -> CacheResult:
+        """The longest cached prefix of the prompt as a DynamicCache (possibly empty)."""
+        started = time.perf_counter()
+        token_ids = self.token_ids(prompt)
+        n_usable = usable_blocks(len(token_ids), self.block_tokens)
+        hashes = self.block_hashes(token_ids, n_usable)
+        input_ids = torch.tensor([token_ids], dtype=torch.long, device=self.model.device)
+        try:
+            records, source = self._lookup(hashes)
+        except Exception as exc:  # noqa: BLE001 - a failed probe is a miss, not a crash
+            if self.strict:
+                raise
+            log.warning("KV lookup failed: %r", exc)
+            records, source = [], "none"
+        lookup_s = time.perf_counter() - started
+
+        started = time.perf_counter()
+        payloads, miss = self._fetch(records)
+        retrieval_s = time.perf_counter() - started
+
+        started = time.perf_counter()
+        decoded = []
+        for position, payload in enumerate(payloads):
+            try:
+                block = codec.decode_block(payload, self.geometry, dtype=torch.float32)
+                if block.header.kv_format != self.kv_format:
+                    raise codec.CodecError(f"block is {block.header.kv_format}, expected {self.kv_format}")
+            except codec.CodecError as exc:
+                if self.strict:
+                    raise
+                miss = (position, "corrupt", str(exc))
+                break
+            decoded.append(block)
+        cache = codec.blocks_to_cache(decoded, self.model.config, self.model.dtype, self.model.device)
+        decode_s = time.perf_counter() - started
+
+        miss_reason = None
+        if miss is not None:
+            miss_reason = self._handle_miss(records, *miss)
+        elif len(decoded) < n_usable:
+            miss_reason = "not-cached"
+        used = records[: len(decoded)]
+        return CacheResult(
+            cache=cache,
+            input_ids=input_ids,
+            prefix_tokens=len(decoded) * self.block_tokens,
+            blocks=[r.block_hash for r in used],
+            usable_blocks=n_usable,
+            miss_reason=miss_reason,
+            source=source,
+            lookup_s=lookup_s,
+            retrieval_s=retrieval_s,
+            decode_s=decode_s,
+            bytes_retrieved=sum(len(p) for p in payloads[: len(decoded)]),
+        )
+
+    def _fetch(self, records: list[BlockRecord]) -> tuple[list[bytes], tuple[int, str, str] | None]:
+        """Payloads of the records in order, up to the first failure (position, reason, detail)."""
+        if not records:
+            return [], None
+        payloads: list[bytes] = []
+        workers = min(self.fetch_workers, len(records))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kv-fetch") as pool:
+            futures = [pool.submit(self.store.get_block, record) for record in records]
+            for position, future in enumerate(futures):
+                try:
+                    payload = future.result()
+                except BlockMiss as exc:
+                    for later in futures[position + 1 :]:
+                        later.cancel()
+                    return payloads, (position, getattr(exc, "reason", "miss") or "miss", str(exc))
+                except Exception as exc:  # noqa: BLE001 - timeouts, socket errors: all misses
+                    if self.strict:
+                        raise
+                    for later in futures[position + 1 :]:
+                        later.cancel()
+                    return payloads, (position, type(exc).__name__, str(exc))
+                if len(payload) != records[position].n_bytes:
+                    for later in futures[position + 1 :]:
+                        later.cancel()
+                    return payloads, (position, "incomplete", f"{len(payload)} of {records[position].n_bytes} bytes")
+                payloads.append(payload)
+        return payloads, None
+
+    def _handle_miss(self, records: list[BlockRecord], position: int, reason: str, detail: str) -> str:
+        """Log, evict the failed block and the ones after it (lazy eviction), correct the index."""
+        failed = records[position]
+        log.warning("KV block %s (position %d) missing: %s %s", failed.block_hash.hex()[:16], position, reason, detail)
+        for record in records[position:]:
+            try:
+                self.store.evict_block(record)
+            except Exception as exc:  # noqa: BLE001 - eviction is best effort
+                log.info("evicting %s failed: %r", record.block_hash.hex()[:16], exc)
+        self.index.remove(failed.block_hash)
+        if self.strict:
+            raise BlockMiss(reason) if _accepts_reason() else BlockMiss()
+        return reason
+
+    # ------------------------------------------------------------------ add
+
+    def add_blocks(self, prompt: str | list[int], *, cache: DynamicCache | None = None) -> AddResult:
+        """Store the prompt's full blocks that are not cached yet.
+
+        The KV comes from one forward pass over the full blocks, or from `cache`
+        when given (e.g. the cache a generate() call just filled for this prompt).
+        """
+        token_ids = self.token_ids(prompt)
+        hashes = self.block_hashes(token_ids)
+        result = AddResult(blocks_total=len(hashes), blocks_cached_before=0, blocks_stored=0, hashes=hashes)
+        if not hashes:
+            return result
+        try:
+            known, _ = self._lookup(hashes)
+        except Exception as exc:  # noqa: BLE001
+            if self.strict:
+                raise
+            log.warning("KV lookup before add failed: %r", exc)
+            known = []
+        first_new = len(known)
+        result.blocks_cached_before = first_new
+        if first_new == len(hashes):
+            return result
+
+        n_tokens = len(hashes) * self.block_tokens
+        started = time.perf_counter()
+        if cache is None or cache.get_seq_length() < n_tokens:
+            ids = torch.tensor([token_ids[:n_tokens]], dtype=torch.long, device=self.model.device)
+            with torch.no_grad():
+                cache = self.model(input_ids=ids, use_cache=True).past_key_values
+        result.compute_s = time.perf_counter() - started
+
+        parent = self.root if first_new == 0 else hashes[first_new - 1]
+        try:
+            for position in range(first_new, len(hashes)):
+                started = time.perf_counter()
+                (payload,) = codec.encode_cache_blocks(cache, self.block_tokens, position, 1, self.kv_format)
+                result.encode_s += time.perf_counter() - started
+                started = time.perf_counter()
+                record = self.store.put_block(hashes[position], payload)
+                result.store_s += time.perf_counter() - started
+                self.index.insert(parent, record, self._meta(position), save=False)
+                parent = hashes[position]
+                result.blocks_stored += 1
+                result.bytes_stored += len(payload)
+        except Exception as exc:  # noqa: BLE001 - later blocks are useless without this one: stop
+            if self.strict:
+                raise
+            log.warning("storing KV block %d failed: %r", first_new + result.blocks_stored, exc)
+            result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.index.save()
+        return result
+
+
+def _accepts_reason() -> bool:
+    try:
+        BlockMiss("x")
+        return True
+    except TypeError:  # pragma: no cover
+        return False
+
+
+@dataclass
+class GenerationResult:
+    output_ids: torch.Tensor  # [1, prompt + new]
+    new_tokens: list[int]
+    text: str
+    lookup: CacheResult
+    added: AddResult | None
+    generate_s: float
+
+
+def generate_with_cache(
+    manager: KVCManager, prompt: str | list[int], *, max_new_tokens: int = 30, store_new: bool = True, **generate_kwargs
+) -> GenerationResult:
+    """get_cache -> greedy generate with the prefix -> store the prompt's new full blocks from the same cache."""
+    lookup = manager.get_cache(prompt)
+    generate_kwargs.setdefault("do_sample", False)
+    started = time.perf_counter()
+    with torch.no_grad():
+        output = manager.model.generate(
+            lookup.input_ids,
+            attention_mask=lookup.attention_mask,
+            past_key_values=lookup.cache,
+            max_new_tokens=max_new_tokens,
+            return_dict_in_generate=True,
+            **generate_kwargs,
+        )
+    generate_s = time.perf_counter() - started
+    added = None
+    full_blocks = len(lookup.input_ids[0]) // manager.block_tokens
+    if store_new and full_blocks > len(lookup.blocks):
+        added = manager.add_blocks(lookup.input_ids[0].tolist(), cache=output.past_key_values)
+    new_tokens = output.sequences[0, lookup.input_ids.shape[1] :].tolist()
+    text = manager.tokenizer.decode(new_tokens, skip_special_tokens=True)
+    return GenerationResult(output.sequences, new_tokens, text, lookup, added, generate_s)

@@ -1,0 +1,259 @@
+"""Loading the language model the cache is for.
+
+`load_model(spec)` understands:
+
+* ``"TinyLlama/TinyLlama-1.1B-Chat-v1.0"`` (the paper's model) or any hub id /
+  local directory: loaded with transformers' ``from_pretrained``. Only files
+  already on disk are used (``local_files_only``) unless downloads are allowed
+  explicitly (``allow_download=True`` or ``SKYMEMORY_ALLOW_DOWNLOAD=1``) and
+  ``HF_HUB_OFFLINE`` is not set; downloads then run with bounded timeouts.
+* ``"default"``: TinyLlama when it is on disk, else ``embedded-tinyllama``.
+* ``"embedded-tinyllama"``: the TinyLlama-1.1B architecture (22 layers, hidden
+  2048, 4 KV heads of 64) with deterministic random weights built locally, so
+  every command works with no network. Built once, then cached as safetensors
+  under ``$SKYMEMORY_CACHE`` (default ``~/.cache/skymemory``).
+* ``"embedded-tiny"``: the same family scaled down for tests (builds in
+  milliseconds, never cached on disk).
+
+Embedded models use the byte-level tokenizer of `skymemory.kv.tokenizer`.
+Weights are drawn with a fixed seed, then rounded to fp16 (the cached form),
+so a fresh build and a cached load give bit-identical models.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from .device import pick_device, pick_dtype
+from .tokenizer import VOCAB_SIZE, build_byte_tokenizer
+
+log = logging.getLogger(__name__)
+
+TINYLLAMA = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+EMBEDDED_FORMAT = 1  # bump when the construction below changes (invalidates the disk cache)
+
+
+@dataclass(frozen=True)
+class EmbeddedSpec:
+    """How to build one embedded model: its Llama configuration and its seed."""
+
+    name: str
+    config: dict
+    seed: int
+    init_std: float
+    cache_on_disk: bool
+
+
+EMBEDDED: dict[str, EmbeddedSpec] = {
+    # TinyLlama-1.1B-Chat-v1.0's published config.
+    "embedded-tinyllama": EmbeddedSpec(
+        name="embedded-tinyllama",
+        config=dict(
+            vocab_size=32000,
+            hidden_size=2048,
+            intermediate_size=5632,
+            num_hidden_layers=22,
+            num_attention_heads=32,
+            num_key_value_heads=4,
+            head_dim=64,
+            max_position_embeddings=2048,
+            rms_norm_eps=1e-5,
+            rope_theta=10000.0,
+            tie_word_embeddings=False,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+        seed=20240601,
+        init_std=0.02,
+        cache_on_disk=True,
+    ),
+    # Same family, small enough for unit tests. vocab covers the byte tokenizer exactly.
+    "embedded-tiny": EmbeddedSpec(
+        name="embedded-tiny",
+        config=dict(
+            vocab_size=VOCAB_SIZE,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=3,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            head_dim=16,
+            max_position_embeddings=4096,
+            rms_norm_eps=1e-5,
+            rope_theta=10000.0,
+            tie_word_embeddings=False,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+        seed=1234,
+        # Larger than usual so the untrained model's logits depend strongly on the
+        # context (otherwise greedy decoding repeats one token and tests see little).
+        init_std=0.15,
+        cache_on_disk=False,
+    ),
+}
+
+
+def cache_dir() -> Path:
+    """Root of SkyMemory's on-disk caches ($SKYMEMORY_CACHE or ~/.cache/skymemory)."""
+    return Path(os.environ.get("SKYMEMORY_CACHE") or Path.home() / ".cache" / "skymemory")
+
+
+def llama_config(spec: EmbeddedSpec) -> LlamaConfig:
+    fields = dict(spec.config)
+    rope_theta = fields.pop("rope_theta")
+    config = LlamaConfig(
+        **fields,
+        initializer_range=spec.init_std,
+        rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
+        attention_bias=False,
+        mlp_bias=False,
+    )
+    config.name_or_path = spec.name
+    return config
+
+
+def _build_embedded(spec: EmbeddedSpec) -> LlamaForCausalLM:
+    """Random-init the model with a fixed seed, then round weights to fp16 (the canonical form)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = LlamaForCausalLM(llama_config(spec))
+    model = model.to(torch.float16)
+    model.config.name_or_path = spec.name
+    return model.eval()
+
+
+def _embedded_dir(spec: EmbeddedSpec) -> Path:
+    return cache_dir() / "models" / f"{spec.name}-v{EMBEDDED_FORMAT}"
+
+
+def build_embedded(name: str, *, use_disk_cache: bool = True) -> tuple[LlamaForCausalLM, dict]:
+    """The embedded model `name` in fp16 on CPU, and how it was obtained ({'source', 'seconds'})."""
+    spec = EMBEDDED[name]
+    directory = _embedded_dir(spec)
+    started = time.perf_counter()
+    if spec.cache_on_disk and use_disk_cache and (directory / "config.json").exists():
+        model = LlamaForCausalLM.from_pretrained(directory, dtype=torch.float16, local_files_only=True)
+        model.config.name_or_path = spec.name
+        return model.eval(), {"source": f"disk cache {directory}", "seconds": time.perf_counter() - started}
+    model = _build_embedded(spec)
+    info = {"source": "built", "seconds": time.perf_counter() - started}
+    if spec.cache_on_disk and use_disk_cache:
+        _save_atomically(model, directory)
+    return model, info
+
+
+def _save_atomically(model: LlamaForCausalLM, directory: Path) -> None:
+    """save_pretrained into a temporary sibling, then rename: readers never see half a model."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=directory.name + ".tmp-", dir=directory.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        (tmp / "skymemory.json").write_text(json.dumps({"format": EMBEDDED_FORMAT}))
+        os.rename(tmp, directory)
+    except OSError as exc:  # another process won the race, or the disk is full: keep going without a cache
+        log.warning("could not cache %s in %s: %s", model.config.name_or_path, directory, exc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def downloads_allowed(allow_download: bool | None) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    if allow_download is None:
+        return os.environ.get("SKYMEMORY_ALLOW_DOWNLOAD", "") == "1"
+    return allow_download
+
+
+def _load_pretrained(spec: str, dtype: torch.dtype, allow_download: bool | None):
+    """from_pretrained from disk; from the hub only if allowed, with bounded network timeouts."""
+    local_only = not downloads_allowed(allow_download)
+    if not local_only:
+        # huggingface_hub reads these when it starts a request; keep every wait bounded.
+        os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
+        os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "30")
+    tokenizer = AutoTokenizer.from_pretrained(spec, local_files_only=local_only)
+    model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=local_only)
+    return model.eval(), tokenizer
+
+
+def tinyllama_on_disk() -> bool:
+    """True when TinyLlama can be loaded without the network."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(TINYLLAMA, "config.json"), str)
+    except Exception:  # noqa: BLE001 - any failure means "not usable offline"
+        return False
+
+
+def resolve_spec(spec: str) -> str:
+    if spec == "default":
+        return TINYLLAMA if tinyllama_on_disk() else "embedded-tinyllama"
+    return spec
+
+
+def load_model(
+    spec: str = "default",
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    *,
+    quantize: str | None = None,
+    allow_download: bool | None = None,
+):
+    """Load (model, tokenizer) for `spec`, on `device` in `dtype` (both chosen automatically by default).
+
+    `quantize`: None, "qint8" or "qint4" (optimum-quanto weight quantisation),
+    or "hqq" (needs the hqq package). The model is in eval mode.
+    """
+    spec = resolve_spec(spec)
+    torch_device = pick_device(device)
+    torch_dtype = pick_dtype(torch_device, dtype)
+    if spec in EMBEDDED:
+        model, info = build_embedded(spec)
+        log.info("%s: %s in %.2f s", spec, info["source"], info["seconds"])
+        tokenizer = build_byte_tokenizer()
+        model = model.to(dtype=torch_dtype)
+    else:
+        if not Path(spec).exists() and "/" not in spec:
+            raise ValueError(
+                f"unknown model {spec!r}: give a local directory, a hub id, 'default' or one of {sorted(EMBEDDED)}"
+            )
+        model, tokenizer = _load_pretrained(spec, torch_dtype, allow_download)
+    model = model.to(torch_device)
+    if quantize:
+        quantize_weights(model, quantize)
+    return model, tokenizer
+
+
+def quantize_weights(model, method: str) -> None:
+    """Quantise the model's linear weights in place (activations stay in the model dtype)."""
+    if method in ("qint8", "qint4"):
+        from optimum.quanto import freeze, qint4, qint8, quantize
+
+        quantize(model, weights={"qint8": qint8, "qint4": qint4}[method])
+        freeze(model)
+    elif method == "hqq":
+        import importlib.util
+
+        if importlib.util.find_spec("hqq") is None:
+            raise RuntimeError("HQQ quantisation needs the 'hqq' package, which is not installed")
+        from hqq.core.quantize import BaseQuantizeConfig, HQQLinear  # type: ignore[import-not-found]
+
+        config = BaseQuantizeConfig(nbits=8, group_size=64)
+        for name, module in list(model.named_modules()):
+            for child_name, child in list(module.named_children()):
+                if isinstance(child, torch.nn.Linear) and child_name != "lm_head":
+                    setattr(module, child_name, HQQLinear(child, config, compute_dtype=model.dtype))
+    else:
+        raise ValueError(f"unknown quantisation {method!r}; choose qint8, qint4 or hqq")
+    model.skymemory_quantization = method  # part of the cache fingerprint

@@ -1,0 +1,104 @@
+"""Emulated hosts: network namespaces joined by a bridge (what --netns H builds).
+
+Layout (all names carry a short run tag so two runs never collide):
+
+    root namespace: bridge skb<tag> with 10.77.0.254/24  (the ground station's address)
+    namespace skm<tag>-<h>: veth eth0 with 10.77.0.<h+1>/24, lo up
+    veth pair sk<tag>v<h> (root side, enslaved to the bridge) <-> eth0 (namespace side)
+
+Only namespaces, links and addresses this module created are ever removed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+
+SUBNET_PREFIX = "10.77.0."
+GROUND_ADDRESS = SUBNET_PREFIX + "254"
+
+
+class NetnsUnavailable(RuntimeError):
+    """Namespaces cannot be created here (not root, no `ip`, no permission)."""
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=check)
+
+
+def host_address(h: int) -> str:
+    return f"{SUBNET_PREFIX}{h + 1}"
+
+
+def probe() -> str | None:
+    """None when namespaces can be created, else the reason they cannot."""
+    if os.geteuid() != 0:
+        return "network namespaces need root (run as root or with CAP_NET_ADMIN + CAP_SYS_ADMIN)"
+    name = f"skmprobe{secrets.token_hex(3)}"
+    try:
+        r = _ip("netns", "add", name, check=False)
+    except FileNotFoundError:
+        return "the `ip` command (iproute2) is not installed"
+    if r.returncode != 0:
+        return f"`ip netns add` failed: {r.stderr.strip()}"
+    _ip("netns", "del", name, check=False)
+    return None
+
+
+def build(hosts: int, tag: str | None = None) -> dict:
+    """Create the bridge and `hosts` namespaces; returns the record `teardown` needs."""
+    if not 1 <= hosts <= 250:
+        raise ValueError("1..250 emulated hosts")
+    tag = tag or secrets.token_hex(2)
+    bridge = f"skb{tag}"
+    record = {"tag": tag, "bridge": bridge, "namespaces": [], "veths": [], "ground_address": GROUND_ADDRESS}
+    try:
+        _ip("link", "add", bridge, "type", "bridge")
+        record["bridge_created"] = True
+        _ip("addr", "add", f"{GROUND_ADDRESS}/24", "dev", bridge)
+        _ip("link", "set", bridge, "up")
+        for h in range(hosts):
+            ns, veth = f"skm{tag}-{h}", f"sk{tag}v{h}"
+            _ip("netns", "add", ns)
+            record["namespaces"].append(ns)
+            _ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
+            record["veths"].append(veth)
+            _ip("link", "set", f"{veth}p", "netns", ns)
+            _ip("link", "set", veth, "master", bridge)
+            _ip("link", "set", veth, "up")
+            _ip("-n", ns, "link", "set", f"{veth}p", "name", "eth0")
+            _ip("-n", ns, "addr", "add", f"{host_address(h)}/24", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+    except subprocess.CalledProcessError as exc:
+        teardown(record)
+        raise NetnsUnavailable(f"{' '.join(exc.cmd)} failed: {exc.stderr.strip()}") from None
+    return record
+
+
+def exec_prefix(namespace: str) -> list[str]:
+    return ["ip", "netns", "exec", namespace]
+
+
+def teardown(record: dict) -> list[str]:
+    """Remove what `build` created; returns error messages (empty when clean)."""
+    errors = []
+    for veth in record.get("veths", []):
+        r = _ip("link", "del", veth, check=False)  # deleting one end removes the pair
+        if r.returncode != 0 and "Cannot find" not in r.stderr:
+            errors.append(r.stderr.strip())
+    for ns in record.get("namespaces", []):
+        r = _ip("netns", "del", ns, check=False)
+        if r.returncode != 0 and "No such file" not in r.stderr:
+            errors.append(r.stderr.strip())
+    if record.get("bridge_created"):
+        r = _ip("link", "del", record["bridge"], check=False)
+        if r.returncode != 0 and "Cannot find" not in r.stderr:
+            errors.append(r.stderr.strip())
+    return errors
+
+
+def namespace_pids(namespace: str) -> list[int]:
+    r = _ip("netns", "pids", namespace, check=False)
+    return [int(x) for x in r.stdout.split()] if r.returncode == 0 else []

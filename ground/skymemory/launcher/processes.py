@@ -1,0 +1,141 @@
+"""Local node processes: start in one process group, pid files, liveness, stop and verify.
+
+Every node the launcher starts on this machine joins one process group (the
+first node leads it, in a new session) so nothing stays attached to the
+terminal, and gets a pid file `<run_dir>/pids/<plane>-<sat>.pid`. In the
+foreground the nodes also get PR_SET_PDEATHSIG, so they die with the launcher
+even if it is killed with SIGKILL. `stop` signals by pid file, checks each pid
+still runs the node it started (its /proc cmdline), escalates to SIGKILL after
+a grace period and verifies nothing is left.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class ProcessGroup:
+    """Starts commands in a single new process group and records their pid files."""
+
+    def __init__(self, run_dir: Path, die_with_parent: bool) -> None:
+        self.run_dir = run_dir
+        self.pid_dir = run_dir / "pids"
+        self.log_dir = run_dir / "logs"
+        self.pid_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.die_with_parent = die_with_parent
+        self.pgid = 0
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, argv: list[str], cwd: Path | None = None, env: dict | None = None) -> int:
+        log = open(self.log_dir / f"{name}.log", "ab")
+        try:
+            kwargs = dict(stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+                          close_fds=True)
+            if self.pgid == 0:
+                kwargs["start_new_session"] = True  # leader: new session + group, no controlling tty
+            else:
+                kwargs["process_group"] = self.pgid
+            if self.die_with_parent:
+                kwargs["preexec_fn"] = _die_with_parent
+            proc = subprocess.Popen(argv, **kwargs)
+        finally:
+            log.close()
+        if self.pgid == 0:
+            self.pgid = proc.pid
+        self.procs[name] = proc
+        (self.pid_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
+        return proc.pid
+
+    def dead(self) -> dict[str, int]:
+        """Processes that already exited: name -> exit code."""
+        return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def alive(pid: int, marker: str | None = None) -> bool:
+    """True when pid runs and (if marker is given) its command line contains marker."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if is_zombie(pid):
+        return False
+    return marker is None or any(marker in a for a in cmdline(pid))
+
+
+def read_pid_files(pid_dir: Path) -> dict[str, int]:
+    pids = {}
+    if pid_dir.is_dir():
+        for f in sorted(pid_dir.glob("*.pid")):
+            try:
+                pids[f.stem] = int(f.read_text().strip())
+            except ValueError:
+                continue
+    return pids
+
+
+def terminate(pids: dict[str, int], marker: str, grace_s: float = 5.0) -> list[int]:
+    """SIGTERM every live pid running `marker`, SIGKILL what is left after grace_s; return survivors."""
+    ours = {n: p for n, p in pids.items() if alive(p, marker)}
+    for pid in ours.values():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(alive(p) for p in ours.values()):
+        _reap()
+        time.sleep(0.05)
+    for pid in ours.values():
+        if alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and any(alive(p) for p in ours.values()):
+        _reap()
+        time.sleep(0.05)
+    return [p for p in ours.values() if alive(p)]
+
+
+def _reap() -> None:
+    """Collect exited children of ours (when the launcher itself started them)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return

@@ -1,0 +1,64 @@
+"""--hosts a,b,c: satellites spread over machines reached with ssh (the paper's 5 mini PCs).
+
+Each host gets a contiguous share of the satellites. One ssh session per host
+writes the peers file into --remote-dir, starts that host's nodes with nohup
+(each `--bind <host address> --peers <file>`) and prints "plane-sat pid" lines,
+which the launcher stores in the manifest; `stop` kills those pids over ssh and
+checks they are gone. Needs key-based ssh (BatchMode: no password prompts).
+Not exercised by the test suite: there are no remote hosts here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+import subprocess
+
+SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+
+
+def host_address(destination: str) -> str:
+    """user@10.0.0.5 -> 10.0.0.5 (nodes bind this address, so it must be an IPv4 literal)."""
+    host = destination.rsplit("@", 1)[-1]
+    try:
+        return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        raise ValueError(f"--hosts entry {destination!r}: the host part must be an IPv4 address") from None
+
+
+def start_script(remote_dir: str, peers: str, nodes: list[tuple[str, list[str]]]) -> str:
+    lines = ["set -e", f"mkdir -p {shlex.quote(remote_dir)}/logs", f"cd {shlex.quote(remote_dir)}",
+             "cat > peers.txt <<'SKYMEM_PEERS'", peers.rstrip("\n"), "SKYMEM_PEERS"]
+    for name, argv in nodes:
+        lines.append(f"nohup {shlex.join(argv)} > logs/{name}.log 2>&1 < /dev/null &")
+        lines.append(f"echo {name} $!")
+    return "\n".join(lines) + "\n"
+
+
+def run_script(destination: str, script: str, timeout: float = 60) -> str:
+    r = subprocess.run([*SSH, destination, "sh", "-s"], input=script, capture_output=True, text=True,
+                       timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"ssh {destination} failed ({r.returncode}): {r.stderr.strip()}")
+    return r.stdout
+
+
+def parse_pids(output: str) -> dict[str, int]:
+    pids = {}
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            pids[parts[0]] = int(parts[1])
+    return pids
+
+
+def stop_remote(destination: str, pids: list[int], grace_s: int = 5) -> list[int]:
+    """SIGTERM, wait, SIGKILL; returns pids still alive afterwards."""
+    plist = " ".join(str(p) for p in pids)
+    script = (f"kill {plist} 2>/dev/null || true\n"
+              f"for i in $(seq {grace_s * 10}); do alive=0; for p in {plist}; do kill -0 $p 2>/dev/null && alive=1; "
+              f"done; [ $alive = 0 ] && break; sleep 0.1; done\n"
+              f"kill -9 {plist} 2>/dev/null || true; sleep 0.2\n"
+              f"for p in {plist}; do kill -0 $p 2>/dev/null && echo $p; done; true\n")
+    out = run_script(destination, script, timeout=grace_s + 30)
+    return [int(x) for x in out.split() if x.isdigit()]

@@ -1,0 +1,80 @@
+"""The C codec through cffi (`skymemory._native`), with pure-Python fallbacks.
+
+`skymemory._native` is compiled at install time from the flight software's core
+sources (see `_cffi_build.py`). When it is absent (a source checkout run with
+PYTHONPATH=ground and no build), the pure-Python versions below are used, so
+the library still works; `AVAILABLE` says which one is active.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # the compiled binding, built by setup.py (cffi_modules)
+    from skymemory import _native as _compiled  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the install
+    _compiled = None
+
+AVAILABLE = _compiled is not None
+ffi = _compiled.ffi if _compiled is not None else None
+lib = _compiled.lib if _compiled is not None else None
+
+# ---- CRC32C (Castagnoli, reflected polynomial 0x82F63B78) -------------------
+
+
+def _make_tables() -> list[list[int]]:
+    base = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        base.append(c)
+    tables = [base]
+    for k in range(1, 8):  # slicing-by-8 tables
+        prev = tables[k - 1]
+        tables.append([(prev[n] >> 8) ^ base[prev[n] & 0xFF] for n in range(256)])
+    return tables
+
+
+_T = _make_tables()
+
+
+def crc32c_py(data: bytes, crc: int = 0) -> int:
+    """Pure-Python CRC32C (slicing-by-8); the reference the C version is checked against."""
+    t0, t1, t2, t3, t4, t5, t6, t7 = _T
+    crc ^= 0xFFFFFFFF
+    mv = memoryview(data)
+    n8 = len(mv) // 8 * 8
+    for i in range(0, n8, 8):
+        lo = crc ^ (mv[i] | mv[i + 1] << 8 | mv[i + 2] << 16 | mv[i + 3] << 24)
+        crc = (
+            t7[lo & 0xFF] ^ t6[(lo >> 8) & 0xFF] ^ t5[(lo >> 16) & 0xFF] ^ t4[lo >> 24]
+            ^ t3[mv[i + 4]] ^ t2[mv[i + 5]] ^ t1[mv[i + 6]] ^ t0[mv[i + 7]]
+        )
+    for i in range(n8, len(mv)):
+        crc = (crc >> 8) ^ t0[(crc ^ mv[i]) & 0xFF]
+    return crc ^ 0xFFFFFFFF
+
+
+def _find_native_crc():
+    if lib is None:
+        return None
+    fn = getattr(lib, "skymem_crc32c", None)
+    if fn is None:
+        return None
+
+    def crc32c_native(data: bytes, crc: int = 0) -> int:
+        if crc:
+            return crc32c_py(data, crc)
+        return int(fn(ffi.from_buffer(data), len(data)))
+
+    return crc32c_native
+
+
+crc32c = _find_native_crc() or crc32c_py
+
+
+def xor_checksum(packet: bytes | bytearray | memoryview) -> int:
+    """cFS command checksum: 0xFF XOR every byte (byte 7 taken as it is given)."""
+    arr = np.frombuffer(packet, dtype=np.uint8)
+    return 0xFF ^ int(np.bitwise_xor.reduce(arr)) if len(arr) else 0xFF

@@ -1,0 +1,54 @@
+"""Shared helpers for the KV-layer tests (the small embedded model, prompts, stores)."""
+
+from __future__ import annotations
+
+import random
+
+from skymemory.kv.models import load_model
+from skymemory.kv.store import BlockMiss, MemoryBlockStore, make_miss
+
+_MODELS: dict = {}
+
+
+def tiny(dtype: str = "fp32"):
+    """(model, tokenizer) of embedded-tiny on the CPU, built once per dtype per test session."""
+    if dtype not in _MODELS:
+        _MODELS[dtype] = load_model("embedded-tiny", device="cpu", dtype=dtype)
+    return _MODELS[dtype]
+
+
+def random_prompt(n_tokens: int, seed: int) -> list[int]:
+    """BOS followed by n_tokens-1 random byte tokens."""
+    rng = random.Random(seed)
+    return [1] + [rng.randrange(3, 259) for _ in range(n_tokens - 1)]
+
+
+class FailingStore(MemoryBlockStore):
+    """The in-process store, but get_block fails for chosen hashes in a chosen way."""
+
+    def __init__(self):
+        super().__init__()
+        self.fail: dict[bytes, str] = {}  # hash -> "miss", "timeout", "truncate", "corrupt"
+        self.evicted: list[bytes] = []
+
+    def get_block(self, record):
+        mode = self.fail.get(record.block_hash)
+        payload = super().get_block(record)
+        if mode == "miss":
+            raise make_miss("not-found")
+        if mode == "timeout":
+            raise TimeoutError("no reply within 2 s")
+        if mode == "truncate":
+            return payload[:-100]
+        if mode == "corrupt":
+            damaged = bytearray(payload)
+            damaged[-1] ^= 0x01
+            return bytes(damaged)
+        return payload
+
+    def evict_block(self, record):
+        self.evicted.append(record.block_hash)
+        super().evict_block(record)
+
+
+__all__ = ["tiny", "random_prompt", "FailingStore", "MemoryBlockStore", "BlockMiss"]

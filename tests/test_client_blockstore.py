@@ -1,0 +1,73 @@
+"""Block stores: striping over several (scripted) satellites, misses, async use; LocalBlockStore."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+
+import pytest
+
+from skymemory.blockstore import BlockMiss, ConstellationBlockStore, LocalBlockStore, split_chunks
+
+from fakesat import FakeSatellite
+
+H = hashlib.sha256(b"blk").digest()
+
+
+def test_split_chunks():
+    assert split_chunks(b"abcdefg", 3) == [b"abc", b"def", b"g"]
+    assert split_chunks(b"", 3) == [b""]
+
+
+def test_local_store_roundtrip_and_miss():
+    s = LocalBlockStore(chunk_bytes=4)
+    rec = s.put_block(H, b"0123456789")
+    assert rec.chunk_count == 3 and s.get_block(rec) == b"0123456789"
+    assert s.probe_block(H) == rec
+    s.evict_block(rec)
+    with pytest.raises(BlockMiss) as e:
+        s.get_block(rec)
+    assert e.value.reason == "not-found"
+
+
+def test_striped_roundtrip_over_three_satellites():
+    sats = [FakeSatellite(0, i) for i in range(3)]
+    for s in sats:
+        s.__enter__()
+    try:
+        addresses = {s.me: s.address for s in sats}
+        payload = os.urandom(10_000)
+        with ConstellationBlockStore(addresses, [s.me for s in sats], chunk_bytes=1000,
+                                     client_options={"timeout": 0.2}) as store:
+            rec = store.put_block(H, payload)
+            assert rec.chunk_count == 10 and rec.n_servers == 3
+            # chunk i on servers[i % 3]
+            assert sorted(cid for _, cid in sats[1].store) == [1, 4, 7]
+            assert store.get_block(rec) == payload
+            probed = store.probe_block(H)
+            assert probed is not None and probed.chunk_count == 10
+            # one chunk gone -> the whole block is a miss, never partial data
+            del sats[2].store[(H, 5)]
+            with pytest.raises(BlockMiss) as e:
+                store.get_block(rec)
+            assert e.value.reason == "not-found"
+            store.evict_block(rec)
+            assert all(not s.store for s in sats)
+            assert store.probe_block(H) is None
+
+            async def from_another_loop():
+                r = await store.aput_block(H, b"xyz")
+                return await store.aget_block(r)
+
+            assert asyncio.run(from_another_loop()) == b"xyz"
+    finally:
+        for s in sats:
+            s.__exit__()
+
+
+def test_rejects_bad_configuration():
+    with pytest.raises(ValueError):
+        ConstellationBlockStore({}, [(0, 0), (0, 0)])
+    with pytest.raises(ValueError):
+        ConstellationBlockStore({}, None)

@@ -1,0 +1,203 @@
+"""KVCManager on the small embedded model: exactness, misses, fingerprints, lookups."""
+
+import copy
+
+import pytest
+import torch
+
+from kv_support import FailingStore, MemoryBlockStore, random_prompt, tiny
+from skymemory.kv.manager import KVCManager, generate_with_cache
+from skymemory.kv.report import compare_generation
+from skymemory.kv.store import BlockMiss
+from skymemory.kv.tokenizer import build_byte_tokenizer
+
+BLOCK = 16  # small blocks keep the parametrised tests fast; one test below uses 128
+
+
+def _manager(tmp_path, dtype="fp32", kv="fp32", store=None, block=BLOCK, **kwargs):
+    model, tokenizer = tiny(dtype)
+    store = store if store is not None else MemoryBlockStore()
+    return KVCManager(model, tokenizer, store, block_tokens=block, kv_dtype=kv, index_dir=tmp_path, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("n_blocks", range(1, 9))
+@pytest.mark.parametrize("suffix", [1, 9, 33, 64])
+def test_cached_generation_is_token_identical(tmp_path, dtype, n_blocks, suffix):
+    """KV in the model's own precision: greedy tokens equal generation without the cache."""
+    manager = _manager(tmp_path, dtype=dtype, kv=dtype)
+    prompt = random_prompt(n_blocks * BLOCK + suffix, seed=100 * n_blocks + suffix)
+    added = manager.add_blocks(prompt[: n_blocks * BLOCK])
+    assert added.blocks_stored == n_blocks
+    comparison = compare_generation(manager, prompt, new_tokens=8)
+    assert comparison.prefix_tokens == n_blocks * BLOCK
+    assert comparison.cached == comparison.reference
+
+
+def test_cached_generation_at_128_token_blocks(tmp_path):
+    manager = _manager(tmp_path, kv="fp32", block=128)
+    prompt = random_prompt(2 * 128 + 20, seed=7)
+    manager.add_blocks(prompt)
+    comparison = compare_generation(manager, prompt, new_tokens=12)
+    assert comparison.prefix_tokens == 256
+    assert comparison.cached == comparison.reference
+
+
+def test_fp16_transport_of_an_fp32_model_gives_the_same_tokens(tmp_path):
+    manager = _manager(tmp_path, kv="fp16")
+    prompt = random_prompt(4 * BLOCK + 5, seed=3)
+    manager.add_blocks(prompt)
+    comparison = compare_generation(manager, prompt, new_tokens=12)
+    assert comparison.prefix_tokens == 4 * BLOCK
+    assert comparison.cached == comparison.reference
+    assert 0 < comparison.max_abs_logit_diff < 0.1
+
+
+def test_a_wrong_prefix_changes_the_output(tmp_path):
+    """The equality checks above can fail: KV of another prefix gives other tokens."""
+    manager = _manager(tmp_path)
+    prompt, other = random_prompt(4 * BLOCK + 5, seed=1), random_prompt(4 * BLOCK + 5, seed=2)
+    manager.add_blocks(other)
+    wrong = manager.get_cache(other).cache
+    model = manager.model
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        reference = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, min_new_tokens=8, do_sample=False)
+        spoiled = model.generate(ids, attention_mask=torch.ones_like(ids), past_key_values=wrong,
+                                 max_new_tokens=8, min_new_tokens=8, do_sample=False)
+    assert not torch.equal(reference, spoiled)
+
+
+def test_int8_transport_halves_the_bytes_and_is_measured(tmp_path):
+    fp16 = _manager(tmp_path / "a", kv="fp16")
+    int8 = _manager(tmp_path / "b", kv="int8")
+    prompt = random_prompt(4 * BLOCK + 5, seed=11)
+    bytes16 = fp16.add_blocks(prompt).bytes_stored
+    bytes8 = int8.add_blocks(prompt).bytes_stored
+    assert 0.5 < bytes8 / bytes16 < 0.6
+    lossy = compare_generation(int8, prompt, new_tokens=8)
+    exact_enough = compare_generation(fp16, prompt, new_tokens=8)
+    assert lossy.prefix_tokens == exact_enough.prefix_tokens == 4 * BLOCK
+    # int8 moves the logits more than fp16 does, but stays close (measured ~0.25 at most on this model)
+    assert exact_enough.max_abs_logit_diff < lossy.max_abs_logit_diff < 1.0
+
+
+def test_exact_multiple_leaves_the_last_block_to_the_model(tmp_path):
+    manager = _manager(tmp_path)
+    prompt = random_prompt(3 * BLOCK, seed=5)
+    assert manager.add_blocks(prompt).blocks_stored == 3  # all full blocks are stored...
+    result = manager.get_cache(prompt)
+    assert result.prefix_tokens == 2 * BLOCK  # ...but at most k-1 serve as prefix
+    assert result.miss_reason is None and result.usable_blocks == 2
+
+
+def test_add_blocks_stores_only_new_blocks(tmp_path):
+    store = MemoryBlockStore()
+    manager = _manager(tmp_path, store=store)
+    prompt = random_prompt(5 * BLOCK + 3, seed=8)
+    assert manager.add_blocks(prompt[: 2 * BLOCK]).blocks_stored == 2
+    again = manager.add_blocks(prompt)
+    assert (again.blocks_cached_before, again.blocks_stored) == (2, 3)
+    assert store.puts == 5 and len(store) == 5
+
+
+def test_no_cache_gives_an_empty_cache_that_generate_accepts(tmp_path):
+    manager = _manager(tmp_path)
+    result = manager.get_cache(random_prompt(3 * BLOCK + 1, seed=9))
+    assert (result.prefix_tokens, result.miss_reason, result.cache.get_seq_length()) == (0, "not-cached", 0)
+    with torch.no_grad():
+        out = manager.model.generate(result.input_ids, attention_mask=result.attention_mask,
+                                     past_key_values=result.cache, max_new_tokens=3, do_sample=False)
+    assert out.shape[1] == result.input_ids.shape[1] + 3
+
+
+@pytest.mark.parametrize("mode,reason", [("miss", "not-found"), ("timeout", "TimeoutError"),
+                                         ("truncate", "incomplete"), ("corrupt", "corrupt")])
+def test_a_failed_block_shortens_the_prefix_evicts_and_corrects_the_index(tmp_path, mode, reason):
+    store = FailingStore()
+    manager = _manager(tmp_path, store=store)
+    prompt = random_prompt(4 * BLOCK + 2, seed=12)
+    hashes = manager.add_blocks(prompt).hashes
+    store.fail[hashes[2]] = mode
+    result = manager.get_cache(prompt)
+    assert result.prefix_tokens == 2 * BLOCK
+    assert result.miss_reason == reason
+    assert store.evicted == hashes[2:]  # lazy eviction of the failed block and those after it
+    assert hashes[1] in manager.index and hashes[2] not in manager.index and hashes[3] not in manager.index
+    # the shorter cache still generates exactly what the full computation does
+    comparison = compare_generation(manager, prompt, new_tokens=6)
+    assert comparison.prefix_tokens == 2 * BLOCK and comparison.cached == comparison.reference
+
+
+def test_strict_mode_raises(tmp_path):
+    store = FailingStore()
+    manager = _manager(tmp_path, store=store, strict=True)
+    prompt = random_prompt(2 * BLOCK + 2, seed=13)
+    hashes = manager.add_blocks(prompt).hashes
+    store.fail[hashes[0]] = "miss"
+    with pytest.raises(BlockMiss):
+        manager.get_cache(prompt)
+
+
+def test_a_changed_weight_never_hits(tmp_path):
+    store = MemoryBlockStore()
+    manager = _manager(tmp_path, store=store)
+    prompt = random_prompt(3 * BLOCK + 2, seed=14)
+    manager.add_blocks(prompt)
+    assert manager.get_cache(prompt).prefix_tokens == 3 * BLOCK
+    changed = copy.deepcopy(manager.model)
+    with torch.no_grad():
+        changed.model.layers[2].self_attn.v_proj.weight[5, 5] += 1e-4
+    other = KVCManager(changed, manager.tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    result = other.get_cache(prompt)
+    assert result.prefix_tokens == 0 and store.gets == 3  # no block was fetched for the changed model
+
+
+def test_a_changed_tokenizer_never_hits(tmp_path):
+    store = MemoryBlockStore()
+    manager = _manager(tmp_path, store=store)
+    prompt = random_prompt(3 * BLOCK + 2, seed=15)
+    manager.add_blocks(prompt)
+    tokenizer = build_byte_tokenizer()
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<tool>"]})
+    other = KVCManager(manager.model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    assert other.get_cache(prompt).prefix_tokens == 0
+
+
+def test_cold_index_finds_the_prefix_by_binary_search_over_probes(tmp_path):
+    store = MemoryBlockStore()
+    writer = _manager(tmp_path / "writer", store=store)
+    prompt = random_prompt(8 * BLOCK + 1, seed=16)
+    writer.add_blocks(prompt[: 5 * BLOCK])
+    reader = _manager(tmp_path / "reader", store=store)  # an empty index, same constellation
+    result = reader.get_cache(prompt)
+    assert (result.prefix_tokens, result.source) == (5 * BLOCK, "probe")
+    assert store.probes <= 3 + 5  # log2(8) searches, then the remaining records of the prefix
+    probes = store.probes
+    assert reader.get_cache(prompt).source == "index" and store.probes == probes  # index warmed
+
+
+def test_index_survives_a_restart(tmp_path):
+    store = MemoryBlockStore()
+    prompt = random_prompt(3 * BLOCK + 4, seed=17)
+    _manager(tmp_path, store=store).add_blocks(prompt)
+    restarted = _manager(tmp_path, store=store, probe=False)
+    result = restarted.get_cache(prompt)
+    assert (result.prefix_tokens, result.source) == (3 * BLOCK, "index")
+
+
+def test_generate_with_cache_stores_the_prompt_from_the_generation_cache(tmp_path):
+    store = MemoryBlockStore()
+    manager = _manager(tmp_path, store=store)
+    prompt = random_prompt(3 * BLOCK + 4, seed=18)
+    forwards = []
+    hook = manager.model.register_forward_hook(lambda *args: forwards.append(1))
+    try:
+        first = generate_with_cache(manager, prompt, max_new_tokens=6, min_new_tokens=6)
+    finally:
+        hook.remove()
+    assert first.lookup.prefix_tokens == 0 and first.added.blocks_stored == 3
+    assert len(forwards) == 6  # prefill + 5 decode steps: the blocks came from generate's cache, no extra pass
+    second = generate_with_cache(manager, prompt, max_new_tokens=6, min_new_tokens=6)
+    assert second.lookup.prefix_tokens == 3 * BLOCK
+    assert second.new_tokens == first.new_tokens
