@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 from skymemory.kv.models import load_model
@@ -26,10 +27,17 @@ def random_prompt(n_tokens: int, seed: int) -> list[int]:
 class FailingStore(MemoryBlockStore):
     """The in-process store, but get_block fails for chosen hashes in a chosen way."""
 
-    def __init__(self):
+    def __init__(self, probe_knows_size: bool = True):
         super().__init__()
         self.fail: dict[bytes, str] = {}  # hash -> "miss", "timeout", "truncate", "corrupt"
         self.evicted: list[bytes] = []
+        self.probe_knows_size = probe_knows_size  # False: like a multi-chunk probe (n_bytes -1)
+
+    def probe_block(self, block_hash):
+        record = super().probe_block(block_hash)
+        if record is not None and not self.probe_knows_size:
+            record = dataclasses.replace(record, n_bytes=-1)
+        return record
 
     def get_block(self, record):
         mode = self.fail.get(record.block_hash)

@@ -43,14 +43,15 @@ def test_cached_generation_at_128_token_blocks(tmp_path):
     assert comparison.cached == comparison.reference
 
 
-def test_fp16_transport_of_an_fp32_model_gives_the_same_tokens(tmp_path):
+def test_fp16_transport_of_an_fp32_model_moves_the_logits_only_slightly(tmp_path):
+    """fp16 rounding of fp32 KV: not bit-exact (an argmax near-tie can flip), but the logits barely move."""
     manager = _manager(tmp_path, kv="fp16")
     prompt = random_prompt(4 * BLOCK + 5, seed=3)
     manager.add_blocks(prompt)
     comparison = compare_generation(manager, prompt, new_tokens=12)
     assert comparison.prefix_tokens == 4 * BLOCK
-    assert comparison.cached == comparison.reference
-    assert 0 < comparison.max_abs_logit_diff < 0.1
+    assert comparison.agree >= 1
+    assert 0 < comparison.max_abs_logit_diff < 0.05
 
 
 def test_a_wrong_prefix_changes_the_output(tmp_path):
@@ -175,6 +176,17 @@ def test_cold_index_finds_the_prefix_by_binary_search_over_probes(tmp_path):
     assert store.probes <= 3 + 5  # log2(8) searches, then the remaining records of the prefix
     probes = store.probes
     assert reader.get_cache(prompt).source == "index" and store.probes == probes  # index warmed
+
+
+def test_probed_records_of_unknown_size_are_fetched_and_learnt(tmp_path):
+    store = FailingStore(probe_knows_size=False)
+    prompt = random_prompt(3 * BLOCK + 4, seed=19)
+    hashes = _manager(tmp_path / "writer", store=store).add_blocks(prompt).hashes
+    reader = _manager(tmp_path / "reader", store=store)
+    result = reader.get_cache(prompt)
+    assert (result.prefix_tokens, result.source, result.miss_reason) == (3 * BLOCK, "probe", None)
+    stored_sizes = [len(store.get_block(reader.index.get(h).record)) for h in hashes]
+    assert [reader.index.get(h).record.n_bytes for h in hashes] == stored_sizes  # -1 replaced by the real size
 
 
 def test_index_survives_a_restart(tmp_path):

@@ -87,7 +87,7 @@ def test_fixed_commands_roundtrip(route, h, first, count, stride, eid, radius, t
 @settings(max_examples=40, deadline=None)
 @given(route=routes, h=hashes, data=st.binary(max_size=3000), cid=u32, secs=u32, subs=u16)
 def test_data_reply_roundtrip(route, h, data, cid, secs, subs):
-    desc = wire.make_desc(h, cid, cid + 1, 5, data)
+    desc = wire.make_desc(h, cid, (cid + 1) & 0xFFFFFFFF, 5, data)
     pkt = wire.encode_reply(route, wire.SKYMEM_REPLY_DATA, wire.SKYMEM_GET_CHUNK_CC, chunk_id=cid,
                             body=desc.pack() + data, seconds=secs, subseconds=subs)
     r = wire.decode_reply(pkt)

@@ -100,6 +100,8 @@ class SkyMemoryClient:
         self.bind = bind
         self.counters: Counter[str] = Counter()
         self.evicted: list[tuple[Sat, bytes]] = []  # unsolicited EVICTED notices (src, block hash)
+        self.capture: list[bytes] | None = None  # set to a list to record every packet sent and received
+        self._hk_waiters: dict[Sat, asyncio.Future] = {}
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(random.randrange(1, 2**31))
         self._transport: asyncio.DatagramTransport | None = None
@@ -110,7 +112,10 @@ class SkyMemoryClient:
         loop = asyncio.get_running_loop()
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         # a GET_CHUNKS burst of thousands of 6 KB replies must not overflow the socket
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024 * 1024)
+        try:  # SO_RCVBUFFORCE (33, Linux): root may exceed net.core.rmem_max
+            sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 32 * 1024 * 1024)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024 * 1024)
         sock.bind(self.bind)
         self._transport, _ = await loop.create_datagram_endpoint(lambda: _Protocol(self), sock=sock)
         self._slots = asyncio.Semaphore(self.window)
@@ -225,6 +230,41 @@ class SkyMemoryClient:
             await asyncio.gather(*(one(c) for c in missing))
         return result
 
+    async def set_param(self, dst: Sat, param_id: int, value: int, *, via: Sat | None = None) -> None:
+        """Data-plane SET_PARAM (SKYMEM_PARAM_*), acknowledged."""
+        await self._request(wire.SKYMEM_SET_PARAM_CC, dst, wire.encode_set_param(param_id, value), via=via)
+
+    async def housekeeping(self, sat: Sat, *, timeout: float | None = None) -> tuple[bytes, wire.Stats]:
+        """Send SKYMEM_SEND_HK to a satellite's own ground port; returns (raw HK packet, stats).
+
+        HK is a cFS-style telemetry packet with no request id, so it is matched by
+        the satellite's identity in the stats body; one request per satellite at a time.
+        """
+        if self._transport is None:
+            raise RuntimeError("client not open")
+        if sat in self._hk_waiters:
+            raise RuntimeError(f"an HK request to {sat} is already waiting")
+        fut = asyncio.get_running_loop().create_future()
+        self._hk_waiters[sat] = fut
+        packet = wire.encode_command(wire.SKYMEM_SEND_HK_MID, 0)
+        try:
+            for attempt in range(self.retries + 1):
+                self._send(packet, self._address(sat))
+                try:
+                    return await asyncio.wait_for(asyncio.shield(fut), (timeout or self.timeout) * self.backoff**attempt)
+                except asyncio.TimeoutError:
+                    continue
+            raise RequestTimeout(f"no HK telemetry from {sat}")
+        finally:
+            self._hk_waiters.pop(sat, None)
+
+    def _send(self, packet: bytes, addr: Address) -> None:
+        assert self._transport is not None
+        self._transport.sendto(packet, addr)
+        self.counters["sent"] += 1
+        if self.capture is not None:
+            self.capture.append(packet)
+
     # ---- machinery ------------------------------------------------------------------
     def _route(self, dst: Sat, via: Sat, request_id: int) -> wire.RouteHeader:
         return wire.RouteHeader(dst_plane=dst[0], dst_sat=dst[1], src_plane=wire.SKYMEM_GROUND_PLANE,
@@ -267,8 +307,7 @@ class SkyMemoryClient:
                 for attempt in range(tries + 1):
                     if attempt:
                         self.counters["retries"] += 1
-                    self._transport.sendto(packet, addr)
-                    self.counters["sent"] += 1
+                    self._send(packet, addr)
                     try:
                         reply = await asyncio.wait_for(asyncio.shield(pending.future), base * self.backoff**attempt)
                     except asyncio.TimeoutError:
@@ -313,8 +352,7 @@ class SkyMemoryClient:
                 for attempt in range(self.retries + 1):
                     if attempt:
                         self.counters["retries"] += 1
-                    self._transport.sendto(packet, addr)
-                    self.counters["sent"] += 1
+                    self._send(packet, addr)
                     # Wait while replies keep arriving; give up this attempt after a quiet period.
                     while pending.expected:
                         pending.progress.clear()
@@ -338,6 +376,11 @@ class SkyMemoryClient:
 
     def _on_datagram(self, data: bytes) -> None:
         self.counters["received"] += 1
+        if self.capture is not None:
+            self.capture.append(data)
+        if data[:2] == wire.SKYMEM_HK_TLM_MID.to_bytes(2, "big"):
+            self._on_hk(data)
+            return
         try:
             reply = wire.decode_reply(data)
         except WireError:
@@ -368,6 +411,18 @@ class SkyMemoryClient:
             self.counters["duplicates"] += 1
             return
         pending.future.set_result(reply)
+
+    def _on_hk(self, data: bytes) -> None:
+        try:
+            _, _, stats = wire.decode_hk(data)
+        except WireError:
+            self.counters["malformed"] += 1
+            return
+        fut = self._hk_waiters.get((stats.plane, stats.sat))
+        if fut is None or fut.done():
+            self.counters["duplicates"] += 1
+            return
+        fut.set_result((data, stats))
 
     def _collect_chunk(self, pending: _Pending, reply: wire.Reply) -> None:
         assert pending.progress is not None

@@ -10,11 +10,16 @@ each stream is decoded by its ccsdspy definition into numpy arrays.
 from __future__ import annotations
 
 import io
+import logging
 from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
-from ccsdspy import FixedLength, PacketArray, PacketField, VariableLength
+
+# ccsdspy logs an INFO banner on import, to stderr; keep only its warnings and errors.
+logging.getLogger("ccsdspy").addFilter(lambda record: record.levelno >= logging.WARNING)
+
+from ccsdspy import FixedLength, PacketArray, PacketField, VariableLength  # noqa: E402
 
 from skymemory import wire
 from skymemory.errors import WireError

@@ -447,7 +447,7 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
     if (m.is_cmd) {
         switch (m.mid) {
         case SKYMEM_CMD_MID: handle_control(n, &m); return;
-        case SKYMEM_SEND_HK_MID: n->c.cmd_count++; send_hk(n, from_ground, src); return;
+        case SKYMEM_SEND_HK_MID: send_hk(n, from_ground, src); return; /* not counted, as in cFS */
         case ISL_ROUTER_CMD_MID:
         case ISL_ROUTER_SEND_HK_MID:
             /* the ISL router of the cFS build; the native node routes in-process */

@@ -17,6 +17,7 @@ it knows nothing about this model's chains, the paper's binary search over
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from . import codec
 from .blocks import chain_hashes, model_fingerprint, root_hash, split_blocks, tokenizer_fingerprint, usable_blocks
 from .models import cache_dir
 from .radix import RadixIndex
-from .store import BlockMiss, BlockRecord
+from .store import BlockMiss, BlockRecord, make_miss
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +204,7 @@ class KVCManager:
         cache = codec.blocks_to_cache(decoded, self.model.config, self.model.dtype, self.model.device)
         decode_s = time.perf_counter() - started
 
+        self._learn_sizes(records[: len(decoded)], payloads)
         miss_reason = None
         if miss is not None:
             miss_reason = self._handle_miss(records, *miss)
@@ -244,12 +246,24 @@ class KVCManager:
                     for later in futures[position + 1 :]:
                         later.cancel()
                     return payloads, (position, type(exc).__name__, str(exc))
-                if len(payload) != records[position].n_bytes:
+                expected = records[position].n_bytes  # -1: unknown (a record from probe_block)
+                if expected >= 0 and len(payload) != expected:
                     for later in futures[position + 1 :]:
                         later.cancel()
-                    return payloads, (position, "incomplete", f"{len(payload)} of {records[position].n_bytes} bytes")
+                    return payloads, (position, "incomplete", f"{len(payload)} of {expected} bytes")
                 payloads.append(payload)
         return payloads, None
+
+    def _learn_sizes(self, records: list[BlockRecord], payloads: list[bytes]) -> None:
+        """Records from probe_block may not know the block size (-1); the index keeps the real one."""
+        changed = False
+        for record, payload in zip(records, payloads):
+            entry = self.index.get(record.block_hash)
+            if record.n_bytes < 0 and entry is not None:
+                self.index.insert(entry.parent, dataclasses.replace(record, n_bytes=len(payload)), entry.meta, save=False)
+                changed = True
+        if changed:
+            self.index.save()
 
     def _handle_miss(self, records: list[BlockRecord], position: int, reason: str, detail: str) -> str:
         """Log, evict the failed block and the ones after it (lazy eviction), correct the index."""
@@ -262,7 +276,7 @@ class KVCManager:
                 log.info("evicting %s failed: %r", record.block_hash.hex()[:16], exc)
         self.index.remove(failed.block_hash)
         if self.strict:
-            raise BlockMiss(reason) if _accepts_reason() else BlockMiss()
+            raise make_miss(reason, f"block {failed.block_hash.hex()[:16]}: {reason} {detail}")
         return reason
 
     # ------------------------------------------------------------------ add
@@ -319,14 +333,6 @@ class KVCManager:
         finally:
             self.index.save()
         return result
-
-
-def _accepts_reason() -> bool:
-    try:
-        BlockMiss("x")
-        return True
-    except TypeError:  # pragma: no cover
-        return False
 
 
 @dataclass

@@ -128,7 +128,7 @@ def _build_embedded(spec: EmbeddedSpec) -> LlamaForCausalLM:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         model = LlamaForCausalLM(llama_config(spec))
-    model = model.to(torch.float16)
+    cast_parameters(model, torch.float16)
     model.config.name_or_path = spec.name
     return model.eval()
 
@@ -164,6 +164,18 @@ def _save_atomically(model: LlamaForCausalLM, directory: Path) -> None:
     except OSError as exc:  # another process won the race, or the disk is full: keep going without a cache
         log.warning("could not cache %s in %s: %s", model.config.name_or_path, directory, exc)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cast_parameters(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Convert the weights to `dtype` in place, like from_pretrained(dtype=...) does.
+
+    Unlike `model.to(dtype)`, this leaves non-persistent buffers alone: the
+    rotary `inv_freq` stays fp32 (fp16 frequencies would shift every position).
+    """
+    for parameter in model.parameters():
+        if parameter.is_floating_point() and parameter.dtype != dtype:
+            parameter.data = parameter.data.to(dtype)
+    model.config.dtype = dtype
 
 
 def downloads_allowed(allow_download: bool | None) -> bool:
@@ -222,7 +234,7 @@ def load_model(
         model, info = build_embedded(spec)
         log.info("%s: %s in %.2f s", spec, info["source"], info["seconds"])
         tokenizer = build_byte_tokenizer()
-        model = model.to(dtype=torch_dtype)
+        cast_parameters(model, torch_dtype)
     else:
         if not Path(spec).exists() and "/" not in spec:
             raise ValueError(

@@ -37,9 +37,9 @@ except ImportError:  # pragma: no cover - exercised only before skymemory.blocks
     class BlockMiss(Exception):  # type: ignore[no-redef]
         """A block (or one of its chunks) could not be retrieved; `.reason` says why."""
 
-        def __init__(self, reason: str, message: str | None = None):
-            super().__init__(message or reason)
+        def __init__(self, reason: str, message: str = ""):
             self.reason = reason
+            super().__init__(message or reason)
 
     class BlockStore(Protocol):  # type: ignore[no-redef]
         def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord: ...
@@ -49,15 +49,8 @@ except ImportError:  # pragma: no cover - exercised only before skymemory.blocks
 
 
 def make_miss(reason: str, message: str | None = None) -> BlockMiss:
-    """A BlockMiss with `.reason` set, whatever the constructor of the installed class looks like."""
-    try:
-        miss = BlockMiss(reason)
-    except TypeError:  # pragma: no cover
-        miss = BlockMiss()
-    miss.reason = reason
-    if message:
-        miss.args = (message,)
-    return miss
+    """A BlockMiss with `.reason` set (the contract: BlockMiss(reason, message))."""
+    return BlockMiss(reason, message or "")
 
 
 class MemoryBlockStore:

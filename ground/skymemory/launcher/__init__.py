@@ -196,7 +196,10 @@ def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessG
         why = netns.probe()
         if why:
             raise LaunchError(f"--netns is not possible here: {why}")
-        record = netns.build(args.netns)
+        try:
+            record = netns.build(args.netns)
+        except netns.NetnsUnavailable as exc:
+            raise LaunchError(f"--netns is not possible here: {exc}") from None
         m.backend = {"kind": "netns", "marker": "skymem_node", **record}
         m.ground_host = record["ground_address"]
         host_index = lambda i: i * args.netns // n  # contiguous shares, like satellites per mini PC

@@ -50,6 +50,9 @@ def build(hosts: int, tag: str | None = None) -> dict:
     """Create the bridge and `hosts` namespaces; returns the record `teardown` needs."""
     if not 1 <= hosts <= 250:
         raise ValueError("1..250 emulated hosts")
+    in_use = _ip("-4", "-o", "addr", "show", check=False).stdout
+    if f" {SUBNET_PREFIX}" in in_use:
+        raise NetnsUnavailable(f"{SUBNET_PREFIX}0/24 is already in use on this host (another --netns run?)")
     tag = tag or secrets.token_hex(2)
     bridge = f"skb{tag}"
     record = {"tag": tag, "bridge": bridge, "namespaces": [], "veths": [], "ground_address": GROUND_ADDRESS}

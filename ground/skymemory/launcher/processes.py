@@ -1,8 +1,7 @@
 """Local node processes: start in one process group, pid files, liveness, stop and verify.
 
 Every node the launcher starts on this machine joins one process group (the
-first node leads it, in a new session) so nothing stays attached to the
-terminal, and gets a pid file `<run_dir>/pids/<plane>-<sat>.pid`. In the
+first node leads it) that is not the terminal's foreground group, and gets a pid file `<run_dir>/pids/<plane>-<sat>.pid`. In the
 foreground the nodes also get PR_SET_PDEATHSIG, so they die with the launcher
 even if it is killed with SIGKILL. `stop` signals by pid file, checks each pid
 still runs the node it started (its /proc cmdline), escalates to SIGKILL after
@@ -44,10 +43,9 @@ class ProcessGroup:
         try:
             kwargs = dict(stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
                           close_fds=True)
-            if self.pgid == 0:
-                kwargs["start_new_session"] = True  # leader: new session + group, no controlling tty
-            else:
-                kwargs["process_group"] = self.pgid
+            # the first node leads a new process group, the others join it; the group is never the
+            # terminal's foreground group, so a Ctrl-C reaches only the launcher, which tears down
+            kwargs["process_group"] = self.pgid
             if self.die_with_parent:
                 kwargs["preexec_fn"] = _die_with_parent
             proc = subprocess.Popen(argv, **kwargs)

@@ -1,0 +1,59 @@
+"""`skymemory status`: one row per satellite from a STATS request (counters, chunks, memory)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from skymemory.cli._common import add_manifest_arg, client_bind, load_manifest, positive_float, table
+from skymemory.client import SkyMemoryClient
+from skymemory.errors import SkyMemoryError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("status", help="table of every satellite's STATS (counters, chunks, memory)")
+    add_manifest_arg(p)
+    p.add_argument("--timeout", type=positive_float, default=0.5, help="seconds per attempt (default 0.5)")
+    p.add_argument("--via-overhead", action="store_true",
+                   help="route every request through the overhead satellite and ISL (default: direct)")
+    p.set_defaults(func=run)
+
+
+async def _collect(m, args):
+    c = m.constellation()
+    via = (lambda _dst: c.overhead()) if args.via_overhead else None
+    async with SkyMemoryClient(m.ground_addresses(), via=via, timeout=args.timeout, retries=2, window=128,
+                               bind=client_bind(m)) as client:
+        async def one(s):
+            try:
+                return s, await client.stats(s)
+            except SkyMemoryError as exc:
+                return s, exc
+
+        return await asyncio.gather(*(one((e.plane, e.sat)) for e in m.satellites)), c.overhead()
+
+
+def run(args) -> int:
+    try:
+        m = load_manifest(args)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"skymemory status: {exc}", file=sys.stderr)
+        return 1
+    results, overhead = asyncio.run(_collect(m, args))
+    rows = [("plane", "sat", "chunks", "used KiB", "budget KiB", "cmds", "errs", "rx", "tx", "fwd", "drop",
+             "inval", "lru", "purged", "mig out", "mig in", "up s")]
+    failed = 0
+    for (p, s), st in results:
+        if isinstance(st, Exception):
+            failed += 1
+            rows.append((p, s, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                         type(st).__name__))
+            continue
+        rows.append((p, s, st.chunks, st.bytes_used // 1024, st.bytes_budget // 1024, st.cmd_count, st.err_count,
+                     st.rx_packets, st.tx_packets, st.forwarded, st.dropped, st.invalid, st.lru_evictions,
+                     st.blocks_purged, st.migrated_out, st.migrated_in, st.uptime_s))
+    print(table(rows))
+    ok = [st for _, st in results if not isinstance(st, Exception)]
+    print(f"{len(ok)}/{len(results)} satellites answered; overhead now {overhead}; chunks stored "
+          f"{sum(s.chunks for s in ok)}, memory used {sum(s.bytes_used for s in ok) / 2**20:.1f} MiB")
+    return 0 if failed == 0 else 1

@@ -1,0 +1,58 @@
+"""`skymemory telemetry decode FILE`: decode recorded packets (HK, replies, commands) with ccsdspy."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from skymemory import wire
+from skymemory.cli._common import table
+from skymemory.errors import WireError
+
+_HK_COLUMNS = ("TLM_SECONDS", "STATS_PLANE", "STATS_SAT", "STATS_CHUNKS", "STATS_BYTES_USED", "STATS_CMD_COUNT",
+               "STATS_ERR_COUNT", "STATS_RX_PACKETS", "STATS_TX_PACKETS", "STATS_FORWARDED", "STATS_DROPPED")
+_REPLY_COLUMNS = ("CCSDS_SEQUENCE_COUNT", "ROUTE_SRC_PLANE", "ROUTE_SRC_SAT", "ROUTE_REQUEST_ID", "ROUTE_HOPS",
+                  "REPLY_KIND", "REPLY_CC", "REPLY_STATUS", "REPLY_CHUNK_ID", "REPLY_VALUE")
+_CMD_COLUMNS = ("CCSDS_SEQUENCE_COUNT", "FUNCTION_CODE", "ROUTE_DST_PLANE", "ROUTE_DST_SAT", "ROUTE_VIA_PLANE",
+                "ROUTE_VIA_SAT", "ROUTE_REQUEST_ID")
+COLUMNS = {wire.SKYMEM_HK_TLM_MID: _HK_COLUMNS, wire.SKYMEM_REPLY_TLM_MID: _REPLY_COLUMNS,
+           wire.SKYMEM_DATA_CMD_MID: _CMD_COLUMNS}
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("telemetry", help="decode recorded telemetry / packet captures (ccsdspy)")
+    sub = p.add_subparsers(dest="telemetry_command", required=True, metavar="ACTION")
+    d = sub.add_parser("decode", help="decode a file of concatenated CCSDS packets with ccsdspy")
+    d.add_argument("file", type=Path)
+    d.add_argument("--limit", type=int, default=20, help="rows shown per message id (default 20, 0 = all)")
+    d.set_defaults(func=run_decode)
+
+
+def run_decode(args) -> int:
+    if args.limit < 0:
+        print("skymemory telemetry: --limit must be >= 0", file=sys.stderr)
+        return 2
+    from skymemory import telemetry  # imported here: ccsdspy is slow to import for the other commands
+
+    try:
+        decoded = telemetry.decode_file(args.file)
+    except FileNotFoundError:
+        print(f"skymemory telemetry: no file {args.file}", file=sys.stderr)
+        return 1
+    except (WireError, ValueError) as exc:
+        print(f"skymemory telemetry: {args.file}: {exc}", file=sys.stderr)
+        return 1
+    for mid, fields in decoded.items():
+        name = telemetry.MID_NAMES.get(mid, "unknown")
+        cols = COLUMNS.get(mid)
+        if cols is None:
+            print(f"{mid:#06x} {name}: {int(fields['PACKETS'][0])} packets (no ccsdspy definition)")
+            continue
+        n = len(fields["CCSDS_APID"])
+        print(f"{mid:#06x} {name}: {n} packets")
+        shown = n if args.limit == 0 else min(n, args.limit)
+        rows = [tuple(c.replace("STATS_", "").replace("ROUTE_", "").replace("CCSDS_SEQUENCE_COUNT", "SEQ").lower()
+                      for c in cols)]
+        rows += [tuple(int(fields[c][i]) for c in cols) for i in range(shown)]
+        print(table(rows))
+    return 0

@@ -1,0 +1,124 @@
+"""Model loading (embedded, local directory, offline hub id, quantised) and `skymemory model`."""
+
+import pytest
+import torch
+
+from kv_support import MemoryBlockStore, random_prompt, tiny
+from skymemory.cli import main
+from skymemory.kv import blocks, models
+from skymemory.kv.device import parse_dtype, pick_device, pick_dtype
+from skymemory.kv.manager import KVCManager
+from skymemory.kv.report import compare_generation
+
+
+def test_embedded_tiny_is_deterministic_and_the_tinyllama_family():
+    a, _ = models.load_model("embedded-tiny", device="cpu", dtype="fp32")
+    b, _ = models.load_model("embedded-tiny", device="cpu", dtype="fp32")
+    assert blocks.weights_digest(a) == blocks.weights_digest(b)
+    assert a.config.model_type == "llama" and a.config.num_key_value_heads == 4
+
+
+def test_embedded_tinyllama_config_matches_the_paper_model():
+    config = models.llama_config(models.EMBEDDED["embedded-tinyllama"])
+    assert (config.num_hidden_layers, config.hidden_size, config.intermediate_size) == (22, 2048, 5632)
+    assert (config.num_attention_heads, config.num_key_value_heads, config.head_dim) == (32, 4, 64)
+    assert (config.vocab_size, config.max_position_embeddings) == (32000, 2048)
+    assert config.rope_parameters["rope_theta"] == 10000.0
+
+
+def test_device_and_dtype_defaults_and_overrides(monkeypatch):
+    monkeypatch.delenv("SKYMEMORY_DEVICE", raising=False)
+    monkeypatch.delenv("SKYMEMORY_DTYPE", raising=False)
+    cpu = torch.device("cpu")
+    assert pick_dtype(cpu) == torch.float32
+    assert pick_dtype(torch.device("cuda")) == torch.float16
+    assert pick_dtype(cpu, "bf16") == torch.bfloat16
+    monkeypatch.setenv("SKYMEMORY_DTYPE", "fp16")
+    assert pick_dtype(cpu) == torch.float16
+    with pytest.raises(ValueError):
+        parse_dtype("int3")
+    if not torch.cuda.is_available():
+        assert pick_device() == cpu
+        with pytest.raises(ValueError):
+            pick_device("cuda")
+
+
+def test_unknown_and_offline_specs_fail_clearly(monkeypatch, tmp_path):
+    with pytest.raises(ValueError):
+        models.load_model("no-such-model")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))  # an empty hub cache: nothing to load offline
+    assert not models.downloads_allowed(True)
+    with pytest.raises(OSError):
+        models.load_model("someone/not-downloaded-model", device="cpu")
+
+
+def test_a_saved_model_directory_loads_with_its_tokenizer(tmp_path):
+    model, tokenizer = tiny()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    loaded, loaded_tokenizer = models.load_model(str(tmp_path), device="cpu", dtype="fp32")
+    assert loaded_tokenizer("abc").input_ids == tokenizer("abc").input_ids
+    ids = torch.tensor([random_prompt(20, seed=1)])
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits, model(ids).logits)
+
+
+def test_quanto_int8_weights_work_with_the_cache(tmp_path):
+    quantised, tokenizer = models.load_model("embedded-tiny", device="cpu", dtype="fp32", quantize="qint8")
+    plain, _ = tiny()
+    assert blocks.model_fingerprint(quantised) != blocks.model_fingerprint(plain)
+    manager = KVCManager(quantised, tokenizer, MemoryBlockStore(), block_tokens=16, kv_dtype="fp32", index_dir=tmp_path)
+    prompt = random_prompt(3 * 16 + 4, seed=2)
+    manager.add_blocks(prompt)
+    comparison = compare_generation(manager, prompt, new_tokens=6)
+    assert comparison.prefix_tokens == 48 and comparison.cached == comparison.reference
+
+
+def test_model_info_prints_the_tinyllama_block_sizes(capsys):
+    assert main(["model", "info", "--model", "embedded-tinyllama"]) == 0
+    out = capsys.readouterr().out
+    assert "22 layers" in out and "1.100 B" in out
+    assert "2,883,648" in out  # fp16 block of 128 tokens: the paper's ~2.9 MB
+    assert "1,475,648" in out  # int8
+
+
+def test_model_verify_runs_on_the_small_model(capsys):
+    code = main(["model", "verify", "--model", "embedded-tiny", "--block-tokens", "16", "--blocks", "2",
+                 "--prompts", "2", "--new-tokens", "4", "--formats", "fp32,int8"])
+    assert code == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
+    assert rows["fp32"][1] == "2/2"  # fp32 transport of an fp32 model: identical tokens
+    assert set(rows) == {"fp32", "int8"}
+
+
+@pytest.mark.parametrize("argv", [["model", "info", "--block-tokens", "0"], ["model", "bench", "--prefill-tokens", "x"],
+                                  ["model", "verify", "--dtype", "fp8"], ["model"]])
+def test_bad_arguments_exit_2(argv):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+
+
+def test_unknown_kv_format_is_an_error():
+    with pytest.raises(ValueError):
+        main(["model", "verify", "--model", "embedded-tiny", "--formats", "fp8"])
+
+
+def test_hqq_without_the_package_is_a_clear_error():
+    import importlib.util
+
+    if importlib.util.find_spec("hqq") is not None:
+        pytest.skip("hqq is installed")
+    model, _ = models.load_model("embedded-tiny", device="cpu")
+    with pytest.raises(RuntimeError, match="hqq"):
+        models.quantize_weights(model, "hqq")
+    with pytest.raises(ValueError):
+        models.quantize_weights(model, "int3")
+
+
+def test_model_bench_runs_on_the_small_model(capsys):
+    assert main(["model", "bench", "--model", "embedded-tiny", "--prefill-tokens", "300", "--block-tokens", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "get_cache 256 tokens" in out and "prefill the 44 uncached tokens" in out
