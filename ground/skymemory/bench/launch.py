@@ -16,6 +16,7 @@ import ctypes
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +33,30 @@ PACKAGE_ROOT = Path(skymemory.__file__).resolve().parents[1]  # the directory ho
 
 class LaunchFailed(RuntimeError):
     pass
+
+
+def ports_free(first: int, count: int, host: str = "127.0.0.1") -> bool:
+    """True when UDP ports first..first+count-1 can all be bound on host right now."""
+    for port in range(first, first + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def free_port_offset(n: int, start: int = 6000, step: int = 250, avoid: set[int] = frozenset()) -> int:
+    """An offset k such that ISL ports 20000+k.. and ground ports 40000+k.. for n satellites are free.
+
+    Other constellations (tests, other users) may run on this machine at the same time.
+    """
+    offset = start
+    while 20000 + offset + n <= 40000:
+        if offset not in avoid and ports_free(20000 + offset, n) and ports_free(40000 + offset, n):
+            return offset
+        offset += max(step, n)
+    raise LaunchFailed(f"no free block of {n} UDP ports found for a constellation")
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
