@@ -8,6 +8,7 @@ outputs (JSON, markdown, PNG) while printing progress and the final table.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -129,6 +130,10 @@ def execute(cfg, out_dir: Path, *, title: str) -> int:
         except FileNotFoundError as exc:
             print(f"{title}: {exc}", file=sys.stderr)
             return 2
+    def stop_on_signal(signum, _frame):  # SIGTERM / SIGHUP end the run like Ctrl-C: through the teardown
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         cfg.check()
         result = run(cfg, log)
@@ -139,6 +144,9 @@ def execute(cfg, out_dir: Path, *, title: str) -> int:
         log(f"failed: {exc}")
         print(f"{title}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     paths = report.write_all(result, out_dir)
     log(f"done in {result['wall_s']:.0f} s; constellation torn down")
     print(report.markdown(result))

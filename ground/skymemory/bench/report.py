@@ -60,6 +60,7 @@ def header(result: dict) -> str:
     return (
         f"Model {env['model']} ({env['model_name']}, {env['params'] / 1e6:,.0f} M parameters, {env['layers']} layers, "
         f"{env['model_dtype']}) on {env['device']} ({env['cpu']}, {env['torch_threads']} torch threads); "
+        f"client CRC32C in {'C (skymemory._native)' if env.get('native_codec') else 'pure Python (no _native!)'}; "
         f"KV {cfg['kv_dtype']}, {result['block_tokens']}-token blocks, chunks of {cfg['chunk_size']} B striped over "
         f"{cfg['servers']} satellites of a {cfg['planes']}x{cfg['sats']} constellation. "
         f"Suffix {cfg['suffix_tokens']} tokens, {cfg['suffixes']} different suffixes, {cfg['repeats']} measured "

@@ -189,8 +189,10 @@ def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
                 break
     except OSError:
         pass
+    from skymemory import native
+
     return {
-        "cpu": cpu, "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+        "native_codec": native.AVAILABLE, "cpu": cpu, "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(), "device": str(model.device), "model_dtype": str(model.dtype),
         "model": cfg.model, "model_name": getattr(model.config, "name_or_path", ""),
         "layers": model.config.num_hidden_layers, "kv_heads": model.config.num_key_value_heads,
@@ -262,7 +264,13 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
 
     from .launch import LocalConstellation, free_port_offset
 
+    from skymemory import native
+
     started_all = time.perf_counter()
+    if not native.AVAILABLE:
+        log("WARNING: skymemory._native is not built, so the client checks every chunk's CRC32C in pure Python "
+            "(~300x slower than C; it dominates retrieval). Build it: `pip install -e .` or "
+            "`cd ground && python skymemory/_cffi_build.py`")
     with contextlib.ExitStack() as stack:
         work_dir = Path(cfg.work_dir) if cfg.work_dir else Path(stack.enter_context(
             tempfile.TemporaryDirectory(prefix="skymemory-ttft-")))
