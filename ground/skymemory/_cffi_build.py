@@ -108,6 +108,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
+uint32_t skymem_bulk_crc32c(const uint8_t *data, size_t len);
 int skymem_build_hk(uint8_t *buf, size_t cap, uint16_t seq, uint32_t seconds, uint16_t subsecs,
                     const skymem_stats_t *stats);
 """

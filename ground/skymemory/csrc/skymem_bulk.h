@@ -13,6 +13,7 @@
 #ifndef SKYMEM_BULK_H
 #define SKYMEM_BULK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* One satellite holding chunks, and the ground link that reaches it. */
@@ -77,5 +78,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
  * unacknowledged, resending a chunk whose ACK has not come after rto_s. */
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
+
+/* CRC32C as the flight core computes it (hardware instruction when available). */
+uint32_t skymem_bulk_crc32c(const uint8_t *data, size_t len);
 
 #endif /* SKYMEM_BULK_H */
