@@ -54,6 +54,11 @@ def test_fp16_transport_of_an_fp32_model_moves_the_logits_only_slightly(tmp_path
     assert 0 < comparison.max_abs_logit_diff < 0.05
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_auto_kv_format_follows_the_model(tmp_path, dtype):
+    assert _manager(tmp_path, dtype=dtype, kv="auto").kv_format == dtype
+
+
 def test_a_wrong_prefix_changes_the_output(tmp_path):
     """The equality checks above can fail: KV of another prefix gives other tokens."""
     manager = _manager(tmp_path)

@@ -77,6 +77,25 @@ class AddResult:
 
 
 class KVCManager:
+    """Caches a model's prompt KV in a block store (one manager per model + tokenizer).
+
+    store          anything with put_block / get_block / probe_block / evict_block
+                   (docs/CONTRACTS.md); get_block must be thread-safe when
+                   fetch_workers > 1 (blocks are fetched in parallel)
+    block_tokens   tokens per block (the paper's 128)
+    kv_dtype       how KV travels: fp16 (default), bf16, fp32, int8 (quanto), or
+                   auto (the model's dtype: cached generation is then token-identical;
+                   fp16 KV for an fp32 model rounds it, which can flip a near-tie)
+    index_dir      where the radix index file lives (default ~/.cache/skymemory/index)
+    strict         raise BlockMiss instead of returning a shorter cache
+    probe          binary-search the store with probe_block when the index knows
+                   nothing about this model's chains
+
+    The tokenizer's fingerprint is taken once here (a different tokenizer means
+    a new manager); the model's is re-checked on every call (cheap: the weights
+    digest is recomputed only when a tensor changed).
+    """
+
     def __init__(
         self,
         model,
@@ -99,6 +118,8 @@ class KVCManager:
         self.tokenizer = tokenizer
         self.store = store
         self.block_tokens = block_tokens
+        if kv_dtype == "auto":  # the model's own precision: bit-exact prefixes
+            kv_dtype = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(model.dtype, "fp16")
         self.kv_format = codec.check_format(kv_dtype)
         self.strict = strict
         self.probe = probe
@@ -125,7 +146,7 @@ class KVCManager:
         blocks = split_blocks(token_ids, self.block_tokens)
         if n_blocks is not None:
             blocks = blocks[:n_blocks]
-        self.root = self.current_root()
+        self.root = self.current_root()  # follows in-place weight changes
         return chain_hashes(self.root, blocks)
 
     # ------------------------------------------------------------------ lookup
