@@ -4,7 +4,7 @@ A request of N prompt tokens has k cached blocks of B tokens. Fetching the
 first m blocks (0 <= m <= k) leaves N - m*B tokens to compute with m*B tokens
 of context; the rest of the cached prefix is recomputed. Time to first token:
 
-  compute(m)  = T(N) - T(m*B)                       (prefill T(n) = a + b*n + c*n^2, fitted on this device)
+  compute(m)  = a + T(N) - T(m*B)                   (prefill T(n) = a + b*n + c*n^2, fitted on this device)
   transfer(m) = rtt + m * block_bytes / rate         (0 when m = 0)
   TTFT(m)     = transfer(m) + compute(m)             without streaming
   TTFT(m)     = max(transfer(m) + compute(m) / L,    with layerwise streaming over L layers: layer l
@@ -54,7 +54,7 @@ class PrefillModel:
         """The forward over tokens cached_tokens..total_tokens (with the cached ones as context)."""
         if cached_tokens <= 0:
             return self.t(total_tokens)
-        return max(self.t(total_tokens) - self.t(cached_tokens), self.a)
+        return self.a + self.t(total_tokens) - self.t(cached_tokens)  # one forward: its fixed cost once
 
     @classmethod
     def fit(cls, points: list[tuple[int, float]], device: str = "cpu") -> "PrefillModel":
@@ -128,7 +128,7 @@ def measure_prefill(model, lengths=(16, 128, 512, 1024), repeats: int = 2, vocab
             with torch.no_grad():
                 model(input_ids=ids, use_cache=True)
             times.append(time.perf_counter() - started)
-        points.append((n, statistics.median(times)))
+        points.append((n, min(times)))  # the least disturbed run (shared machines)
     return PrefillModel.fit(points, device=str(model.device))
 
 

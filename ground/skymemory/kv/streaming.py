@@ -65,6 +65,7 @@ class StreamStats:
     transfer_s: float | None = None  # start -> last chunk (and digests) in
     exposed_s: float = 0.0  # time the forward pass spent waiting for layers
     layer_ready_s: list[float] = field(default_factory=list)  # per layer: start -> usable
+    layer_wait_s: list[float] = field(default_factory=list)  # per layer: time the forward waited for it
     bytes: int = 0
     packets_rx: int = 0
     retransmits: int = 0
@@ -106,7 +107,9 @@ class PrefixStream:
         self.chunk_count = self.jobs[0].chunk_count
         self.error: StreamFailed | None = None
         self.done = threading.Event()  # transfer over (success or error), digests checked
-        self.stats = StreamStats(layer_ready_s=[0.0] * geometry.layers)
+        self._transfer_over = threading.Event()
+        self._digests = [hashlib.sha256() for _ in records]
+        self.stats = StreamStats(layer_ready_s=[0.0] * geometry.layers, layer_wait_s=[0.0] * geometry.layers)
         self._header_checked = False
         self._thread: threading.Thread | None = None
 
@@ -122,12 +125,15 @@ class PrefixStream:
         return self
 
     def _fetch(self) -> None:
+        hasher = threading.Thread(target=self._hash_as_it_arrives, name="kv-stream-digest", daemon=True)
+        hasher.start()
         try:
             t = self.store.fetch_jobs(self.jobs, prefix=self.prefix, wave_chunks=self.wave_chunks)
             self.stats.packets_rx, self.stats.retransmits = t.packets_rx, t.retransmits
-            for job in self.jobs:  # the last layer is released only after every digest matched
-                header = codec.read_header(job.buf)
-                if hashlib.sha256(memoryview(job.buf)[codec.HEADER_BYTES:]).digest() != header.digest:
+            self._transfer_over.set()
+            hasher.join()
+            for job, digest in zip(self.jobs, self._digests):  # the last layer waits for these
+                if digest.digest() != codec.read_header(job.buf).digest:
                     raise StreamFailed("corrupt", f"block {job.block_hash.hex()[:16]}: payload digest mismatch")
             self.stats.bytes = self.n_bytes * len(self.jobs)
         except StreamFailed as exc:
@@ -137,8 +143,30 @@ class PrefixStream:
         except Exception as exc:  # noqa: BLE001 - socket errors, codec errors: all failures of the stream
             self.error = StreamFailed(type(exc).__name__, str(exc))
         finally:
+            self._transfer_over.set()
             self.stats.transfer_s = time.perf_counter() - self.stats.started
             self.done.set()
+
+    def _hash_as_it_arrives(self) -> None:
+        """SHA-256 of each block's payload, fed with the bytes as they become contiguous.
+
+        hashlib releases the GIL on large updates, so this runs beside the model; when the
+        transfer ends only the last bytes are left to hash.
+        """
+        hashed = [codec.HEADER_BYTES] * len(self.jobs)
+        while True:
+            over = self._transfer_over.is_set()  # read before the progress: no bytes are missed
+            progressed = False
+            for b, job in enumerate(self.jobs):
+                upto = min(self.n_bytes, int(self.prefix[b]) * self.chunk_bytes)
+                if upto > hashed[b]:
+                    self._digests[b].update(memoryview(job.buf)[hashed[b]:upto])
+                    hashed[b] = upto
+                    progressed = True
+            if over and not progressed:
+                return
+            if not progressed:
+                time.sleep(0.001)
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
@@ -180,6 +208,7 @@ class PrefixStream:
             raise self.error
         now = time.perf_counter()
         self.stats.exposed_s += now - started
+        self.stats.layer_wait_s[layer] = now - started
         self.stats.layer_ready_s[layer] = now - self.stats.started
         if not self._header_checked:
             self._check_headers()
