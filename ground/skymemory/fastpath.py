@@ -114,6 +114,7 @@ class BulkTransfer:
         self.window_bytes = window_bytes
         self._ids = random.Random()
         self._ids_lock = threading.Lock()
+        self._ipv4: dict[str, int] = {}  # host -> IPv4 as an integer (resolved once)
 
     def _via(self, dst: Sat) -> Sat:
         if self.via is None:
@@ -147,7 +148,9 @@ class BulkTransfer:
             s = servers[i]
             s.plane, s.sat = sat
             s.via_plane, s.via_sat = via
-            s.ipv4 = int(ipaddress.IPv4Address(socket.gethostbyname(host)))
+            if host not in self._ipv4:
+                self._ipv4[host] = int(ipaddress.IPv4Address(socket.gethostbyname(host)))
+            s.ipv4 = self._ipv4[host]
             s.port = port
         return servers, len(table), firsts
 
