@@ -17,15 +17,19 @@ from cffi import FFI
 REPO = Path(__file__).resolve().parents[2]
 CORE = Path(os.environ.get("SKYMEM_CORE_DIR", REPO / "cfs_apps" / "skymem_core"))
 SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c"]
+# the ground's batched transfer (POSIX sockets: not part of the portable flight core)
+CSRC = Path(__file__).resolve().parent / "csrc"
+GROUND_SOURCES = ["skymem_bulk.c"]
 
 
 def core_sources() -> list[Path]:
-    return [CORE / "fsw" / "src" / name for name in SOURCES]
+    return [CORE / "fsw" / "src" / name for name in SOURCES] + [CSRC / name for name in GROUND_SOURCES]
 
 
 def sources_present() -> bool:
     return all(p.is_file() for p in core_sources()) and all(
-        (CORE / "fsw" / "inc" / h).is_file() for h in ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h"))
+        (CORE / "fsw" / "inc" / h).is_file() for h in ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h")) \
+        and (CSRC / "skymem_bulk.h").is_file()
 
 
 CDEF = """
@@ -91,6 +95,20 @@ int skymem_build_reply_data(uint8_t *buf, size_t cap, uint16_t seq, uint32_t sec
                             const uint8_t *data);
 int skymem_build_reply_stats(uint8_t *buf, size_t cap, uint16_t seq, uint32_t seconds, uint16_t subsecs,
                              const skymem_route_t *route, const skymem_stats_t *stats);
+typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port; }
+    skymem_bulk_server_t;
+typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t chunk_bytes; uint32_t chunk_count;
+                 uint32_t server0; uint32_t n_servers; uint64_t created_ms; uint8_t *status; uint32_t *prefix; }
+    skymem_bulk_block_t;
+typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t window_bytes; uint32_t wave_chunks;
+                 double rto_s; double deadline_s; uint32_t max_retries;
+                 uint64_t packets_rx, packets_tx, bytes_rx; uint64_t crc_failures, retransmits, ignored; }
+    skymem_bulk_opts_t;
+int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
+                    skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
+int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
+                    skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
+uint32_t skymem_bulk_crc32c(const uint8_t *data, size_t len);
 int skymem_build_hk(uint8_t *buf, size_t cap, uint16_t seq, uint32_t seconds, uint16_t subsecs,
                     const skymem_stats_t *stats);
 """
@@ -99,10 +117,10 @@ ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "skymemory._native",
-    '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n#include "skymem_geometry.h"\n',
+    '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n#include "skymem_geometry.h"\n#include "skymem_bulk.h"\n',
     # setuptools refuses absolute source paths: give them relative to where the build runs
     sources=[os.path.relpath(p) for p in core_sources()],
-    include_dirs=[str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src")],
+    include_dirs=[str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src"), str(CSRC)],
     extra_compile_args=["-O2", "-std=c99"],
     libraries=["m"],  # the geometry uses libm
 )

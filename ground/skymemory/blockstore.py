@@ -7,10 +7,13 @@ placement callable `locate(record, now_ms) -> [satellite of server 1, ...]`
 (skymemory.placement provides strategies; this module has none of its own).
 
 `LocalBlockStore` keeps blocks in process memory (the "no network" limit);
-`ConstellationBlockStore` stores them on satellites through `SkyMemoryClient`:
-all chunks set in parallel, and read back with one GET_CHUNKS per server. Its
-synchronous methods run the asyncio client on a private event-loop thread;
-`aput_block` / `aget_block` / ... can be awaited from any other event loop.
+`ConstellationBlockStore` stores them on satellites: put_block / get_block go
+through the C fast path (`skymemory.fastpath`: one GET_CHUNKS per server,
+datagrams moved in batches straight into the block's buffer; SET_CHUNK with a
+window). It needs the compiled `skymemory._native` and says so loudly when it
+is missing (fast=False selects the pure-Python asyncio client instead, for
+comparison). Probe and evict use `SkyMemoryClient` on a private event-loop
+thread; `aput_block` / `aget_block` / ... can be awaited from any event loop.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Protocol, Sequence
 
+import numpy as np
+
 from skymemory import wire
 from skymemory.client import SkyMemoryClient
+from skymemory.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, TransferStats
 from skymemory.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
 
 Sat = tuple[int, int]
@@ -133,6 +139,8 @@ class ConstellationBlockStore:
         bind_host: str = "127.0.0.1",
         client_options: dict | None = None,
         request_timeout_s: float = 120.0,
+        fast: bool = True,
+        fast_options: dict | None = None,
     ) -> None:
         if (servers is None) == (locate is None):
             raise ValueError("give exactly one of `servers` (a list of satellites) or `locate` (a placement)")
@@ -157,6 +165,12 @@ class ConstellationBlockStore:
         self.request_timeout_s = request_timeout_s
         self.client = SkyMemoryClient(addresses, via=via, mission_ms=self.mission_ms, bind=(bind_host, 0),
                                       **(client_options or {}))
+        # the C fast path for whole blocks (raises ImportError when skymemory._native is not built)
+        self.fast: BulkTransfer | None = None
+        if fast:
+            self.fast = BulkTransfer(addresses, via=via, bind_host=bind_host,
+                                     **{"deadline_s": request_timeout_s, **(fast_options or {})})
+        self.last_transfer: TransferStats | None = None  # counters of the latest fast-path call
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()  # the KV layer calls get_block from several threads
@@ -222,10 +236,80 @@ class ConstellationBlockStore:
 
     # ---- sync API ----------------------------------------------------------------------------
     def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        if self.fast is not None:
+            return self._fast_put(block_hash, payload)
         return self._run(self._put(block_hash, payload))
 
     def get_block(self, record: BlockRecord) -> bytes:
+        if self.fast is not None and record.n_bytes >= 0:
+            return self.get_blocks([record])[0]
         return self._run(self._get(record))
+
+    def get_blocks(self, records: Sequence[BlockRecord], buffers: Sequence | None = None) -> list:
+        """Several blocks in one fast-path call (their requests interleaved); BlockMiss if any is missing.
+
+        `buffers` (optional, one writable buffer of at least n_bytes per record) are filled
+        in place and returned; reusing them saves the page faults of fresh memory, which
+        on loopback cost about as much as the transfer itself.
+        """
+        jobs = self.block_jobs(records, buffers)
+        self.fetch_jobs(jobs)
+        return [job.buf for job in jobs]
+
+    # ---- fast path --------------------------------------------------------------------------
+    def block_jobs(self, records: Sequence[BlockRecord], buffers: Sequence | None = None) -> list[BlockJob]:
+        """Buffers (new ones unless given) and server lists for `records` (for callers that watch the transfer)."""
+        if self.fast is None:
+            raise RuntimeError("the fast path is off (fast=False)")
+        if buffers is not None and len(buffers) != len(records):
+            raise ValueError("one buffer per record")
+        now = self.mission_ms()
+        jobs = []
+        for i, r in enumerate(records):
+            if r.n_bytes < 0:
+                raise ValueError("the record does not know the block size (n_bytes = -1)")
+            buf = bytearray(r.n_bytes) if buffers is None else buffers[i]
+            jobs.append(BlockJob(r.block_hash, buf, r.n_bytes, r.chunk_bytes, self._servers(r, now)))
+        return jobs
+
+    def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None,
+                   wave_chunks: int = 0) -> TransferStats:
+        """Run the C get for `jobs`; raises BlockMiss unless every chunk of every block arrived intact."""
+        assert self.fast is not None
+        stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks)
+        self.last_transfer = stats
+        for job in jobs:
+            gone = int(np.count_nonzero(job.status == NOT_FOUND))
+            if gone:
+                raise BlockMiss("not-found", f"{gone} of {job.chunk_count} chunks of block "
+                                f"{job.block_hash.hex()[:16]} missing")
+        if stats.outcome == "refused":
+            raise BlockMiss("nak", "a satellite refused GET_CHUNKS")
+        missing = sum(int(np.count_nonzero(job.status != OK)) for job in jobs)
+        if missing:
+            reason = "crc" if stats.crc_failures and not stats.packets_rx - stats.crc_failures else "timeout"
+            raise BlockMiss(reason, f"{missing} chunks did not arrive ({stats.crc_failures} failed CRC32C, "
+                            f"{stats.retransmits} re-requests)")
+        return stats
+
+    def _fast_put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        _check_hash(block_hash)
+        payload = bytes(payload)
+        now = self.mission_ms()
+        count = max(1, -(-len(payload) // self.chunk_bytes))
+        record = BlockRecord(block_hash, len(payload), self.chunk_bytes, count, now, self.strategy,
+                             self.n_servers, tuple(self.centre(now)))
+        job = BlockJob(block_hash, payload, len(payload), self.chunk_bytes, self._servers(record, now),
+                       created_ms=now)
+        assert self.fast is not None
+        stats = self.fast.set([job])
+        self.last_transfer = stats
+        if stats.outcome == "refused":
+            raise NakError(wire.SKYMEM_NAK_NO_SPACE, f"SET_CHUNK of block {block_hash.hex()[:16]} refused")
+        if stats.outcome != "done":
+            raise RequestTimeout(f"SET_CHUNK: {int(np.count_nonzero(job.status != OK))} of {count} chunks "
+                                 f"of block {block_hash.hex()[:16]} not acknowledged")
+        return record
 
     def probe_block(self, block_hash: bytes) -> BlockRecord | None:
         return self._run(self._probe(block_hash))
@@ -235,9 +319,13 @@ class ConstellationBlockStore:
 
     # ---- async API ---------------------------------------------------------------------------
     async def aput_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        if self.fast is not None:  # the C call releases the GIL: run it on a worker thread
+            return await asyncio.to_thread(self._fast_put, block_hash, payload)
         return await self._on_loop(self._put(block_hash, payload))
 
     async def aget_block(self, record: BlockRecord) -> bytes:
+        if self.fast is not None and record.n_bytes >= 0:
+            return await asyncio.to_thread(self.get_block, record)
         return await self._on_loop(self._get(record))
 
     async def aprobe_block(self, block_hash: bytes) -> BlockRecord | None:

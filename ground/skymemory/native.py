@@ -1,9 +1,10 @@
 """The C codec through cffi (`skymemory._native`), with pure-Python fallbacks.
 
 `skymemory._native` is compiled at install time from the flight software's core
-sources (see `_cffi_build.py`). When it is absent (a source checkout run with
-PYTHONPATH=ground and no build), the pure-Python versions below are used, so
-the library still works; `AVAILABLE` says which one is active.
+sources (see `_cffi_build.py`); setup.py refuses to install without it. In a
+source checkout run with PYTHONPATH=ground and no build, the codec helpers
+below fall back to pure Python (`AVAILABLE` says which is active), but the
+block store's fast path does not: `skymemory.fastpath.require_native` raises.
 """
 
 from __future__ import annotations

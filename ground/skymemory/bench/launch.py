@@ -1,0 +1,187 @@
+"""Boot a local constellation for a benchmark run, and always tear it down.
+
+The launcher (`skymemory.launcher`, tools/launch_constellation.py) runs in the
+foreground as our child process: it boots the nodes, health-checks them, writes
+the manifest, and tears everything down when it gets SIGTERM/SIGINT. Its nodes
+die with it (PR_SET_PDEATHSIG), and it dies with us (we set the same on it), so
+an error, Ctrl-C or even SIGKILL of the benchmark leaves no node process behind.
+
+    with LocalConstellation(planes=19, sats=5, profile=PROFILES["laser"], run_dir=d) as c:
+        store = ConstellationBlockStore.from_manifest(c.manifest, servers)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import skymemory
+from skymemory.manifest import Manifest
+
+from .profiles import LinkProfile
+
+_PR_SET_PDEATHSIG = 1
+PACKAGE_ROOT = Path(skymemory.__file__).resolve().parents[1]  # the directory holding `skymemory/`
+
+
+class LaunchFailed(RuntimeError):
+    pass
+
+
+def ports_free(first: int, count: int, host: str = "127.0.0.1") -> bool:
+    """True when UDP ports first..first+count-1 can all be bound on host right now."""
+    for port in range(first, first + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def free_port_offset(n: int, start: int = 6000, step: int = 250, avoid: set[int] = frozenset()) -> int:
+    """An offset k such that ISL ports 20000+k.. and ground ports 40000+k.. for n satellites are free.
+
+    Other constellations (tests, other users) may run on this machine at the same time.
+    """
+    offset = start
+    while 20000 + offset + n <= 40000:
+        if offset not in avoid and ports_free(20000 + offset, n) and ports_free(40000 + offset, n):
+            return offset
+        offset += max(step, n)
+    raise LaunchFailed(f"no free block of {n} UDP ports found for a constellation")
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class LocalConstellation:
+    """A constellation of native nodes on loopback, owned by this process."""
+
+    def __init__(
+        self,
+        *,
+        planes: int,
+        sats: int,
+        profile: LinkProfile,
+        run_dir: Path,
+        port_offset: int = 0,
+        node: Path | None = None,
+        chunk_size: int = 6144,
+        memory_budget: int = 64 * 1024 * 1024,
+        boot_timeout_s: float = 120.0,
+        stop_timeout_s: float = 30.0,
+    ) -> None:
+        n = planes * sats
+        if port_offset < 0:
+            raise ValueError(f"port offset must be >= 0, got {port_offset}")
+        if 20000 + port_offset + n > 40000:
+            raise ValueError(f"port offset {port_offset} makes the ISL ports of {n} satellites overlap the ground ports")
+        if 40000 + port_offset + n > 65536:
+            raise ValueError(f"port offset {port_offset} runs past port 65535 for {n} satellites")
+        self.planes, self.sats, self.profile = planes, sats, profile
+        self.run_dir = Path(run_dir).resolve()
+        self.manifest_path = self.run_dir / "manifest.json"
+        self.port_offset = port_offset
+        self.node = node
+        self.chunk_size = chunk_size
+        self.memory_budget = memory_budget
+        self.boot_timeout_s = boot_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.manifest: Manifest | None = None
+        self.boot_s = 0.0
+
+    def argv(self) -> list[str]:
+        args = [
+            sys.executable, "-c", "import sys; from skymemory.launcher import main; sys.exit(main())",
+            "start", "--planes", str(self.planes), "--sats", str(self.sats),
+            "--manifest", str(self.manifest_path), "--run-dir", str(self.run_dir),
+            "--isl-port-base", str(20000 + self.port_offset), "--ground-port-base", str(40000 + self.port_offset),
+            "--chunk-size", str(self.chunk_size), "--memory-budget", str(self.memory_budget),
+            "--health-timeout", repr(self.boot_timeout_s), *self.profile.launcher_args(),
+        ]
+        if self.node is not None:
+            args += ["--node", str(self.node)]
+        return args
+
+    def start(self) -> Manifest:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+        log = open(self.run_dir / "launcher.log", "wb")
+        started = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                                         env=env, preexec_fn=_die_with_parent)
+        finally:
+            log.close()
+        try:
+            self._wait_ready(started + self.boot_timeout_s + 30.0)
+            self.manifest = Manifest.load(self.manifest_path)
+        except BaseException:
+            self.stop()
+            raise
+        self.boot_s = time.monotonic() - started
+        return self.manifest
+
+    def _wait_ready(self, deadline: float) -> None:
+        """Until the launcher prints `manifest: PATH` (every satellite answered a NOOP)."""
+        assert self.proc is not None and self.proc.stdout is not None
+        out = b""
+        while b"manifest:" not in out:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LaunchFailed(f"the constellation did not become healthy in time; see {self.run_dir}/launcher.log")
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, 0.5))
+            if ready:
+                data = os.read(self.proc.stdout.fileno(), 4096)
+                if not data:  # launcher exited
+                    break
+                out += data
+            elif self.proc.poll() is not None:
+                break
+        if b"manifest:" not in out:
+            self.proc.wait(5)
+            raise LaunchFailed(f"the launcher exited with code {self.proc.returncode}:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 8) -> str:
+        try:
+            text = (self.run_dir / "launcher.log").read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no launcher log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """SIGTERM the launcher (it stops and verifies every node); escalate if it hangs."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if self.manifest_path.exists():  # the launcher died before cleaning up: stop by pid files
+            from skymemory import launcher
+
+            launcher.stop(self.manifest_path, quiet=True)
+
+    def __enter__(self) -> "LocalConstellation":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

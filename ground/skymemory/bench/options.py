@@ -1,0 +1,179 @@
+"""Command-line options shared by `skymemory bench ttft` and `skymemory demo`, and running them.
+
+Every value is validated by argparse with a clear message; `config_from_args`
+turns the parsed options into a TTFTConfig, `execute` runs it and writes the
+outputs (JSON, markdown, PNG) while printing progress and the final table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .profiles import PROFILES, parse_profiles
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def grid_size(text: str) -> int:
+    value = positive_int(text)
+    if value > 1024:
+        raise argparse.ArgumentTypeError(f"must be at most 1024, got {value}")
+    return value
+
+
+def token_list(text: str) -> tuple[int, ...]:
+    """'512,1024' -> (512, 1024): positive, distinct, at most 1,000,000 each."""
+    try:
+        values = tuple(int(v, 10) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"want comma-separated token counts like 512,1024, got {text!r}") from None
+    if any(not 1 <= v <= 1_000_000 for v in values):
+        raise argparse.ArgumentTypeError(f"token counts must be 1..1000000, got {text}")
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"a token count is listed twice: {text}")
+    return values
+
+
+def profile_list(text: str):
+    try:
+        return tuple(parse_profiles(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def existing_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    return path
+
+
+def add_model_args(parser: argparse.ArgumentParser, default_model: str) -> None:
+    g = parser.add_argument_group("model")
+    g.add_argument("--model", default=default_model,
+                   help=f"embedded-tinyllama (TinyLlama architecture, built locally), embedded-tiny, a local "
+                        f"directory or a hub id such as TinyLlama/TinyLlama-1.1B-Chat-v1.0 (default {default_model})")
+    g.add_argument("--device", default=None, help="cpu, cuda, cuda:0 (default: cuda if available, else cpu)")
+    g.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16"],
+                   help="model dtype (default: fp16 on cuda, fp32 on cpu)")
+    g.add_argument("--quantize", default=None, choices=["qint8", "qint4", "hqq"],
+                   help="weight quantisation (the paper used optimum-quanto 8-bit and HQQ)")
+    g.add_argument("--kv-dtype", default="fp16", choices=["fp16", "bf16", "fp32", "int8"],
+                   help="KV format on the wire (default fp16)")
+
+
+def add_constellation_args(parser: argparse.ArgumentParser, default_planes: int, default_sats: int) -> None:
+    g = parser.add_argument_group("constellation")
+    g.add_argument("--planes", type=grid_size, default=default_planes, help=f"planes to boot (default {default_planes})")
+    g.add_argument("--sats", type=grid_size, default=default_sats,
+                   help=f"satellites per plane to boot (default {default_sats})")
+    g.add_argument("--servers", type=positive_int, default=10,
+                   help="satellites a block is striped over, nearest first (default 10, as in the paper)")
+    g.add_argument("--node", type=existing_file, default=None,
+                   help="skymem_node binary (default $SKYMEM_NODE or build/skymem_node)")
+    g.add_argument("--work-dir", type=Path, default=None,
+                   help="where constellation logs go (default: a temporary directory, removed afterwards)")
+
+
+def config_from_args(args: argparse.Namespace):
+    from .ttft import TTFTConfig
+
+    cfg = TTFTConfig(
+        model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize, kv_dtype=args.kv_dtype,
+        prefix_tokens=args.prefix_tokens, suffix_tokens=args.suffix_tokens, suffixes=args.suffixes,
+        repeats=args.repeats, gen_tokens=args.gen_tokens, gen_repeats=args.gen_repeats,
+        profiles=args.profiles, planes=args.planes, sats=args.sats, servers=args.servers,
+        manifest=getattr(args, "manifest", None), node=args.node, work_dir=args.work_dir,
+    )
+    if cfg.manifest is None and cfg.servers > cfg.planes * cfg.sats:
+        raise ValueError(f"--servers {cfg.servers} is more than the {cfg.planes}x{cfg.sats} satellites")
+    return cfg
+
+
+def execute(cfg, out_dir: Path, *, title: str) -> int:
+    """Run the benchmark with progress on stderr; the table on stdout; outputs under out_dir."""
+    from . import report
+    from .ttft import run
+
+    started = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"[{time.monotonic() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+    if cfg.manifest is None:
+        from skymemory.launcher.nodes import find_node
+
+        try:
+            find_node(cfg.node)
+        except FileNotFoundError as exc:
+            print(f"{title}: {exc}", file=sys.stderr)
+            return 2
+    def stop_on_signal(signum, _frame):  # SIGTERM / SIGHUP end the run like Ctrl-C: through the teardown
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        cfg.check()
+        result = run(cfg, log)
+    except KeyboardInterrupt:
+        log("interrupted; the constellation has been torn down")
+        return 130
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        log(f"failed: {exc}")
+        print(f"{title}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    paths = report.write_all(result, out_dir)
+    log(f"done in {result['wall_s']:.0f} s; constellation torn down")
+    print(report.markdown(result))
+    print("outputs: " + ", ".join(str(p) for p in paths.values()))
+    bad = [r for r in result["summary"] if r["mode"] != "nocache" and not (r["tokens_equal"] and r["first_token_equal"])]
+    short = [r for r in result["summary"] if r["mode"] != "nocache" and r["cached_tokens"] != [r["expected_cached_tokens"]]]
+    if bad:
+        print(f"{title}: generated tokens differ from the no-cache run in {len(bad)} cell(s)", file=sys.stderr)
+    if short:
+        print(f"{title}: the cache did not cover the expected prefix in {len(short)} cell(s)", file=sys.stderr)
+    return 0
+
+
+def add_workload_args(parser: argparse.ArgumentParser, *, prefixes: tuple[int, ...], repeats: int,
+                      gen_repeats: int, profiles: str) -> None:
+    g = parser.add_argument_group("workload")
+    g.add_argument("--prefix-tokens", type=token_list, default=prefixes,
+                   help=f"shared prefix lengths, comma-separated (default {','.join(map(str, prefixes))})")
+    g.add_argument("--suffix-tokens", type=positive_int, default=32, help="suffix length (default 32)")
+    g.add_argument("--suffixes", type=positive_int, default=2, choices=range(1, 5), metavar="1..4",
+                   help="different suffixes; round r uses suffix r mod this (default 2)")
+    g.add_argument("--repeats", type=positive_int, default=repeats,
+                   help=f"measured rounds per prefix length, after the warm-up (default {repeats})")
+    g.add_argument("--gen-tokens", type=positive_int, default=30,
+                   help="tokens of the timed generation (the paper's metric: 30)")
+    g.add_argument("--gen-repeats", type=nonnegative_int, default=gen_repeats,
+                   help=f"rounds (from the first) that also time the whole generation (default {gen_repeats})")
+    g.add_argument("--profiles", type=profile_list, default=profile_list(profiles),
+                   help=f"link profiles, comma-separated from {', '.join(PROFILES)} (default {profiles}); "
+                        "each boots its own constellation")

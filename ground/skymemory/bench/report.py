@@ -1,0 +1,187 @@
+"""Output of a TTFT run: the JSON file, markdown tables, PNG plots.
+
+    write_all(result, out_dir)  -> ttft.json, ttft.md, ttft_by_prefix.png, ttft_breakdown.png
+    markdown(result)            -> the tables printed to stdout (and copied into BENCHMARKS.md)
+
+Timings are medians over the measured rounds, with [min-max] after them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# The paper's Jetson Nano testbed (Table 3): 30-token generation, seconds.
+PAPER_TABLE3 = (
+    ("optimum-quanto", 6.2, 4.9),
+    ("HQQ", 10.2, 7.8),
+)
+
+
+def _ms(cell: dict | None) -> str:
+    if not cell:
+        return "-"
+    return f"{cell['median'] * 1000:.0f} [{cell['min'] * 1000:.0f}-{cell['max'] * 1000:.0f}]"
+
+
+def _ms_short(cell: dict | None) -> str:
+    return "-" if not cell else f"{cell['median'] * 1000:.1f}"
+
+
+def _s(cell: dict | None) -> str:
+    if not cell:
+        return "-"
+    if cell["n"] == 1:
+        return f"{cell['median']:.2f}"
+    return f"{cell['median']:.2f} [{cell['min']:.2f}-{cell['max']:.2f}]"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _tokens(row: dict) -> str:
+    if row["mode"] == "nocache":
+        return "reference"
+    ok = row["tokens_equal"] and row["first_token_equal"]
+    return f"{'yes' if ok else 'NO'} ({row['runs']}/{row['runs']} runs)" if ok else "NO"
+
+
+def _cached(row: dict) -> str:
+    if row["mode"] == "nocache":
+        return "0"
+    got = "/".join(str(c) for c in row["cached_tokens"])
+    return got if row["cached_tokens"] == [row["expected_cached_tokens"]] else f"{got} (expected {row['expected_cached_tokens']})"
+
+
+def header(result: dict) -> str:
+    env, cfg = result["environment"], result["config"]
+    profiles = "; ".join(f"{p['name']}: {p['description']}" for p in result["profiles"].values())
+    return (
+        f"Model {env['model']} ({env['model_name']}, {env['params'] / 1e6:,.0f} M parameters, {env['layers']} layers, "
+        f"{env['model_dtype']}) on {env['device']} ({env['cpu']}, {env['torch_threads']} torch threads); "
+        f"client CRC32C in {'C (skymemory._native)' if env.get('native_codec') else 'pure Python (no _native!)'}; "
+        f"KV {cfg['kv_dtype']}, {result['block_tokens']}-token blocks, chunks of {cfg['chunk_size']} B striped over "
+        f"{cfg['servers']} satellites of a {cfg['planes']}x{cfg['sats']} constellation. "
+        f"Suffix {cfg['suffix_tokens']} tokens, {cfg['suffixes']} different suffixes, {cfg['repeats']} measured "
+        f"rounds per prefix length (warm-up excluded); {cfg['gen_tokens']}-token generation in the first "
+        f"{cfg['gen_repeats']} round(s). Link profiles: {profiles}."
+    )
+
+
+def ttft_table(result: dict) -> str:
+    lines = [
+        "| prefix tokens | mode | TTFT ms, median [min-max] | lookup ms | retrieval ms | KV rebuild ms | "
+        "prefill ms | cached tokens | speedup vs no cache | vs local RAM | tokens equal |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in result["summary"]:
+        lines.append(
+            f"| {r['prefix_tokens']} | {r['mode']} | {_ms(r['ttft_s'])} | {_ms_short(r['lookup_s'])} | "
+            f"{_ms_short(r['retrieval_s']) if r['mode'] != 'nocache' else '-'} | "
+            f"{_ms_short(r['rebuild_s']) if r['mode'] != 'nocache' else '-'} | {_ms_short(r['prefill_s'])} | "
+            f"{_cached(r)} | {_x(r['speedup_vs_nocache'])} | {_x(r['ratio_vs_local'])} | {_tokens(r)} |"
+        )
+    return "\n".join(lines)
+
+
+def generation_table(result: dict) -> str:
+    n = result["config"]["gen_tokens"]
+    rows = [r for r in result["summary"] if r["gen_total_s"]]
+    if not rows:
+        return ""
+    lines = [
+        f"| prefix tokens | mode | {n}-token generation s | speedup | faster by |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        faster = "-" if r["mode"] == "nocache" or not r["gen_speedup"] else f"{(1 - 1 / r['gen_speedup']) * 100:.0f}%"
+        lines.append(f"| {r['prefix_tokens']} | {r['mode']} | {_s(r['gen_total_s'])} | {_x(r['gen_speedup'])} | "
+                     f"{faster} |")
+    for name, without, with_cache in PAPER_TABLE3:
+        lines.append(f"| paper Table 3 (4 blocks = 512, Jetson Nano, {name}) | no KVC / KVC | {without} / {with_cache} | "
+                     f"{without / with_cache:.2f}x | {(1 - with_cache / without) * 100:.0f}% |")
+    return "\n".join(lines)
+
+
+def markdown(result: dict) -> str:
+    parts = [header(result), "", ttft_table(result)]
+    gen = generation_table(result)
+    if gen:
+        parts += ["", gen]
+    return "\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------------------- plots
+
+
+def plot_ttft(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    modes = []
+    for r in result["summary"]:
+        if r["mode"] not in modes:
+            modes.append(r["mode"])
+    for mode in modes:
+        rows = [r for r in result["summary"] if r["mode"] == mode]
+        x = [r["prefix_tokens"] for r in rows]
+        med = [r["ttft_s"]["median"] for r in rows]
+        lo = [r["ttft_s"]["median"] - r["ttft_s"]["min"] for r in rows]
+        hi = [r["ttft_s"]["max"] - r["ttft_s"]["median"] for r in rows]
+        ax.errorbar(x, med, yerr=[lo, hi], marker="o", capsize=3, label=mode)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("shared prefix (tokens)")
+    ax.set_ylabel("TTFT (s), median, bars min-max")
+    ax.set_title(f"TTFT by prefix length and link ({result['environment']['model']}, "
+                 f"+{result['config']['suffix_tokens']}-token suffix)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_breakdown(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in result["summary"] if r["mode"] != "nocache"]
+    labels = [f"{r['prefix_tokens']}\n{r['mode']}" for r in rows]
+    parts = (("lookup_s", "lookup (tokenise, hash, index)"), ("retrieval_s", "retrieval (network / RAM)"),
+             ("rebuild_s", "KV rebuild"), ("prefill_s", "suffix prefill + argmax"))
+    fig, ax = plt.subplots(figsize=(max(7, 0.8 * len(rows)), 4.5))
+    bottom = [0.0] * len(rows)
+    for key, name in parts:
+        values = [r[key]["median"] * 1000 if r[key] else 0.0 for r in rows]
+        ax.bar(range(len(rows)), values, bottom=bottom, label=name)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("ms (medians)")
+    ax.set_title("Where a cached TTFT goes")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_all(result: dict, out_dir: Path, name: str = "ttft") -> dict[str, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "json": out_dir / f"{name}.json",
+        "markdown": out_dir / f"{name}.md",
+        "ttft_plot": out_dir / f"{name}_by_prefix.png",
+        "breakdown_plot": out_dir / f"{name}_breakdown.png",
+    }
+    paths["json"].write_text(json.dumps(result, indent=1))
+    paths["markdown"].write_text(markdown(result))
+    plot_ttft(result, paths["ttft_plot"])
+    plot_breakdown(result, paths["breakdown_plot"])
+    return paths

@@ -1,0 +1,255 @@
+"""`skymemory bench streaming`: TTFT with the prefix streamed layer by layer, and fetch-or-recompute.
+
+For one prompt (a cached prefix of --prefix-blocks blocks + a --suffix-token
+suffix, random token ids) it measures the time to first token:
+
+  recompute        the whole prompt computed (no cache)
+  local            prefix KV from process RAM (LocalBlockStore), then the suffix forward
+  sky-P            prefix fetched from a constellation under link profile P, then the forward
+  sky-P-stream     the same, streamed: the forward starts at once and each layer waits for
+                   its own prefix KV (skymemory.kv.streaming)
+
+and, for the streamed runs, how long the transfer took and which share of it
+the model did not wait for (hidden under suffix compute). The first token of
+every mode is compared with the recompute one.
+
+It then fits this device's prefill time T(n) from measured forwards, measures
+each link's rate and round trip, and prints the fetch / partial / recompute
+decision of skymemory.kv.costmodel for a table of prefix lengths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+
+from .options import positive_int
+from .profiles import parse_profiles
+
+ASSUMED_ACCELERATOR = (0.004, 25e-6, 4e-9)  # T(n) = a + b n + c n^2: ~30 ms for 1k tokens (assumed, not measured)
+
+
+def _first_token(out) -> int:
+    return int(out.logits[0, -1].argmax())
+
+
+def ttft_cached(manager, prompt, streaming: bool, wave_layers: int = 2) -> dict:
+    import torch
+
+    from skymemory.kv.streaming import get_cache_streaming
+
+    with torch.no_grad():
+        started = time.perf_counter()
+        result = get_cache_streaming(manager, prompt, wave_layers=wave_layers) if streaming else manager.get_cache(prompt)
+        suffix = result.input_ids[:, result.prefix_tokens:]
+        out = manager.model(input_ids=suffix, past_key_values=result.cache, use_cache=True, logits_to_keep=1)
+        first = _first_token(out)
+        ttft = time.perf_counter() - started
+    row = {"ttft_s": ttft, "first_token": first, "cached_tokens": result.prefix_tokens,
+           "retrieval_s": result.retrieval_s, "decode_s": result.decode_s}
+    stream = getattr(result.cache, "stream", None)
+    if stream is not None:
+        stream.join(30)
+        s = stream.stats
+        row.update(transfer_s=s.transfer_s, exposed_s=s.exposed_s, hidden_share=s.hidden_share,
+                   compute_s=ttft - s.exposed_s, first_layer_s=s.layer_ready_s[0], retransmits=s.retransmits,
+                   first_wait_s=s.layer_wait_s[0], last_wait_s=s.layer_wait_s[-1])
+    return row
+
+
+def ttft_recompute(model, prompt) -> dict:
+    import torch
+
+    with torch.no_grad():
+        started = time.perf_counter()
+        out = model(input_ids=torch.tensor([prompt], device=model.device), use_cache=True, logits_to_keep=1)
+        first = _first_token(out)
+        return {"ttft_s": time.perf_counter() - started, "first_token": first, "cache": out.past_key_values}
+
+
+def measure_link(store, records, repeats: int = 3) -> tuple[float, float]:
+    """(goodput bytes/s of fetching `records`, median NOOP round trip s to the first server)."""
+    times = []
+    buffers = [bytearray(r.n_bytes) for r in records]
+    for _ in range(repeats):
+        started = time.perf_counter()
+        store.get_blocks(records, buffers)
+        times.append(time.perf_counter() - started)
+    servers = store._servers(records[0], store.mission_ms())
+    rtt = statistics.median(store._run(store.client.noop(servers[0])) for _ in range(5))
+    fetch = statistics.median(times)
+    # the rate the cost model scales with size: the first round trip is accounted separately
+    return sum(r.n_bytes for r in records) / max(fetch - rtt, 0.1 * fetch), rtt
+
+
+def run(args, log=print) -> dict:
+    import torch
+
+    from skymemory.blockstore import ConstellationBlockStore, LocalBlockStore
+    from skymemory.kv import codec
+    from skymemory.kv.costmodel import LinkModel, PrefillModel, decide, format_table
+    from skymemory.kv.manager import KVCManager
+    from skymemory.kv.models import load_model
+
+    from .launch import LocalConstellation, free_port_offset
+
+    torch.set_num_threads(args.threads)
+    model, tokenizer = load_model(args.model, device="cpu", dtype=args.dtype)[:2]
+    block = args.block_tokens
+    rng = random.Random(args.seed)
+    prompt = [1] + [rng.randrange(3, int(model.config.vocab_size)) for _ in range(args.prefix_blocks * block +
+                                                                               args.suffix - 1)]
+    index_root = Path(args.out) / "index"
+    results: dict = {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                                if k not in ("func", "profiles")},
+                     "profiles": [p.name for p in args.profiles], "modes": {}}
+    log(f"model {args.model} {args.dtype}, KV {args.kv}, prompt {len(prompt)} tokens "
+        f"({args.prefix_blocks} x {block} cached + {args.suffix}), {torch.get_num_threads()} threads")
+
+    ref = ttft_recompute(model, prompt)  # also the KV every store is filled from
+    full_cache = ref.pop("cache")
+    modes: dict[str, list[dict]] = {"recompute": [ref]}
+
+    def manager_for(store, name):
+        m = KVCManager(model, tokenizer, store, block_tokens=block, kv_dtype=args.kv,
+                       index_dir=index_root / f"{name}-{time.time_ns()}", probe=False)
+        m.add_blocks(prompt[: args.prefix_blocks * block], cache=full_cache)
+        return m
+
+    local = manager_for(LocalBlockStore(chunk_bytes=args.chunk_bytes), "local")
+    skies, links = [], {}
+    n = args.planes * args.sats
+    try:
+        for profile in args.profiles:
+            sky = LocalConstellation(planes=args.planes, sats=args.sats, profile=profile,
+                                     run_dir=Path(args.out) / f"sky-{profile.name}", port_offset=free_port_offset(n),
+                                     node=args.node, chunk_size=max(args.chunk_bytes, 6144),
+                                     memory_budget=256 * 1024 * 1024)
+            manifest = sky.start()
+            skies.append(sky)
+            servers = manifest.constellation().nearest(args.servers)
+            store = ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=args.chunk_bytes,
+                                            mission_ms=manifest.constellation().mission_ms,
+                                            bind_host=manifest.ground_host)
+            mgr = manager_for(store, profile.name)
+            records = [e.record for e in mgr.index.longest_prefix(mgr.root, mgr.block_hashes(prompt,
+                                                                                              args.prefix_blocks))]
+            rate, rtt = measure_link(store, records)
+            links[profile.name] = LinkModel(profile.name, rate, rtt)
+            log(f"link {profile.name}: {rate / 1e6:.0f} MB/s, RTT {rtt * 1e3:.2f} ms ({profile.description})")
+            skies[-1].store, skies[-1].mgr = store, mgr
+        for r in range(args.repeats):  # interleave the modes so load changes hit all alike
+            modes.setdefault("local", []).append(ttft_cached(local, prompt, streaming=False))
+            for sky in skies:
+                name = f"sky-{sky.profile.name}"
+                modes.setdefault(name, []).append(ttft_cached(sky.mgr, prompt, streaming=False))
+                modes.setdefault(name + "-stream", []).append(ttft_cached(sky.mgr, prompt, streaming=True,
+                                                                               wave_layers=args.wave_layers))
+    finally:
+        for sky in skies:
+            if getattr(sky, "store", None) is not None:
+                sky.store.close()
+            sky.stop()
+
+    summary = {}
+    for name, rows in modes.items():
+        s = {"ttft_ms": statistics.median(r["ttft_s"] for r in rows) * 1e3,
+             "first_token_equal": all(r["first_token"] == ref["first_token"] for r in rows), "runs": len(rows)}
+        if "hidden_share" in rows[0]:
+            for key in ("transfer_s", "exposed_s", "compute_s", "first_layer_s", "first_wait_s", "last_wait_s"):
+                s[key.replace("_s", "_ms")] = statistics.median(r[key] for r in rows) * 1e3
+            s["hidden_share"] = statistics.median(r["hidden_share"] for r in rows)
+            s["transfer_le_compute"] = s["transfer_ms"] <= s["compute_ms"]
+        summary[name] = s
+    local_ms = summary["local"]["ttft_ms"]
+    for s in summary.values():
+        s["vs_local"] = s["ttft_ms"] / local_ms
+    results["modes"] = summary
+
+    # ---- fetch or recompute -------------------------------------------------------------
+    points = [(len(prompt), min(r["ttft_s"] for r in modes["recompute"]))]
+    for length in args.fit_lengths:  # the least disturbed of two runs (shared machines)
+        points.append((length, min(ttft_recompute(model, prompt[:length])["ttft_s"] for _ in range(2))))
+    cpu = PrefillModel.fit(points, device=f"this host ({args.model} {args.dtype}, {torch.get_num_threads()} threads)")
+    accel = PrefillModel(*ASSUMED_ACCELERATOR, device="assumed accelerator (~30 ms per 1k tokens)")
+    bb = codec.block_bytes(codec.BlockGeometry.from_config(model.config, block), args.kv)
+    layers = model.config.num_hidden_layers
+    table = []
+    for device in (cpu, accel):
+        for name, link in links.items():
+            for blocks in (1, 2, 4, 8, 16):
+                d = decide(link, device, prompt_tokens=blocks * block + args.suffix, cached_blocks=blocks,
+                           block_tokens=block, block_bytes=bb, layers=layers)
+                table.append((device.device, blocks * block, args.suffix, d))
+    results["prefill_points"] = points
+    results["prefill_model"] = {"a_s": cpu.a, "b_s_per_token": cpu.b, "c_s_per_token2": cpu.c}
+    results["links"] = {k: {"rate_MBps": v.rate_Bps / 1e6, "rtt_ms": v.rtt_s * 1e3} for k, v in links.items()}
+    results["decisions"] = [dict(d.as_dict(), case=c) for c, _, _, d in table]
+    results["decision_table"] = format_table(table)
+    return results
+
+
+def markdown(results: dict) -> str:
+    lines = ["| mode | TTFT ms | vs local | transfer ms | waited ms | hidden | layer 0 ready ms | waited layer 0 / last ms "
+             "| same first token |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for name, s in results["modes"].items():
+        extra = ("| | | | | " if "hidden_share" not in s else
+                 f"| {s['transfer_ms']:.1f} | {s['exposed_ms']:.1f} | {s['hidden_share'] * 100:.0f} % | "
+                 f"{s['first_layer_ms']:.1f} | {s['first_wait_ms']:.1f} / {s['last_wait_ms']:.1f} ")
+        lines.append(f"| {name} | {s['ttft_ms']:.1f} | {s['vs_local']:.3f} {extra}| {s['first_token_equal']} |")
+    return "\n".join(lines) + "\n\nFetch or recompute (skymemory.kv.costmodel):\n\n" + results["decision_table"]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("streaming", help="TTFT with layerwise streaming of the prefix; fetch-or-recompute "
+                                                "decisions", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="embedded-tinyllama", help="model spec (skymemory.kv.models), default "
+                                                                 "embedded-tinyllama (22 layers, like TinyLlama)")
+    p.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
+    p.add_argument("--kv", choices=("fp16", "bf16", "fp32", "int8"), default="fp16", help="KV transport format")
+    p.add_argument("--prefix-blocks", type=positive_int, default=8)
+    p.add_argument("--block-tokens", type=positive_int, default=128)
+    p.add_argument("--suffix", type=positive_int, default=32, help="suffix tokens (computed)")
+    p.add_argument("--profiles", type=_profiles, default="none,laser")
+    p.add_argument("--chunk-bytes", type=positive_int, default=6144)
+    p.add_argument("--servers", type=positive_int, default=10)
+    p.add_argument("--planes", type=positive_int, default=5)
+    p.add_argument("--sats", type=positive_int, default=5)
+    p.add_argument("--repeats", type=positive_int, default=3)
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--wave-layers", type=positive_int, default=2, help="layers per request wave when streaming")
+    p.add_argument("--fit-lengths", type=lambda t: [positive_int(x) for x in t.split(",")], default=[32, 128, 512],
+                   help="prompt lengths timed to fit the prefill model (besides the whole prompt)")
+    p.add_argument("--node", type=Path, default=None)
+    p.add_argument("--out", default="out/bench-streaming")
+    p.set_defaults(func=_main)
+
+
+def _profiles(text: str):
+    try:
+        return parse_profiles(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _main(args) -> int:
+    if args.chunk_bytes > 60000:
+        raise SystemExit("--chunk-bytes must be at most 60000")
+    if args.servers > args.planes * args.sats:
+        raise SystemExit(f"--servers {args.servers} exceeds the {args.planes * args.sats} satellites")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = run(args)
+    (out / "streaming.json").write_text(json.dumps(results, indent=1, default=str))
+    table = markdown(results)
+    (out / "streaming.md").write_text(table + "\n")
+    print(table)
+    print(f"wrote {out / 'streaming.json'} and {out / 'streaming.md'}")
+    return 0

@@ -1,0 +1,212 @@
+"""`skymemory bench transfer`: block get/set goodput over the line-of-sight satellites.
+
+For each link profile a local constellation is booted; blocks of each size are
+striped over the `--servers` nearest satellites (each reached over its own
+ground link, as a ground station sees every satellite in its line of sight),
+stored with `put_block` and read back with `get_block` through the C fast
+path, `--repeats` times. The "kv" case is one TinyLlama prefix: 8 blocks of
+128 tokens, fp16 (22 layers x 2 x 4 heads x 128 x 64 x 2 bytes + 64-byte
+header = 2,883,648 bytes each, 23.1 MB), read with one `get_blocks` call.
+
+Beside it, the C-only ceiling: `build/bench_transfer` runs the very same
+C transfer functions with no Python (same satellites, same sizes).
+
+"get" reads into fresh memory (what get_block returns); "get-into" into
+preallocated buffers (what a caller that keeps its buffers, e.g. the
+streaming KV cache, sees): fresh memory costs a page fault per 4 KiB.
+The C ceiling reuses its buffer, like get-into.
+
+Goodput = payload bytes / wall time of the call, in MB/s (10^6 bytes);
+packets/s counts datagrams sent and received by the ground during the call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import skymemory
+
+from .options import positive_int
+from .profiles import parse_profiles
+
+KV_BLOCK_BYTES = 64 + 22 * 2 * 4 * 128 * 64 * 2  # TinyLlama-1.1B, 128 tokens, fp16 (kv/codec.py layout)
+KV_BLOCKS = 8
+REPO = Path(skymemory.__file__).resolve().parents[2]
+
+
+def _int_list(text: str, lo: int, hi: int, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what}: comma-separated integers expected, got {text!r}") from None
+    if not values or any(not lo <= v <= hi for v in values):
+        raise argparse.ArgumentTypeError(f"{what}: every value must be in {lo}..{hi}, got {text!r}")
+    return values
+
+
+def bench_binary(explicit: str | None) -> Path | None:
+    path = Path(explicit or os.environ.get("SKYMEM_BENCH_TRANSFER", REPO / "build" / "bench_transfer"))
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def _row(profile, chunk, case, op, path, n_bytes, times, packets, retransmits) -> dict:
+    med = statistics.median(times)
+    return {"profile": profile, "chunk_bytes": chunk, "case": case, "op": op, "path": path, "bytes": n_bytes,
+            "median_s": med, "min_s": min(times), "goodput_MBps": n_bytes / med / 1e6,
+            "packets_per_s": packets / med if med > 0 else 0.0, "retransmits": retransmits, "runs": len(times)}
+
+
+def measure_python(store, case: str, blocks: list[bytes], repeats: int) -> list[tuple]:
+    """Set then get `blocks` (one fast-path call per set block; one call for all gets)."""
+    hashes = [hashlib.sha256(b).digest() for b in blocks]
+    total = sum(len(b) for b in blocks)
+    started = time.perf_counter()
+    set_packets = set_retx = 0
+    records = []
+    for h, b in zip(hashes, blocks):
+        records.append(store.put_block(h, b))
+        set_packets += store.last_transfer.packets_rx + store.last_transfer.packets_tx
+        set_retx += store.last_transfer.retransmits
+    set_s = time.perf_counter() - started
+    results = [("set", total, [set_s], set_packets, set_retx)]
+    buffers = [bytearray(len(b)) for b in blocks]
+    for op, bufs in (("get", None), ("get-into", buffers)):  # fresh memory / preallocated buffers
+        get_times, get_packets, get_retx = [], 0, 0
+        for _ in range(repeats):
+            started = time.perf_counter()
+            got = store.get_blocks(records, bufs)
+            get_times.append(time.perf_counter() - started)
+            if any(g != b for g, b in zip(got, blocks)):
+                raise RuntimeError(f"{case}: data read back differs from what was stored")
+            get_packets = store.last_transfer.packets_rx + store.last_transfer.packets_tx
+            get_retx += store.last_transfer.retransmits
+        results.append((op, total, get_times, get_packets, get_retx))
+    for r in records:
+        store.evict_block(r)
+    return results
+
+
+def measure_c(binary: Path, manifest, servers, n_bytes: int, blocks: int, chunk: int, repeats: int) -> list[tuple]:
+    addresses = manifest.ground_addresses()
+    args = [str(binary)]
+    for s in servers:
+        host, port = addresses[s]
+        args += ["--server", f"{s[0]},{s[1]},{host},{port}"]
+    args += ["--bytes", str(n_bytes), "--blocks", str(blocks), "--chunk-bytes", str(chunk),
+             "--repeats", str(repeats)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench_transfer failed ({r.returncode}): {r.stderr.strip()}")
+    out = json.loads(r.stdout)
+    total = n_bytes * blocks
+    return [("set", total, [out["set_s"]], out["set_packets"], 0),
+            ("get", total, out["get_s"], out["get_packets"], out["retransmits"])]
+
+
+def run(args, log=print) -> list[dict]:
+    from skymemory.blockstore import ConstellationBlockStore
+
+    from .launch import LocalConstellation, free_port_offset
+
+    rows: list[dict] = []
+    binary = None if args.no_c_ceiling else bench_binary(args.bench_binary)
+    if not args.no_c_ceiling and binary is None:
+        log("note: build/bench_transfer not found (cmake --build build --target bench_transfer); no C ceiling")
+    out_dir = Path(args.out)
+    cases = [(f"{mb}MB", [os.urandom(mb * 1_000_000)]) for mb in args.sizes_mb]
+    if not args.no_kv:
+        cases.insert(0, (f"kv-{KV_BLOCKS}x{KV_BLOCK_BYTES}", [os.urandom(KV_BLOCK_BYTES) for _ in range(KV_BLOCKS)]))
+    for profile in args.profiles:
+        n = args.planes * args.sats
+        sky = LocalConstellation(planes=args.planes, sats=args.sats, profile=profile,
+                                 run_dir=out_dir / f"sky-{profile.name}", port_offset=free_port_offset(n),
+                                 node=args.node, chunk_size=max(args.chunk_sizes),
+                                 memory_budget=args.memory_budget_mb * 1024 * 1024)
+        with sky:
+            manifest = sky.manifest
+            servers = manifest.constellation().nearest(args.servers)
+            log(f"profile {profile.name} ({profile.description}): {args.planes}x{args.sats} satellites, "
+                f"servers {servers}")
+            for chunk in args.chunk_sizes:
+                with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
+                                             mission_ms=manifest.constellation().mission_ms,
+                                             bind_host=manifest.ground_host) as store:
+                    for case, blocks in cases:
+                        for op, nb, times, packets, retx in measure_python(store, case, blocks, args.repeats):
+                            rows.append(_row(profile.name, chunk, case, op, "python+C", nb, times, packets, retx))
+                            log(_line(rows[-1]))
+                        if binary is not None:
+                            size = len(blocks[0])
+                            for op, nb, times, packets, retx in measure_c(binary, manifest, servers, size,
+                                                                          len(blocks), chunk, args.repeats):
+                                rows.append(_row(profile.name, chunk, case, op, "C only", nb, times, packets, retx))
+                                log(_line(rows[-1]))
+    return rows
+
+
+def _line(r: dict) -> str:
+    return (f"  {r['profile']:6s} chunk {r['chunk_bytes']:6d}  {r['case']:16s} {r['op']:8s} {r['path']:8s} "
+            f"{r['goodput_MBps']:8.1f} MB/s  {r['packets_per_s']:9.0f} pkt/s  median {r['median_s'] * 1000:8.2f} ms"
+            f"  retx {r['retransmits']}")
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| profile | chunk B | case | op | path | goodput MB/s | packets/s | median ms | retransmits |",
+             "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(f"| {r['profile']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
+                     f"{r['goodput_MBps']:.1f} | {r['packets_per_s']:.0f} | {r['median_s'] * 1000:.2f} | "
+                     f"{r['retransmits']} |")
+    return "\n".join(lines)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("transfer", help="block get/set goodput over the line-of-sight satellites",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profiles", type=parse_profiles_arg, default="none,laser,rf",
+                   help="link profiles, comma-separated (none, laser, rf); default all three")
+    p.add_argument("--sizes-mb", type=lambda t: _int_list(t, 1, 256, "--sizes-mb"), default=[1, 4, 16, 64],
+                   help="single-block sizes in MB (10^6 bytes), default 1,4,16,64")
+    p.add_argument("--chunk-sizes", type=lambda t: _int_list(t, 256, 60000, "--chunk-sizes"),
+                   default=[6144, 60000], help="chunk data sizes to compare, default 6144,60000")
+    p.add_argument("--no-kv", action="store_true", help="skip the 8-block TinyLlama KV case")
+    p.add_argument("--servers", type=positive_int, default=10, help="satellites a block is striped over (10)")
+    p.add_argument("--planes", type=positive_int, default=5)
+    p.add_argument("--sats", type=positive_int, default=5)
+    p.add_argument("--repeats", type=positive_int, default=5, help="gets per case (median reported)")
+    p.add_argument("--memory-budget-mb", type=positive_int, default=256, help="per satellite, MiB")
+    p.add_argument("--node", type=Path, default=None, help="skymem_node binary (default: SKYMEM_NODE or build/)")
+    p.add_argument("--bench-binary", default=None, help="bench_transfer binary (default build/bench_transfer)")
+    p.add_argument("--no-c-ceiling", action="store_true", help="skip the C-only runs")
+    p.add_argument("--out", default="out/bench-transfer", help="output directory (JSON, markdown)")
+    p.set_defaults(func=_main)
+
+
+def parse_profiles_arg(text: str):
+    try:
+        return parse_profiles(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _main(args) -> int:
+    if isinstance(args.profiles, str):
+        args.profiles = parse_profiles(args.profiles)
+    if args.servers > args.planes * args.sats:
+        raise SystemExit(f"--servers {args.servers} exceeds the {args.planes * args.sats} satellites")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = run(args)
+    (out / "transfer.json").write_text(json.dumps(rows, indent=1))
+    table = markdown(rows)
+    (out / "transfer.md").write_text(table + "\n")
+    print(table)
+    print(f"wrote {out / 'transfer.json'} and {out / 'transfer.md'}")
+    return 0

@@ -1,0 +1,432 @@
+"""Time to first token (TTFT) with and without SkyMemory, hardware in the loop.
+
+For each shared-prefix length, each measured round runs one prompt (shared
+prefix + one of several suffixes) in every mode, side by side:
+
+  nocache        the model computes the whole prompt
+  local          the prefix KV comes from process RAM (LocalBlockStore): the
+                 no-network limit of a KV cache
+  sky-<profile>  the prefix KV comes from a real constellation of satellite
+                 processes (ConstellationBlockStore) under a link profile
+
+TTFT = wall time from the prompt string to the first generated token id:
+tokenise + get_cache (lookup, retrieval, KV rebuild) + forward over the
+uncached suffix + argmax. Then greedy decoding continues to `gen_tokens`
+tokens; the time from the string to the last token is the paper's metric
+(Table 3: 30-token generation). Every cached run's tokens are compared with
+the no-cache run of the same round, and the result is recorded.
+
+The first round of each prefix length fills the stores from the no-cache
+run's KV (the fill is outside every timed section). A warm-up on a short
+prompt runs every path once before anything is measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .profiles import PROFILES, LinkProfile, profile_of_manifest
+from .workload import Prompt, build_workload
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class TTFTConfig:
+    model: str = "embedded-tinyllama"
+    device: str | None = None
+    dtype: str | None = None
+    quantize: str | None = None
+    kv_dtype: str = "fp16"
+    prefix_tokens: tuple[int, ...] = (256, 512, 1024)
+    suffix_tokens: int = 32
+    suffixes: int = 2
+    repeats: int = 3
+    gen_tokens: int = 30
+    gen_repeats: int = 1  # rounds (from the first) that continue to gen_tokens tokens
+    profiles: tuple[LinkProfile, ...] = (PROFILES["none"], PROFILES["laser"], PROFILES["rf"])
+    planes: int = 19
+    sats: int = 5
+    servers: int = 10  # satellites a block is striped over (the paper used 10 LOS satellites)
+    chunk_size: int = 6144
+    manifest: Path | None = None  # attach to a running constellation instead of booting one
+    node: Path | None = None
+    work_dir: Path | None = None  # constellation run dirs (default: a temporary directory)
+    warmup: bool = True
+
+    def check(self) -> None:
+        if not self.prefix_tokens or any(p < 1 for p in self.prefix_tokens):
+            raise ValueError("prefix lengths must be >= 1 token")
+        if self.suffix_tokens < 1:
+            raise ValueError("suffix must be >= 1 token")
+        if self.repeats < 1 or self.gen_repeats < 0 or self.gen_tokens < 1:
+            raise ValueError("repeats >= 1, gen_repeats >= 0, gen_tokens >= 1")
+        if not 1 <= self.servers <= self.planes * self.sats:
+            raise ValueError(f"servers must be 1..{self.planes * self.sats}")
+        if self.manifest is None and not self.profiles:
+            raise ValueError("no link profile")
+
+
+@dataclass
+class Measurement:
+    """One measured run of one prompt in one mode."""
+
+    prefix_tokens: int
+    mode: str  # "nocache", "local" or "sky-<profile>"
+    round: int
+    suffix_index: int
+    prompt_tokens: int
+    ttft_s: float
+    first_token: int
+    cached_tokens: int = 0
+    expected_cached_tokens: int = 0
+    lookup_s: float = 0.0  # tokenise + block hashes + index lookup
+    retrieval_s: float = 0.0
+    rebuild_s: float = 0.0  # KV bytes -> DynamicCache
+    prefill_s: float = 0.0  # forward over the uncached tokens + argmax
+    bytes_retrieved: int = 0
+    gen_total_s: float | None = None  # string -> gen_tokens tokens
+    tokens: list[int] = field(default_factory=list)
+    first_token_equal: bool | None = None  # vs the no-cache run of the same round
+    tokens_equal: bool | None = None
+
+
+# ---------------------------------------------------------------------------- model side
+
+
+# torch is imported inside the functions that need it, so `skymemory --help` stays fast.
+
+
+def _argmax_last(logits) -> int:
+    return int(logits[0, -1].argmax())
+
+
+def _continue_greedy(model, cache, first: int, total: int) -> list[int]:
+    """Greedy decoding after the first token, the way generate(do_sample=False) does it."""
+    import torch
+
+    tokens = [first]
+    next_ids = torch.tensor([[first]], dtype=torch.long, device=model.device)
+    while len(tokens) < total:
+        out = model(input_ids=next_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        tokens.append(_argmax_last(out.logits))
+        next_ids[0, 0] = tokens[-1]
+    return tokens
+
+
+def run_nocache(model, tokenizer, prompt: Prompt, gen_tokens: int | None):
+    """(Measurement fields, cache over the whole prompt) computing everything."""
+    import torch
+
+    with torch.no_grad():
+        started = time.perf_counter()
+        ids = torch.tensor([tokenizer(prompt.text).input_ids], dtype=torch.long, device=model.device)
+        tokenised = time.perf_counter()
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        first = _argmax_last(out.logits)
+        ttft = time.perf_counter() - started
+        tokens, gen_total = [first], None
+        if gen_tokens:
+            tokens = _continue_greedy(model, out.past_key_values, first, gen_tokens)
+            gen_total = time.perf_counter() - started
+    fields = dict(ttft_s=ttft, first_token=first, prompt_tokens=ids.shape[1], lookup_s=tokenised - started,
+                  prefill_s=ttft - (tokenised - started), gen_total_s=gen_total, tokens=tokens)
+    return fields, out.past_key_values
+
+
+def run_cached(manager, prompt: Prompt, gen_tokens: int | None) -> dict:
+    """Measurement fields with the prefix KV from `manager`'s store."""
+    import torch
+
+    model = manager.model
+    with torch.no_grad():
+        started = time.perf_counter()
+        result = manager.get_cache(prompt.text)
+        got_cache = time.perf_counter()
+        suffix = result.input_ids[:, result.prefix_tokens:]
+        out = model(input_ids=suffix, past_key_values=result.cache, use_cache=True, logits_to_keep=1)
+        first = _argmax_last(out.logits)
+        ttft = time.perf_counter() - started
+        tokens, gen_total = [first], None
+        if gen_tokens:
+            tokens = _continue_greedy(model, out.past_key_values, first, gen_tokens)
+            gen_total = time.perf_counter() - started
+    return dict(ttft_s=ttft, first_token=first, prompt_tokens=result.input_ids.shape[1],
+                cached_tokens=result.prefix_tokens, lookup_s=result.lookup_s, retrieval_s=result.retrieval_s,
+                rebuild_s=result.decode_s, prefill_s=ttft - (got_cache - started),
+                bytes_retrieved=result.bytes_retrieved, gen_total_s=gen_total, tokens=tokens,
+                miss_reason=result.miss_reason)
+
+
+# ---------------------------------------------------------------------------- stores
+
+
+@dataclass
+class CachedMode:
+    name: str  # "local" or "sky-<profile>"
+    manager: object  # KVCManager
+    profile: LinkProfile | None
+    store: object
+
+
+def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from skymemory import native
+
+    return {
+        "native_codec": native.AVAILABLE, "cpu": cpu, "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(), "device": str(model.device), "model_dtype": str(model.dtype),
+        "model": cfg.model, "model_name": getattr(model.config, "name_or_path", ""),
+        "layers": model.config.num_hidden_layers, "kv_heads": model.config.num_key_value_heads,
+        "params": sum(p.numel() for p in model.parameters()), **model_info,
+    }
+
+
+def _expected_cached(prompt_tokens: int, block_tokens: int, prefix_tokens: int) -> int:
+    """Tokens the cache should cover: the full blocks inside the shared prefix (one token always computed)."""
+    return min(prefix_tokens, prompt_tokens - 1) // block_tokens * block_tokens
+
+
+def _summ(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def summarise(measurements: list[Measurement]) -> list[dict]:
+    """Per (prefix length, mode): median / min / max of every timing, token checks, ratios."""
+    cells: dict[tuple[int, str], list[Measurement]] = {}
+    for m in measurements:
+        cells.setdefault((m.prefix_tokens, m.mode), []).append(m)
+    rows = []
+    for (prefix, mode), runs in cells.items():
+        gens = [m.gen_total_s for m in runs if m.gen_total_s is not None]
+        rows.append({
+            "prefix_tokens": prefix, "mode": mode, "runs": len(runs),
+            "prompt_tokens": runs[0].prompt_tokens,
+            "ttft_s": _summ([m.ttft_s for m in runs]),
+            "lookup_s": _summ([m.lookup_s for m in runs]),
+            "retrieval_s": _summ([m.retrieval_s for m in runs]),
+            "rebuild_s": _summ([m.rebuild_s for m in runs]),
+            "prefill_s": _summ([m.prefill_s for m in runs]),
+            "gen_total_s": _summ(gens),
+            "cached_tokens": sorted({m.cached_tokens for m in runs}),
+            "expected_cached_tokens": runs[0].expected_cached_tokens,
+            "bytes_retrieved": max(m.bytes_retrieved for m in runs),
+            "first_token_equal": all(m.first_token_equal is not False for m in runs),
+            "tokens_equal": all(m.tokens_equal is not False for m in runs),
+            "tokens_compared": sum(1 for m in runs if m.tokens_equal is not None),
+        })
+    by_key = {(r["prefix_tokens"], r["mode"]): r for r in rows}
+    for r in rows:
+        base = by_key.get((r["prefix_tokens"], "nocache"))
+        local = by_key.get((r["prefix_tokens"], "local"))
+        r["speedup_vs_nocache"] = base["ttft_s"]["median"] / r["ttft_s"]["median"] if base else None
+        r["ratio_vs_local"] = r["ttft_s"]["median"] / local["ttft_s"]["median"] if local else None
+        if base and base["gen_total_s"] and r["gen_total_s"]:
+            r["gen_speedup"] = base["gen_total_s"]["median"] / r["gen_total_s"]["median"]
+        else:
+            r["gen_speedup"] = None
+    first_seen = list(dict.fromkeys(m.mode for m in measurements))  # nocache, local, sky-<profile> in run order
+    rows.sort(key=lambda r: (r["prefix_tokens"], first_seen.index(r["mode"])))
+    return rows
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
+    """Run the benchmark; returns the JSON-ready result (config, environment, measurements, summary)."""
+    cfg.check()
+    from skymemory.blockstore import ConstellationBlockStore, LocalBlockStore
+    from skymemory.kv.manager import KVCManager
+    from skymemory.kv.models import load_model
+    from skymemory.kv.radix import RadixIndex
+    from skymemory.manifest import Manifest
+
+    from .launch import LocalConstellation, free_port_offset
+
+    from skymemory import native
+
+    started_all = time.perf_counter()
+    if not native.AVAILABLE:
+        log("WARNING: skymemory._native is not built, so the client checks every chunk's CRC32C in pure Python "
+            "(~300x slower than C; it dominates retrieval). Build it: `pip install -e .` or "
+            "`cd ground && python skymemory/_cffi_build.py`")
+    with contextlib.ExitStack() as stack:
+        work_dir = Path(cfg.work_dir) if cfg.work_dir else Path(stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="skymemory-ttft-")))
+
+        # ---- constellations first (seconds), then the model (may take a minute)
+        skies: list[tuple[LinkProfile, Manifest]] = []
+        if cfg.manifest is not None:
+            manifest = Manifest.load(cfg.manifest)
+            profile = profile_of_manifest(manifest.link)
+            log(f"attached to the {manifest.planes}x{manifest.sats} constellation of {cfg.manifest} "
+                f"({profile.description})")
+            skies.append((profile, manifest))
+        else:
+            used: set[int] = set()
+            for profile in cfg.profiles:
+                offset = free_port_offset(cfg.planes * cfg.sats, avoid=used)
+                used.add(offset)
+                log(f"booting a {cfg.planes}x{cfg.sats} constellation, profile {profile.name}: {profile.description}")
+                sky = LocalConstellation(planes=cfg.planes, sats=cfg.sats, profile=profile, port_offset=offset,
+                                         run_dir=work_dir / f"sky-{profile.name}", node=cfg.node,
+                                         chunk_size=cfg.chunk_size)
+                stack.callback(sky.stop)
+                sky.start()
+                log(f"  {cfg.planes * cfg.sats} satellites healthy in {sky.boot_s:.1f} s "
+                    f"(ground ports {40000 + offset}..{40000 + offset + cfg.planes * cfg.sats - 1})")
+                skies.append((profile, sky.manifest))
+
+        log(f"loading model {cfg.model} ...")
+        t = time.perf_counter()
+        model, tokenizer = load_model(cfg.model, cfg.device, cfg.dtype, quantize=cfg.quantize)
+        model_info = {"load_s": time.perf_counter() - t, "quantize": cfg.quantize, "kv_dtype": cfg.kv_dtype}
+        log(f"  {cfg.model} on {model.device} ({model.dtype}, {model.config.num_hidden_layers} layers) "
+            f"ready in {model_info['load_s']:.1f} s")
+
+        modes: list[CachedMode] = []
+        local = LocalBlockStore(chunk_bytes=cfg.chunk_size)
+        modes.append(CachedMode("local", KVCManager(model, tokenizer, local, kv_dtype=cfg.kv_dtype,
+                                                    index=RadixIndex()), None, local))
+        servers_used = {}
+        for profile, manifest in skies:
+            constellation = manifest.constellation()
+            servers = constellation.nearest(min(cfg.servers, manifest.planes * manifest.sats))
+            servers_used[profile.name] = [list(s) for s in servers]
+            store = ConstellationBlockStore.from_manifest(manifest, servers, client_options={"timeout": 2.0})
+            stack.callback(store.close)
+            manager = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=RadixIndex())
+            modes.append(CachedMode(f"sky-{profile.name}", manager, profile, store))
+        block_tokens = modes[0].manager.block_tokens
+
+        def fill(prompt: Prompt, cache) -> None:
+            for mode in modes:
+                t = time.perf_counter()
+                added = mode.manager.add_blocks(prompt.text, cache=cache)
+                if added.error:
+                    raise RuntimeError(f"storing KV blocks in {mode.name} failed: {added.error}")
+                log(f"  stored {added.blocks_stored} new blocks ({added.bytes_stored / 1e6:.1f} MB, "
+                    f"{added.blocks_cached_before} already cached) in {mode.name} in {time.perf_counter() - t:.2f} s")
+
+        if cfg.warmup:
+            log("warm-up (not measured): a short prompt through every path")
+            warm = build_workload(tokenizer, block_tokens, 8, 1).prompts[0]
+            _, cache = run_nocache(model, tokenizer, warm, 2)
+            fill(warm, cache)
+            for mode in modes:
+                run_cached(mode.manager, warm, 2)
+
+        measurements: list[Measurement] = []
+        for prefix_tokens in cfg.prefix_tokens:
+            workload = build_workload(tokenizer, prefix_tokens, cfg.suffix_tokens, cfg.suffixes)
+            for rnd in range(cfg.repeats):
+                prompt = workload.prompts[rnd % len(workload.prompts)]
+                gen = cfg.gen_tokens if rnd < cfg.gen_repeats else None
+                expected = _expected_cached(prompt.n_tokens, block_tokens, prefix_tokens)
+                fields, cache = run_nocache(model, tokenizer, prompt, gen)
+                ref = Measurement(prefix_tokens, "nocache", rnd, prompt.suffix_index, **fields,
+                                  expected_cached_tokens=expected)
+                measurements.append(ref)
+                log(_line(ref, gen))
+                if rnd == 0:
+                    fill(prompt, cache)
+                del cache
+                for mode in modes:
+                    fields = run_cached(mode.manager, prompt, gen)
+                    miss = fields.pop("miss_reason")
+                    m = Measurement(prefix_tokens, mode.name, rnd, prompt.suffix_index, **fields,
+                                    expected_cached_tokens=expected)
+                    m.first_token_equal = m.first_token == ref.first_token
+                    m.tokens_equal = m.tokens == ref.tokens[: len(m.tokens)] if gen else m.first_token_equal
+                    measurements.append(m)
+                    log(_line(m, gen) + (f"  [miss: {miss}]" if miss and m.cached_tokens < expected else ""))
+
+        summary = summarise(measurements)
+        return {
+            "benchmark": "ttft",
+            "created_unix": time.time(),
+            "wall_s": time.perf_counter() - started_all,
+            "config": _config_dict(cfg),
+            "environment": _environment(model, model_info, cfg),
+            "block_tokens": block_tokens,
+            "servers": servers_used,
+            "profiles": {p.name: p.as_dict() for p, _ in skies},
+            "measurements": [asdict(m) for m in measurements],
+            "summary": summary,
+        }
+
+
+def _line(m: Measurement, gen: int | None) -> str:
+    text = f"  prefix {m.prefix_tokens:5d}  round {m.round}  {m.mode:10s} TTFT {m.ttft_s * 1000:9.1f} ms"
+    if m.mode != "nocache":
+        text += (f" (lookup {m.lookup_s * 1000:.1f} + retrieval {m.retrieval_s * 1000:.1f} + rebuild "
+                 f"{m.rebuild_s * 1000:.1f} + prefill {m.prefill_s * 1000:.1f}; {m.cached_tokens} tokens cached)")
+    if gen and m.gen_total_s is not None:
+        text += f"  {gen} tokens in {m.gen_total_s:.2f} s"
+    if m.tokens_equal is not None:
+        text += "  tokens equal" if m.tokens_equal else "  TOKENS DIFFER"
+    return text
+
+
+def _config_dict(cfg: TTFTConfig) -> dict:
+    d = asdict(cfg)
+    d["profiles"] = [p.name for p in cfg.profiles]
+    d["prefix_tokens"] = list(cfg.prefix_tokens)
+    for key in ("manifest", "node", "work_dir"):
+        d[key] = str(d[key]) if d[key] is not None else None
+    return d
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def register(subparsers) -> None:
+    """`skymemory bench ttft` (found by skymemory/cli/bench.py)."""
+    from . import options
+
+    parser = subparsers.add_parser(
+        "ttft", help="time to first token: no cache vs SkyMemory vs local RAM, per prefix length and link",
+        description="Boots one constellation per link profile (or attaches to one with --manifest), runs "
+                    "prompts sharing a long prefix with different suffixes, and measures TTFT and the "
+                    "30-token generation time with no cache, with the KV from the constellation, and with "
+                    "the same KV from local RAM. Writes JSON, markdown and PNG plots under --out.")
+    options.add_workload_args(parser, prefixes=(256, 512, 1024), repeats=3, gen_repeats=1, profiles="none,laser,rf")
+    options.add_model_args(parser, "embedded-tinyllama")
+    options.add_constellation_args(parser, 19, 5)
+    parser.add_argument("--manifest", type=options.existing_file, default=None,
+                        help="attach to a running constellation (its link profile is read from the manifest) "
+                             "instead of booting one per --profiles")
+    parser.add_argument("--out", type=Path, default=Path("out/ttft"), help="output directory (default out/ttft)")
+    parser.set_defaults(func=_main)
+
+
+def _main(args) -> int:
+    from . import options
+
+    try:
+        cfg = options.config_from_args(args)
+    except ValueError as exc:
+        print(f"skymemory bench ttft: {exc}", file=sys.stderr)
+        return 2
+    return options.execute(cfg, args.out, title="skymemory bench ttft")

@@ -1,0 +1,85 @@
+/*
+ * skymem_bulk.h -- the ground's fast path: move whole blocks with batched
+ * datagrams (recvmmsg / sendmmsg), no per-chunk Python objects.
+ *
+ * Ground-only (POSIX sockets, Linux recvmmsg/sendmmsg): it lives next to the
+ * Python package, not in the portable flight core. It builds and parses the
+ * packets with the flight codec (skymem_codec.h), so both ends agree byte
+ * for byte.
+ *
+ * A block's chunk i lands at buf + i * chunk_bytes and is stored on server
+ * servers[server0 + i % n_servers] (the block store's striping rule).
+ */
+#ifndef SKYMEM_BULK_H
+#define SKYMEM_BULK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One satellite holding chunks, and the ground link that reaches it. */
+typedef struct {
+    uint16_t plane, sat;         /* destination of the requests */
+    uint16_t via_plane, via_sat; /* satellite whose ground port the requests go to */
+    uint32_t ipv4;               /* that ground port's IPv4 address, host byte order */
+    uint16_t port;               /* that ground port, host byte order */
+} skymem_bulk_server_t;
+
+/* Per-chunk status values. */
+#define SKYMEM_BULK_PENDING   0u
+#define SKYMEM_BULK_OK        1u
+#define SKYMEM_BULK_NOT_FOUND 2u
+
+typedef struct {
+    const uint8_t *hash;   /* 32-byte block hash */
+    uint8_t *buf;          /* get: destination; set: source. n_bytes long */
+    uint64_t n_bytes;
+    uint32_t chunk_bytes;  /* every chunk but the last is this long */
+    uint32_t chunk_count;
+    uint32_t server0;      /* first server of this block in the server table */
+    uint32_t n_servers;
+    uint64_t created_ms;   /* set: descriptor creation time */
+    uint8_t *status;       /* chunk_count bytes, SKYMEM_BULK_* (caller zeroes them) */
+    uint32_t *prefix;      /* get: chunks received contiguously from chunk 0 (written while running) */
+} skymem_bulk_block_t;
+
+typedef struct {
+    int fd;                  /* bound UDP socket owned by the caller (blocking or not) */
+    uint16_t station_id;     /* ground station id in the route header */
+    uint32_t request_id;     /* first request id to use; ids base..base+n are used */
+    uint32_t window_bytes;   /* chunk bytes requested/sent and not yet answered, at most */
+    uint32_t wave_chunks;    /* get: chunk ids per block per request wave (0 = whole block) */
+    double rto_s;            /* no progress on a request for this long: ask again */
+    double deadline_s;       /* give up after this long in all */
+    uint32_t max_retries;    /* re-requests per request, at most */
+    /* results */
+    uint64_t packets_rx, packets_tx, bytes_rx;
+    uint64_t crc_failures, retransmits, ignored;
+} skymem_bulk_opts_t;
+
+/* Return values (negative: error before/while moving data). */
+#define SKYMEM_BULK_DONE        0  /* every chunk answered (OK or NOT_FOUND) */
+#define SKYMEM_BULK_INCOMPLETE  1  /* deadline or retries exhausted with chunks pending */
+#define SKYMEM_BULK_REFUSED     2  /* a satellite refused a request as a whole (NAK other than not-found) */
+#define SKYMEM_BULK_E_ARG      -1
+#define SKYMEM_BULK_E_NOMEM    -2
+#define SKYMEM_BULK_E_SOCKET   -3
+
+/* Fetch every chunk of the blocks with GET_CHUNKS (one per server per block
+ * per wave), in wave order: wave w asks chunk ids [w*wave, (w+1)*wave) of
+ * every block, so with layer-major blocks the first layers of all blocks
+ * come first. Each reply is parsed, its request id, block hash, chunk id
+ * and length checked, its CRC32C verified, and its data copied to its
+ * place. A request with chunks still missing after rto_s is asked again
+ * (only the missing span), at most max_retries times. */
+int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
+                    skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
+
+/* Store every chunk of the blocks with SET_CHUNK, at most window_bytes
+ * unacknowledged, resending a chunk whose ACK has not come after rto_s. */
+int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
+                    skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
+
+/* CRC32C as the flight core computes it (hardware instruction when available). */
+uint32_t skymem_bulk_crc32c(const uint8_t *data, size_t len);
+
+#endif /* SKYMEM_BULK_H */

@@ -1,0 +1,177 @@
+"""Hardware in the loop: the TTFT benchmark against real satellite processes.
+
+A 5x5 constellation of skymem_node processes on loopback and the small
+embedded model (`embedded-tiny`). What is checked: the cache hits, it covers
+the expected prefix (every full block of the shared prefix), and the tokens
+generated with the cache equal those of the uncached run, for the KV from the
+constellation and from local RAM. No timing is asserted (the machine is
+shared); the benchmark's own output is checked for shape, not speed.
+Also: the benchmark's constellation is torn down on errors and when the
+benchmark process is killed outright.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from skymemory.bench import report
+from skymemory.bench.launch import LocalConstellation, free_port_offset
+from skymemory.bench.profiles import PROFILES
+from skymemory.bench.ttft import TTFTConfig, run
+from skymemory.launcher.processes import alive
+
+REPO = Path(__file__).resolve().parents[2]
+BLOCK = 128
+
+
+def _small_config(**kw) -> TTFTConfig:
+    base = dict(model="embedded-tiny", prefix_tokens=(2 * BLOCK, 3 * BLOCK), suffix_tokens=24, suffixes=2,
+                repeats=2, gen_tokens=8, gen_repeats=2, planes=5, sats=5, servers=6,
+                profiles=(PROFILES["none"],))
+    base.update(kw)
+    return TTFTConfig(**base)
+
+
+def _check_cached_runs(result: dict, modes: set[str]) -> None:
+    runs = result["measurements"]
+    assert {m["mode"] for m in runs} == {"nocache"} | modes
+    for m in runs:
+        if m["mode"] == "nocache":
+            assert m["cached_tokens"] == 0
+            continue
+        # the hit covers every full block of the shared prefix, and nothing of the suffix
+        assert m["cached_tokens"] == m["expected_cached_tokens"] == m["prefix_tokens"], m
+        assert m["bytes_retrieved"] > 0
+        assert m["first_token_equal"] is True, m
+        assert m["tokens_equal"] is True, m
+        assert len(m["tokens"]) == 8
+    # the reference the cached runs were compared with is the real thing: the tokens differ between suffixes
+    refs = {(m["prefix_tokens"], m["suffix_index"]): tuple(m["tokens"]) for m in runs if m["mode"] == "nocache"}
+    if len(refs) > 1:
+        assert len(set(refs.values())) > 1
+
+
+@pytest.fixture(scope="module")
+def booted_result(node_path, tmp_path_factory):
+    """One benchmark run that boots its own 5x5 constellation (link profile: none)."""
+    work = tmp_path_factory.mktemp("ttft")
+    result = run(_small_config(node=node_path, work_dir=work))
+    return result, work
+
+
+def test_cache_hits_cover_the_prefix_and_tokens_equal(booted_result):
+    result, _ = booted_result
+    _check_cached_runs(result, {"local", "sky-none"})
+    assert len(result["servers"]["none"]) == 6
+
+
+def test_the_benchmark_tears_its_constellation_down(booted_result):
+    _, work = booted_result
+    manifest = work / "sky-none" / "manifest.json"
+    assert not manifest.exists()  # the launcher removes it after stopping every node
+    assert "stopping" in (work / "sky-none" / "launcher.log").read_text()
+
+
+def test_report_outputs(booted_result, tmp_path):
+    result, _ = booted_result
+    paths = report.write_all(result, tmp_path)
+    for path in paths.values():
+        assert path.stat().st_size > 0
+    assert json.loads(paths["json"].read_text())["summary"] == result["summary"]
+    table = report.markdown(result)
+    for prefix in (256, 384):
+        for mode in ("nocache", "local", "sky-none"):
+            assert f"| {prefix} | {mode} |" in table
+    assert "NO" not in table.split("| tokens equal |")[1]  # every cached cell says yes
+    assert "paper Table 3" in table
+
+
+def test_attach_to_a_running_constellation_with_laser_delays(node_path, tmp_path):
+    """--manifest: the benchmark uses a constellation someone else launched (here: laser profile)."""
+    sky = LocalConstellation(planes=5, sats=5, profile=PROFILES["laser"], run_dir=tmp_path / "sky",
+                             port_offset=free_port_offset(25), node=node_path)
+    with sky:
+        result = run(_small_config(prefix_tokens=(2 * BLOCK,), repeats=1, gen_repeats=1,
+                                   manifest=sky.manifest_path))
+        pids = [e.pid for e in sky.manifest.satellites]
+        assert all(alive(p) for p in pids)  # attaching never stops what it did not start
+    _check_cached_runs(result, {"local", "sky-laser"})
+    assert result["profiles"]["laser"]["ground_delay_ms"] == 3.0
+    assert not any(alive(p) for p in pids)
+
+
+def test_an_error_after_boot_stops_every_node(node_path, tmp_path):
+    sky = LocalConstellation(planes=2, sats=2, profile=PROFILES["none"], run_dir=tmp_path,
+                             port_offset=free_port_offset(4), node=node_path)
+    pids = []
+    with pytest.raises(RuntimeError, match="boom"):
+        with sky:
+            pids = [e.pid for e in sky.manifest.satellites]
+            assert all(alive(p) for p in pids)
+            raise RuntimeError("boom")
+    assert len(pids) == 4 and not any(alive(p) for p in pids)
+
+
+def test_killing_the_benchmark_process_leaves_no_node(node_path, tmp_path):
+    """SIGKILL (no cleanup code runs): the nodes still go, through the parent-death signal chain."""
+    script = (
+        "import json, sys, time\n"
+        "from pathlib import Path\n"
+        "from skymemory.bench.launch import LocalConstellation, free_port_offset\n"
+        "from skymemory.bench.profiles import PROFILES\n"
+        f"sky = LocalConstellation(planes=2, sats=2, profile=PROFILES['none'], run_dir=Path({str(tmp_path)!r}),\n"
+        f"                         port_offset=free_port_offset(4), node=Path({str(node_path)!r}))\n"
+        "sky.start()\n"
+        "print(json.dumps([sky.proc.pid] + [e.pid for e in sky.manifest.satellites]), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        pids = json.loads(line)
+        assert len(pids) == 5 and all(alive(p) for p in pids)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids)
+
+
+def test_cli_bench_ttft_writes_its_outputs(node_path, tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "ground"), "SKYMEM_NODE": str(node_path)}
+    r = subprocess.run(
+        [sys.executable, "-m", "skymemory", "bench", "ttft", "--model", "embedded-tiny", "--planes", "4",
+         "--sats", "4", "--prefix-tokens", "256", "--suffix-tokens", "16", "--repeats", "1", "--gen-tokens", "4",
+         "--profiles", "none", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "| 256 | sky-none |" in r.stdout and "yes (1/1 runs)" in r.stdout
+    assert "booting a 4x4 constellation" in r.stderr
+    for name in ("ttft.json", "ttft.md", "ttft_by_prefix.png", "ttft_breakdown.png"):
+        assert (out / name).stat().st_size > 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--prefix-tokens", "0"], "token counts must be"),
+    (["--profiles", "laser,moon"], "unknown link profile"),
+    (["--servers", "30", "--planes", "5", "--sats", "5"], "more than the 5x5"),
+    (["--suffixes", "9"], "invalid choice"),
+])
+def test_cli_rejects_bad_arguments(argv, message):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
+    r = subprocess.run([sys.executable, "-m", "skymemory", "bench", "ttft", *argv], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 2
+    assert message in r.stderr + r.stdout

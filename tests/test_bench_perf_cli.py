@@ -1,0 +1,48 @@
+"""`skymemory bench transfer` / `bench streaming`: argument validation (no constellation booted)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from skymemory.bench import streaming, transfer
+
+
+def parser():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd")
+    transfer.register(sub)
+    streaming.register(sub)
+    return p
+
+
+@pytest.mark.parametrize("argv", [
+    ["transfer", "--chunk-sizes", "100"],  # below 256
+    ["transfer", "--chunk-sizes", "70000"],  # above the 60000-byte maximum
+    ["transfer", "--sizes-mb", "0"],
+    ["transfer", "--sizes-mb", "x"],
+    ["transfer", "--profiles", "moon"],
+    ["transfer", "--servers", "0"],
+    ["streaming", "--kv", "int4"],
+    ["streaming", "--profiles", "none,none"],
+    ["streaming", "--prefix-blocks", "-1"],
+])
+def test_bad_arguments_are_rejected(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        parser().parse_args(argv)
+    assert e.value.code == 2 and "error" in capsys.readouterr().err
+
+
+def test_defaults():
+    a = parser().parse_args(["transfer"])
+    assert a.chunk_sizes == [6144, 60000] and a.sizes_mb == [1, 4, 16, 64] and [p.name for p in a.profiles] == [
+        "none", "laser", "rf"]
+    b = parser().parse_args(["streaming"])
+    assert b.prefix_blocks == 8 and b.kv == "fp16" and [p.name for p in b.profiles] == ["none", "laser"]
+
+
+def test_more_servers_than_satellites_is_an_error(tmp_path):
+    a = parser().parse_args(["transfer", "--servers", "30", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="exceeds"):
+        a.func(a)

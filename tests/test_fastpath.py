@@ -1,0 +1,121 @@
+"""The C fast path (skymem_bulk_get / skymem_bulk_set) against scripted satellites with faults."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+
+import numpy as np
+import pytest
+
+from skymemory import native
+from skymemory.blockstore import BlockMiss, ConstellationBlockStore
+from skymemory.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, require_native
+
+from fakesat import FakeSatellite
+
+pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="skymemory._native not built (pip install -e .)")
+
+
+@pytest.fixture
+def sats():
+    sats = [FakeSatellite(0, i) for i in range(3)]
+    for s in sats:
+        s.__enter__()
+    yield sats
+    for s in sats:
+        s.__exit__()
+
+
+def store_for(sats, chunk_bytes=1000, **fast):
+    return ConstellationBlockStore({s.me: s.address for s in sats}, [s.me for s in sats], chunk_bytes=chunk_bytes,
+                                   client_options={"timeout": 0.2},
+                                   fast_options={"rto_s": 0.05, "deadline_s": 10, **fast})
+
+
+def test_hardware_crc_matches_the_reference():
+    for n in (0, 1, 7, 8, 9, 6144, 60000, 100_003):
+        data = os.urandom(n)
+        assert native.lib.skymem_bulk_crc32c(native.ffi.from_buffer(data), n) == native.crc32c_py(data)
+
+
+def test_get_survives_lost_requests_corrupt_and_duplicate_replies(sats):
+    payload = os.urandom(20_500)
+    h = hashlib.sha256(payload).digest()
+    with store_for(sats) as store:
+        rec = store.put_block(h, payload)
+        sats[0].drop_requests = 1  # the first GET_CHUNKS to satellite 0 is lost
+        sats[1].corrupt_replies = 2  # two chunks from satellite 1 fail CRC32C
+        sats[2].duplicate_replies = True
+        assert store.get_block(rec) == payload
+        t = store.last_transfer
+        assert t.crc_failures == 2 and t.retransmits >= 2 and t.ignored >= 6  # the duplicates
+
+
+def test_set_resends_unacknowledged_chunks(sats):
+    payload = os.urandom(9_000)
+    h = hashlib.sha256(payload).digest()
+    with store_for(sats) as store:
+        sats[1].drop_requests = 2
+        rec = store.put_block(h, payload)
+        assert store.last_transfer.retransmits >= 2
+        assert sorted(cid for _, cid in sats[1].store) == [1, 4, 7]
+        assert store.get_block(rec) == payload
+
+
+def test_several_blocks_in_waves_fill_prefix_and_buffers(sats):
+    blocks = [os.urandom(7_777 + i) for i in range(4)]
+    with store_for(sats) as store:
+        records = [store.put_block(hashlib.sha256(b).digest(), b) for b in blocks]
+        jobs = store.block_jobs(records)
+        prefix = np.zeros(len(jobs), dtype=np.uint32)
+        store.fetch_jobs(jobs, prefix=prefix, wave_chunks=2)
+        assert [bytes(j.buf) for j in jobs] == blocks
+        assert list(prefix) == [j.chunk_count for j in jobs]
+        assert all((j.status == OK).all() for j in jobs)
+        buffers = [bytearray(len(b)) for b in blocks]  # caller-provided buffers are filled in place
+        assert store.get_blocks(records, buffers) is not None and buffers == [bytearray(b) for b in blocks]
+
+
+def test_missing_chunk_is_reported_per_chunk(sats):
+    payload = os.urandom(5_000)
+    h = hashlib.sha256(payload).digest()
+    with store_for(sats) as store:
+        rec = store.put_block(h, payload)
+        del sats[0].store[(h, 3)]
+        jobs = store.block_jobs([rec])
+        with pytest.raises(BlockMiss) as e:
+            store.fetch_jobs(jobs)
+        assert e.value.reason == "not-found"
+        assert list(np.flatnonzero(jobs[0].status == NOT_FOUND)) == [3]
+        assert (np.delete(jobs[0].status, 3) == OK).all()
+
+
+def test_silent_satellite_ends_at_the_retry_bound():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:  # bound, never answers
+        silent.bind(("127.0.0.1", 0))
+        bulk = BulkTransfer({(0, 0): silent.getsockname()}, rto_s=0.02, retries=2, deadline_s=5)
+        job = BlockJob(b"\x01" * 32, bytearray(3000), 3000, 1000, [(0, 0)])
+        stats = bulk.get([job])
+        assert stats.outcome == "incomplete" and stats.retransmits == 2 and (job.status == 0).all()
+
+
+def test_arguments_are_checked():
+    bulk = BulkTransfer({(0, 0): ("127.0.0.1", 9)})
+    with pytest.raises(ValueError):
+        BlockJob(b"short", bytearray(10), 10, 5, [(0, 0)])
+    with pytest.raises(ValueError):
+        BlockJob(b"\x00" * 32, bytearray(5), 10, 5, [(0, 0)])  # buffer too small
+    with pytest.raises(ValueError):
+        bulk.get([BlockJob(b"\x00" * 32, bytearray(10), 10, 5, [(0, 1)])])  # no address for (0, 1)
+    with pytest.raises(ValueError):
+        BulkTransfer({}, rto_s=0)
+
+
+def test_missing_native_module_is_an_error(monkeypatch):
+    monkeypatch.setattr(native, "AVAILABLE", False)
+    with pytest.raises(ImportError, match="pip install"):
+        require_native()
+    with pytest.raises(ImportError):
+        ConstellationBlockStore({(0, 0): ("127.0.0.1", 9)}, [(0, 0)])

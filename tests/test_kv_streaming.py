@@ -1,0 +1,101 @@
+"""Layerwise streaming: the prefix arrives while the model runs; tokens equal the uncached run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from skymemory import native
+from skymemory.blockstore import ConstellationBlockStore
+from skymemory.kv.manager import KVCManager
+from skymemory.kv.streaming import StreamFailed, StreamingCache, generate_streaming, get_cache_streaming
+
+from fakesat import FakeSatellite
+from kv_support import random_prompt, tiny
+
+pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="skymemory._native not built (pip install -e .)")
+BLOCK = 16
+
+
+@pytest.fixture
+def store():
+    sats = [FakeSatellite(0, i) for i in range(3)]
+    for s in sats:
+        s.__enter__()
+    st = ConstellationBlockStore({s.me: s.address for s in sats}, [s.me for s in sats], chunk_bytes=700,
+                                 client_options={"timeout": 0.2}, fast_options={"rto_s": 0.05, "deadline_s": 10})
+    st.sats = sats
+    yield st
+    st.close()
+    for s in sats:
+        s.__exit__()
+
+
+def uncached(model, prompt, n):
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                             max_new_tokens=n, do_sample=False)
+    return out[0, len(prompt):].tolist()
+
+
+@pytest.mark.parametrize("kv,n_blocks,suffix", [("fp32", 1, 1), ("fp32", 3, 9), ("fp32", 4, 33), ("fp16", 2, 5)])
+def test_streamed_prefix_gives_the_uncached_tokens(tmp_path, store, kv, n_blocks, suffix):
+    model, tokenizer = tiny(kv)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype=kv, index_dir=tmp_path)
+    prompt = random_prompt(n_blocks * BLOCK + suffix, seed=7 * n_blocks + suffix)
+    assert manager.add_blocks(prompt[: n_blocks * BLOCK]).blocks_stored == n_blocks
+    tokens, result, stats, failure = generate_streaming(manager, prompt, max_new_tokens=8, wave_layers=1)
+    assert failure is None and result.prefix_tokens == n_blocks * BLOCK
+    assert isinstance(result.cache, StreamingCache)
+    assert tokens == uncached(model, prompt, 8)
+    assert stats.transfer_s > 0 and 0.0 <= stats.hidden_share <= 1.0
+    assert all(t > 0 for t in stats.layer_ready_s)  # every layer waited for, in order of need
+    assert stats.layer_ready_s == sorted(stats.layer_ready_s)
+
+
+def test_streamed_layers_equal_the_fetched_cache(tmp_path, store):
+    model, tokenizer = tiny("fp32")
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp16", index_dir=tmp_path)
+    prompt = random_prompt(3 * BLOCK + 4, seed=3)
+    manager.add_blocks(prompt[: 3 * BLOCK])
+    fetched = manager.get_cache(prompt).cache
+    streamed = get_cache_streaming(manager, prompt).cache
+    assert streamed.get_seq_length() == 3 * BLOCK  # known before any layer arrived
+    for a, b in zip(fetched.layers, streamed.layers):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+def test_a_lost_chunk_falls_back_to_recompute_and_evicts(tmp_path, store):
+    model, tokenizer = tiny("fp32")
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    prompt = random_prompt(2 * BLOCK + 3, seed=11)
+    hashes = manager.add_blocks(prompt[: 2 * BLOCK]).hashes
+    gone = next(k for k in store.sats[1].store if k[0] == hashes[1])
+    del store.sats[1].store[gone]  # one chunk of block 1 is gone
+    tokens, result, _stats, failure = generate_streaming(manager, prompt, max_new_tokens=6)
+    assert failure == "not-found"
+    assert tokens == uncached(model, prompt, 6)
+    assert manager.index.get(hashes[0]) is None  # the failed chain left the index
+    assert not any(k[0] in hashes for s in store.sats for k in s.store)  # and the constellation
+
+
+def test_strict_mode_raises_the_stream_failure(tmp_path, store):
+    model, tokenizer = tiny("fp32")
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                         strict=True)
+    prompt = random_prompt(BLOCK + 2, seed=5)
+    hashes = manager.add_blocks(prompt[:BLOCK]).hashes
+    store.sats[0].corrupt_replies = 10_000  # every chunk from satellite 0 fails CRC32C until the retries end
+    store.fast.retries = 1
+    with pytest.raises(StreamFailed):
+        generate_streaming(manager, prompt, max_new_tokens=2)
+    assert hashes
+
+
+def test_no_cached_prefix_streams_nothing(tmp_path, store):
+    model, tokenizer = tiny("fp32")
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    prompt = random_prompt(BLOCK + 5, seed=9)
+    tokens, result, stats, failure = generate_streaming(manager, prompt, max_new_tokens=4)
+    assert result.prefix_tokens == 0 and stats is None and failure is None
+    assert tokens == uncached(model, prompt, 4)
