@@ -25,7 +25,7 @@ from skymemory.manifest import Manifest
 from skymemory.placed_store import BlockIndex, HopCountingClient, PlacedStore, block_hash_of
 from skymemory.rotation import MigrationDriver
 
-from conftest import launch, stop
+from live import launch, stop
 
 CHUNK = 1024
 BUDGET = 16 * 1024  # a dozen 1 KiB chunks per satellite

@@ -10,7 +10,7 @@ import pytest
 from skymemory.launcher import netns, processes
 from skymemory.manifest import Manifest
 
-from conftest import LAUNCHER, launch, stop
+from live import LAUNCHER, launch, stop
 
 
 def run_launcher(*args: str) -> subprocess.CompletedProcess:
@@ -127,7 +127,7 @@ def _foreground(tmp_path):
     """Start a 2x2 launcher in the foreground; return (process, manifest) once it reports running."""
     import time
 
-    from conftest import free_port_bases
+    from live import free_port_bases
 
     isl, ground = free_port_bases(4)
     manifest = tmp_path / "fg.json"

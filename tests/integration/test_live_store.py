@@ -12,7 +12,7 @@ import pytest
 from skymemory.blockstore import BlockMiss, ConstellationBlockStore
 from skymemory.kvstore import home_satellite, key_of
 
-from conftest import REPO
+from live import REPO
 
 
 def test_block_striped_over_los_satellites_roundtrips(constellation):

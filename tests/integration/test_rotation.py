@@ -17,7 +17,7 @@ from skymemory import geometry, placement
 from skymemory.cli.rotate import format_report, run_rotation
 from skymemory.manifest import Manifest
 
-from conftest import REPO, launch, stop
+from live import REPO, launch, stop
 
 PLANES, SATS = 19, 5
 STEP_WALL_S = 5.0  # wall seconds per rotation step: a full period (5 steps) in 25 s

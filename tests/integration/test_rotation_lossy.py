@@ -15,7 +15,7 @@ from skymemory import geometry
 from skymemory.cli.rotate import format_report, run_rotation
 from skymemory.manifest import Manifest
 
-from conftest import launch, stop
+from live import launch, stop
 
 PLANES, SATS = 5, 5
 STEP_WALL_S = 3.0

@@ -13,7 +13,7 @@ from skymemory.manifest import Manifest
 from skymemory.placed_store import block_hash_of
 from skymemory.rotating_store import RotatingBlockStore
 
-from conftest import launch, stop
+from live import launch, stop
 
 SATS = 5
 STEP_WALL_S = 2.0
