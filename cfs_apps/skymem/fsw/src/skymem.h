@@ -76,7 +76,7 @@ typedef struct
     uint32 RxPackets;    /* data-plane requests addressed to this satellite */
     uint32 TxPackets;    /* replies and gossip published for the router */
     uint32 Invalid;      /* malformed data-plane packets */
-    uint32 AuthFailures; /* requests with the AUTH flag (no key configured on cFS) */
+    uint32 AuthFailures; /* data-plane requests refused: unsigned, forged or replayed (see skymem_auth_app.c) */
     uint32 MigratedIn;   /* chunks received with the MIGRATION flag */
     uint32 MigratedOut;  /* chunks handed over by MIGRATE (deleted here after the target's ACK) */
 

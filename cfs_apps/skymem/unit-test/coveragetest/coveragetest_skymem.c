@@ -7,6 +7,7 @@
  * CFE_SB_AllocateMessageBuffer stub, where the test parses it.
  */
 #include "skymem.h"
+#include "skymem_auth_app.h"
 #include "skymem_cmds.h"
 #include "skymem_config.h"
 #include "skymem_data.h"
@@ -15,6 +16,7 @@
 #include "skymem_migrate.h"
 #include "skymem_utils.h"
 
+#include "skymem_auth.h"
 #include "skymem_codec.h"
 #include "skymem_crc32c.h"
 
@@ -485,6 +487,136 @@ static void Test_ConfigFile(void)
     UtAssert_True(!Applied, "no file, nothing applied");
 }
 
+/* /cf/skymem_auth.keys: key 0 (constellation) and ground key 1; the forger has another key 1. */
+static const char UT_Keys[] = "# test keys\n"
+                              "0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+                              "1 202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f\n";
+static const char UT_ForgerKeys[] = "1 404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f\n";
+
+/* Builds a SET_CHUNK of 100 bytes for chunk 2 of block 0xCD.. into UT_In; signs it with Ring's key 1 if given. */
+static int UT_BuildSet(const skymem_auth_t *Ring, uint64 Seq, uint32 RequestId)
+{
+    skymem_route_t      Route = UT_FromGround(0, 1, RequestId);
+    skymem_chunk_desc_t Desc;
+    uint8               Data[100];
+    int                 Len;
+
+    memset(Data, 0x5A, sizeof(Data));
+    memset(&Desc, 0, sizeof(Desc));
+    memset(Desc.block_hash, 0xCD, sizeof(Desc.block_hash));
+    Desc.chunk_id    = 2;
+    Desc.chunk_count = 4;
+    Desc.crc32c      = skymem_crc32c(Data, sizeof(Data));
+    Desc.data_len    = sizeof(Data);
+    Len = skymem_build_set_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 1, &Route, &Desc, Data);
+    if (Ring != NULL && Len > 0)
+    {
+        Len = skymem_auth_sign(Ring, 1, Seq, UT_In.Bytes, (size_t)Len, sizeof(UT_In.Bytes));
+    }
+    return Len;
+}
+
+static void UT_ExpectNakAuth(uint32 Failures)
+{
+    skymem_msg_t Reply;
+
+    UT_ParseReply(0, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_NAK);
+    UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_AUTH_FAILED);
+    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, Failures);
+}
+
+static void Test_Auth(void)
+{
+    static skymem_auth_t Ground, Forger;
+    static UT_Packet_t   Saved;
+    SKYMEM_SetParamCmd_t SetParam;
+    skymem_route_t       Route = UT_FromGround(0, 1, 50);
+    skymem_msg_t         Reply;
+    uint8                Hash[SKYMEM_BLOCK_HASH_LEN];
+    char                 Err[96];
+    uint32               Commands;
+    int                  Len;
+
+    UT_Satellite();
+    memset(Hash, 0xCD, sizeof(Hash));
+    skymem_auth_init(&Ground, 0);
+    skymem_auth_init(&Forger, 0);
+    UtAssert_INT32_EQ(skymem_auth_load_text(&Ground, UT_Keys, sizeof(UT_Keys) - 1, Err, sizeof(Err)), 2);
+    UtAssert_INT32_EQ(skymem_auth_load_text(&Forger, UT_ForgerKeys, sizeof(UT_ForgerKeys) - 1, Err, sizeof(Err)), 1);
+
+    /* The key file turns authentication on. */
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_Keys, sizeof(UT_Keys) - 1, false);
+    UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_SUCCESS);
+
+    /* Unsigned SET_CHUNK, and one signed with a wrong key: NAK AUTH_FAILED, counted, nothing stored. */
+    UT_ExpectReplies();
+    UT_Deliver(UT_BuildSet(NULL, 0, 40));
+    UT_ExpectNakAuth(1);
+    UT_ExpectReplies();
+    UT_Deliver(UT_BuildSet(&Forger, 1000, 41));
+    UT_ExpectNakAuth(2);
+    UtAssert_INT32_EQ(skymem_store_peek(SKYMEM_Data.Store, Hash, 2, NULL, NULL, NULL), SKYMEM_STORE_E_NOT_FOUND);
+
+    /* Reads need no signature: GET_CHUNK of the refused chunk -> NAK NOT_FOUND. */
+    UT_ExpectReplies();
+    UT_Deliver(skymem_build_get_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 2, &Route, Hash, 2));
+    UT_ParseReply(0, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_NOT_FOUND);
+
+    /* Signed with the ground key: ACK, stored. */
+    UT_ExpectReplies();
+    Len = UT_BuildSet(&Ground, 1000, 42);
+    memcpy(&Saved, &UT_In, sizeof(Saved));
+    UT_Deliver(Len);
+    UT_ParseReply(0, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_ACK);
+    UtAssert_INT32_EQ(skymem_store_peek(SKYMEM_Data.Store, Hash, 2, NULL, NULL, NULL), SKYMEM_STORE_OK);
+
+    /* The same packet again is a replay: counted, dropped without a reply. */
+    UT_ExpectReplies();
+    memcpy(&UT_In, &Saved, sizeof(UT_In));
+    UT_Deliver(Len);
+    UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 0);
+    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 3);
+
+    /* Control MID: NOOP still served, SET_PARAM refused (it needs a signed data-plane command). */
+    Commands = SKYMEM_Data.CmdCounter;
+    UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_NOOP_CC, sizeof(SKYMEM_NoopCmd_t));
+    SKYMEM_TaskPipe(&UT_In.Sb);
+    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, Commands + 1);
+    memset(&SetParam, 0, sizeof(SetParam));
+    skymem_put_u16(SetParam.Payload.ParamId, SKYMEM_PARAM_CHUNK_SIZE);
+    skymem_put_u32(SetParam.Payload.Value, 4096);
+    UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_SET_PARAM_CC, sizeof(SKYMEM_SetParamCmd_t));
+    SKYMEM_TaskPipe((CFE_SB_Buffer_t *)&SetParam);
+    UtAssert_UINT32_EQ(SKYMEM_Data.ChunkSize, 6144);
+    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, Commands + 1);
+    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 4);
+
+    /* A key file without the constellation key, or a malformed one, stops the app. */
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_ForgerKeys, sizeof(UT_ForgerKeys) - 1, false);
+    UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_STATUS_VALIDATION_FAILURE);
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)"0 abcd\n", 7, false);
+    UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_STATUS_VALIDATION_FAILURE);
+
+    /* No key file: off. Unsigned SET accepted; a signed one cannot be checked and is refused. */
+    UT_SetDefaultReturnValue(UT_KEY(OS_OpenCreate), OS_ERROR);
+    UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_SUCCESS);
+    SKYMEM_Data.AuthFailures = 0;
+    UT_ExpectReplies();
+    UT_Deliver(UT_BuildSet(NULL, 0, 43));
+    UT_ParseReply(0, &Reply);
+    UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_ACK);
+    UT_ExpectReplies();
+    UT_Deliver(UT_BuildSet(&Ground, 1001, 44));
+    UT_ExpectNakAuth(1);
+
+    UT_Teardown();
+}
+
 static void Test_Housekeeping(void)
 {
     skymem_stats_t Stats;
@@ -518,5 +650,6 @@ void UtTest_Setup(void)
     UtTest_Add(Test_LruEviction, UT_ResetAll, NULL, "LRU eviction: gossip and EVICTED notice");
     UtTest_Add(Test_Migrate, UT_ResetAll, NULL, "MIGRATE: chunks handed over, deleted on ACK");
     UtTest_Add(Test_ConfigFile, UT_ResetAll, NULL, "/cf/skymemory.cfg overrides");
+    UtTest_Add(Test_Auth, UT_ResetAll, NULL, "command authentication: key file, unsigned/forged/replayed refused");
     UtTest_Add(Test_Housekeeping, UT_ResetAll, NULL, "housekeeping stats");
 }
