@@ -166,12 +166,21 @@ def test_cli_bench_ttft_writes_its_outputs(node_path, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--prefix-tokens", "0"], "token counts must be"),
     (["--profiles", "laser,moon"], "unknown link profile"),
-    (["--servers", "30", "--planes", "5", "--sats", "5"], "more than the 5x5"),
     (["--suffixes", "9"], "invalid choice"),
+    (["--chunk-size", "60001"], "at most 60000"),
+    (["--manifest", "/nonexistent/manifest.json"], "no such file"),
 ])
-def test_cli_rejects_bad_arguments(argv, message):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
-    r = subprocess.run([sys.executable, "-m", "skymemory", "bench", "ttft", *argv], capture_output=True, text=True,
-                       timeout=60, env=env)
-    assert r.returncode == 2
-    assert message in r.stderr + r.stdout
+def test_cli_rejects_bad_arguments(argv, message, capsys):
+    from skymemory.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "ttft", *argv])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rejects_more_servers_than_satellites(capsys):
+    from skymemory.cli import main
+
+    assert main(["bench", "ttft", "--servers", "30", "--planes", "5", "--sats", "5"]) == 2
+    assert "more than the 5x5" in capsys.readouterr().err
