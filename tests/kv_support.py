@@ -5,8 +5,14 @@ from __future__ import annotations
 import dataclasses
 import random
 
+import torch
+
 from skymemory.kv.models import load_model
 from skymemory.kv.store import BlockMiss, MemoryBlockStore, make_miss
+
+# The test model is tiny: one thread is faster than two, and on a shared, loaded
+# machine every multi-threaded op can stall for milliseconds.
+torch.set_num_threads(1)
 
 _MODELS: dict = {}
 

@@ -144,3 +144,19 @@ def test_request_carries_route_via_and_station():
 
     with FakeSatellite(0, 0) as sat:
         run(go(sat))
+
+
+def test_unsolicited_evicted_notice_is_recorded():
+    async def go(sat):
+        async with client_for(sat) as c:
+            route = wire.RouteHeader(wire.SKYMEM_GROUND_PLANE, 0, 4, 5, 4, 5, 0)
+            notice = wire.encode_reply(route, wire.SKYMEM_REPLY_EVICTED, 0, body=H)
+            sat.sock.sendto(notice, c.local_address)
+            sat.sock.sendto(b"\x08\x92garbage", c.local_address)
+            await c.noop(sat.me)  # by now both datagrams have been read (same path, sent first)
+            await asyncio.sleep(0.05)
+            assert c.evicted == [((4, 5), H)]
+            assert c.counters["malformed"] == 1
+
+    with FakeSatellite() as sat:
+        run(go(sat))

@@ -46,7 +46,7 @@ def test_striped_roundtrip_over_three_satellites():
             assert sorted(cid for _, cid in sats[1].store) == [1, 4, 7]
             assert store.get_block(rec) == payload
             probed = store.probe_block(H)
-            assert probed is not None and probed.chunk_count == 10
+            assert probed is not None and (probed.chunk_count, probed.n_bytes, probed.chunk_bytes) == (10, 10_000, 1000)
             # one chunk gone -> the whole block is a miss, never partial data
             del sats[2].store[(H, 5)]
             with pytest.raises(BlockMiss) as e:
@@ -61,6 +61,12 @@ def test_striped_roundtrip_over_three_satellites():
                 return await store.aget_block(r)
 
             assert asyncio.run(from_another_loop()) == b"xyz"
+
+            from concurrent.futures import ThreadPoolExecutor
+
+            records = [store.put_block(hashlib.sha256(bytes([i])).digest(), bytes([i]) * 2500) for i in range(8)]
+            with ThreadPoolExecutor(8) as pool:  # several threads at once, as the KV layer does
+                assert list(pool.map(store.get_block, records)) == [bytes([i]) * 2500 for i in range(8)]
     finally:
         for s in sats:
             s.__exit__()
@@ -71,3 +77,15 @@ def test_rejects_bad_configuration():
         ConstellationBlockStore({}, [(0, 0), (0, 0)])
     with pytest.raises(ValueError):
         ConstellationBlockStore({}, None)
+
+
+def test_kvstore_keys_and_home_satellite():
+    from skymemory.kvstore import home_satellite, key_of, meta_hash, parse_key
+
+    k = key_of("report.pdf")
+    assert k == hashlib.sha256(b"report.pdf").digest()
+    assert parse_key(k.hex()) == k and parse_key("report.pdf") == k
+    assert parse_key("z" * 64) == key_of("z" * 64)  # 64 chars that are not hex: a name
+    homes = {home_satellite(key_of(f"obj{i}"), 19, 5) for i in range(2000)}
+    assert homes == {(p, s) for p in range(19) for s in range(5)}  # keys spread over every satellite
+    assert meta_hash(k) != k and len(meta_hash(k)) == 32

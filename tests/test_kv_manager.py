@@ -54,6 +54,11 @@ def test_fp16_transport_of_an_fp32_model_moves_the_logits_only_slightly(tmp_path
     assert 0 < comparison.max_abs_logit_diff < 0.05
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_auto_kv_format_follows_the_model(tmp_path, dtype):
+    assert _manager(tmp_path, dtype=dtype, kv="auto").kv_format == dtype
+
+
 def test_a_wrong_prefix_changes_the_output(tmp_path):
     """The equality checks above can fail: KV of another prefix gives other tokens."""
     manager = _manager(tmp_path)
@@ -213,3 +218,15 @@ def test_generate_with_cache_stores_the_prompt_from_the_generation_cache(tmp_pat
     second = generate_with_cache(manager, prompt, max_new_tokens=6, min_new_tokens=6)
     assert second.lookup.prefix_tokens == 3 * BLOCK
     assert second.new_tokens == first.new_tokens
+
+
+@pytest.mark.parametrize("mode", ["timeout", "corrupt"])
+def test_strict_mode_evicts_then_raises_for_any_failure(tmp_path, mode):
+    store = FailingStore()
+    manager = _manager(tmp_path, store=store, strict=True)
+    prompt = random_prompt(3 * BLOCK + 2, seed=20)
+    hashes = manager.add_blocks(prompt).hashes
+    store.fail[hashes[1]] = mode
+    with pytest.raises(BlockMiss):
+        manager.get_cache(prompt)
+    assert store.evicted == hashes[1:] and hashes[1] not in manager.index

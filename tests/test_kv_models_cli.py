@@ -47,10 +47,24 @@ def test_unknown_and_offline_specs_fail_clearly(monkeypatch, tmp_path):
     with pytest.raises(ValueError):
         models.load_model("no-such-model")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path))  # an empty hub cache: nothing to load offline
     assert not models.downloads_allowed(True)
+
+
+def test_a_hub_id_not_on_disk_fails_without_touching_the_network(monkeypatch, tmp_path):
+    import socket
+
+    lookups = []
+
+    def no_network(host, *args, **kwargs):
+        lookups.append(host)
+        raise OSError("network use in a test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("SKYMEMORY_ALLOW_DOWNLOAD", raising=False)
     with pytest.raises(OSError):
         models.load_model("someone/not-downloaded-model", device="cpu")
+    assert lookups == []
 
 
 def test_a_saved_model_directory_loads_with_its_tokenizer(tmp_path):
@@ -94,16 +108,24 @@ def test_model_verify_runs_on_the_small_model(capsys):
 
 
 @pytest.mark.parametrize("argv", [["model", "info", "--block-tokens", "0"], ["model", "bench", "--prefill-tokens", "x"],
-                                  ["model", "verify", "--dtype", "fp8"], ["model"]])
+                                  ["model", "verify", "--dtype", "fp8"], ["model", "verify", "--formats", "fp16,fp9"],
+                                  ["model", "bench", "--kv", "int4"], ["model"]])
 def test_bad_arguments_exit_2(argv):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
 
 
-def test_unknown_kv_format_is_an_error():
-    with pytest.raises(ValueError):
-        main(["model", "verify", "--model", "embedded-tiny", "--formats", "fp8"])
+def test_unknown_model_is_one_clear_line(capsys):
+    assert main(["model", "info", "--model", "no-such-model"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("skymemory model info: error:") and len(err.splitlines()) == 1
+
+
+def test_missing_hub_model_is_one_clear_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    assert main(["model", "info", "--model", "someone/not-downloaded"]) == 2
+    assert len(capsys.readouterr().err.splitlines()) == 1
 
 
 def test_hqq_without_the_package_is_a_clear_error():

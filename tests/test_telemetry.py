@@ -30,6 +30,18 @@ def test_hk_stream_decodes_with_ccsdspy():
         telemetry.decode_hk_stream(stream[:-3])
 
 
+def test_stats_replies_decode_with_fixed_length_definition():
+    route = wire.RouteHeader(wire.SKYMEM_GROUND_PLANE, 0, 5, 6, 5, 6, 1234, hops=3)
+    stream = b"".join(wire.encode_reply(route, wire.SKYMEM_REPLY_STATS, wire.SKYMEM_STATS_CC, body=stats(i).pack(),
+                                        seconds=50 + i) for i in range(3))
+    d = telemetry.decode_stats_replies(stream)
+    assert list(d["ROUTE_HOPS"]) == [3, 3, 3] and list(d["ROUTE_REQUEST_ID"]) == [1234] * 3
+    assert list(d["REPLY_KIND"]) == [wire.SKYMEM_REPLY_STATS] * 3
+    assert list(d["STATS_CHUNKS"]) == [300, 301, 302] and list(d["TLM_SECONDS"]) == [50, 51, 52]
+    with pytest.raises(WireError):
+        telemetry.decode_stats_replies(wire.encode_reply(route, wire.SKYMEM_REPLY_ACK, 0))
+
+
 def test_mixed_capture_decodes_with_ccsdspy_and_spacepacket_alike():
     h = hashlib.sha256(b"x").digest()
     route = wire.RouteHeader(3, 4, wire.SKYMEM_GROUND_PLANE, 0, 1, 1, 77)
@@ -57,3 +69,16 @@ def test_mixed_capture_decodes_with_ccsdspy_and_spacepacket_alike():
 def test_truncated_stream_is_rejected():
     with pytest.raises(WireError):
         list(telemetry.iter_packets(wire.encode_command(wire.SKYMEM_CMD_MID, 0) + b"\x18\x90"))
+
+
+def test_cli_decode(tmp_path, capsys):
+    from skymemory.cli import main
+
+    f = tmp_path / "hk.bin"
+    f.write_bytes(b"".join(wire.encode_telemetry(wire.SKYMEM_HK_TLM_MID, stats(i).pack(), 77) for i in range(3)))
+    assert main(["telemetry", "decode", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "SKYMEM_HK_TLM: 3 packets" in out and out.count("\n") == 5
+    f.write_bytes(f.read_bytes()[:-1])
+    assert main(["telemetry", "decode", str(f)]) == 1
+    assert main(["telemetry", "decode", str(tmp_path / "missing")]) == 1

@@ -156,3 +156,49 @@ def test_range_rule_agrees(route, h, first, count, stride):
         assert n > 0
     except wire.WireError:
         assert n < 0
+
+
+def _valid_packets() -> list[bytes]:
+    h = bytes(range(32))
+    route = wire.RouteHeader(1, 2, wire.SKYMEM_GROUND_PLANE, 0, 1, 1, 0xABCDEF)
+    desc = wire.make_desc(h, 3, 9, 1234, b"chunk-data")
+    stats = wire.Stats(*range(1, 20))
+    return [
+        wire.encode_command(wire.SKYMEM_CMD_MID, wire.SKYMEM_NOOP_CC),
+        wire.encode_command(wire.SKYMEM_CMD_MID, wire.SKYMEM_SET_PARAM_CC, wire.encode_set_param(2, 4096)),
+        wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(desc, b"chunk-data")),
+        wire.encode_data_command(wire.SKYMEM_GET_CHUNKS_CC, route, wire.chunk_range(h, 0, 9, 3)),
+        wire.encode_data_command(wire.SKYMEM_MIGRATE_CC, route, wire.migrate_body(h, 0, 9, 3, (4, 5))),
+        wire.encode_data_command(wire.SKYMEM_EVICT_BLOCK_CC, route, wire.evict_body(h, 7, 2)),
+        wire.encode_reply(route, wire.SKYMEM_REPLY_DATA, 4, chunk_id=3, body=desc.pack() + b"chunk-data"),
+        wire.encode_reply(route, wire.SKYMEM_REPLY_NAK, 4, wire.SKYMEM_NAK_NOT_FOUND, 3, body=h),
+        wire.encode_reply(route, wire.SKYMEM_REPLY_STATS, 9, body=stats.pack()),
+        wire.encode_telemetry(wire.SKYMEM_HK_TLM_MID, stats.pack(), 5, 6),
+    ]
+
+
+DECODED_MIDS = {b"\x18\x90", b"\x18\x92", b"\x08\x90", b"\x08\x92"}
+
+
+@settings(max_examples=600, deadline=None)
+@given(which=st.integers(0, 9), cut=st.integers(0, 200), pos=st.integers(0, 200), value=st.integers(0, 255),
+       mode=st.sampled_from(["byte", "truncate", "extend"]))
+def test_mutated_packets_accepted_alike(which, cut, pos, value, mode):
+    """Corrupt one byte, truncate or extend a valid packet: Python and C accept or reject it alike."""
+    pkt = bytearray(_valid_packets()[which])
+    if mode == "byte":
+        pkt[pos % len(pkt)] = value
+    elif mode == "truncate":
+        pkt = pkt[:cut % len(pkt)]
+    else:
+        pkt += bytes([value]) * (1 + cut % 40)
+    pkt = bytes(pkt)
+    rc, _ = c_parse(pkt)
+    if pkt[:2] not in DECODED_MIDS:
+        return  # other message ids (SEND_HK, ISL_ROUTER...) are outside skymemory.wire
+    try:
+        wire.decode_any(pkt)
+        py_ok = True
+    except wire.WireError:
+        py_ok = False
+    assert py_ok == (rc == 0), (pkt.hex(), rc)

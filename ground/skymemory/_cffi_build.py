@@ -1,9 +1,10 @@
-"""cffi build script (API mode) for `skymemory._native`: the flight codec + CRC32C.
+"""cffi build script (API mode) for `skymemory._native`: the flight codec, CRC32C and geometry.
 
 setup.py names this file in `cffi_modules`, so `pip install .` / `pip install -e .`
 compile the core C sources (cfs_apps/skymem_core/fsw/src) into the Python
 package: the ground then encodes and checks packets with the very code the
-satellites run. `SKYMEM_CORE_DIR` may point at another skymem_core tree.
+satellites run. `SKYMEM_CORE_DIR` may point at another skymem_core tree for a
+manual build (`python _cffi_build.py`); setuptools builds need it inside the repo.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from cffi import FFI
 
 REPO = Path(__file__).resolve().parents[2]
 CORE = Path(os.environ.get("SKYMEM_CORE_DIR", REPO / "cfs_apps" / "skymem_core"))
-SOURCES = ["skymem_codec.c", "skymem_crc32c.c"]
+SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c"]
 
 
 def core_sources() -> list[Path]:
@@ -23,7 +24,8 @@ def core_sources() -> list[Path]:
 
 
 def sources_present() -> bool:
-    return all(p.is_file() for p in core_sources()) and (CORE / "fsw" / "inc" / "skymem_codec.h").is_file()
+    return all(p.is_file() for p in core_sources()) and all(
+        (CORE / "fsw" / "inc" / h).is_file() for h in ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h"))
 
 
 CDEF = """
@@ -48,6 +50,14 @@ typedef struct {
 } skymem_msg_t;
 
 const char *skymem_strerror(int err);
+double skymem_orbital_period_s(double altitude_m);
+double skymem_intra_plane_distance_m(double altitude_m, unsigned sats_per_plane);
+double skymem_inter_plane_distance_max_m(double altitude_m, unsigned planes);
+double skymem_inter_plane_distance_m(double altitude_m, unsigned planes, unsigned sats_per_plane,
+                                     double inclination_rad, double t_s, int walker_phase);
+double skymem_grid_distance_m(double d_m, double d_n, int along_plane_hops, int across_plane_hops);
+double skymem_slant_range_m(double ground_distance_m, double altitude_m);
+double skymem_light_time_s(double distance_m);
 uint32_t skymem_crc32c(const uint8_t *data, size_t len);
 uint32_t skymem_crc32c_update(uint32_t crc, const uint8_t *data, size_t len);
 uint8_t skymem_cmd_checksum(const uint8_t *pkt, size_t len);
@@ -89,10 +99,12 @@ ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "skymemory._native",
-    '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n',
-    sources=[str(p) for p in core_sources()],
+    '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n#include "skymem_geometry.h"\n',
+    # setuptools refuses absolute source paths: give them relative to where the build runs
+    sources=[os.path.relpath(p) for p in core_sources()],
     include_dirs=[str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src")],
     extra_compile_args=["-O2", "-std=c99"],
+    libraries=["m"],  # the geometry uses libm
 )
 
 if __name__ == "__main__":  # manual build into the current directory: python _cffi_build.py

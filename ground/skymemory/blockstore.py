@@ -159,6 +159,7 @@ class ConstellationBlockStore:
                                       **(client_options or {}))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()  # the KV layer calls get_block from several threads
 
     @classmethod
     def from_manifest(cls, manifest, servers: Sequence[Sat] | None = None, **kw) -> "ConstellationBlockStore":
@@ -167,10 +168,14 @@ class ConstellationBlockStore:
         kw.setdefault("chunk_bytes", manifest.chunk_size)
         kw.setdefault("via", lambda _dst: c.overhead())
         return cls(manifest.ground_addresses(), servers, mission_ms=c.mission_ms, centre=c.overhead,
-                   bind_host=manifest.ground_host if manifest.ground_host != "0.0.0.0" else "0.0.0.0", **kw)
+                   bind_host=manifest.ground_host, **kw)
 
     # ---- private event loop thread ------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._loop_lock:
+            return self._start_loop_locked()
+
+    def _start_loop_locked(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             loop = asyncio.new_event_loop()
             ready = threading.Event()
@@ -197,6 +202,10 @@ class ConstellationBlockStore:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
     def close(self) -> None:
+        with self._loop_lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
         if self._loop is not None:
             asyncio.run_coroutine_threadsafe(self.client.close(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -252,9 +261,12 @@ class ConstellationBlockStore:
                              self.n_servers, tuple(self.centre(now)))
         servers = self._servers(record, now)
         n = len(servers)
-        await asyncio.gather(*(
+        results = await asyncio.gather(*(
             self.client.set_chunk(servers[i % n], block_hash, i, len(chunks), c, created_ms=now)
-            for i, c in enumerate(chunks)))
+            for i, c in enumerate(chunks)), return_exceptions=True)  # let every request finish first
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
         return record
 
     async def _get(self, record: BlockRecord) -> bytes:
@@ -273,12 +285,14 @@ class ConstellationBlockStore:
                 ids_left -= batch
             return got
 
-        try:
-            parts = await asyncio.gather(*(from_server(k) for k in range(min(n, count))))
-        except RequestTimeout as exc:
-            raise BlockMiss("crc" if "CRC32C" in str(exc) else "timeout", str(exc)) from None
-        except NakError as exc:
-            raise BlockMiss(f"nak-{exc.reason_name.lower()}", str(exc)) from None
+        parts = await asyncio.gather(*(from_server(k) for k in range(min(n, count))), return_exceptions=True)
+        for p in parts:  # every server's requests have finished; report the first failure
+            if isinstance(p, RequestTimeout):
+                raise BlockMiss("crc" if "CRC32C" in str(p) else "timeout", str(p)) from None
+            if isinstance(p, NakError):
+                raise BlockMiss(f"nak-{p.reason_name.lower()}", str(p)) from None
+            if isinstance(p, BaseException):
+                raise p
         chunks: dict[int, bytes] = {}
         for p in parts:
             chunks.update(p)
@@ -291,18 +305,30 @@ class ConstellationBlockStore:
         return data
 
     async def _probe(self, block_hash: bytes) -> BlockRecord | None:
-        """Chunk 0 at the first server of the placement now (the nearest for ground strategies)."""
+        """Chunk 0 at the first server of the placement now (the nearest for ground strategies).
+
+        Its descriptor gives the chunk count and creation time; for a block of several
+        chunks the last chunk is read too, which gives the exact size (and a block
+        whose last chunk is gone is reported absent, as it could not be read anyway).
+        """
         now = self.mission_ms()
         guess = BlockRecord(block_hash, -1, self.chunk_bytes, 1, now, self.strategy, self.n_servers,
                             tuple(self.centre(now)))
-        first = self._servers(guess, now)[0]
+        servers = self._servers(guess, now)
         try:
-            desc, data = await self.client.get_chunk_desc(first, block_hash, 0)
-        except (ChunkNotFound, RequestTimeout):
+            desc, data = await self.client.get_chunk_desc(servers[0], block_hash, 0)
+            count = desc.chunk_count
+            if count < 1:
+                return None
+            last_len = len(data)
+            if count > 1:
+                last_len = len(await self.client.get_chunk(servers[(count - 1) % len(servers)], block_hash,
+                                                           count - 1))
+        except (ChunkNotFound, RequestTimeout, NakError):
             return None
-        n_bytes = len(data) if desc.chunk_count == 1 else -1
-        return replace(guess, chunk_count=desc.chunk_count, created_ms=desc.created_ms, n_bytes=n_bytes,
-                       chunk_bytes=max(len(data), 1) if desc.chunk_count > 1 else self.chunk_bytes)
+        chunk_bytes = len(data) if count > 1 else self.chunk_bytes
+        return replace(guess, chunk_count=count, created_ms=desc.created_ms, chunk_bytes=chunk_bytes,
+                       n_bytes=(count - 1) * chunk_bytes + last_len)
 
     async def _evict(self, record: BlockRecord) -> None:
         servers = self._servers(record, self.mission_ms())

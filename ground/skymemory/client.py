@@ -8,8 +8,10 @@ duplicates and reorders, so:
 * every request carries a fresh 32-bit request id; retries reuse it (requests
   are idempotent), and a late reply to an earlier attempt is accepted;
 * a window (semaphore) bounds the requests in flight;
-* each attempt waits `timeout * backoff**attempt` seconds, at most `retries`
-  more times;
+* each attempt waits `rto * backoff**attempt` seconds, at most `retries` more
+  times; rto adapts to the measured round-trip time (RFC 6298: srtt + 4 rttvar,
+  Karn's rule: only first-attempt replies are sampled), between `min_timeout`
+  and `timeout`, so a lost packet is resent after a few RTTs, not a fixed wait;
 * replies for finished requests, and repeated chunks of a GET_CHUNKS, are
   dropped and counted (`counters["duplicates"]`);
 * a DATA reply whose CRC32C does not match is never returned: it is counted
@@ -32,6 +34,8 @@ from skymemory.errors import BadReply, ChunkNotFound, NakError, RequestTimeout, 
 
 Sat = tuple[int, int]
 Address = tuple[str, int]
+
+MAX_EVICTED_NOTICES = 100_000
 
 # NAK reasons worth retrying (transient); every other NAK is final.
 _RETRYABLE_NAKS = {wire.SKYMEM_NAK_BUSY}
@@ -80,7 +84,9 @@ class SkyMemoryClient:
         station_id: int = 0,
         window: int = 64,
         timeout: float = 0.5,
-        retries: int = 4,
+        min_timeout: float = 0.1,
+        adaptive: bool = True,
+        retries: int = 6,
         backoff: float = 2.0,
         mission_ms: Callable[[], int] | None = None,
         bind: Address = ("127.0.0.1", 0),
@@ -94,6 +100,10 @@ class SkyMemoryClient:
         self.station_id = station_id
         self.window = window
         self.timeout = timeout
+        self.min_timeout = min(min_timeout, timeout)
+        self.adaptive = adaptive
+        self._srtt: float | None = None
+        self._rttvar = 0.0
         self.retries = retries
         self.backoff = backoff
         self.mission_ms = mission_ms or (lambda: int(time.time() * 1000))
@@ -127,7 +137,7 @@ class SkyMemoryClient:
             self._transport = None
         for p in self._pending.values():
             if not p.future.done():
-                p.future.set_exception(RequestTimeout("client closed"))
+                p.future.cancel()  # waiters see CancelledError; nobody is left holding an unread exception
         self._pending.clear()
 
     async def __aenter__(self) -> "SkyMemoryClient":
@@ -227,7 +237,10 @@ class SkyMemoryClient:
                 except ChunkNotFound:
                     pass
 
-            await asyncio.gather(*(one(c) for c in missing))
+            results = await asyncio.gather(*(one(c) for c in missing), return_exceptions=True)
+            errors = [r for r in results if isinstance(r, BaseException)]
+            if errors:
+                raise errors[0]
         return result
 
     async def set_param(self, dst: Sat, param_id: int, value: int, *, via: Sat | None = None) -> None:
@@ -266,6 +279,20 @@ class SkyMemoryClient:
             self.capture.append(packet)
 
     # ---- machinery ------------------------------------------------------------------
+    @property
+    def rto(self) -> float:
+        """Current first-attempt timeout, seconds."""
+        if not self.adaptive or self._srtt is None:
+            return self.timeout
+        return min(self.timeout, max(self.min_timeout, self._srtt + 4 * self._rttvar))
+
+    def _sample_rtt(self, rtt: float) -> None:
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2
+        else:
+            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
+            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+
     def _route(self, dst: Sat, via: Sat, request_id: int) -> wire.RouteHeader:
         return wire.RouteHeader(dst_plane=dst[0], dst_sat=dst[1], src_plane=wire.SKYMEM_GROUND_PLANE,
                                 src_sat=self.station_id, via_plane=via[0], via_sat=via[1], request_id=request_id)
@@ -299,7 +326,7 @@ class SkyMemoryClient:
         packet = wire.encode_data_command(cc, self._route(dst, via_sat, rid), body)
         loop = asyncio.get_running_loop()
         pending = _Pending(cc=cc, dst=dst, future=loop.create_future(), block_hash=block_hash)
-        base = self.timeout if timeout is None else timeout
+        base = self.rto if timeout is None else timeout
         tries = self.retries if retries is None else retries
         async with self._slots:
             self._pending[rid] = pending
@@ -308,10 +335,14 @@ class SkyMemoryClient:
                     if attempt:
                         self.counters["retries"] += 1
                     self._send(packet, addr)
+                    sent_at = time.perf_counter()
                     try:
-                        reply = await asyncio.wait_for(asyncio.shield(pending.future), base * self.backoff**attempt)
+                        reply = await asyncio.wait_for(asyncio.shield(pending.future),
+                                                       min(base * self.backoff**attempt, 60.0))
                     except asyncio.TimeoutError:
                         continue
+                    if attempt == 0 and timeout is None:
+                        self._sample_rtt(time.perf_counter() - sent_at)
                     if reply.kind == wire.SKYMEM_REPLY_NAK and reply.status in _RETRYABLE_NAKS and attempt < tries:
                         pending.future = loop.create_future()
                         continue
@@ -357,7 +388,8 @@ class SkyMemoryClient:
                     while pending.expected:
                         pending.progress.clear()
                         try:
-                            await asyncio.wait_for(pending.progress.wait(), self.timeout * self.backoff**attempt)
+                            # quiet period: no chunk for this long ends the attempt
+                            await asyncio.wait_for(pending.progress.wait(), 2 * self.rto * self.backoff**attempt)
                         except asyncio.TimeoutError:
                             break
                     if pending.fatal_nak:
@@ -387,6 +419,9 @@ class SkyMemoryClient:
             self.counters["malformed"] += 1
             return
         if reply.kind == wire.SKYMEM_REPLY_EVICTED:
+            if len(self.evicted) >= MAX_EVICTED_NOTICES:  # nobody drains them: keep the newest
+                del self.evicted[0]
+                self.counters["evicted_dropped"] += 1
             self.evicted.append(((reply.route.src_plane, reply.route.src_sat), reply.block_hash))
             return
         pending = self._pending.get(reply.route.request_id)

@@ -9,6 +9,8 @@ metadata block (JSON, one chunk) stored at the key's *home satellite*:
     metadata block hash = SHA-256(b"skymemory/meta\\0" + key)
     metadata = {"v": 1, "name", "size", "sha256", "chunk_bytes", "servers", "created_ms"}
 
+Requests go up the ground link of the overhead satellite and on over ISL
+(`direct=True`: to each satellite's own ground link, the paper's ideal).
 So any ground host holding the manifest can get an object by name or key,
 without a local index: it reads the metadata from the home satellite, then
 the chunks from the listed servers, and checks the object's SHA-256.
@@ -17,8 +19,10 @@ the chunks from the listed servers, and checks the object's SHA-256.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections import Counter
 
 from skymemory.blockstore import BlockMiss, BlockRecord, ConstellationBlockStore
 from skymemory.manifest import Manifest
@@ -50,16 +54,28 @@ def meta_hash(key: bytes) -> bytes:
 
 
 class KVStore:
-    def __init__(self, manifest: Manifest, n_servers: int = 10, client_options: dict | None = None) -> None:
+    def __init__(self, manifest: Manifest, n_servers: int = 10, client_options: dict | None = None,
+                 capture: list[bytes] | None = None, direct: bool = False) -> None:
         if not 1 <= n_servers <= manifest.planes * manifest.sats:
             raise ValueError(f"servers must be 1..{manifest.planes * manifest.sats}, got {n_servers}")
         self.m = manifest
         self.c = manifest.constellation()
         self.n_servers = n_servers
         self.client_options = client_options or {}
+        self.counters: Counter[str] = Counter()  # client counters summed over every operation
+        self.capture = capture  # when a list: every packet sent and received is appended
+        self.direct = direct  # each satellite over its own ground link, not all through the overhead one
 
-    def _store(self, servers) -> ConstellationBlockStore:
-        return ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options)
+    @contextlib.contextmanager
+    def _store(self, servers):
+        extra = {"via": None} if self.direct else {}
+        store = ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options, **extra)
+        store.client.capture = self.capture
+        try:
+            yield store
+        finally:
+            store.close()
+            self.counters.update(store.client.counters)
 
     def put(self, name: str, data: bytes) -> dict:
         key = key_of(name)

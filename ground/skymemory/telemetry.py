@@ -109,3 +109,14 @@ def decode_hk_stream(stream: bytes) -> dict[str, np.ndarray]:
         if len(pkt) != wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_STATS_LEN:
             raise WireError(f"HK packet of {len(pkt)} bytes")
     return HK_PACKET.load(io.BytesIO(stream), include_primary_header=True)
+
+
+def decode_stats_replies(stream: bytes) -> dict[str, np.ndarray]:
+    """Only STATS replies (fixed length), e.g. the answers `skymemory status` collects."""
+    want = wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_ROUTE_HDR_LEN + wire.SKYMEM_REPLY_HDR_LEN + wire.SKYMEM_STATS_LEN
+    for pkt in iter_packets(stream):
+        if int.from_bytes(pkt[:2], "big") != wire.SKYMEM_REPLY_TLM_MID or len(pkt) != want:
+            raise WireError(f"not a STATS reply: message id {pkt[:2].hex()}, {len(pkt)} bytes")
+        if pkt[wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_ROUTE_HDR_LEN] != wire.SKYMEM_REPLY_STATS:
+            raise WireError("a reply of another kind has the STATS length")
+    return STATS_REPLY_PACKET.load(io.BytesIO(stream), include_primary_header=True)

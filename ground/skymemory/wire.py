@@ -232,9 +232,7 @@ class RouteHeader:
         if len(buf) < SKYMEM_ROUTE_HDR_LEN:
             raise WireError(f"route header needs {SKYMEM_ROUTE_HDR_LEN} bytes, got {len(buf)}")
         f = _ROUTE.unpack_from(buf, 0)
-        if f[10] != 0:
-            raise WireError("route header reserved byte is not zero")
-        return cls(*f[:10])
+        return cls(*f[:10])  # the reserved byte is ignored on receipt (sent as zero), as the C parser does
 
 
 @dataclass(frozen=True)
@@ -337,7 +335,7 @@ def parse_primary(packet: bytes | bytearray | memoryview) -> Primary:
     if len(packet) < SKYMEM_PRI_HDR_LEN + 1:
         raise WireError(f"packet of {len(packet)} bytes is shorter than a primary header plus one byte")
     try:
-        sp = SpacePacket.decode(bytes(packet[:SKYMEM_PRI_HDR_LEN]) + bytes(packet[SKYMEM_PRI_HDR_LEN:]))
+        sp = SpacePacket.decode(bytes(packet))
     except ValueError as exc:
         raise WireError(f"bad CCSDS primary header: {exc}") from None
     if sp.packet_version != 0:
@@ -573,9 +571,7 @@ def decode_reply(packet: bytes) -> Reply:
         raise WireError(f"reply of {len(packet)} bytes is shorter than its headers")
     route = RouteHeader.unpack(memoryview(packet)[off:])
     off += SKYMEM_ROUTE_HDR_LEN
-    kind, cc, status, reserved, chunk_id, value = _REPLY_HDR.unpack_from(packet, off)
-    if reserved != 0:
-        raise WireError("reply header reserved byte is not zero")
+    kind, cc, status, _reserved, chunk_id, value = _REPLY_HDR.unpack_from(packet, off)  # reserved: ignored
     body = bytes(packet[off + SKYMEM_REPLY_HDR_LEN:])
     if route.flags & SKYMEM_RF_AUTH:
         if len(body) < SKYMEM_AUTH_TRAILER_LEN:
@@ -588,6 +584,8 @@ def decode_reply(packet: bytes) -> Reply:
         data = body[SKYMEM_CHUNK_DESC_LEN:]
         if len(data) != desc.data_len:
             raise WireError(f"DATA reply data_len {desc.data_len} but {len(data)} data bytes follow")
+        if desc.data_len > SKYMEM_MAX_CHUNK_DATA:
+            raise WireError(f"chunk data of {desc.data_len} bytes exceeds {SKYMEM_MAX_CHUNK_DATA}")
         return Reply(**common, block_hash=desc.block_hash, desc=desc, data=data)
     if kind in (SKYMEM_REPLY_ACK, SKYMEM_REPLY_NAK):
         if len(body) not in (0, SKYMEM_BLOCK_HASH_LEN):
@@ -608,6 +606,20 @@ def decode_hk(packet: bytes) -> tuple[int, int, Stats]:
     if prim.mid != SKYMEM_HK_TLM_MID:
         raise WireError(f"message id {prim.mid:#x} is not SKYMEM HK telemetry")
     return seconds, subseconds, Stats.unpack(packet[SKYMEM_TLM_HDR_LEN:])
+
+
+def decode_any(packet: bytes) -> Command | Reply | tuple[int, int, Stats]:
+    """Decode by message id: SkyMemory commands, replies and HK telemetry."""
+    if len(packet) < 2:
+        raise WireError("packet shorter than a message id")
+    word = packet[0] << 8 | packet[1]
+    if word in (SKYMEM_CMD_MID, SKYMEM_DATA_CMD_MID):
+        return decode_command(packet)
+    if word == SKYMEM_REPLY_TLM_MID:
+        return decode_reply(packet)
+    if word == SKYMEM_HK_TLM_MID:
+        return decode_hk(packet)
+    raise WireError(f"message id {word:#06x} is not decoded by skymemory.wire")
 
 
 def chunk_crc_ok(reply: Reply) -> bool:

@@ -54,12 +54,37 @@ static void np_on_signal(int sig)
     raise(sig);
 }
 
-/* Port bases from the process id so parallel runs do not collide. */
+/* 1 if every UDP port in [base, base+n) can be bound on loopback right now. */
+static int np_ports_free(uint32_t base, uint32_t n)
+{
+    uint32_t i;
+    int ok = 1;
+    for (i = 0; i < n && ok; i++) {
+        struct sockaddr_in a;
+        int fd = socket(AF_INET, SOCK_DGRAM, 0);
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)(base + i));
+        ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        if (fd >= 0) close(fd);
+    }
+    return ok;
+}
+
+/* Port bases for up to 20 satellites: ISL 10000-14999, ground 15000-19999 (below
+ * the 20000/40000 defaults and the ephemeral range that launched constellations
+ * and clients use). The first slot is derived from the process id; slots whose
+ * ports are taken are skipped. */
 static void np_pick_ports(np_grid_t *g)
 {
-    uint32_t slot = (uint32_t)getpid() % 450u; /* 20 ports per run */
-    g->isl_base = 22000u + slot * 20u;    /* 22000 .. 31000 */
-    g->ground_base = 42000u + slot * 20u; /* 42000 .. 51000 */
+    uint32_t start = (uint32_t)getpid() % 250u, k;
+    for (k = 0; k < 250u; k++) {
+        uint32_t slot = (start + k) % 250u;
+        g->isl_base = 10000u + slot * 20u;
+        g->ground_base = 15000u + slot * 20u;
+        if (np_ports_free(g->isl_base, 20) && np_ports_free(g->ground_base, 20)) return;
+    }
 }
 
 /* Starts one node with extra arguments (NULL-terminated list). */

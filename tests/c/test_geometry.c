@@ -41,5 +41,14 @@ int main(void)
     NEAR(skymem_grid_distance_m(3.0, 4.0, 1, 1), 5.0, 1e-12);
     NEAR(skymem_slant_range_m(0.0, 550e3), 550e3, 1e-9);
     NEAR(skymem_light_time_s(299792458.0), 1.0, 1e-12);
+    /* Golden values printed by ground/skymemory/geometry.py (same formulas, same constants). */
+    NEAR(skymem_orbital_period_s(550e3), 5730.127089334606, 1e-6);
+    NEAR(skymem_intra_plane_distance_m(550e3, 22), 1969921.9913788133, 1e-6);
+    NEAR(skymem_inter_plane_distance_max_m(550e3, 72), 603779.5599109798, 1e-6);
+    NEAR(skymem_inter_plane_distance_m(550e3, 72, 22, 53.0 * M_PI / 180.0, 1234.5, 1), 364857.470364992, 1e-6);
+    NEAR(skymem_inter_plane_distance_m(1200e3, 19, 5, 87.9 * M_PI / 180.0, 777.0, 3), 497920.0843220467, 1e-6);
+    NEAR(skymem_grid_distance_m(1e6, 2e6, 3, 4), 8544003.745317532, 1e-6);
+    NEAR(skymem_slant_range_m(500e3, 550e3), 743303.4373659253, 1e-6);
+    NEAR(skymem_light_time_s(1969922.0), 0.006570952495409341, 1e-15);
     return check_report("geometry");
 }

@@ -403,6 +403,39 @@ static void test_migrate(void)
     CHECK_EQ_INT(st.migrated_out, 3);
     CHECK_EQ_INT(stats(0, 3, &st), 0);
     CHECK_EQ_INT(st.migrated_in, 3);
+    /* a target that refuses the chunk (its chunk size is now 100 bytes): NAK MIGRATE_FAILED, copy kept */
+    r = route_to(3, 0);
+    rc = request(3, 0, skymem_build_set_param(pkt, sizeof pkt, 0, &r, SKYMEM_PARAM_CHUNK_SIZE, 100), r.request_id, &m);
+    CHECK(is_ack(rc, &m));
+    r = route_to(2, 2);
+    rc = request(0, 0, skymem_build_migrate(pkt, sizeof pkt, 0, &r, h, 1, 1, 1, 3, 0), r.request_id, &m);
+    CHECK(is_nak(rc, &m, SKYMEM_NAK_MIGRATE_FAILED) && m.reply_value == 0);
+    CHECK(is_ack(probe(0, 0, 2, 2, h, 1, &m), &m));
+    r = route_to(3, 0);
+    rc = request(3, 0, skymem_build_set_param(pkt, sizeof pkt, 0, &r, SKYMEM_PARAM_CHUNK_SIZE, 6144), r.request_id, &m);
+    CHECK(is_ack(rc, &m));
+    /* a target whose answers are all lost: the holder resends (3 retries), then gives up and keeps its copy */
+    {
+        skymem_stats_t t0, t1;
+        struct sockaddr_in a = np_ground_addr(&G, 3, 0);
+        int n;
+        CHECK_EQ_INT(stats(3, 0, &t0), 0);
+        n = skymem_build_set_param(pkt, sizeof pkt, 0, NULL, SKYMEM_PARAM_LOSS_PPM, 1000000); /* control form */
+        sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&a, sizeof a);
+        r = route_to(2, 2);
+        send_to(0, 0, pkt, skymem_build_migrate(pkt, sizeof pkt, 0, &r, h, 3, 1, 1, 3, 0));
+        rc = wait_reply(r.request_id, &m, 15000);
+        CHECK(is_nak(rc, &m, SKYMEM_NAK_MIGRATE_FAILED) && m.reply_value == 0);
+        CHECK(is_ack(probe(0, 0, 2, 2, h, 3, &m), &m));
+        n = skymem_build_set_param(pkt, sizeof pkt, 0, NULL, SKYMEM_PARAM_LOSS_PPM, 0);
+        sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&a, sizeof a);
+        CHECK_EQ_INT(stats(3, 0, &t1), 0);
+        CHECK_EQ_INT(t1.migrated_in - t0.migrated_in, 4); /* first try + 3 resends all arrived */
+    }
+    /* MIGRATE sent straight to the holder's own ground link: the ACK comes back through it */
+    r = route_to(2, 2);
+    rc = request(2, 2, skymem_build_migrate(pkt, sizeof pkt, 0, &r, h, 5, 1, 1, 2, 3), r.request_id, &m);
+    CHECK(is_ack(rc, &m) && m.reply_value == 1);
     /* nothing left to move -> ACK 0; bad target -> NAK NO_ROUTE */
     r = route_to(2, 2);
     rc = request(0, 0, skymem_build_migrate(pkt, sizeof pkt, 0, &r, h, 0, 3, 2, 0, 3), r.request_id, &m);

@@ -49,14 +49,21 @@ expect_exit 2 "config unknown key" --config "$TMP/bad2.conf"
 printf '0 0 127.0.0.1 99999 1\n' >"$TMP/peers"
 expect_exit 2 "bad peers file" $BASE --peers "$TMP/peers"
 
-# a good config file: the node runs until SIGTERM and exits 0
-PORT=$((30000 + $$ % 2000 * 2))
-printf '# test node\nplane = 1\nsat = 1\nplanes = 2\nsats = 2\nisl-port-base = %s\nground-port-base = %s\nlog-level = warn\ndelay-scale = 0\n' \
-    "$PORT" "$((PORT + 10000))" >"$TMP/good.conf"
-"$NODE" --config "$TMP/good.conf" 2>"$TMP/err" &
-PID=$!
-sleep 0.3
-if ! kill -0 "$PID" 2>/dev/null; then
+# a good config file: the node runs until SIGTERM and exits 0 (another port pair
+# is tried if the first is taken by someone else)
+started=0
+for try in 1 2 3 4 5; do
+    PORT=$((10000 + ($$ + try * 37) % 250 * 20 + 19))
+    printf '# test node\nplane = 1\nsat = 1\nplanes = 2\nsats = 2\nisl-port-base = %s\nground-port-base = %s\nlog-level = warn\ndelay-scale = 0\n' \
+        "$((PORT - 3))" "$((PORT + 5000 - 3))" >"$TMP/good.conf"
+    "$NODE" --config "$TMP/good.conf" 2>"$TMP/err" &
+    PID=$!
+    sleep 0.3
+    if kill -0 "$PID" 2>/dev/null; then started=1; break; fi
+    if ! grep -q "cannot bind" "$TMP/err"; then break; fi
+    wait "$PID"; PID=""
+done
+if [ "$started" -ne 1 ]; then
     echo "FAIL: node with a good config did not stay up"; cat "$TMP/err"; fails=$((fails + 1)); PID=""
 else
     kill -TERM "$PID"

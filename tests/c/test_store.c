@@ -185,6 +185,29 @@ int main(void)
     CHECK_EQ_INT(skymem_store_peek(s, h, 0, NULL, NULL, NULL), SKYMEM_STORE_OK);
     skymem_store_destroy(s);
 
+    /* many budgets and chunk sizes: never over budget, and not one slot more would fit */
+    {
+        uint32_t x = 99, k, bad = 0;
+        for (k = 0; k < 300; k++) {
+            uint64_t b, fixed, need, nb = 1;
+            uint32_t c;
+            x = x * 1664525u + 1013904223u;
+            b = 4096u + (uint64_t)(x % 20000000u);
+            x = x * 1664525u + 1013904223u;
+            c = 1u + x % SKYMEM_MAX_CHUNK_DATA;
+            if (skymem_store_create(&s, b, c, NULL, NULL) != SKYMEM_STORE_OK) {
+                if (b >= skymem_store_slot_bytes(c) + 8u + 1024u) bad++; /* room for a slot, yet refused */
+                continue;
+            }
+            skymem_store_info(s, &info);
+            fixed = info.footprint - info.index_bytes - (uint64_t)info.capacity * info.slot_bytes;
+            while (nb < (uint64_t)info.capacity + 1u) nb <<= 1;
+            need = fixed + nb * 8u + ((uint64_t)info.capacity + 1u) * info.slot_bytes;
+            if (info.footprint > b || need <= b || info.index_bytes < (uint64_t)info.capacity * 8u) bad++;
+            skymem_store_destroy(s);
+        }
+        CHECK_EQ_INT(bad, 0);
+    }
     /* default config: 64 MiB / 6144-byte chunks */
     CHECK_EQ_INT(skymem_store_create(&s, 64ull << 20, 6144, NULL, NULL), SKYMEM_STORE_OK);
     skymem_store_info(s, &info);

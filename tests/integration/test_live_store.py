@@ -52,6 +52,10 @@ def test_put_get_cli_roundtrip(constellation, tmp_path):
         r = cli("get", name_or_key, "-o", str(out), manifest=manifest)
         assert r.returncode == 0, r.stderr.decode()
         assert out.read_bytes() == src.read_bytes()
+    r = cli("put", str(src), "--name", "direct-object", "--direct", manifest=manifest)
+    assert r.returncode == 0, r.stderr.decode()
+    r = cli("get", "direct-object", "-o", str(out), manifest=manifest)  # metadata says where: any route works
+    assert r.returncode == 0 and out.read_bytes() == src.read_bytes()
     r = cli("get", "no-such-object", manifest=manifest)
     assert r.returncode == 1 and b"miss (not-found)" in r.stderr
     r = cli("status", manifest=manifest)

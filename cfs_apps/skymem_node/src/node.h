@@ -67,6 +67,8 @@ typedef struct {
     int isl_fd, ground_fd, timer_fd, signal_fd, epoll_fd;
     struct sockaddr_in *peer_isl;    /* per satellite index, when --peers is given */
     struct sockaddr_in self_isl, self_ground;
+    struct sockaddr_in nb_isl[5]; /* ISL address of the neighbour in each direction (index = skymem_dir_t) */
+    uint8_t nb_ok[5];
     skymem_store_t *store;
     node_counters_t c;
     node_ground_t grounds[NODE_GROUND_SLOTS];
@@ -99,13 +101,17 @@ void node_log(const node_t *n, int level, const char *fmt, ...)
 /* node_link.c: addresses, link emulation, sending */
 int node_isl_addr(const node_t *n, uint32_t plane, uint32_t sat, struct sockaddr_in *out);
 int node_load_peers(node_t *n, const char *path);
+/* Resolves the four neighbours' ISL addresses once, at start-up. */
+void node_cache_neighbours(node_t *n);
 double node_rand01(node_t *n);
 /* Sends over ISL to the neighbour in direction dir (emulated). */
 void node_send_isl(node_t *n, skymem_dir_t dir, const uint8_t *pkt, size_t len);
 /* Sends on the ground socket to addr (emulated ground link). */
 void node_send_ground(node_t *n, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len);
-/* Sends a datagram now (no emulation); retries later through the queue on EAGAIN. */
+/* Sends a datagram now (no emulation): batched until node_flush_tx; retried
+ * later through the queue when the socket buffer is full. */
 void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len);
+void node_flush_tx(node_t *n);
 /* Runs due queue events; returns when the earliest pending event is in the future. */
 void node_run_due(node_t *n, uint64_t now_ns);
 

@@ -203,7 +203,7 @@ void node_on_store_evict(void *ctx, const uint8_t *hash, const skymem_chunk_meta
 {
     node_t *n = (node_t *)ctx;
     uint32_t evict_id = ((n->plane * n->sats + n->sat) << 16) | (n->next_evict_id++ & 0xFFFFu);
-    node_log(n, NODE_LOG_INFO, "LRU evicted a block (%u chunks), gossip radius %u", purged, victim->gossip_radius);
+    node_log(n, NODE_LOG_DEBUG, "LRU evicted a block (%u chunks), gossip radius %u", purged, victim->gossip_radius);
     (void)seen_before(n, hash, evict_id);
     node_gossip_evict(n, hash, evict_id, victim->gossip_radius);
     if (victim->origin_ground != SKYMEM_NO_SAT && victim->ingress_plane != SKYMEM_NO_SAT) {
@@ -395,19 +395,41 @@ static void send_hk(node_t *n, int from_ground, const struct sockaddr_in *src)
     else node_sendto_now(n, n->isl_fd, src, buf, (size_t)len);
 }
 
-/* A data-plane command we could not parse but whose route header is readable:
- * if it is for us, NAK it so the sender is not left waiting. */
-static void nak_malformed(node_t *n, int rc, const uint8_t *pkt, size_t len)
+/* 1 if pkt is a data-plane command whose header, length and checksum are intact
+ * (its body may still be malformed); decodes its route header into *r. */
+static int intact_data_cmd(const uint8_t *pkt, size_t len, skymem_route_t *r)
 {
-    skymem_route_t r;
-    uint8_t status;
     if (len < SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN || skymem_get_u16(pkt) != SKYMEM_DATA_CMD_MID ||
         (size_t)skymem_get_u16(pkt + 4) + 7u != len || !skymem_cmd_checksum_ok(pkt, len))
-        return;
-    skymem_route_decode(pkt + SKYMEM_CMD_HDR_LEN, &r);
-    if (!is_self(n, r.dst_plane, r.dst_sat) || (r.flags & SKYMEM_RF_GOSSIP)) return;
-    status = rc == SKYMEM_E_CC ? SKYMEM_NAK_BAD_COMMAND : rc == SKYMEM_E_RANGE ? SKYMEM_NAK_BAD_PARAM : SKYMEM_NAK_BAD_LENGTH;
-    node_reply(n, &r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, status, 0, 0, NULL, 0);
+        return 0;
+    skymem_route_decode(pkt + SKYMEM_CMD_HDR_LEN, r);
+    return 1;
+}
+
+/* A command that came up our ground link: remember where that ground station is
+ * and, if the sender left `via` unset, make ourselves the satellite its replies
+ * come back through. */
+static void adopt_ground(node_t *n, const struct sockaddr_in *src, skymem_route_t *r, uint8_t *pkt, size_t len)
+{
+    if (r->src_plane != SKYMEM_GROUND_PLANE) return;
+    learn_ground(n, r->src_sat, src);
+    if (r->via_plane == SKYMEM_NO_SAT) {
+        r->via_plane = (uint16_t)n->plane;
+        r->via_sat = (uint16_t)n->sat;
+        skymem_rewrite_route(pkt, len, r);
+    }
+}
+
+/* A data-plane command for us that we could not parse: NAK it so the sender is
+ * not left waiting. */
+static void nak_malformed(node_t *n, int rc, const uint8_t *pkt, const skymem_route_t *r)
+{
+    uint8_t status;
+    if (!is_self(n, r->dst_plane, r->dst_sat) || (r->flags & SKYMEM_RF_GOSSIP)) return;
+    if (rc == SKYMEM_E_CC) status = SKYMEM_NAK_BAD_COMMAND;
+    else if (rc == SKYMEM_E_RANGE || rc == SKYMEM_E_RESERVED) status = SKYMEM_NAK_BAD_PARAM;
+    else status = SKYMEM_NAK_BAD_LENGTH;
+    node_reply(n, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, status, 0, 0, NULL, 0);
 }
 
 void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t *pkt, size_t len)
@@ -425,23 +447,10 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
     if (rc != SKYMEM_OK) {
         n->c.invalid++;
         node_log(n, NODE_LOG_DEBUG, "invalid packet (%zu bytes): %s", len, skymem_strerror(rc));
-        if (from_ground) {
-            /* a ground client may still be owed an answer */
-            skymem_route_t gr;
-            if (len >= SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN && skymem_get_u16(pkt) == SKYMEM_DATA_CMD_MID) {
-                skymem_route_decode(pkt + SKYMEM_CMD_HDR_LEN, &gr);
-                if (gr.src_plane == SKYMEM_GROUND_PLANE && skymem_cmd_checksum_ok(pkt, len) &&
-                    (size_t)skymem_get_u16(pkt + 4) + 7u == len) {
-                    learn_ground(n, gr.src_sat, src);
-                    if (gr.via_plane == SKYMEM_NO_SAT) {
-                        gr.via_plane = (uint16_t)n->plane;
-                        gr.via_sat = (uint16_t)n->sat;
-                        skymem_rewrite_route(pkt, len, &gr);
-                    }
-                }
-            }
+        if (intact_data_cmd(pkt, len, &r)) {
+            if (from_ground) adopt_ground(n, src, &r, pkt, len);
+            nak_malformed(n, rc, pkt, &r);
         }
-        nak_malformed(n, rc, pkt, len);
         return;
     }
     if (m.is_cmd) {
@@ -456,14 +465,8 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
         default: break;
         }
         r = m.route;
-        if (from_ground && r.src_plane == SKYMEM_GROUND_PLANE) {
-            learn_ground(n, r.src_sat, src);
-            if (r.via_plane == SKYMEM_NO_SAT) { /* we are the ground link for the replies */
-                r.via_plane = (uint16_t)n->plane;
-                r.via_sat = (uint16_t)n->sat;
-                skymem_rewrite_route(pkt, len, &r);
-            }
-        }
+        if (from_ground) adopt_ground(n, src, &r, pkt, len);
+        m.route = r; /* handlers see the route as rewritten (via filled in) */
         if (is_self(n, r.dst_plane, r.dst_sat)) handle_data_cmd(n, &m, &r);
         else route_packet(n, pkt, len, &r, 0, 1);
         return;

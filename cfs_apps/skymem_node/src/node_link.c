@@ -30,6 +30,16 @@ int node_isl_addr(const node_t *n, uint32_t plane, uint32_t sat, struct sockaddr
     return 0;
 }
 
+void node_cache_neighbours(node_t *n)
+{
+    int d;
+    for (d = SKYMEM_DIR_NORTH; d <= SKYMEM_DIR_EAST; d++) {
+        uint32_t np, ns;
+        skymem_neighbour(n->planes, n->sats, n->plane, n->sat, (skymem_dir_t)d, &np, &ns);
+        n->nb_ok[d] = node_isl_addr(n, np, ns, &n->nb_isl[d]) == 0;
+    }
+}
+
 /* --peers FILE: "plane sat host isl_port ground_port" per line; '#' comments.
  * Our own line also gives our bind address and ports. */
 int node_load_peers(node_t *n, const char *path)
@@ -90,21 +100,75 @@ double node_rand01(node_t *n)
     return (double)((n->rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len)
+/* Datagrams are gathered per socket and sent with one sendmmsg per batch
+ * (node_flush_tx runs before the loop blocks again). */
+#define TX_VEC 16
+typedef struct {
+    int fd;
+    int count;
+    struct sockaddr_in addr[TX_VEC];
+    uint32_t len[TX_VEC];
+    uint8_t data[TX_VEC][SKYMEM_MAX_PACKET]; /* pages touched only by large packets */
+} tx_batch_t;
+static tx_batch_t tx_isl, tx_ground;
+
+static void retry_or_drop(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len, int err)
 {
-    ssize_t r = sendto(fd, pkt, len, MSG_DONTWAIT, (const struct sockaddr *)addr, sizeof(*addr));
-    if (r == (ssize_t)len) {
-        n->c.tx_packets++;
-        return;
-    }
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
+    if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS) {
         /* socket buffer full: keep it (bounded queue) rather than drop */
         if (evq_push(&n->evq, node_mono_ns() + RETRY_NS, fd == n->isl_fd ? EV_TX_ISL : EV_TX_GROUND, addr, pkt, len) ==
             0)
             return;
     }
     n->c.dropped++;
-    node_log(n, NODE_LOG_DEBUG, "send failed (%s), dropped", r < 0 ? strerror(errno) : "short write");
+    node_log(n, NODE_LOG_DEBUG, "send failed (%s), dropped", strerror(err));
+}
+
+static void flush_batch(node_t *n, tx_batch_t *b)
+{
+    struct mmsghdr msgs[TX_VEC];
+    struct iovec iov[TX_VEC];
+    int i, sent = 0;
+    if (b->count == 0) return;
+    for (i = 0; i < b->count; i++) {
+        iov[i].iov_base = b->data[i];
+        iov[i].iov_len = b->len[i];
+        memset(&msgs[i], 0, sizeof msgs[i]);
+        msgs[i].msg_hdr.msg_name = &b->addr[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof b->addr[i];
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    while (sent < b->count) {
+        int k = sendmmsg(b->fd, msgs + sent, (unsigned)(b->count - sent), MSG_DONTWAIT);
+        if (k <= 0) {
+            int err = errno;
+            /* the first unsent datagram failed: retry it later (or drop it), carry on with the rest */
+            retry_or_drop(n, b->fd, &b->addr[sent], b->data[sent], b->len[sent], k < 0 ? err : EIO);
+            sent++;
+            continue;
+        }
+        n->c.tx_packets += (uint32_t)k;
+        sent += k;
+    }
+    b->count = 0;
+}
+
+void node_flush_tx(node_t *n)
+{
+    flush_batch(n, &tx_isl);
+    flush_batch(n, &tx_ground);
+}
+
+void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len)
+{
+    tx_batch_t *b = fd == n->isl_fd ? &tx_isl : &tx_ground;
+    if (b->count == TX_VEC) flush_batch(n, b);
+    b->fd = fd;
+    b->addr[b->count] = *addr;
+    b->len[b->count] = (uint32_t)len;
+    memcpy(b->data[b->count], pkt, len);
+    b->count++;
 }
 
 /* Extra queueing delay imposed by the bandwidth cap on this link. */
@@ -126,7 +190,8 @@ static void emulate_send(node_t *n, int link, int fd, uint8_t kind, const struct
                          const uint8_t *pkt, size_t len, uint64_t delay_ns)
 {
     uint8_t copy[SKYMEM_MAX_PACKET];
-    uint64_t now = node_mono_ns();
+    /* the clock is read only when a delay or a bandwidth cap needs it (hot forwarding path) */
+    uint64_t now = (delay_ns || n->cfg.bandwidth_mbps > 0 || n->cfg.reorder > 0) ? node_mono_ns() : 0;
     int copies = 1, i;
     if (n->loss > 0 && node_rand01(n) < n->loss) {
         n->c.dropped++;
@@ -143,6 +208,7 @@ static void emulate_send(node_t *n, int link, int fd, uint8_t kind, const struct
         pkt = copy;
     }
     if (n->cfg.dup > 0 && node_rand01(n) < n->cfg.dup) copies = 2;
+    if (delay_ns && now == 0) now = node_mono_ns();
     for (i = 0; i < copies; i++) {
         if (delay_ns == 0) {
             node_sendto_now(n, fd, addr, pkt, len);
@@ -154,11 +220,8 @@ static void emulate_send(node_t *n, int link, int fd, uint8_t kind, const struct
 
 void node_send_isl(node_t *n, skymem_dir_t dir, const uint8_t *pkt, size_t len)
 {
-    uint32_t np, ns;
-    struct sockaddr_in a;
     uint64_t delay_ns = 0;
-    skymem_neighbour(n->planes, n->sats, n->plane, n->sat, dir, &np, &ns);
-    if (node_isl_addr(n, np, ns, &a) != 0) {
+    if (dir < SKYMEM_DIR_NORTH || dir > SKYMEM_DIR_EAST || !n->nb_ok[dir]) {
         n->c.dropped++;
         return;
     }
@@ -172,7 +235,7 @@ void node_send_isl(node_t *n, skymem_dir_t dir, const uint8_t *pkt, size_t len)
         }
         if (d > 0) delay_ns = (uint64_t)(skymem_light_time_s(d) * n->delay_scale * 1e9);
     }
-    emulate_send(n, (int)dir, n->isl_fd, EV_TX_ISL, &a, pkt, len, delay_ns);
+    emulate_send(n, (int)dir, n->isl_fd, EV_TX_ISL, &n->nb_isl[dir], pkt, len, delay_ns);
 }
 
 void node_send_ground(node_t *n, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len)

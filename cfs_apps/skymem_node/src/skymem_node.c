@@ -20,7 +20,9 @@
 
 #include "node.h"
 
-static uint8_t rxbuf[SKYMEM_MAX_PACKET + 1];
+/* Receive buffers: pages are touched only as large datagrams arrive. */
+#define RX_VEC 16
+static uint8_t rxbuf[RX_VEC][SKYMEM_MAX_PACKET + 1];
 static uint64_t start_unix_ms;
 
 uint64_t node_mono_ns(void)
@@ -107,19 +109,35 @@ static void arm_timer(node_t *n)
     n->timer_armed_ns = due;
 }
 
+/* Reads up to NODE_RX_BATCH datagrams, RX_VEC at a time (one recvmmsg call each). */
 static void drain_socket(node_t *n, int fd)
 {
-    int i;
-    for (i = 0; i < NODE_RX_BATCH; i++) {
-        struct sockaddr_in src;
-        socklen_t sl = sizeof src;
-        ssize_t r = recvfrom(fd, rxbuf, sizeof rxbuf, MSG_DONTWAIT, (struct sockaddr *)&src, &sl);
-        if (r < 0) break; /* EAGAIN: drained */
-        if (sl != sizeof src || src.sin_family != AF_INET || (size_t)r > SKYMEM_MAX_PACKET) {
-            n->c.invalid++;
-            continue;
+    static struct mmsghdr msgs[RX_VEC];
+    static struct iovec iov[RX_VEC];
+    static struct sockaddr_in src[RX_VEC];
+    int total = 0, i, k;
+    while (total < NODE_RX_BATCH) {
+        for (i = 0; i < RX_VEC; i++) {
+            iov[i].iov_base = rxbuf[i];
+            iov[i].iov_len = sizeof rxbuf[i];
+            memset(&msgs[i], 0, sizeof msgs[i]);
+            msgs[i].msg_hdr.msg_name = &src[i];
+            msgs[i].msg_hdr.msg_namelen = sizeof src[i];
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
         }
-        node_on_packet(n, fd == n->ground_fd, &src, rxbuf, (size_t)r);
+        k = recvmmsg(fd, msgs, RX_VEC, MSG_DONTWAIT, NULL);
+        if (k <= 0) break; /* EAGAIN: drained */
+        for (i = 0; i < k; i++) {
+            if (msgs[i].msg_hdr.msg_namelen != sizeof src[i] || src[i].sin_family != AF_INET ||
+                (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) || msgs[i].msg_len > SKYMEM_MAX_PACKET) {
+                n->c.invalid++;
+                continue;
+            }
+            node_on_packet(n, fd == n->ground_fd, &src[i], rxbuf[i], msgs[i].msg_len);
+        }
+        total += k;
+        if (k < RX_VEC) break;
     }
 }
 
@@ -158,6 +176,8 @@ static int setup(node_t *n)
         }
         n->self_ground.sin_addr = n->self_isl.sin_addr;
     }
+
+    node_cache_neighbours(n);
 
     rc = skymem_store_create(&n->store, n->cfg.memory_budget, n->cfg.chunk_size, node_on_store_evict, n);
     if (rc == SKYMEM_STORE_E_NO_SPACE) {
@@ -255,7 +275,9 @@ int main(int argc, char **argv)
         }
         /* packets queued with zero delay (socket retries) may already be due */
         if (evq_peek(&n->evq) && evq_peek(&n->evq)->due_ns <= node_mono_ns()) node_run_due(n, node_mono_ns());
+        node_flush_tx(n);
     }
+    node_flush_tx(n);
     teardown(n);
     return 0;
 }

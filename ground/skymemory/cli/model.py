@@ -12,6 +12,7 @@ rest of the CLI stays fast.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 PAPER_BLOCK_MB = 2.9  # §5: "4x 128 token blocks of about 2.9MB each"
@@ -27,6 +28,31 @@ def _positive(text: str) -> int:
     return value
 
 
+KV_FORMATS = ("fp16", "bf16", "fp32", "int8")  # skymemory.kv.codec.KV_FORMATS (not imported: keeps the CLI light)
+
+
+def _formats(text: str) -> list[str]:
+    formats = [f.strip() for f in text.split(",") if f.strip()]
+    unknown = [f for f in formats if f not in KV_FORMATS]
+    if not formats or unknown:
+        raise argparse.ArgumentTypeError(f"KV formats must be a comma-separated subset of {','.join(KV_FORMATS)}")
+    return formats
+
+
+def _clear_errors(command):
+    """Bad model names, missing files, ...: one line on stderr and exit status 2, not a traceback."""
+
+    def run(args) -> int:
+        try:
+            return command(args)
+        except (ValueError, OSError) as exc:
+            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            print(f"skymemory model {args.model_command}: error: {first_line}", file=sys.stderr)
+            return 2
+
+    return run
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("model", help="inspect, benchmark and verify the model behind the KV cache")
     commands = parser.add_subparsers(dest="model_command", required=True, metavar="ACTION")
@@ -38,14 +64,14 @@ def register(subparsers) -> None:
 
     info = commands.add_parser("info", parents=[common], help="architecture and KV block byte sizes")
     info.add_argument("--block-tokens", type=_positive, default=128)
-    info.set_defaults(func=_info)
+    info.set_defaults(func=_clear_errors(_info))
 
     bench = commands.add_parser("bench", parents=[common], help="time building/loading, fingerprinting and prefill")
     bench.add_argument("--prefill-tokens", type=_positive, default=1056)
     bench.add_argument("--quantize", choices=["qint8", "qint4", "hqq"], default=None)
     bench.add_argument("--block-tokens", type=_positive, default=128)
-    bench.add_argument("--kv", default="fp16", help="KV format for the cached-prefix measurement (fp16, bf16, fp32, int8)")
-    bench.set_defaults(func=_bench)
+    bench.add_argument("--kv", default="fp16", choices=KV_FORMATS, help="KV format for the cached-prefix measurement")
+    bench.set_defaults(func=_clear_errors(_bench))
 
     verify = commands.add_parser("verify", parents=[common], help="cached vs uncached greedy generation")
     verify.add_argument("--block-tokens", type=_positive, default=128)
@@ -53,8 +79,8 @@ def register(subparsers) -> None:
     verify.add_argument("--suffix-tokens", type=_positive, default=16)
     verify.add_argument("--new-tokens", type=_positive, default=16)
     verify.add_argument("--prompts", type=_positive, default=4)
-    verify.add_argument("--formats", default="fp16,int8", help="comma-separated KV formats (fp16,bf16,fp32,int8)")
-    verify.set_defaults(func=_verify)
+    verify.add_argument("--formats", type=_formats, default="fp16,int8", help="comma-separated KV formats (fp16,bf16,fp32,int8)")
+    verify.set_defaults(func=_clear_errors(_verify))
 
 
 def _load_config(spec: str):
@@ -65,7 +91,8 @@ def _load_config(spec: str):
     spec = models.resolve_spec(spec)
     if spec in models.EMBEDDED:
         return spec, models.llama_config(models.EMBEDDED[spec])
-    return spec, AutoConfig.from_pretrained(spec, local_files_only=not models.downloads_allowed(None))
+    with models.hub_access() as local_only:
+        return spec, AutoConfig.from_pretrained(spec, local_files_only=local_only)
 
 
 def _info(args) -> int:
@@ -173,7 +200,6 @@ def _bench_cached_prefix(args, model, ids, cache, prefill_s: float) -> None:
     from skymemory.kv.store import MemoryBlockStore
     from skymemory.kv.tokenizer import build_byte_tokenizer
 
-    codec.check_format(args.kv)
     prompt = ids[0].tolist()
     with tempfile.TemporaryDirectory() as index_dir:
         manager = KVCManager(model, build_byte_tokenizer(), MemoryBlockStore(), block_tokens=args.block_tokens,
@@ -206,9 +232,7 @@ def _verify(args) -> int:
     from skymemory.kv.report import compare_generation
     from skymemory.kv.store import MemoryBlockStore
 
-    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-    for fmt in formats:
-        codec.check_format(fmt)
+    formats = args.formats
     model, tokenizer = models.load_model(args.model, args.device, args.dtype)
     vocab = min(len(tokenizer), model.config.vocab_size)
     rng = random.Random(0)

@@ -32,14 +32,24 @@ def register(subparsers) -> None:
     p.add_argument("file", type=Path, help="file to store")
     p.add_argument("--name", default=None, help="object name (default: the file name); key = SHA-256(name)")
     p.add_argument("--servers", type=_servers, default=10, help="satellites to stripe over (default 10)")
-    p.add_argument("--timeout", type=positive_float, default=0.5, help="seconds per request attempt")
+    p.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
+    p.add_argument("--direct", action="store_true",
+                   help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print the client's packet counters")
+    p.add_argument("--capture", type=Path, default=None,
+                   help="write every packet sent and received to this file (decode: skymemory telemetry decode)")
     add_manifest_arg(p)
     p.set_defaults(func=run_put)
 
     g = subparsers.add_parser("get", help="read an object back by name or 64-hex key")
     g.add_argument("key", help="object name, or its key as 64 hex digits")
     g.add_argument("-o", "--output", type=Path, default=None, help="write here (default: stdout)")
-    g.add_argument("--timeout", type=positive_float, default=0.5, help="seconds per request attempt")
+    g.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
+    g.add_argument("--direct", action="store_true",
+                   help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
+    g.add_argument("-v", "--verbose", action="store_true", help="print the client's packet counters")
+    g.add_argument("--capture", type=Path, default=None,
+                   help="write every packet sent and received to this file (decode: skymemory telemetry decode)")
     add_manifest_arg(g)
     g.set_defaults(func=run_get)
 
@@ -50,7 +60,8 @@ def run_put(args) -> int:
         return 2
     try:
         m = load_manifest(args)
-        kv = KVStore(m, args.servers, {"timeout": args.timeout})
+        kv = KVStore(m, args.servers, {"timeout": args.timeout}, capture=[] if args.capture else None,
+                     direct=args.direct)
         data = args.file.read_bytes()
         t0 = time.perf_counter()
         meta = kv.put(args.name or args.file.name, data)
@@ -61,18 +72,29 @@ def run_put(args) -> int:
     print(f"stored {meta['name']!r}: {meta['size']} bytes in {meta['chunk_count']} chunks on "
           f"{len(meta['servers'])} satellites in {dt:.2f} s ({meta['size'] / dt / 1e6:.1f} MB/s); "
           f"metadata at {tuple(meta['home'])}", file=sys.stderr)
+    _counters(args, kv)
     print(meta["key"])
     return 0
+
+
+def _counters(args, kv: KVStore) -> None:
+    if args.capture and kv.capture is not None:
+        args.capture.write_bytes(b"".join(kv.capture))
+        print(f"captured {len(kv.capture)} packets to {args.capture}", file=sys.stderr)
+    if args.verbose:
+        print("client counters: " + ", ".join(f"{k} {v}" for k, v in sorted(kv.counters.items())), file=sys.stderr)
 
 
 def run_get(args) -> int:
     try:
         m = load_manifest(args)
-        kv = KVStore(m, 1, {"timeout": args.timeout})
+        kv = KVStore(m, 1, {"timeout": args.timeout}, capture=[] if args.capture else None,
+                     direct=args.direct)
         t0 = time.perf_counter()
         data, meta = kv.get(parse_key(args.key))
     except BlockMiss as exc:
         print(f"skymemory get: miss ({exc.reason}): {exc}", file=sys.stderr)
+        _counters(args, kv)
         return 1
     except (FileNotFoundError, ValueError, SkyMemoryError) as exc:
         print(f"skymemory get: {exc}", file=sys.stderr)
@@ -85,4 +107,5 @@ def run_get(args) -> int:
         sys.stdout.flush()
     print(f"read {meta['name']!r}: {len(data)} bytes from {len(meta['servers'])} satellites in {dt:.2f} s "
           f"({len(data) / dt / 1e6:.1f} MB/s), SHA-256 verified", file=sys.stderr)
+    _counters(args, kv)
     return 0

@@ -26,6 +26,60 @@ def register(subparsers) -> None:
     d.add_argument("file", type=Path)
     d.add_argument("--limit", type=int, default=20, help="rows shown per message id (default 20, 0 = all)")
     d.set_defaults(func=run_decode)
+    r = sub.add_parser("record", help="ask satellites for HK telemetry (SEND_HK) and append the packets to a file")
+    r.add_argument("-o", "--output", type=Path, required=True, help="file to append the HK packets to")
+    r.add_argument("--sat", action="append", default=None, metavar="PLANE,SAT",
+                   help="satellite to ask (repeatable; default: all)")
+    r.add_argument("--timeout", type=float, default=0.5, help="seconds per attempt")
+    from skymemory.cli._common import add_manifest_arg
+
+    add_manifest_arg(r)
+    r.set_defaults(func=run_record)
+
+
+def _parse_sat(text: str, m) -> tuple[int, int]:
+    try:
+        p, s = (int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--sat wants PLANE,SAT, got {text!r}") from None
+    m.entry(p, s)  # raises when outside the grid
+    return p, s
+
+
+def run_record(args) -> int:
+    import asyncio
+
+    from skymemory.cli._common import load_manifest
+    from skymemory.client import SkyMemoryClient
+    from skymemory.errors import SkyMemoryError
+
+    if not args.timeout > 0:
+        print("skymemory telemetry record: --timeout must be > 0", file=sys.stderr)
+        return 2
+    try:
+        m = load_manifest(args)
+        sats = [_parse_sat(t, m) for t in args.sat] if args.sat else [(e.plane, e.sat) for e in m.satellites]
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        print(f"skymemory telemetry record: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        return 1
+
+    async def collect():
+        async with SkyMemoryClient(m.ground_addresses(), timeout=args.timeout, retries=2,
+                                   bind=(m.ground_host, 0)) as client:
+            async def one(s):
+                try:
+                    return (await client.housekeeping(s))[0]
+                except SkyMemoryError:
+                    return None
+            return await asyncio.gather(*(one(s) for s in sats))
+
+    packets = asyncio.run(collect())
+    got = [p for p in packets if p is not None]
+    with open(args.output, "ab") as f:
+        f.write(b"".join(got))
+    print(f"appended {len(got)} HK packets ({len(sats) - len(got)} satellites did not answer) to {args.output}",
+          file=sys.stderr)
+    return 0 if len(got) == len(sats) else 1
 
 
 def run_decode(args) -> int:

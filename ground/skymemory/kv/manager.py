@@ -77,6 +77,25 @@ class AddResult:
 
 
 class KVCManager:
+    """Caches a model's prompt KV in a block store (one manager per model + tokenizer).
+
+    store          anything with put_block / get_block / probe_block / evict_block
+                   (docs/CONTRACTS.md); get_block must be thread-safe when
+                   fetch_workers > 1 (blocks are fetched in parallel)
+    block_tokens   tokens per block (the paper's 128)
+    kv_dtype       how KV travels: fp16 (default), bf16, fp32, int8 (quanto), or
+                   auto (the model's dtype: cached generation is then token-identical;
+                   fp16 KV for an fp32 model rounds it, which can flip a near-tie)
+    index_dir      where the radix index file lives (default ~/.cache/skymemory/index)
+    strict         raise BlockMiss instead of returning a shorter cache
+    probe          binary-search the store with probe_block when the index knows
+                   nothing about this model's chains
+
+    The tokenizer's fingerprint is taken once here (a different tokenizer means
+    a new manager); the model's is re-checked on every call (cheap: the weights
+    digest is recomputed only when a tensor changed).
+    """
+
     def __init__(
         self,
         model,
@@ -99,6 +118,8 @@ class KVCManager:
         self.tokenizer = tokenizer
         self.store = store
         self.block_tokens = block_tokens
+        if kv_dtype == "auto":  # the model's own precision: bit-exact prefixes
+            kv_dtype = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(model.dtype, "fp16")
         self.kv_format = codec.check_format(kv_dtype)
         self.strict = strict
         self.probe = probe
@@ -125,7 +146,7 @@ class KVCManager:
         blocks = split_blocks(token_ids, self.block_tokens)
         if n_blocks is not None:
             blocks = blocks[:n_blocks]
-        self.root = self.current_root()
+        self.root = self.current_root()  # follows in-place weight changes
         return chain_hashes(self.root, blocks)
 
     # ------------------------------------------------------------------ lookup
@@ -184,83 +205,88 @@ class KVCManager:
             records, source = [], "none"
         lookup_s = time.perf_counter() - started
 
+        blocks, sizes, miss, retrieval_s, decode_s = self._retrieve(records)
         started = time.perf_counter()
-        payloads, miss = self._fetch(records)
-        retrieval_s = time.perf_counter() - started
+        cache = codec.blocks_to_cache(blocks, self.model.config, self.model.dtype, self.model.device)
+        decode_s += time.perf_counter() - started
 
-        started = time.perf_counter()
-        decoded = []
-        for position, payload in enumerate(payloads):
-            try:
-                block = codec.decode_block(payload, self.geometry, dtype=torch.float32)
-                if block.header.kv_format != self.kv_format:
-                    raise codec.CodecError(f"block is {block.header.kv_format}, expected {self.kv_format}")
-            except codec.CodecError as exc:
-                if self.strict:
-                    raise
-                miss = (position, "corrupt", str(exc))
-                break
-            decoded.append(block)
-        cache = codec.blocks_to_cache(decoded, self.model.config, self.model.dtype, self.model.device)
-        decode_s = time.perf_counter() - started
-
-        self._learn_sizes(records[: len(decoded)], payloads)
+        self._learn_sizes(records[: len(blocks)], sizes)
         miss_reason = None
         if miss is not None:
             miss_reason = self._handle_miss(records, *miss)
-        elif len(decoded) < n_usable:
+        elif len(blocks) < n_usable:
             miss_reason = "not-cached"
-        used = records[: len(decoded)]
         return CacheResult(
             cache=cache,
             input_ids=input_ids,
-            prefix_tokens=len(decoded) * self.block_tokens,
-            blocks=[r.block_hash for r in used],
+            prefix_tokens=len(blocks) * self.block_tokens,
+            blocks=[r.block_hash for r in records[: len(blocks)]],
             usable_blocks=n_usable,
             miss_reason=miss_reason,
             source=source,
             lookup_s=lookup_s,
             retrieval_s=retrieval_s,
             decode_s=decode_s,
-            bytes_retrieved=sum(len(p) for p in payloads[: len(decoded)]),
+            bytes_retrieved=sum(sizes),
         )
 
-    def _fetch(self, records: list[BlockRecord]) -> tuple[list[bytes], tuple[int, str, str] | None]:
-        """Payloads of the records in order, up to the first failure (position, reason, detail)."""
+    def _retrieve(self, records: list[BlockRecord]):
+        """Fetch all blocks in parallel, verify and decode them in order as they arrive.
+
+        Returns (decoded blocks, their sizes, first failure as (position, reason, detail) or None,
+        seconds waiting for the store, seconds decoding). Stops at the first failure: later
+        blocks are useless without it.
+        """
+        blocks: list[codec.DecodedBlock] = []
+        sizes: list[int] = []
         if not records:
-            return [], None
-        payloads: list[bytes] = []
+            return blocks, sizes, None, 0.0, 0.0
+        started = time.perf_counter()
+        decode_s, miss = 0.0, None
         workers = min(self.fetch_workers, len(records))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kv-fetch") as pool:
             futures = [pool.submit(self.store.get_block, record) for record in records]
             for position, future in enumerate(futures):
-                try:
-                    payload = future.result()
-                except BlockMiss as exc:
+                miss, seconds = self._receive(position, records[position], future, blocks, sizes)
+                decode_s += seconds
+                if miss is not None:
                     for later in futures[position + 1 :]:
                         later.cancel()
-                    return payloads, (position, getattr(exc, "reason", "miss") or "miss", str(exc))
-                except Exception as exc:  # noqa: BLE001 - timeouts, socket errors: all misses
-                    if self.strict:
-                        raise
-                    for later in futures[position + 1 :]:
-                        later.cancel()
-                    return payloads, (position, type(exc).__name__, str(exc))
-                expected = records[position].n_bytes  # -1: unknown (a record from probe_block)
-                if expected >= 0 and len(payload) != expected:
-                    for later in futures[position + 1 :]:
-                        later.cancel()
-                    return payloads, (position, "incomplete", f"{len(payload)} of {expected} bytes")
-                payloads.append(payload)
-        return payloads, None
+                    break
+        return blocks, sizes, miss, time.perf_counter() - started - decode_s, decode_s
 
-    def _learn_sizes(self, records: list[BlockRecord], payloads: list[bytes]) -> None:
+    def _receive(self, position, record, future, blocks, sizes):
+        """Wait for one block, check and decode it, append it to blocks/sizes.
+
+        Returns (failure as (position, reason, detail) or None, seconds spent decoding).
+        """
+        try:
+            payload = future.result()
+        except BlockMiss as exc:
+            return (position, getattr(exc, "reason", "") or "miss", str(exc)), 0.0
+        except Exception as exc:  # noqa: BLE001 - timeouts, socket errors: all misses
+            return (position, type(exc).__name__, str(exc)), 0.0
+        expected = record.n_bytes  # -1: unknown (a record from probe_block)
+        if expected >= 0 and len(payload) != expected:
+            return (position, "incomplete", f"{len(payload)} of {expected} bytes"), 0.0
+        started = time.perf_counter()
+        try:
+            block = codec.decode_block(payload, self.geometry, dtype=torch.float32)
+            if block.header.kv_format != self.kv_format:
+                raise codec.CodecError(f"block is {block.header.kv_format}, expected {self.kv_format}")
+        except codec.CodecError as exc:
+            return (position, "corrupt", str(exc)), time.perf_counter() - started
+        blocks.append(block)
+        sizes.append(len(payload))
+        return None, time.perf_counter() - started
+
+    def _learn_sizes(self, records: list[BlockRecord], sizes: list[int]) -> None:
         """Records from probe_block may not know the block size (-1); the index keeps the real one."""
         changed = False
-        for record, payload in zip(records, payloads):
+        for record, size in zip(records, sizes):
             entry = self.index.get(record.block_hash)
             if record.n_bytes < 0 and entry is not None:
-                self.index.insert(entry.parent, dataclasses.replace(record, n_bytes=len(payload)), entry.meta, save=False)
+                self.index.insert(entry.parent, dataclasses.replace(record, n_bytes=size), entry.meta, save=False)
                 changed = True
         if changed:
             self.index.save()

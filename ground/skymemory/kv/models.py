@@ -15,13 +15,18 @@
 * ``"embedded-tiny"``: the same family scaled down for tests (builds in
   milliseconds, never cached on disk).
 
-Embedded models use the byte-level tokenizer of `skymemory.kv.tokenizer`.
+Embedded models use the byte-level tokenizer of `skymemory.kv.tokenizer`
+(259 ids; embedded-tinyllama keeps TinyLlama's 32,000-row vocabulary so its
+shapes and KV sizes are the paper's, and ids above 258 decode to nothing).
+Their weights are random: the text they generate is meaningless, but every
+cache property (sizes, timings, exactness) is that of the real architecture.
 Weights are drawn with a fixed seed, then rounded to fp16 (the cached form),
 so a fresh build and a cached load give bit-identical models.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -186,15 +191,35 @@ def downloads_allowed(allow_download: bool | None) -> bool:
     return allow_download
 
 
-def _load_pretrained(spec: str, dtype: torch.dtype, allow_download: bool | None):
-    """from_pretrained from disk; from the hub only if allowed, with bounded network timeouts."""
-    local_only = not downloads_allowed(allow_download)
-    if not local_only:
+@contextlib.contextmanager
+def hub_access(allow_download: bool | None = None):
+    """Yield local_files_only for from_pretrained; without downloads, the hub is switched offline.
+
+    `local_files_only=True` alone is not enough: huggingface_hub still looks
+    up huggingface.co (e.g. for its user-agent registry) unless it is in
+    offline mode, and it reads HF_HUB_OFFLINE only when first imported.
+    """
+    if downloads_allowed(allow_download):
         # huggingface_hub reads these when it starts a request; keep every wait bounded.
         os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
         os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "30")
-    tokenizer = AutoTokenizer.from_pretrained(spec, local_files_only=local_only)
-    model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=local_only)
+        yield False
+        return
+    from huggingface_hub import constants
+
+    saved = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
+    try:
+        yield True
+    finally:
+        constants.HF_HUB_OFFLINE = saved
+
+
+def _load_pretrained(spec: str, dtype: torch.dtype, allow_download: bool | None):
+    """from_pretrained from disk; from the hub only if allowed, with bounded network timeouts."""
+    with hub_access(allow_download) as local_only:
+        tokenizer = AutoTokenizer.from_pretrained(spec, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(spec, dtype=dtype, local_files_only=local_only)
     return model.eval(), tokenizer
 
 
@@ -203,14 +228,20 @@ def tinyllama_on_disk() -> bool:
     try:
         from huggingface_hub import try_to_load_from_cache
 
-        return isinstance(try_to_load_from_cache(TINYLLAMA, "config.json"), str)
+        with hub_access(False):
+            return isinstance(try_to_load_from_cache(TINYLLAMA, "config.json"), str)
     except Exception:  # noqa: BLE001 - any failure means "not usable offline"
         return False
 
 
 def resolve_spec(spec: str) -> str:
+    """'default' -> TinyLlama or embedded-tinyllama; anything that cannot be a model is a ValueError."""
     if spec == "default":
         return TINYLLAMA if tinyllama_on_disk() else "embedded-tinyllama"
+    if spec not in EMBEDDED and not Path(spec).exists() and "/" not in spec:
+        raise ValueError(
+            f"unknown model {spec!r}: give a local directory, a hub id, 'default' or one of {sorted(EMBEDDED)}"
+        )
     return spec
 
 
@@ -236,10 +267,6 @@ def load_model(
         tokenizer = build_byte_tokenizer()
         cast_parameters(model, torch_dtype)
     else:
-        if not Path(spec).exists() and "/" not in spec:
-            raise ValueError(
-                f"unknown model {spec!r}: give a local directory, a hub id, 'default' or one of {sorted(EMBEDDED)}"
-            )
         model, tokenizer = _load_pretrained(spec, torch_dtype, allow_download)
     model = model.to(torch_device)
     if quantize:

@@ -2,9 +2,11 @@
 
 Each satellite gets its own working directory (a copy of the cFS exe
 directory: cFS keeps shared-memory key files, EEPROM.DAT and ./cf relative to
-it) and its own cpuid = index + 1. The SkyMemory cFS apps read their identity
-and options from `skymemory.cfg` ("key = value", the node's option names) in
-that directory; the launcher also exports SKYMEM_PLANE / SKYMEM_SAT.
+it) and its own cpuid = index + 1, from which the SkyMemory cFS apps derive
+(plane, sat) (docs/CFS.md). The node options go to `<workdir>/cf/skymemory.cfg`
+("key = value", the node's option names), which SKYMEM loads into its
+constellation table. On stop, the System V shared-memory segments the
+instances created are removed.
 This backend cannot be exercised without a cFS build; the checks below are the
 facts in CFS_NOTES.md (10 message queues per instance, msg_max >= 50).
 """
@@ -45,8 +47,36 @@ def prepare_workdir(exe_dir: Path, work: Path, config: dict[str, str]) -> Path:
     if work.exists():
         shutil.rmtree(work)
     shutil.copytree(exe_dir, work, symlinks=True)
-    (work / "skymemory.cfg").write_text("".join(f"{k} = {v}\n" for k, v in config.items()))
+    # OSAL on the pc-linux PSP maps /cf to ./cf: SKYMEM reads /cf/skymemory.cfg (docs/CFS.md)
+    (work / "cf").mkdir(exist_ok=True)
+    config_path(work).write_text("".join(f"{k} = {v}\n" for k, v in config.items()))
     return work
+
+
+def config_path(work: Path) -> Path:
+    return work / "cf" / "skymemory.cfg"
+
+
+def remove_shared_memory(creator_pids: set[int]) -> list[str]:
+    """Remove the System V shared-memory segments the stopped cFS instances left behind.
+
+    cFE keeps its reset area in such segments; a later instance can collide with a stale
+    one ("Cannot shmget Reset Area"). Only segments whose creator pid is ours are removed.
+    """
+    import subprocess
+
+    try:
+        out = subprocess.run(["ipcs", "-m", "-p"], capture_output=True, text=True, timeout=10).stdout
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return ["ipcs is not available; shared-memory segments of the cFS instances were not checked"]
+    errors = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[0].isdigit() and parts[2].isdigit() and int(parts[2]) in creator_pids:
+            r = subprocess.run(["ipcrm", "-m", parts[0]], capture_output=True, text=True, timeout=10)
+            if r.returncode != 0:
+                errors.append(f"ipcrm -m {parts[0]}: {r.stderr.strip()}")
+    return errors
 
 
 def core_argv(binary: str, index: int) -> list[str]:

@@ -53,6 +53,11 @@ def _hosts(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"--hosts wants a comma-separated list of ssh destinations, got {text!r}")
     if len(set(hosts)) != len(hosts):
         raise argparse.ArgumentTypeError("--hosts lists a host twice")
+    for h in hosts:  # nodes bind the host's address, so it must be an IPv4 literal ([user@]a.b.c.d)
+        try:
+            ipaddress.IPv4Address(h.rsplit("@", 1)[-1])
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--hosts entry {h!r}: want [user@]IPv4-address") from None
     return hosts
 
 

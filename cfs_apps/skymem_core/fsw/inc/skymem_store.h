@@ -64,6 +64,7 @@ typedef struct {
     uint32_t slot_bytes;     /* bytes one chunk costs (header + chunk_size, aligned) */
     uint32_t lru_evictions;  /* chunks dropped for space (LRU victims and the rest of their blocks) */
     uint32_t blocks_purged;  /* blocks purged (LRU or explicit) */
+    uint64_t index_bytes;    /* bucket arrays (part of footprint and bytes_used) */
 } skymem_store_info_t;
 
 /* Bytes one slot costs for this chunk size (header + data, 8-byte aligned). */

@@ -89,8 +89,8 @@ uint8_t skymem_cmd_checksum(const uint8_t *pkt, size_t len)
 {
     uint8_t x = 0xFF;
     size_t i;
-    for (i = 0; i < len; i++)
-        if (i != 7) x ^= pkt[i];
+    for (i = 0; i < len; i++) x ^= pkt[i]; /* branch-free so the compiler can vectorise it */
+    if (len > 7) x ^= pkt[7];               /* byte 7 counts as zero */
     return x;
 }
 

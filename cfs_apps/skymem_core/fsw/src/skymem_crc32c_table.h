@@ -1,5 +1,8 @@
-/* skymem_crc32c_table.h -- generated slice-by-8 tables for CRC32C (poly 0x82F63B78).
- * Regenerate: see the loop in tests/c/test_crc32c.c, which checks every entry. */
+/* skymem_crc32c_table.h -- slice-by-8 tables for CRC32C (reflected poly 0x82F63B78),
+ * generated once (const, so the core keeps no mutable global state):
+ *   t[0][i] = i shifted 8 times: c = (c & 1) ? (c >> 1) ^ 0x82F63B78 : c >> 1
+ *   t[j][i] = t[0][t[j-1][i] & 0xFF] ^ (t[j-1][i] >> 8)      for j = 1..7
+ * tests/c/test_crc32c.c checks the result against a bitwise reference and the RFC 3720 vectors. */
 static const uint32_t crc_table[8][256] = {
     {
         0x00000000u, 0xF26B8303u, 0xE13B70F7u, 0x1350F3F4u, 0xC79A971Fu, 0x35F1141Cu,

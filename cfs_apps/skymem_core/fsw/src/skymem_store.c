@@ -80,13 +80,6 @@ static uint32_t bbucket(const skymem_store_t *s, const uint8_t *hash) { return (
 
 size_t skymem_store_slot_bytes(size_t chunk_size) { return (HDR_BYTES + chunk_size + 7u) & ~(size_t)7u; }
 
-static uint32_t pow2_at_least(uint64_t n)
-{
-    uint64_t p = 1;
-    while (p < n) p <<= 1;
-    return p > 0x80000000ull ? 0 : (uint32_t)p;
-}
-
 int skymem_store_create(skymem_store_t **out, uint64_t budget_bytes, uint32_t chunk_size, skymem_evict_cb_t on_evict,
                         void *cb_ctx)
 {
@@ -98,20 +91,21 @@ int skymem_store_create(skymem_store_t **out, uint64_t budget_bytes, uint32_t ch
     slot_bytes = skymem_store_slot_bytes(chunk_size);
     if (budget_bytes <= sizeof(skymem_store_t)) return SKYMEM_STORE_E_NO_SPACE;
     avail = budget_bytes - sizeof(skymem_store_t);
-    /* Each slot also costs up to 2 buckets x 2 arrays x 4 bytes (buckets = next power of two). */
-    n = avail / (slot_bytes + 16u);
-    if (n > 0x7FFFFFFEull) n = 0x7FFFFFFEull;
-    for (;;) {
-        nb = pow2_at_least(n < 1 ? 1 : n);
-        if (n == 0 || n * slot_bytes + nb * 8u <= avail) break;
-        n--;
-    }
-    /* Try adding slots while they still fit (the estimate above is conservative). */
-    while (n < 0x7FFFFFFEull) {
-        uint64_t nb2 = pow2_at_least(n + 1);
-        if ((n + 1) * slot_bytes + nb2 * 8u > avail) break;
-        n++;
-        nb = nb2;
+    /* Buckets come in powers of two (two u32 arrays = 8 bytes per bucket) and there
+     * are at least as many buckets as slots: try every power of two, keep the most slots. */
+    n = 0;
+    nb = 1;
+    {
+        uint64_t b;
+        for (b = 1; b <= 0x80000000ull && b * 8u <= avail; b <<= 1) {
+            uint64_t k = (avail - b * 8u) / slot_bytes;
+            if (k > b) k = b;
+            if (k > 0x7FFFFFFEull) k = 0x7FFFFFFEull;
+            if (k > n) {
+                n = k;
+                nb = b;
+            }
+        }
     }
     if (n == 0) return SKYMEM_STORE_E_NO_SPACE;
     arena_bytes = nb * 8u + n * slot_bytes;
@@ -258,7 +252,7 @@ int skymem_store_set(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, 
         sl = slot_at(s, l);
         sl->meta = *meta;
         sl->data_len = (uint32_t)len;
-        if (len) memmove(slot_data(sl), data, len);
+        if (len) memmove(slot_data(sl), data, len); /* data may point into this very slot */
         lru_unlink(s, l);
         lru_push_front(s, l);
         return SKYMEM_STORE_OK;
@@ -286,7 +280,7 @@ int skymem_store_set(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, 
     sl->meta = *meta;
     sl->data_len = (uint32_t)len;
     sl->in_use = 1;
-    if (len) memmove(slot_data(sl), data, len);
+    if (len) memmove(slot_data(sl), data, len); /* data may live in a slot just freed */
     /* chunk chain */
     {
         uint32_t b = cbucket(s, hash, chunk_id);
@@ -316,33 +310,38 @@ int skymem_store_set(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, 
     return SKYMEM_STORE_OK;
 }
 
+static void output(const skymem_store_t *s, uint32_t l, skymem_chunk_meta_t *meta, const uint8_t **data, size_t *len)
+{
+    slot_t *sl = slot_at(s, l);
+    if (meta) *meta = sl->meta;
+    if (data) *data = slot_data(sl);
+    if (len) *len = sl->data_len;
+}
+
 int skymem_store_peek(const skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, skymem_chunk_meta_t *meta,
                       const uint8_t **data, size_t *len)
 {
     uint32_t l;
-    slot_t *sl;
     if (s == NULL || hash == NULL) return SKYMEM_STORE_E_NULL;
     l = find(s, hash, chunk_id);
     if (!l) return SKYMEM_STORE_E_NOT_FOUND;
-    sl = slot_at(s, l);
-    if (meta) *meta = sl->meta;
-    if (data) *data = slot_data(sl);
-    if (len) *len = sl->data_len;
+    output(s, l, meta, data, len);
     return SKYMEM_STORE_OK;
 }
 
 int skymem_store_get(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, skymem_chunk_meta_t *meta,
                      const uint8_t **data, size_t *len)
 {
-    int rc = skymem_store_peek(s, hash, chunk_id, meta, data, len);
-    if (rc == SKYMEM_STORE_OK) {
-        uint32_t l = find(s, hash, chunk_id);
-        if (s->lru_head != l) {
-            lru_unlink(s, l);
-            lru_push_front(s, l);
-        }
+    uint32_t l;
+    if (s == NULL || hash == NULL) return SKYMEM_STORE_E_NULL;
+    l = find(s, hash, chunk_id);
+    if (!l) return SKYMEM_STORE_E_NOT_FOUND;
+    if (s->lru_head != l) {
+        lru_unlink(s, l);
+        lru_push_front(s, l);
     }
-    return rc;
+    output(s, l, meta, data, len);
+    return SKYMEM_STORE_OK;
 }
 
 int skymem_store_delete(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id)
@@ -374,6 +373,7 @@ void skymem_store_info(const skymem_store_t *s, skymem_store_info_t *info)
     info->slot_bytes = s->slot_bytes;
     info->lru_evictions = s->lru_evictions;
     info->blocks_purged = s->blocks_purged;
+    info->index_bytes = (uint64_t)(s->mask + 1u) * 8u;
 }
 
 void skymem_store_visit_lru(const skymem_store_t *s, skymem_store_visit_fn fn, void *ctx)

@@ -1,0 +1,256 @@
+"""Booting a constellation: local processes, network namespaces, ssh hosts, cFS, docker.
+
+The manifest is written before the health check, so `stop` can always tear
+down what was started, even when the boot fails half way.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+from skymemory.launcher import cfs, docker, netns, nodes, processes, ssh
+from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, pss_kib, rss_kib, self_pid
+from skymemory.launcher.health import wait_healthy
+from skymemory.launcher.stop import summary_table, teardown
+from skymemory.manifest import Manifest, SatelliteEntry
+
+
+def start(args) -> int:
+    manifest_path: Path = args.manifest
+    if manifest_path.exists():
+        try:
+            old = Manifest.load(manifest_path)
+        except ValueError:
+            old = None
+        if old is not None and old.backend.get("kind") in ("ssh", "docker"):
+            raise LaunchError(f"{manifest_path} describes a {old.backend['kind']} constellation that may still run "
+                              f"elsewhere; stop it first: tools/launch_constellation.py stop --manifest {manifest_path}")
+        if old is not None and live_pids(old):
+            raise LaunchError(f"a constellation from {manifest_path} is still running "
+                              f"({len(live_pids(old))} live processes); stop it first: "
+                              f"tools/launch_constellation.py stop --manifest {manifest_path}")
+        log(args, f"replacing stale manifest {manifest_path} (none of its processes run)")
+    run_dir: Path = args.run_dir.resolve()
+    stale = processes.read_pid_files(run_dir / "pids")
+    if any(processes.alive(p, "skymem_node") for p in stale.values()):
+        raise LaunchError(f"live node processes are listed in {run_dir / 'pids'}; stop them first")
+    for f in (run_dir / "pids").glob("*.pid") if (run_dir / "pids").is_dir() else []:
+        f.unlink()
+
+    n = args.planes * args.sats
+    epoch_ms = int(time.time() * 1000)
+    t0 = time.monotonic()
+    m = Manifest(planes=args.planes, sats=args.sats, altitude_km=args.altitude_km,
+                 inclination_deg=args.inclination_deg, walker_phase=args.walker_phase, epoch_ms=epoch_ms,
+                 time_scale=args.time_scale, runtime=args.runtime, ground_station=args.ground_station,
+                 ground_overhead=args.overhead, chunk_size=args.chunk_size, memory_budget=args.memory_budget,
+                 link=nodes.link_profile(args), run_dir=str(run_dir), launcher_pid=self_pid(),
+                 created_unix=time.time())
+    group = processes.ProcessGroup(run_dir, die_with_parent=not args.detach)
+    common = nodes.node_options(args, epoch_ms)
+    log(args, f"booting {args.planes}x{args.sats} = {n} satellites ({_backend_name(args)}); run dir {run_dir}")
+    try:
+        if args.hosts:
+            _start_ssh(args, m, common)
+        elif args.runtime == "docker":
+            return _start_docker(args, m, common, manifest_path)
+        elif args.runtime == "cfs":
+            _start_cfs(args, m, common, group)
+        else:
+            _start_local(args, m, common, group)
+        m.process_group = group.pgid
+        m.save(manifest_path)
+        started_s = time.monotonic() - t0
+
+        def abort() -> str | None:
+            dead = group.dead()
+            if dead:
+                name, code = next(iter(dead.items()))
+                return (f"{len(dead)} satellite process(es) exited during boot, e.g. {name} with code {code}:\n"
+                        + log_tail(run_dir, name))
+            return None
+
+        healthy = wait_healthy(m.ground_addresses(), m.ground_host, args.health_timeout, args.quiet, abort)
+        if len(healthy) < n:
+            missing = sorted(set(m.ground_addresses()) - healthy)
+            raise LaunchError(f"{n - len(healthy)} of {n} satellites did not answer a NOOP within "
+                              f"{args.health_timeout:g} s, e.g. {missing[:5]}")
+    except BaseException as exc:
+        log(args, f"boot failed: {exc}; tearing down")
+        teardown(m)
+        manifest_path.unlink(missing_ok=True)
+        if isinstance(exc, KeyboardInterrupt):
+            return 130
+        raise
+    boot_s = time.monotonic() - t0
+    local = [e.pid for e in m.satellites if e.pid and not e.remote]
+    if not args.quiet:
+        print(summary_table(m), file=sys.stderr)
+    print(f"{n} satellites healthy; processes started in {started_s:.2f} s, boot-to-healthy {boot_s:.2f} s; "
+          f"total RSS {rss_kib(local) / 1024:.1f} MiB (PSS {pss_kib(local) / 1024:.1f} MiB) over {len(local)} "
+          "local processes", file=sys.stderr)
+    print(f"manifest: {manifest_path}")
+    sys.stdout.flush()
+    if args.detach:
+        m.launcher_pid = 0
+        m.save(manifest_path)
+        log(args, f"detached; stop with: tools/launch_constellation.py stop --manifest {manifest_path}")
+        return 0
+    return _foreground(args, m, group, manifest_path)
+
+
+def _backend_name(args) -> str:
+    if args.netns:
+        return f"native in {args.netns} network namespaces"
+    if args.hosts:
+        return f"native over ssh on {len(args.hosts)} hosts"
+    return args.runtime
+
+
+def _progress(args, k: int, n: int) -> None:
+    if args.quiet:
+        return
+    if sys.stderr.isatty():
+        print(f"  started {k}/{n}", end="\r" if k < n else "\n", file=sys.stderr, flush=True)
+    elif k == n or k % max(1, n // 10) == 0:
+        print(f"  started {k}/{n}", file=sys.stderr, flush=True)
+
+
+def _entries(args, host_of) -> list[SatelliteEntry]:
+    out = []
+    for p in range(args.planes):
+        for s in range(args.sats):
+            i = p * args.sats + s
+            out.append(SatelliteEntry(p, s, host_of(i), args.isl_port_base + i, args.ground_port_base + i))
+    return out
+
+
+def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessGroup) -> None:
+    node = str(nodes.find_node(args.node))
+    n = args.planes * args.sats
+    peers = None
+    if args.netns:
+        why = netns.probe()
+        if why:
+            raise LaunchError(f"--netns is not possible here: {why}")
+        try:
+            record = netns.build(args.netns)
+        except netns.NetnsUnavailable as exc:
+            raise LaunchError(f"--netns is not possible here: {exc}") from None
+        m.backend = {"kind": "netns", "marker": "skymem_node", **record}
+        m.ground_host = record["ground_address"]
+        host_index = lambda i: i * args.netns // n  # contiguous shares, like satellites per mini PC
+        m.satellites = _entries(args, lambda i: netns.host_address(host_index(i)))
+        for e in m.satellites:
+            e.netns = record["namespaces"][host_index(e.plane * args.sats + e.sat)]
+        peers = str(nodes.write_peers(Path(m.run_dir) / "peers.txt", m.satellites))
+        m.save(args.manifest)  # teardown info on disk before any process starts
+    else:
+        m.backend = {"kind": "native", "marker": "skymem_node"}
+        m.ground_host = args.bind
+        m.satellites = _entries(args, lambda i: args.bind)
+        busy = processes.busy_udp_port(args.bind, [e.isl_port for e in m.satellites] +
+                                       [e.ground_port for e in m.satellites])
+        if busy is not None:
+            raise LaunchError(f"UDP port {args.bind}:{busy} is already in use; choose other "
+                              "--isl-port-base / --ground-port-base")
+    for k, e in enumerate(m.satellites, 1):
+        argv = nodes.node_argv(node, e, common, args, peers)
+        if e.netns:
+            argv = netns.exec_prefix(e.netns) + argv
+        e.pid = group.start(nodes.sat_name(e.plane, e.sat), argv)
+        _progress(args, k, n)
+
+
+def _start_cfs(args, m: Manifest, common: list[str], group: processes.ProcessGroup) -> None:
+    n = args.planes * args.sats
+    problems = cfs.check_mqueue_limits(n)
+    if problems:
+        raise LaunchError("the POSIX message-queue limits are too low for cFS:\n  " + "\n  ".join(problems))
+    m.backend = {"kind": "cfs", "marker": args.cfs_binary, "exe": str(args.cfs_exe.resolve())}
+    m.ground_host = "127.0.0.1"
+    m.satellites = _entries(args, lambda i: "127.0.0.1")
+    config = cfs.options_as_config(common)
+    config.update({"isl-port-base": str(args.isl_port_base), "ground-port-base": str(args.ground_port_base),
+                   "bind": "127.0.0.1"})
+    for k, e in enumerate(m.satellites, 1):
+        name = nodes.sat_name(e.plane, e.sat)
+        work = cfs.prepare_workdir(args.cfs_exe, Path(m.run_dir) / "cfs" / name,
+                                   {**config, "plane": str(e.plane), "sat": str(e.sat)})
+        e.pid = group.start(name, cfs.core_argv(args.cfs_binary, k - 1), cwd=work)
+        _progress(args, k, n)
+
+
+def _start_ssh(args, m: Manifest, common: list[str]) -> None:
+    n = args.planes * args.sats
+    hosts = args.hosts
+    addresses = [ssh.host_address(h) for h in hosts]
+    host_index = lambda i: i * len(hosts) // n
+    m.satellites = _entries(args, lambda i: addresses[host_index(i)])
+    m.backend = {"kind": "ssh", "marker": "skymem_node", "hosts": hosts}
+    m.ground_host = "0.0.0.0"
+    peers = nodes.peers_text(m.satellites)
+    remote_peers = f"{args.remote_dir}/peers.txt"
+    for h, dest in enumerate(hosts):
+        mine = [e for e in m.satellites if host_index(e.plane * args.sats + e.sat) == h]
+        jobs = [(nodes.sat_name(e.plane, e.sat), nodes.node_argv(args.remote_node, e, common, args, remote_peers))
+                for e in mine]
+        pids = ssh.parse_pids(ssh.run_script(dest, ssh.start_script(args.remote_dir, peers, jobs)))
+        for e in mine:
+            e.remote = dest
+            e.pid = pids.get(nodes.sat_name(e.plane, e.sat), 0)
+        m.save(args.manifest)  # each host's pids on disk as soon as they exist
+        log(args, f"  {dest}: started {len(pids)}/{len(mine)} satellites")
+        if len(pids) != len(mine):
+            raise LaunchError(f"{dest} started only {len(pids)} of {len(mine)} nodes")
+
+
+def _start_docker(args, m: Manifest, common: list[str], manifest_path: Path) -> int:
+    m.satellites = _entries(args, lambda i: "127.0.0.1")
+    jobs = [(nodes.sat_name(e.plane, e.sat), nodes.node_argv("", e, common, args, None)[1:]) for e in m.satellites]
+    compose_path = docker.write_compose(Path(m.run_dir) / "docker-compose.yml", jobs)
+    problem = docker.engine_problem()
+    if problem:
+        print(f"launch_constellation: {problem}; compose file written to {compose_path} "
+              f"(run `docker compose -f {compose_path} up -d` where an engine runs)", file=sys.stderr)
+        return 1
+    r = docker.compose(compose_path, "up", "-d")
+    if r.returncode != 0:
+        raise LaunchError(f"docker compose up failed: {r.stderr.strip()}")
+    m.backend = {"kind": "docker", "compose": str(compose_path)}
+    m.runtime = "docker"
+    m.save(manifest_path)
+    healthy = wait_healthy(m.ground_addresses(), "127.0.0.1", args.health_timeout, args.quiet)
+    print(f"{len(healthy)}/{len(m.satellites)} containers healthy; manifest: {manifest_path}")
+    return 0 if len(healthy) == len(m.satellites) else 1
+
+
+
+def _foreground(args, m: Manifest, group: processes.ProcessGroup, manifest_path: Path) -> int:
+    stop_reason: list[str] = []
+
+    def on_signal(signum, _frame):
+        stop_reason.append(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    log(args, "running; Ctrl-C stops every satellite")
+    code = 0
+    while not stop_reason:
+        dead = group.dead()
+        if dead:
+            log(args, f"{len(dead)} satellite(s) exited unexpectedly, e.g. {next(iter(dead))}; stopping")
+            code = 1
+            break
+        time.sleep(0.2)
+    log(args, f"stopping ({stop_reason[0] if stop_reason else 'node exit'})")
+    left = teardown(m)
+    manifest_path.unlink(missing_ok=True)
+    if left:
+        print(f"launch_constellation: {len(left)} processes survived: {left}", file=sys.stderr)
+        return 1
+    return code

@@ -1,0 +1,90 @@
+"""Tearing a constellation down (by pid files and the manifest) and reporting on it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from skymemory.launcher import cfs, docker, netns, nodes, processes, ssh
+from skymemory.launcher.common import rss_kib, self_pid
+from skymemory.manifest import Manifest
+
+
+def teardown(m: Manifest) -> list:
+    """Stop every process of the manifest, remove namespaces / containers; return survivors."""
+    kind = m.backend.get("kind", "native")
+    marker = m.backend.get("marker", "skymem_node")
+    survivors: list = []
+    if kind == "ssh":
+        for dest in m.backend.get("hosts", []):
+            pids = [e.pid for e in m.satellites if e.remote == dest and e.pid]
+            if pids:
+                try:
+                    survivors += [f"{dest}:{p}" for p in ssh.stop_remote(dest, pids)]
+                except (RuntimeError, OSError) as exc:
+                    survivors.append(f"{dest}: {exc}")
+        return survivors
+    if kind == "docker":
+        r = docker.compose(Path(m.backend["compose"]), "down", "--timeout", "5")
+        return [] if r.returncode == 0 else [r.stderr.strip()]
+    pid_dir = Path(m.run_dir) / "pids"
+    pids = processes.read_pid_files(pid_dir)
+    pids.update({nodes.sat_name(e.plane, e.sat): e.pid for e in m.satellites if e.pid})
+    survivors = processes.terminate(pids, marker)
+    if kind == "cfs" and not survivors:
+        survivors += cfs.remove_shared_memory({p for p in pids.values() if p})
+    if kind == "netns":
+        for ns in m.backend.get("namespaces", []):  # anything else still inside our namespaces
+            survivors += [p for p in netns.namespace_pids(ns) if processes.alive(p)]
+        if not survivors:
+            survivors += netns.teardown(m.backend)
+    if not survivors:
+        for f in pid_dir.glob("*.pid") if pid_dir.is_dir() else []:
+            f.unlink()
+    return survivors
+
+
+def stop(manifest_path: Path, quiet: bool = False) -> int:
+    m = Manifest.load(manifest_path)
+    if m.launcher_pid and m.launcher_pid != self_pid() and processes.alive(m.launcher_pid, "launch"):
+        # a foreground launcher owns this run: ask it to tear down, then verify below
+        os.kill(m.launcher_pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and processes.alive(m.launcher_pid):
+            time.sleep(0.1)
+    n_local = sum(1 for e in m.satellites if e.pid and not e.remote)
+    left = teardown(m)
+    still = [e.pid for e in m.satellites if e.pid and not e.remote and processes.alive(e.pid)]
+    if left or still:
+        print(f"launch_constellation: could not stop everything: {left or still}", file=sys.stderr)
+        return 1
+    manifest_path.unlink(missing_ok=True)
+    if not quiet:
+        print(f"stopped {m.planes}x{m.sats} constellation ({n_local} local processes); none left running",
+              file=sys.stderr)
+    return 0
+
+
+def status(manifest_path: Path) -> int:
+    m = Manifest.load(manifest_path)
+    marker = m.backend.get("marker", "skymem_node")
+    local = [e for e in m.satellites if e.pid and not e.remote]
+    alive = [e for e in local if processes.alive(e.pid, marker)]
+    print(f"{m.planes}x{m.sats} {m.runtime} constellation: {len(alive)}/{len(local)} local processes alive; "
+          f"RSS {rss_kib([e.pid for e in alive]) / 1024:.1f} MiB")
+    return 0 if len(alive) == len(local) else 1
+
+
+def summary_table(m: Manifest) -> str:
+    rows = [("plane", "sats", "host", "isl ports", "ground ports", "pids")]
+    for p in range(m.planes):
+        es = m.satellites[p * m.sats:(p + 1) * m.sats]
+        hosts = sorted({e.host for e in es})
+        rows.append((str(p), str(len(es)), ",".join(hosts), f"{es[0].isl_port}-{es[-1].isl_port}",
+                     f"{es[0].ground_port}-{es[-1].ground_port}",
+                     f"{es[0].pid}..{es[-1].pid}" if es[0].pid else "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
