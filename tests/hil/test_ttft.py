@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from skymemory.bench import report
-from skymemory.bench.launch import LocalConstellation, free_port_offset
+from skymemory.bench.launch import LocalConstellation, boot, free_port_offset
 from skymemory.bench.profiles import PROFILES
 from skymemory.bench.ttft import TTFTConfig, run
 from skymemory.launcher.processes import alive
@@ -96,8 +96,7 @@ def test_report_outputs(booted_result, tmp_path):
 
 def test_attach_to_a_running_constellation_with_laser_delays(node_path, tmp_path):
     """--manifest: the benchmark uses a constellation someone else launched (here: laser profile)."""
-    sky = LocalConstellation(planes=5, sats=5, profile=PROFILES["laser"], run_dir=tmp_path / "sky",
-                             port_offset=free_port_offset(25), node=node_path)
+    sky = boot(planes=5, sats=5, profile=PROFILES["laser"], run_dir=tmp_path / "sky", node=node_path)
     with sky:
         result = run(_small_config(prefix_tokens=(2 * BLOCK,), repeats=1, gen_repeats=1,
                                    manifest=sky.manifest_path))
@@ -125,7 +124,7 @@ def test_killing_the_benchmark_process_leaves_no_node(node_path, tmp_path):
     script = (
         "import json, sys, time\n"
         "from pathlib import Path\n"
-        "from skymemory.bench.launch import LocalConstellation, free_port_offset\n"
+        "from skymemory.bench.launch import LocalConstellation, boot, free_port_offset\n"
         "from skymemory.bench.profiles import PROFILES\n"
         f"sky = LocalConstellation(planes=2, sats=2, profile=PROFILES['none'], run_dir=Path({str(tmp_path)!r}),\n"
         f"                         port_offset=free_port_offset(4), node=Path({str(node_path)!r}))\n"
