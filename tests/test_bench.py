@@ -90,3 +90,13 @@ def test_bench_subcommands_are_discovered():
     demo = parser.parse_args(["demo"])
     assert demo.prefix_tokens == (512, 1024) and demo.profiles == (PROFILES["laser"],)
     assert (demo.planes, demo.sats, demo.repeats, demo.gen_tokens, demo.model) == (19, 5, 3, 30, "embedded-tinyllama")
+
+
+def test_compute_ceiling_measures_every_step():
+    from skymemory.bench.ceiling import STEPS, measure
+    from skymemory.kv.models import load_model
+
+    model, _ = load_model("embedded-tiny", "cpu")
+    times = measure(model, 256, 16, 2)
+    assert set(times) == set(STEPS)
+    assert all(len(v) == 2 and all(t > 0 for t in v) for v in times.values())
