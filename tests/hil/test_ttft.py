@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from skymemory.bench import report
-from skymemory.bench.launch import LocalConstellation, free_port_offset
+from skymemory.bench.launch import LocalConstellation, boot, free_port_offset
 from skymemory.bench.profiles import PROFILES
 from skymemory.bench.ttft import TTFTConfig, run
 from skymemory.launcher.processes import alive
@@ -96,8 +96,7 @@ def test_report_outputs(booted_result, tmp_path):
 
 def test_attach_to_a_running_constellation_with_laser_delays(node_path, tmp_path):
     """--manifest: the benchmark uses a constellation someone else launched (here: laser profile)."""
-    sky = LocalConstellation(planes=5, sats=5, profile=PROFILES["laser"], run_dir=tmp_path / "sky",
-                             port_offset=free_port_offset(25), node=node_path)
+    sky = boot(planes=5, sats=5, profile=PROFILES["laser"], run_dir=tmp_path / "sky", node=node_path)
     with sky:
         result = run(_small_config(prefix_tokens=(2 * BLOCK,), repeats=1, gen_repeats=1,
                                    manifest=sky.manifest_path))
@@ -125,7 +124,7 @@ def test_killing_the_benchmark_process_leaves_no_node(node_path, tmp_path):
     script = (
         "import json, sys, time\n"
         "from pathlib import Path\n"
-        "from skymemory.bench.launch import LocalConstellation, free_port_offset\n"
+        "from skymemory.bench.launch import LocalConstellation, boot, free_port_offset\n"
         "from skymemory.bench.profiles import PROFILES\n"
         f"sky = LocalConstellation(planes=2, sats=2, profile=PROFILES['none'], run_dir=Path({str(tmp_path)!r}),\n"
         f"                         port_offset=free_port_offset(4), node=Path({str(node_path)!r}))\n"
@@ -166,12 +165,21 @@ def test_cli_bench_ttft_writes_its_outputs(node_path, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--prefix-tokens", "0"], "token counts must be"),
     (["--profiles", "laser,moon"], "unknown link profile"),
-    (["--servers", "30", "--planes", "5", "--sats", "5"], "more than the 5x5"),
     (["--suffixes", "9"], "invalid choice"),
+    (["--chunk-size", "60001"], "at most 60000"),
+    (["--manifest", "/nonexistent/manifest.json"], "no such file"),
 ])
-def test_cli_rejects_bad_arguments(argv, message):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
-    r = subprocess.run([sys.executable, "-m", "skymemory", "bench", "ttft", *argv], capture_output=True, text=True,
-                       timeout=60, env=env)
-    assert r.returncode == 2
-    assert message in r.stderr + r.stdout
+def test_cli_rejects_bad_arguments(argv, message, capsys):
+    from skymemory.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "ttft", *argv])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rejects_more_servers_than_satellites(capsys):
+    from skymemory.cli import main
+
+    assert main(["bench", "ttft", "--servers", "30", "--planes", "5", "--sats", "5"]) == 2
+    assert "more than the 5x5" in capsys.readouterr().err

@@ -180,8 +180,31 @@ class LocalConstellation:
             launcher.stop(self.manifest_path, quiet=True)
 
     def __enter__(self) -> "LocalConstellation":
-        self.start()
+        if self.proc is None:  # boot() returns one already started
+            self.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def boot(*, planes: int, sats: int, profile: LinkProfile, run_dir: Path, node: Path | None = None,
+         chunk_size: int = 6144, avoid: set[int] = frozenset(), attempts: int = 3) -> LocalConstellation:
+    """A started LocalConstellation on free ports; retried on other ports if a boot fails.
+
+    Ports are checked free just before the launch, but another program may take
+    them in between (tests of other parts run side by side): then try elsewhere.
+    """
+    tried = set(avoid)
+    for attempt in range(1, attempts + 1):
+        offset = free_port_offset(planes * sats, avoid=tried)
+        tried.add(offset)
+        sky = LocalConstellation(planes=planes, sats=sats, profile=profile, run_dir=run_dir, port_offset=offset,
+                                 node=node, chunk_size=chunk_size)
+        try:
+            sky.start()
+            return sky
+        except LaunchFailed:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")

@@ -43,6 +43,13 @@ def grid_size(text: str) -> int:
     return value
 
 
+def chunk_size(text: str) -> int:
+    value = positive_int(text)
+    if value > 60000:
+        raise argparse.ArgumentTypeError(f"must be at most 60000 (skymem_wire.h), got {value}")
+    return value
+
+
 def token_list(text: str) -> tuple[int, ...]:
     """'512,1024' -> (512, 1024): positive, distinct, at most 1,000,000 each."""
     try:
@@ -91,6 +98,8 @@ def add_constellation_args(parser: argparse.ArgumentParser, default_planes: int,
                    help=f"satellites per plane to boot (default {default_sats})")
     g.add_argument("--servers", type=positive_int, default=10,
                    help="satellites a block is striped over, nearest first (default 10, as in the paper)")
+    g.add_argument("--chunk-size", type=chunk_size, default=6144,
+                   help="chunk data bytes (default 6144, the paper's 6 KB; at most 60000)")
     g.add_argument("--node", type=existing_file, default=None,
                    help="skymem_node binary (default $SKYMEM_NODE or build/skymem_node)")
     g.add_argument("--work-dir", type=Path, default=None,
@@ -104,7 +113,7 @@ def config_from_args(args: argparse.Namespace):
         model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize, kv_dtype=args.kv_dtype,
         prefix_tokens=args.prefix_tokens, suffix_tokens=args.suffix_tokens, suffixes=args.suffixes,
         repeats=args.repeats, gen_tokens=args.gen_tokens, gen_repeats=args.gen_repeats,
-        profiles=args.profiles, planes=args.planes, sats=args.sats, servers=args.servers,
+        profiles=args.profiles, planes=args.planes, sats=args.sats, servers=args.servers, chunk_size=args.chunk_size,
         manifest=getattr(args, "manifest", None), node=args.node, work_dir=args.work_dir,
     )
     if cfg.manifest is None and cfg.servers > cfg.planes * cfg.sats:

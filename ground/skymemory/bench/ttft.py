@@ -96,6 +96,7 @@ class Measurement:
     bytes_retrieved: int = 0
     gen_total_s: float | None = None  # string -> gen_tokens tokens
     tokens: list[int] = field(default_factory=list)
+    miss_reason: str | None = None  # why the cache covered less than the whole usable prefix
     first_token_equal: bool | None = None  # vs the no-cache run of the same round
     tokens_equal: bool | None = None
 
@@ -262,7 +263,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
     from skymemory.kv.radix import RadixIndex
     from skymemory.manifest import Manifest
 
-    from .launch import LocalConstellation, free_port_offset
+    from .launch import boot
 
     from skymemory import native
 
@@ -286,16 +287,13 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
         else:
             used: set[int] = set()
             for profile in cfg.profiles:
-                offset = free_port_offset(cfg.planes * cfg.sats, avoid=used)
-                used.add(offset)
                 log(f"booting a {cfg.planes}x{cfg.sats} constellation, profile {profile.name}: {profile.description}")
-                sky = LocalConstellation(planes=cfg.planes, sats=cfg.sats, profile=profile, port_offset=offset,
-                                         run_dir=work_dir / f"sky-{profile.name}", node=cfg.node,
-                                         chunk_size=cfg.chunk_size)
+                sky = boot(planes=cfg.planes, sats=cfg.sats, profile=profile, run_dir=work_dir / f"sky-{profile.name}",
+                           node=cfg.node, chunk_size=cfg.chunk_size, avoid=used)
                 stack.callback(sky.stop)
-                sky.start()
+                used.add(sky.port_offset)
                 log(f"  {cfg.planes * cfg.sats} satellites healthy in {sky.boot_s:.1f} s "
-                    f"(ground ports {40000 + offset}..{40000 + offset + cfg.planes * cfg.sats - 1})")
+                    f"(ground ports {40000 + sky.port_offset}..{40000 + sky.port_offset + cfg.planes * cfg.sats - 1})")
                 skies.append((profile, sky.manifest))
 
         log(f"loading model {cfg.model} ...")
@@ -354,9 +352,9 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
                 del cache
                 for mode in modes:
                     fields = run_cached(mode.manager, prompt, gen)
-                    miss = fields.pop("miss_reason")
                     m = Measurement(prefix_tokens, mode.name, rnd, prompt.suffix_index, **fields,
                                     expected_cached_tokens=expected)
+                    miss = m.miss_reason
                     m.first_token_equal = m.first_token == ref.first_token
                     m.tokens_equal = m.tokens == ref.tokens[: len(m.tokens)] if gen else m.first_token_equal
                     measurements.append(m)

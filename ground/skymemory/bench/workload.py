@@ -30,11 +30,12 @@ SHARED_PREFIX = (
     "invented. Assessment is mostly formative: short conversations, exit tickets, and portfolios. "
 )
 
+# Distinct first letters: even a one-token suffix differs between prompts.
 QUESTIONS = (
-    "Question: what is the first thing the candidate should do on the first day of school? Answer:",
-    "Question: how should the candidate explain fractions to a student who is struggling? Answer:",
-    "Question: which three qualities matter most for a teacher at this school, and why? Answer:",
-    "Question: how would the candidate involve families in the mathematics program? Answer:",
+    "Describe the first thing the candidate should do on the first day of school. Answer:",
+    "Explain how the candidate should teach fractions to a student who is struggling. Answer:",
+    "Which three qualities matter most for a teacher at this school, and why? Answer:",
+    "Suggest how the candidate would involve families in the mathematics program. Answer:",
 )
 
 
@@ -97,7 +98,7 @@ def build_workload(tokenizer, prefix_tokens: int, suffix_tokens: int, n_suffixes
     prefix_ids = _ids(tokenizer, prefix)
     prompts = []
     for k in range(n_suffixes):
-        question = " " + QUESTIONS[k] + " " + QUESTIONS[(k + 1) % len(QUESTIONS)]
+        question = QUESTIONS[k] + " " + QUESTIONS[(k + 1) % len(QUESTIONS)]
         # cut the question alone, then check the joined prompt tokenises as prefix + suffix
         suffix = _text_with_tokens(tokenizer, question, suffix_tokens, with_bos=False)
         text = prefix + suffix

@@ -1,0 +1,102 @@
+"""The TTFT benchmark's pure parts: workload, link profiles, summary, report, CLI discovery (no nodes)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from skymemory.bench import report
+from skymemory.bench.options import token_list
+from skymemory.bench.profiles import PROFILES, parse_profiles, profile_of_manifest
+from skymemory.bench.ttft import Measurement, _expected_cached, summarise
+from skymemory.bench.workload import build_workload
+from skymemory.cli import build_parser
+from skymemory.kv.tokenizer import build_byte_tokenizer
+
+
+@pytest.mark.parametrize("prefix, suffix", [(128, 32), (1024, 32), (300, 7), (256, 1)])
+def test_workload_prompts_share_exactly_the_prefix(prefix, suffix):
+    tok = build_byte_tokenizer()
+    w = build_workload(tok, prefix, suffix, 3)
+    ids = [tok(p.text).input_ids for p in w.prompts]
+    assert all(len(i) == prefix + suffix for i in ids)
+    assert ids[0][:prefix] == ids[1][:prefix] == ids[2][:prefix]
+    assert len({tuple(i[prefix:]) for i in ids}) == 3  # different suffixes
+    assert len({i[prefix] for i in ids}) == 3  # from the very first suffix token
+
+
+def test_workload_rejects_bad_sizes():
+    tok = build_byte_tokenizer()
+    with pytest.raises(ValueError):
+        build_workload(tok, 0, 32, 1)
+    with pytest.raises(ValueError):
+        build_workload(tok, 128, 32, 9)
+
+
+def test_profiles():
+    assert [p.name for p in parse_profiles("rf,none")] == ["rf", "none"]
+    assert PROFILES["laser"].launcher_args() == ["--ground-delay-ms", "3.0", "--delay-scale", "1.0"]
+    for bad in ("", "laser,laser", "moon"):
+        with pytest.raises(ValueError):
+            parse_profiles(bad)
+    assert profile_of_manifest({"ground_delay_ms": 35.0, "delay_scale": 1.0}).name == "rf"
+    assert profile_of_manifest({"ground_delay_ms": 7.0, "delay_scale": 1.0}).name == "attached"
+
+
+def test_expected_cached_tokens():
+    assert _expected_cached(1056, 128, 1024) == 1024
+    assert _expected_cached(1024, 128, 1024) == 896  # one token is always left to compute
+    assert _expected_cached(300, 128, 250) == 128  # only full blocks inside the shared prefix
+
+
+def test_token_list_validation():
+    assert token_list("512,1024") == (512, 1024)
+    for bad in ("0", "a", "5,5", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            token_list(bad)
+
+
+def _m(mode, ttft, rnd=0, gen=None, equal=True):
+    return Measurement(prefix_tokens=1024, mode=mode, round=rnd, suffix_index=0, prompt_tokens=1056, ttft_s=ttft,
+                       first_token=5, cached_tokens=0 if mode == "nocache" else 1024, expected_cached_tokens=1024,
+                       gen_total_s=gen, tokens=[5], first_token_equal=None if mode == "nocache" else equal,
+                       tokens_equal=None if mode == "nocache" else equal)
+
+
+def test_summary_medians_ratios_and_order():
+    runs = [_m("nocache", 10.0, 0, 20.0), _m("local", 1.0, 0, 11.0), _m("sky-laser", 2.0, 0, 12.0),
+            _m("nocache", 30.0, 1), _m("local", 3.0, 1), _m("sky-laser", 2.5, 1, equal=False),
+            _m("nocache", 20.0, 2), _m("local", 2.0, 2), _m("sky-laser", 3.0, 2)]
+    rows = summarise(runs)
+    assert [r["mode"] for r in rows] == ["nocache", "local", "sky-laser"]
+    nocache, local, sky = rows
+    assert nocache["ttft_s"] == {"median": 20.0, "min": 10.0, "max": 30.0, "n": 3}
+    assert sky["speedup_vs_nocache"] == pytest.approx(20.0 / 2.5)
+    assert sky["ratio_vs_local"] == pytest.approx(2.5 / 2.0)
+    assert sky["gen_speedup"] == pytest.approx(20.0 / 12.0)
+    assert local["tokens_equal"] and not sky["tokens_equal"]
+    result = {"summary": rows, "config": {"gen_tokens": 30}}
+    table = report.ttft_table(result)
+    assert "| 1024 | sky-laser | 2500 [2000-3000] |" in table and "| NO |" in table
+    gen = report.generation_table(result)
+    assert "| 1024 | sky-laser | 12.00 | 1.67x | 40% |" in gen and "6.2 / 4.9" in gen
+
+
+def test_bench_subcommands_are_discovered():
+    parser = build_parser()
+    args = parser.parse_args(["bench", "ttft", "--prefix-tokens", "256", "--profiles", "laser"])
+    assert args.prefix_tokens == (256,) and args.profiles == (PROFILES["laser"],) and callable(args.func)
+    demo = parser.parse_args(["demo"])
+    assert demo.prefix_tokens == (512, 1024) and demo.profiles == (PROFILES["laser"],)
+    assert (demo.planes, demo.sats, demo.repeats, demo.gen_tokens, demo.model) == (19, 5, 3, 30, "embedded-tinyllama")
+
+
+def test_compute_ceiling_measures_every_step():
+    from skymemory.bench.ceiling import STEPS, measure
+    from skymemory.kv.models import load_model
+
+    model, _ = load_model("embedded-tiny", "cpu")
+    times = measure(model, 256, 16, 2)
+    assert set(times) == set(STEPS)
+    assert all(len(v) == 2 and all(t > 0 for t in v) for v in times.values())
