@@ -129,6 +129,17 @@ class KVCManager:
         self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
         self._tokenizer_fp = tokenizer_fingerprint(tokenizer)
         self.root = self.current_root()
+        # a store that evicts on its own (RotatingBlockStore: LRU notices, lazy evictions)
+        # tells us, so the index never points at a block that is gone
+        subscribe = getattr(store, "subscribe_evictions", None)
+        if callable(subscribe):
+            subscribe(self.on_block_evicted)
+
+    def on_block_evicted(self, block_hash: bytes) -> None:
+        """The store dropped this block: forget it and every block after it in its chains."""
+        removed = self.index.remove(block_hash)
+        if removed:
+            log.info("KV block %s evicted by the store: %d index entries dropped", block_hash.hex()[:16], removed)
 
     # ------------------------------------------------------------------ hashing
 
