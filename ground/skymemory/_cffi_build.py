@@ -16,7 +16,8 @@ from cffi import FFI
 
 REPO = Path(__file__).resolve().parents[2]
 CORE = Path(os.environ.get("SKYMEM_CORE_DIR", REPO / "cfs_apps" / "skymem_core"))
-SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c"]
+# skymem_auth + skymem_sha256: the fast path signs SET_CHUNK like the satellites verify it
+SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c", "skymem_auth.c", "skymem_sha256.c"]
 # the ground's batched transfer (POSIX sockets: not part of the portable flight core)
 CSRC = Path(__file__).resolve().parent / "csrc"
 GROUND_SOURCES = ["skymem_bulk.c"]
@@ -28,7 +29,8 @@ def core_sources() -> list[Path]:
 
 def sources_present() -> bool:
     return all(p.is_file() for p in core_sources()) and all(
-        (CORE / "fsw" / "inc" / h).is_file() for h in ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h")) \
+        (CORE / "fsw" / "inc" / h).is_file() for h in ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h",
+                                                 "skymem_auth.h", "skymem_sha256.h")) \
         and (CSRC / "skymem_bulk.h").is_file()
 
 
@@ -102,7 +104,9 @@ typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t c
     skymem_bulk_block_t;
 typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t window_bytes; uint32_t wave_chunks;
                  double rto_s; double deadline_s; uint32_t max_retries;
-                 uint64_t packets_rx, packets_tx, bytes_rx; uint64_t crc_failures, retransmits, ignored; }
+                 uint64_t packets_rx, packets_tx, bytes_rx; uint64_t crc_failures, retransmits, ignored;
+                 const uint8_t *auth_key; uint32_t auth_key_len; uint32_t auth_key_id;
+                 uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint8_t nak_status; }
     skymem_bulk_opts_t;
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);

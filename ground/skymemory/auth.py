@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import os
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -98,6 +99,7 @@ class Signer:
         self.key_id = key_id
         self._key = key
         self._last_seq = 0
+        self._seq_lock = threading.Lock()  # the client's loop and fast-path threads sign at once
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, key_id: int | None = None) -> "Signer":
@@ -111,9 +113,22 @@ class Signer:
             raise AuthError(f"{path}: no key id {key_id}")
         return cls(key_id, keys[key_id])
 
+    @property
+    def key(self) -> bytes:
+        """The key itself: for the C fast path, which signs in place (skymem_bulk_set)."""
+        return self._key
+
     def next_seq(self) -> int:
-        self._last_seq = max(self._last_seq + 1, time.time_ns() // 1000)
-        return self._last_seq
+        return self.reserve(1)
+
+    def reserve(self, count: int) -> int:
+        """The first of `count` consecutive fresh sequences, none of which this signer gives out again."""
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        with self._seq_lock:
+            first = max(self._last_seq + 1, time.time_ns() // 1000)
+            self._last_seq = first + count - 1
+            return first
 
     def sign(self, packet: bytes, seq: int | None = None) -> bytes:
         """Returns packet (an unsigned data-plane command) with the trailer appended."""

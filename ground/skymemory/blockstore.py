@@ -168,7 +168,9 @@ class ConstellationBlockStore:
         # the C fast path for whole blocks (raises ImportError when skymemory._native is not built)
         self.fast: BulkTransfer | None = None
         if fast:
-            self.fast = BulkTransfer(addresses, via=via, bind_host=bind_host,
+            # the client's signer (SKYMEM_AUTH_KEY_FILE or client_options) signs the fast path's SETs too
+            self.fast = BulkTransfer(addresses, via=via, bind_host=bind_host, station_id=self.client.station_id,
+                                     signer=self.client.signer,
                                      **{"deadline_s": request_timeout_s, **(fast_options or {})})
         self.last_transfer: TransferStats | None = None  # counters of the latest fast-path call
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -305,7 +307,10 @@ class ConstellationBlockStore:
         stats = self.fast.set([job])
         self.last_transfer = stats
         if stats.outcome == "refused":
-            raise NakError(wire.SKYMEM_NAK_NO_SPACE, f"SET_CHUNK of block {block_hash.hex()[:16]} refused")
+            status = stats.nak_status or wire.SKYMEM_NAK_NO_SPACE
+            hint = (" (command authentication: the satellites need SET_CHUNK signed with a ground key they hold; "
+                    "set SKYMEM_AUTH_KEY_FILE)" if status == wire.SKYMEM_NAK_AUTH_FAILED else "")
+            raise NakError(status, f"SET_CHUNK of block {block_hash.hex()[:16]} refused: NAK {wire.nak_name(status)}{hint}")
         if stats.outcome != "done":
             raise RequestTimeout(f"SET_CHUNK: {int(np.count_nonzero(job.status != OK))} of {count} chunks "
                                  f"of block {block_hash.hex()[:16]} not acknowledged")

@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from skymemory import native, wire
+from skymemory import auth, native, wire
 
 Sat = tuple[int, int]
 
@@ -80,6 +80,7 @@ class TransferStats:
     crc_failures: int
     retransmits: int
     ignored: int
+    nak_status: int = 0  # SKYMEM_NAK_* of the refusal when rc == REFUSED (set only)
 
     @property
     def outcome(self) -> str:
@@ -100,6 +101,7 @@ class BulkTransfer:
         retries: int = 8,
         deadline_s: float = 120.0,
         window_bytes: int = 8 * 1024 * 1024,
+        signer: auth.Signer | None = None,
     ) -> None:
         self.ffi, self.lib = require_native()
         if rto_s <= 0 or deadline_s <= 0 or retries < 0 or window_bytes < 1:
@@ -112,6 +114,8 @@ class BulkTransfer:
         self.retries = retries
         self.deadline_s = deadline_s
         self.window_bytes = window_bytes
+        # with a signer every SET_CHUNK is signed in C (keyed satellites refuse unsigned ones)
+        self.signer = signer
         self._ids = random.Random()
         self._ids_lock = threading.Lock()
         self._ipv4: dict[str, int] = {}  # host -> IPv4 as an integer (resolved once)
@@ -187,13 +191,20 @@ class BulkTransfer:
         opts.rto_s = self.rto_s
         opts.deadline_s = deadline_s or self.deadline_s
         opts.max_retries = self.retries
+        if fn_name == "skymem_bulk_set" and self.signer is not None:
+            # every send may be a resend: reserve a fresh sequence for each possible one
+            key = ffi.new("uint8_t[]", self.signer.key)
+            keep.append(key)
+            opts.auth_key, opts.auth_key_len, opts.auth_key_id = key, len(self.signer.key), self.signer.key_id
+            opts.auth_seq_count = sum(job.chunk_count for job in jobs) * (self.retries + 1)
+            opts.auth_seq_first = self.signer.reserve(opts.auth_seq_count)
         with self._socket() as sock:
             opts.fd = sock.fileno()
             rc = getattr(lib, fn_name)(servers, n_servers, blocks, len(jobs), opts)
         if rc < 0:
             raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
         return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
-                             opts.retransmits, opts.ignored)
+                             opts.retransmits, opts.ignored, opts.nak_status)
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
             deadline_s: float | None = None) -> TransferStats:

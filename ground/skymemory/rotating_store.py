@@ -11,8 +11,9 @@ client:
   step boundary;
 * `Evictions` — drains REPLY_EVICTED notices, evicts blocks a get or a
   MIGRATE found incomplete, and (if `cleaner_period_s`) probes for incomplete
-  blocks; every eviction ends in `on_evicted(block_hash)`, where the KV layer
-  drops the block and its descendants from its radix index.
+  blocks; every eviction ends in `on_evicted(block_hash)` and in every callback
+  given to `subscribe_evictions`: there the KV layer (KVCManager subscribes
+  itself) drops the block and its descendants from its radix index.
 
 Only blocks set through this store are migrated (they are in its index).
 """
@@ -20,6 +21,7 @@ Only blocks set through this store are migrated (they are in its index).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from dataclasses import replace
 from typing import Callable
@@ -31,6 +33,8 @@ from skymemory.eviction import Evictions
 from skymemory.manifest import Manifest
 from skymemory.placed_store import BlockIndex, HopCountingClient, PlacedStore
 from skymemory.rotation import MigrationDriver
+
+log = logging.getLogger(__name__)
 
 
 class RotatingBlockStore:
@@ -45,6 +49,9 @@ class RotatingBlockStore:
         self.strategy = strategy
         self.n_servers = n_servers
         self.on_evicted = on_evicted
+        # everyone told of an eviction: on_evicted first, then subscribe_evictions callbacks
+        self._eviction_listeners: list[Callable[[bytes], object]] = [on_evicted] if on_evicted is not None else []
+        self._listeners_lock = threading.Lock()
         self.cleaner_period_s = cleaner_period_s
         self.client_options = dict(client_options or {})
         self.request_timeout_s = request_timeout_s
@@ -52,6 +59,27 @@ class RotatingBlockStore:
         self._thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None
         self._background: list[asyncio.Future] = []
+
+    # ---- eviction listeners --------------------------------------------------------------------------
+    def subscribe_evictions(self, callback: Callable[[bytes], object]) -> None:
+        """Call `callback(block_hash)` for every block this store drops: LRU notices from the
+        satellites, lazy evictions after a failed get or MIGRATE, the cleaner, evict_block.
+
+        Callbacks run on the store's loop thread; one that raises is logged, the others still run.
+        """
+        if not callable(callback):
+            raise TypeError("subscribe_evictions needs a callable taking the block hash")
+        with self._listeners_lock:
+            self._eviction_listeners.append(callback)
+
+    def _evicted(self, block_hash: bytes) -> None:
+        with self._listeners_lock:
+            listeners = list(self._eviction_listeners)
+        for callback in listeners:
+            try:
+                callback(block_hash)
+            except Exception:  # noqa: BLE001 - one bad listener must not starve the others
+                log.exception("eviction listener %r failed for block %s", callback, block_hash.hex()[:16])
 
     # ---- private loop with the client, driver and eviction tasks --------------------------------
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
@@ -78,7 +106,7 @@ class RotatingBlockStore:
                                         bind=(m.ground_host, 0), **self.client_options)
         await self.client.open()
         self.index = BlockIndex()
-        self.evictions = Evictions(self.client, c, self.index, on_evicted=self.on_evicted)
+        self.evictions = Evictions(self.client, c, self.index, on_evicted=self._evicted)
         self.driver = MigrationDriver(self.client, c, self.index, on_broken=self.evictions.evict_everywhere)
         self.evictions.layout_step = self.driver.layout_step
         self.store = PlacedStore(self.client, c, strategy=self.strategy, n_servers=self.n_servers,

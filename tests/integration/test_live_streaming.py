@@ -39,3 +39,34 @@ def test_streamed_generation_equals_uncached(constellation, tmp_path):
                                  max_new_tokens=6, do_sample=False)[0, len(prompt):].tolist()
         assert failure is None and result.prefix_tokens == 48 and tokens == ref
         assert stats.transfer_s > 0
+
+
+def test_get_cache_streaming_flag_gives_the_same_tokens(constellation, tmp_path):
+    """KVCManager.get_cache(prompt, streaming=True) (a StreamingCache) and the default
+    (a fetched DynamicCache) generate the same tokens, both equal to no cache at all."""
+    from skymemory.kv.streaming import StreamingCache
+
+    model, tokenizer = tiny("fp32")
+    servers = constellation.constellation().nearest(5)
+    with ConstellationBlockStore.from_manifest(constellation, servers) as store:
+        manager = KVCManager(model, tokenizer, store, block_tokens=16, kv_dtype="fp32", index_dir=tmp_path)
+        prompt = random_prompt(2 * 16 + 5, seed=33)
+        assert manager.add_blocks(prompt[:32]).blocks_stored == 2
+
+        def generate(result):
+            with torch.no_grad():
+                out = model.generate(result.input_ids, attention_mask=result.attention_mask,
+                                     past_key_values=result.cache, max_new_tokens=6, do_sample=False)
+            return out[0, result.input_ids.shape[1]:].tolist()
+
+        fetched = manager.get_cache(prompt)
+        streamed = manager.get_cache(prompt, streaming=True)
+        assert not isinstance(fetched.cache, StreamingCache) and isinstance(streamed.cache, StreamingCache)
+        assert fetched.prefix_tokens == streamed.prefix_tokens == 32
+        assert fetched.blocks == streamed.blocks and fetched.miss_reason is None and streamed.miss_reason is None
+        with torch.no_grad():
+            ref = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                 max_new_tokens=6, do_sample=False)[0, len(prompt):].tolist()
+        assert generate(fetched) == generate(streamed) == ref
+        streamed.cache.stream.join(10)
+        assert streamed.cache.stream.stats.transfer_s > 0

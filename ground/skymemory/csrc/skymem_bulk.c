@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "skymem_auth.h"
 #include "skymem_codec.h"
 #include "skymem_crc32c.h"
 #include "skymem_wire.h"
@@ -489,6 +490,22 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     double start = now_s();
     int refused = 0;
     skymem_msg_t m;
+    /* command authentication: a key ring holding the ground key only */
+    skymem_auth_t *auth = NULL;
+    o->auth_seq_used = 0;
+    o->nak_status = 0;
+    if (o->auth_key_len > 0) {
+        auth = calloc(1, sizeof *auth);
+        if (!auth) {
+            rc = SKYMEM_BULK_E_NOMEM;
+            goto out;
+        }
+        skymem_auth_init(auth, 0);
+        if (!o->auth_key || skymem_auth_add_key(auth, o->auth_key_id, o->auth_key, o->auth_key_len) != SKYMEM_AUTH_OK) {
+            rc = SKYMEM_BULK_E_ARG;
+            goto out;
+        }
+    }
 
 /* builds SET_CHUNK for global chunk index gi into tx slot nt */
 #define PREPARE_SET(gi)                                                                                        \
@@ -510,6 +527,18 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         if (n_ <= 0) {                                                                                         \
             rc = SKYMEM_BULK_E_ARG;                                                                            \
             goto out;                                                                                          \
+        }                                                                                                      \
+        if (auth) { /* every send, resends included, signs with a sequence never used before */              \
+            if (o->auth_seq_used >= o->auth_seq_count) {                                                       \
+                rc = SKYMEM_BULK_E_ARG;                                                                        \
+                goto out;                                                                                      \
+            }                                                                                                  \
+            n_ = skymem_auth_sign(auth, o->auth_key_id, o->auth_seq_first + o->auth_seq_used++,                \
+                                  txbuf + (size_t)nt * RX_SLOT, (size_t)n_, RX_SLOT);                          \
+            if (n_ <= 0) {                                                                                     \
+                rc = SKYMEM_BULK_E_ARG;                                                                        \
+                goto out;                                                                                      \
+            }                                                                                                  \
         }                                                                                                      \
         txiov[nt].iov_base = txbuf + (size_t)nt * RX_SLOT;                                                     \
         txiov[nt].iov_len = (size_t)n_;                                                                        \
@@ -570,6 +599,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 if (m.reply_kind == SKYMEM_REPLY_NAK) {
                     if (m.reply_status == SKYMEM_NAK_BUSY)
                         continue; /* resent after rto */
+                    o->nak_status = m.reply_status;
                     refused = 1;
                     continue;
                 }
@@ -610,6 +640,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     if (rc == 0)
         rc = refused ? SKYMEM_BULK_REFUSED : (acked == total ? SKYMEM_BULK_DONE : SKYMEM_BULK_INCOMPLETE);
 out:
+    free(auth);
     free(refs);
     free(last);
     free(tries);

@@ -54,6 +54,16 @@ typedef struct {
     /* results */
     uint64_t packets_rx, packets_tx, bytes_rx;
     uint64_t crc_failures, retransmits, ignored;
+    /* set: sign every SET_CHUNK (skymem_auth.h) when auth_key_len > 0. Each
+     * packet, resends included, takes the next sequence of the range
+     * [auth_seq_first, auth_seq_first + auth_seq_count) the caller reserved
+     * from its signer, so no sequence is ever used twice. */
+    const uint8_t *auth_key;
+    uint32_t auth_key_len;
+    uint32_t auth_key_id;
+    uint64_t auth_seq_first, auth_seq_count;
+    uint64_t auth_seq_used;  /* result: sequences consumed */
+    uint8_t nak_status;      /* result: SKYMEM_NAK_* of the refusal when REFUSED */
 } skymem_bulk_opts_t;
 
 /* Return values (negative: error before/while moving data). */
@@ -75,7 +85,9 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
 
 /* Store every chunk of the blocks with SET_CHUNK, at most window_bytes
- * unacknowledged, resending a chunk whose ACK has not come after rto_s. */
+ * unacknowledged, resending a chunk whose ACK has not come after rto_s.
+ * With auth_key_len > 0 every packet sent is signed with a fresh sequence;
+ * running out of the reserved range is SKYMEM_BULK_E_ARG. */
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
 

@@ -3,6 +3,7 @@
     manager = KVCManager(model, tokenizer, store)
     manager.add_blocks(prompt)          # compute the prompt's KV once, store new full blocks
     result = manager.get_cache(prompt)  # longest cached prefix as a DynamicCache
+    result = manager.get_cache(prompt, streaming=True)  # the same, its layers streamed in during the forward
     model.generate(result.input_ids, past_key_values=result.cache, ...)
 
 `get_cache` never raises into generation (unless strict=True): a block that is
@@ -128,6 +129,17 @@ class KVCManager:
         self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
         self._tokenizer_fp = tokenizer_fingerprint(tokenizer)
         self.root = self.current_root()
+        # a store that evicts on its own (RotatingBlockStore: LRU notices, lazy evictions)
+        # tells us, so the index never points at a block that is gone
+        subscribe = getattr(store, "subscribe_evictions", None)
+        if callable(subscribe):
+            subscribe(self.on_block_evicted)
+
+    def on_block_evicted(self, block_hash: bytes) -> None:
+        """The store dropped this block: forget it and every block after it in its chains."""
+        removed = self.index.remove(block_hash)
+        if removed:
+            log.info("KV block %s evicted by the store: %d index entries dropped", block_hash.hex()[:16], removed)
 
     # ------------------------------------------------------------------ hashing
 
@@ -189,8 +201,18 @@ class KVCManager:
 
     # ------------------------------------------------------------------ get
 
-    def get_cache(self, prompt: str | list[int]) -> CacheResult:
-        """The longest cached prefix of the prompt as a DynamicCache (possibly empty)."""
+    def get_cache(self, prompt: str | list[int], streaming: bool = False) -> CacheResult:
+        """The longest cached prefix of the prompt as a DynamicCache (possibly empty).
+
+        streaming=True returns at once with a StreamingCache whose layers arrive while
+        the model runs (kv/streaming.py; needs a store with the C fast path). A failed
+        stream then raises StreamFailed from the forward pass instead of shortening the
+        prefix here: `streaming.generate_streaming` handles that (evict, recompute).
+        """
+        if streaming:
+            from .streaming import get_cache_streaming  # late import: streaming imports this module
+
+            return get_cache_streaming(self, prompt)
         started = time.perf_counter()
         token_ids = self.token_ids(prompt)
         n_usable = usable_blocks(len(token_ids), self.block_tokens)
