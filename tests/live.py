@@ -7,9 +7,6 @@ runs side by side do not collide.
 
 from __future__ import annotations
 
-import os
-import random
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +17,7 @@ for p in (REPO / "ground", Path(__file__).resolve().parent):
         sys.path.insert(0, str(p))
 
 from skymemory.launcher.nodes import find_node  # noqa: E402
+from skymemory.launcher.processes import free_port_bases  # noqa: E402,F401
 
 LAUNCHER = REPO / "tools" / "launch_constellation.py"
 
@@ -29,31 +27,6 @@ def node_binary() -> Path | None:
         return find_node()
     except FileNotFoundError:
         return None
-
-
-def ports_free(base: int, n: int) -> bool:
-    socks = []
-    try:
-        for port in range(base, base + n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            socks.append(s)
-            s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port_bases(n: int) -> tuple[int, int]:
-    rng = random.Random(os.getpid())
-    for _ in range(50):
-        isl = rng.randrange(22000, 30000 - n)
-        ground = rng.randrange(42000, 50000 - n)
-        if ports_free(isl, n) and ports_free(ground, n):
-            return isl, ground
-    raise RuntimeError("no free UDP port range found on 127.0.0.1")
 
 
 def launch(tmp: Path, planes: int, sats: int, *extra: str) -> Path:

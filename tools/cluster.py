@@ -9,7 +9,6 @@ one is stopped by `close()` (also on error, as a context manager).
 from __future__ import annotations
 
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -22,32 +21,9 @@ if str(REPO / "ground") not in sys.path:
     sys.path.insert(0, str(REPO / "ground"))
 
 from skymemory.launcher.nodes import find_node  # noqa: E402
+from skymemory.launcher.processes import free_port_bases  # noqa: E402
 
 Sat = tuple[int, int]
-
-
-def _ports_free(base: int, n: int) -> bool:
-    socks = []
-    try:
-        for port in range(base, base + n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            socks.append(s)
-            s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port_bases(n: int, seed: int | None = None) -> tuple[int, int]:
-    rng = random.Random(seed if seed is not None else os.getpid() ^ time.time_ns())
-    for _ in range(100):
-        isl, ground = rng.randrange(22000, 32000 - n), rng.randrange(42000, 52000 - n)
-        if _ports_free(isl, n) and _ports_free(ground, n):
-            return isl, ground
-    raise RuntimeError("no free UDP port range found on 127.0.0.1")
 
 
 class Cluster:

@@ -40,7 +40,6 @@ from cluster import Cluster  # noqa: E402
 
 from skymemory import auth, wire  # noqa: E402
 from skymemory.client import SkyMemoryClient  # noqa: E402
-from skymemory.errors import ChunkNotFound  # noqa: E402
 
 # name -> node flags
 CELLS: dict[str, list[str]] = {

@@ -13,27 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from skymemory.cli._common import nonnegative_int, positive_int  # noqa: F401 (re-exported)
+
 from .profiles import PROFILES, parse_profiles
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def nonnegative_int(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def grid_size(text: str) -> int:

@@ -17,6 +17,25 @@ def load_manifest(args: argparse.Namespace) -> Manifest:
     return Manifest.load(args.manifest or default_manifest_path())
 
 
+def bounded_int(text: str, minimum: int) -> int:
+    """argparse type helper: a base-10 integer >= minimum, with a clear message otherwise."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return bounded_int(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    return bounded_int(text, 0)
+
+
 def positive_float(text: str) -> float:
     try:
         v = float(text)

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from skymemory import placement
-from skymemory.cli.sim import _positive_int, _servers
+from skymemory.cli._common import positive_int
+from skymemory.cli.sim import _servers
 
 
 def _centre(text: str) -> tuple[int, int]:
@@ -48,8 +49,8 @@ def register(subparsers) -> None:
     parser.add_argument("--strategy", choices=placement.STRATEGIES, default="rotation-hop",
                         help="placement strategy (default rotation-hop)")
     parser.add_argument("--servers", type=_servers, default=9, help="number of servers n (default 9)")
-    parser.add_argument("--planes", type=_positive_int, default=7, help="orbital planes (rows, default 7)")
-    parser.add_argument("--sats", type=_positive_int, default=9, help="satellites per plane (columns, default 9)")
+    parser.add_argument("--planes", type=positive_int, default=7, help="orbital planes (rows, default 7)")
+    parser.add_argument("--sats", type=positive_int, default=9, help="satellites per plane (columns, default 9)")
     parser.add_argument("--centre", type=_centre, default=None,
                         help="overhead satellite when the block was set, PLANE,SAT 0-based (default: grid middle)")
     parser.add_argument("--step", type=_steps, default=0,

@@ -195,7 +195,6 @@ def _bench_cached_prefix(args, model, ids, cache, prefill_s: float) -> None:
 
     import torch
 
-    from skymemory.kv import codec
     from skymemory.kv.manager import KVCManager
     from skymemory.kv.store import MemoryBlockStore
     from skymemory.kv.tokenizer import build_byte_tokenizer
@@ -227,7 +226,7 @@ def _verify(args) -> int:
     import random
     import tempfile
 
-    from skymemory.kv import codec, models
+    from skymemory.kv import models
     from skymemory.kv.manager import KVCManager
     from skymemory.kv.report import compare_generation
     from skymemory.kv.store import MemoryBlockStore

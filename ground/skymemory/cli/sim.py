@@ -14,20 +14,11 @@ import sys
 from pathlib import Path
 
 from skymemory import placement, sim
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+from skymemory.cli._common import positive_int
 
 
 def _servers(text: str) -> int:
-    value = _positive_int(text)
+    value = positive_int(text)
     if value > placement.MAX_SERVERS:
         raise argparse.ArgumentTypeError(f"must be at most {placement.MAX_SERVERS}, got {value}")
     return value
@@ -72,15 +63,15 @@ def register(subparsers) -> None:
                         help=f"number of servers n, 1..{placement.MAX_SERVERS} (default {defaults.n_servers})")
     parser.add_argument("--altitude", type=_altitude_km, default=defaults.altitude_km,
                         help=f"orbit altitude in KILOMETRES (default {defaults.altitude_km:g})")
-    parser.add_argument("--kvc-bytes", type=_positive_int, default=defaults.kvc_bytes,
+    parser.add_argument("--kvc-bytes", type=positive_int, default=defaults.kvc_bytes,
                         help=f"KV-cache block size in BYTES (default {defaults.kvc_bytes})")
-    parser.add_argument("--chunk-bytes", type=_positive_int, default=defaults.chunk_bytes,
+    parser.add_argument("--chunk-bytes", type=positive_int, default=defaults.chunk_bytes,
                         help=f"chunk size in BYTES (default {defaults.chunk_bytes})")
     parser.add_argument("--processing-time", type=_processing_s, default=defaults.processing_time_s,
                         help=f"processing time per chunk in SECONDS (default {defaults.processing_time_s})")
-    parser.add_argument("--planes", type=_positive_int, default=defaults.planes,
+    parser.add_argument("--planes", type=positive_int, default=defaults.planes,
                         help=f"orbital planes in the grid (default {defaults.planes})")
-    parser.add_argument("--sats", type=_positive_int, default=defaults.sats,
+    parser.add_argument("--sats", type=positive_int, default=defaults.sats,
                         help=f"satellites per plane (default {defaults.sats})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", type=Path, help="sweep: output directory for CSV and PNG files")

@@ -20,7 +20,6 @@ prefixes favour fetching and short ones over slow links favour recomputing.
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import asdict, dataclass
 

@@ -86,6 +86,25 @@ def busy_udp_port(host: str, ports: list[int]) -> int | None:
     return None
 
 
+def free_port_bases(n: int, *, host: str = "127.0.0.1", seed: int | None = None) -> tuple[int, int]:
+    """(ISL base, ground base) whose n ports each are all free on host right now.
+
+    Picked at random (other constellations, tests or users may hold ports) away from the
+    default bases 20000/40000, so a test run never lands on a constellation started by hand.
+    """
+    import os
+    import random
+    import time
+
+    rng = random.Random(seed if seed is not None else os.getpid() ^ time.time_ns())
+    for _ in range(100):
+        isl, ground = rng.randrange(22000, 32000 - n), rng.randrange(42000, 52000 - n)
+        if busy_udp_port(host, list(range(isl, isl + n))) is None and \
+                busy_udp_port(host, list(range(ground, ground + n))) is None:
+            return isl, ground
+    raise RuntimeError(f"no free range of {n} UDP ports found on {host}")
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
