@@ -29,6 +29,7 @@ import numpy as np
 
 from skymemory import wire
 from skymemory.client import SkyMemoryClient
+from skymemory.loop_thread import LoopThread
 from skymemory.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, TransferStats
 from skymemory.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
 
@@ -174,7 +175,7 @@ class ConstellationBlockStore:
                                      **{"deadline_s": request_timeout_s, **(fast_options or {})})
         self.last_transfer: TransferStats | None = None  # counters of the latest fast-path call
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop_thread: LoopThread | None = None
         self._loop_lock = threading.Lock()  # the KV layer calls get_block from several threads
 
     @classmethod
@@ -193,19 +194,9 @@ class ConstellationBlockStore:
 
     def _start_loop_locked(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
-
-            def run() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            self._thread = threading.Thread(target=run, name="skymemory-blockstore", daemon=True)
-            self._thread.start()
-            ready.wait()
-            asyncio.run_coroutine_threadsafe(self.client.open(), loop).result(10)
-            self._loop = loop
+            self._loop_thread = LoopThread("skymemory-blockstore")
+            self._loop_thread.run(self.client.open(), 10)
+            self._loop = self._loop_thread.loop
         return self._loop
 
     def _run(self, coro):
@@ -223,11 +214,9 @@ class ConstellationBlockStore:
 
     def _close_locked(self) -> None:
         if self._loop is not None:
-            asyncio.run_coroutine_threadsafe(self.client.close(), self._loop).result(10)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            assert self._thread is not None
-            self._thread.join(10)
-            self._loop.close()
+            assert self._loop_thread is not None
+            self._loop_thread.run(self.client.close(), 10)
+            self._loop_thread.stop()
             self._loop = None
 
     def __enter__(self) -> "ConstellationBlockStore":

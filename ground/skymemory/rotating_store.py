@@ -30,6 +30,7 @@ from skymemory import placement
 from skymemory.blockstore import BlockMiss, BlockRecord
 from skymemory.errors import ChunkNotFound, RequestTimeout
 from skymemory.eviction import Evictions
+from skymemory.loop_thread import LoopThread
 from skymemory.manifest import Manifest
 from skymemory.placed_store import BlockIndex, HopCountingClient, PlacedStore
 from skymemory.rotation import MigrationDriver
@@ -56,7 +57,7 @@ class RotatingBlockStore:
         self.client_options = dict(client_options or {})
         self.request_timeout_s = request_timeout_s
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop_thread: LoopThread | None = None
         self._stop: asyncio.Event | None = None
         self._background: list[asyncio.Future] = []
 
@@ -85,20 +86,10 @@ class RotatingBlockStore:
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
         if self._loop is not None:
             return self._loop
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="skymemory-rotating-store", daemon=True)
-        self._thread.start()
-        ready.wait()
-        self._loop = loop
-        asyncio.run_coroutine_threadsafe(self._start(), loop).result(10)
-        return loop
+        self._loop_thread = LoopThread("skymemory-rotating-store")
+        self._loop = self._loop_thread.loop
+        self._loop_thread.run(self._start(), 10)
+        return self._loop
 
     async def _start(self) -> None:
         m, c = self.manifest, self.constellation
@@ -128,11 +119,9 @@ class RotatingBlockStore:
     def close(self) -> None:
         if self._loop is None:
             return
-        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(60)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        assert self._thread is not None
-        self._thread.join(10)
-        self._loop.close()
+        assert self._loop_thread is not None
+        self._loop_thread.run(self._shutdown(), 60)
+        self._loop_thread.stop()
         self._loop = None
 
     def __enter__(self) -> "RotatingBlockStore":
