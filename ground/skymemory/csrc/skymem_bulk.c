@@ -320,9 +320,12 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         if (nt)
             send_batch(o->fd, tx, nt, o);
 
-        /* 2. wait for replies, at most until the oldest open request is due */
-        double due = o->rto_s;
-        if (wait_readable(o->fd, due < 0.05 ? due : 0.05) < 0 && errno != EINTR) {
+        /* 2. wait for replies, at most until the oldest open request is due;
+         *    not at all when the batch was full: the window may allow more at once */
+        double due = o->rto_s < 0.05 ? o->rto_s : 0.05;
+        if (nt == TX_BATCH)
+            due = 0;
+        if (wait_readable(o->fd, due) < 0 && errno != EINTR) {
             rc = SKYMEM_BULK_E_SOCKET;
             break;
         }
@@ -566,7 +569,9 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         }
         if (nt)
             send_batch(o->fd, tx, nt, o);
-        if (wait_readable(o->fd, o->rto_s < 0.05 ? o->rto_s : 0.05) < 0 && errno != EINTR) {
+        /* wait for ACKs, but not when the batch was full: the window may allow more at once */
+        double due = nt == TX_BATCH ? 0 : (o->rto_s < 0.05 ? o->rto_s : 0.05);
+        if (wait_readable(o->fd, due) < 0 && errno != EINTR) {
             rc = SKYMEM_BULK_E_SOCKET;
             break;
         }
