@@ -11,6 +11,7 @@ from __future__ import annotations
 import select
 import socket
 import threading
+import time
 
 from skymemory import wire
 
@@ -23,6 +24,7 @@ class FakeSatellite:
         self.address = self.sock.getsockname()
         self.store: dict[tuple[bytes, int], tuple[wire.ChunkDesc, bytes]] = {}
         self.received: list[bytes] = []
+        self.received_at: list[float] = []  # time.monotonic() of each request's arrival
         # faults, consumed in order
         self.drop_requests = 0  # ignore the next N requests
         self.duplicate_replies = False  # send every reply twice
@@ -47,6 +49,7 @@ class FakeSatellite:
                 continue
             data, addr = self.sock.recvfrom(65535)
             self.received.append(data)
+            self.received_at.append(time.monotonic())
             if self.drop_requests:
                 self.drop_requests -= 1
                 continue

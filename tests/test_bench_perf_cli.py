@@ -27,6 +27,9 @@ def parser():
     ["streaming", "--kv", "int4"],
     ["streaming", "--profiles", "none,none"],
     ["streaming", "--prefix-blocks", "-1"],
+    ["streaming", "--pace", "fast"],
+    ["streaming", "--pace", "0"],
+    ["streaming", "--pace", "auto,auto"],
 ])
 def test_bad_arguments_are_rejected(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -40,6 +43,8 @@ def test_defaults():
         "none", "laser", "rf"]
     b = parser().parse_args(["streaming"])
     assert b.prefix_blocks == 8 and b.kv == "fp16" and [p.name for p in b.profiles] == ["none", "laser"]
+    assert b.pace == [None] and b.wave_layers == 1  # paced from the measured delivery rate
+    assert parser().parse_args(["streaming", "--pace", "auto,off,800"]).pace == [None, 0.0, 800e6]
 
 
 def test_more_servers_than_satellites_is_an_error(tmp_path):

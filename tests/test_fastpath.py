@@ -78,6 +78,37 @@ def test_several_blocks_in_waves_fill_prefix_and_buffers(sats):
         assert store.get_blocks(records, buffers) is not None and buffers == [bytearray(b) for b in blocks]
 
 
+def test_paced_get_asks_the_first_wave_at_once_and_the_rest_at_the_pace(sats):
+    """Pacing gives a lower bound on when the last request leaves: (bytes after the first wave) / pace."""
+    blocks = [os.urandom(10_000) for _ in range(3)]  # 10 chunks of 1000 B each, 30 KB in all
+    pace = 50_000.0  # B/s: the 24 KB after the first wave take at least 0.48 s
+    with store_for(sats) as store:
+        records = [store.put_block(hashlib.sha256(b).digest(), b) for b in blocks]
+        for s in sats:
+            s.received_at.clear()
+        jobs = store.block_jobs(records)
+        stats = store.fetch_jobs(jobs, wave_chunks=2, pace_Bps=pace)
+        assert [bytes(j.buf) for j in jobs] == blocks
+        arrivals = sorted(t for s in sats for t in s.received_at)
+        first_wave = 3 * 2 * 1000
+        assert arrivals[-1] - arrivals[0] >= 0.9 * (30_000 - first_wave) / pace
+        assert stats.data_bytes == 30_000 and stats.delivery_Bps is not None
+        assert store.fast.delivery_rate_Bps >= stats.delivery_Bps
+        with pytest.raises(ValueError):
+            store.fetch_jobs(store.block_jobs(records), pace_Bps=-1)
+
+
+def test_delivery_rate_is_the_best_of_the_recent_gets():
+    bulk = BulkTransfer({(0, 0): ("127.0.0.1", 9)})
+    assert bulk.delivery_rate_Bps is None  # nothing measured yet
+    for rate in (5e8, 9e8, 7e8):
+        bulk._delivery.append(rate)
+    assert bulk.delivery_rate_Bps == 9e8
+    for _ in range(8):  # a faster past is forgotten after DELIVERY_SAMPLES gets
+        bulk._delivery.append(4e8)
+    assert bulk.delivery_rate_Bps == 4e8
+
+
 def test_missing_chunk_is_reported_per_chunk(sats):
     payload = os.urandom(5_000)
     h = hashlib.sha256(payload).digest()

@@ -18,6 +18,7 @@ import ipaddress
 import random
 import socket
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -31,6 +32,8 @@ PENDING, OK, NOT_FOUND = 0, 1, 2
 DONE, INCOMPLETE, REFUSED = 0, 1, 2
 _ERRORS = {-1: "bad arguments", -2: "out of memory", -3: "socket error"}
 RCVBUF = 32 * 1024 * 1024
+DELIVERY_SAMPLES = 8  # gets whose delivery rate the estimate remembers (it is their maximum)
+MIN_DELIVERY_SPAN_S = 0.001  # a get whose data came within less than this says nothing about the rate
 
 
 def require_native():
@@ -81,6 +84,15 @@ class TransferStats:
     retransmits: int
     ignored: int
     nak_status: int = 0  # SKYMEM_NAK_* of the refusal when rc == REFUSED (set only)
+    data_bytes: int = 0  # get: chunk bytes accepted
+    data_span_s: float = 0.0  # get: from the first accepted chunk to the last
+
+    @property
+    def delivery_Bps(self) -> float | None:
+        """Chunk bytes per second while data was arriving (the round trip before it left out)."""
+        if self.data_span_s < MIN_DELIVERY_SPAN_S:
+            return None
+        return self.data_bytes / self.data_span_s
 
     @property
     def outcome(self) -> str:
@@ -119,6 +131,7 @@ class BulkTransfer:
         self._ids = random.Random()
         self._ids_lock = threading.Lock()
         self._ipv4: dict[str, int] = {}  # host -> IPv4 as an integer (resolved once)
+        self._delivery: deque[float] = deque(maxlen=DELIVERY_SAMPLES)
 
     def _via(self, dst: Sat) -> Sat:
         if self.via is None:
@@ -159,7 +172,7 @@ class BulkTransfer:
         return servers, len(table), firsts
 
     def _run(self, fn_name: str, jobs: Sequence[BlockJob], prefix: np.ndarray | None, wave_chunks: int,
-             deadline_s: float | None) -> TransferStats:
+             deadline_s: float | None, pace_Bps: float = 0.0) -> TransferStats:
         ffi, lib = self.ffi, self.lib
         servers, n_servers, firsts = self._servers(jobs)
         blocks = ffi.new("skymem_bulk_block_t[]", max(1, len(jobs)))
@@ -188,6 +201,7 @@ class BulkTransfer:
         opts.station_id = self.station_id
         opts.window_bytes = self.window_bytes
         opts.wave_chunks = wave_chunks
+        opts.pace_Bps = pace_Bps
         opts.rto_s = self.rto_s
         opts.deadline_s = deadline_s or self.deadline_s
         opts.max_retries = self.retries
@@ -203,18 +217,36 @@ class BulkTransfer:
             rc = getattr(lib, fn_name)(servers, n_servers, blocks, len(jobs), opts)
         if rc < 0:
             raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
-        return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
-                             opts.retransmits, opts.ignored, opts.nak_status)
+        stats = TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
+                              opts.retransmits, opts.ignored, opts.nak_status, opts.data_bytes,
+                              opts.data_last_s - opts.data_first_s)
+        if stats.delivery_Bps is not None:
+            self._delivery.append(stats.delivery_Bps)
+        return stats
+
+    @property
+    def delivery_rate_Bps(self) -> float | None:
+        """The best delivery rate of the last few gets (None before any): what the path can carry.
+
+        A windowed maximum, as TCP BBR estimates the bottleneck bandwidth: one slow
+        get (a busy host, a paced request) does not lower it, and it forgets a
+        faster past after DELIVERY_SAMPLES gets.
+        """
+        return max(self._delivery) if self._delivery else None
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
-            deadline_s: float | None = None) -> TransferStats:
+            deadline_s: float | None = None, pace_Bps: float = 0.0) -> TransferStats:
         """Fill each job's buffer; `status` says which chunks came (OK) or are gone (NOT_FOUND).
 
         `prefix[i]` (optional) is advanced, while the call runs, to the number of
         chunks of block i received contiguously from chunk 0; `wave_chunks` > 0
-        asks chunk ids in waves across blocks (chunks 0..wave-1 of every block first).
+        asks chunk ids in waves across blocks (chunks 0..wave-1 of every block first);
+        `pace_Bps` > 0 asks the waves after the first no faster than that many
+        bytes per second, so that replies arrive in the order asked.
         """
-        return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s)
+        if pace_Bps < 0:
+            raise ValueError("pace_Bps must be >= 0")
+        return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps)
 
     def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None) -> TransferStats:
         """Store every chunk; `status` OK = acknowledged, NOT_FOUND = given up after the retries."""

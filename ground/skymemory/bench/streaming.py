@@ -7,7 +7,10 @@ suffix, random token ids) it measures the time to first token:
   local            prefix KV from process RAM (LocalBlockStore), then the suffix forward
   sky-P            prefix fetched from a constellation under link profile P, then the forward
   sky-P-stream     the same, streamed: the forward starts at once and each layer waits for
-                   its own prefix KV (skymemory.kv.streaming)
+                   its own prefix KV (skymemory.kv.streaming); the request waves paced from
+                   the measured delivery rate (--pace auto, the default)
+  sky-P-stream-unpaced / -stream-<N>MBps
+                   the same with the waves unpaced or at a fixed pace (--pace auto,off,800)
 
 and, for the streamed runs, how long the transfer took and which share of it
 the model did not wait for (hidden under suffix compute). The first token of
@@ -37,14 +40,15 @@ def _first_token(out) -> int:
     return int(out.logits[0, -1].argmax())
 
 
-def ttft_cached(manager, prompt, streaming: bool, wave_layers: int = 2) -> dict:
+def ttft_cached(manager, prompt, streaming: bool, wave_layers: int = 1, pace_Bps: float | None = None) -> dict:
     import torch
 
     from skymemory.kv.streaming import get_cache_streaming
 
     with torch.no_grad():
         started = time.perf_counter()
-        result = get_cache_streaming(manager, prompt, wave_layers=wave_layers) if streaming else manager.get_cache(prompt)
+        result = (get_cache_streaming(manager, prompt, wave_layers=wave_layers, pace_Bps=pace_Bps) if streaming
+                  else manager.get_cache(prompt))
         suffix = result.input_ids[:, result.prefix_tokens:]
         out = manager.model(input_ids=suffix, past_key_values=result.cache, use_cache=True, logits_to_keep=1)
         first = _first_token(out)
@@ -57,7 +61,7 @@ def ttft_cached(manager, prompt, streaming: bool, wave_layers: int = 2) -> dict:
         s = stream.stats
         row.update(transfer_s=s.transfer_s, exposed_s=s.exposed_s, hidden_share=s.hidden_share,
                    compute_s=ttft - s.exposed_s, first_layer_s=s.layer_ready_s[0], retransmits=s.retransmits,
-                   first_wait_s=s.layer_wait_s[0], last_wait_s=s.layer_wait_s[-1])
+                   first_wait_s=s.layer_wait_s[0], last_wait_s=s.layer_wait_s[-1], pace_MBps=s.pace_Bps / 1e6)
     return row
 
 
@@ -147,8 +151,9 @@ def run(args, log=print) -> dict:
             for sky in skies:
                 name = f"sky-{sky.profile.name}"
                 modes.setdefault(name, []).append(ttft_cached(sky.mgr, prompt, streaming=False))
-                modes.setdefault(name + "-stream", []).append(ttft_cached(sky.mgr, prompt, streaming=True,
-                                                                               wave_layers=args.wave_layers))
+                for pace in args.pace:
+                    modes.setdefault(name + "-stream" + _pace_suffix(pace), []).append(
+                        ttft_cached(sky.mgr, prompt, streaming=True, wave_layers=args.wave_layers, pace_Bps=pace))
     finally:
         for sky in skies:
             if getattr(sky, "store", None) is not None:
@@ -162,6 +167,8 @@ def run(args, log=print) -> dict:
         if "hidden_share" in rows[0]:
             for key in ("transfer_s", "exposed_s", "compute_s", "first_layer_s", "first_wait_s", "last_wait_s"):
                 s[key.replace("_s", "_ms")] = statistics.median(r[key] for r in rows) * 1e3
+            s["hidden_shares"] = [r["hidden_share"] for r in rows]
+            s["pace_MBps"] = statistics.median(r["pace_MBps"] for r in rows)
             s["hidden_share"] = statistics.median(r["hidden_share"] for r in rows)
             s["transfer_le_compute"] = s["transfer_ms"] <= s["compute_ms"]
         summary[name] = s
@@ -194,12 +201,14 @@ def run(args, log=print) -> dict:
 
 
 def markdown(results: dict) -> str:
-    lines = ["| mode | TTFT ms | vs local | transfer ms | waited ms | hidden | layer 0 ready ms | waited layer 0 / last ms "
-             "| same first token |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| mode | TTFT ms | vs local | pace MB/s | transfer ms | waited ms | hidden (runs) | layer 0 ready ms "
+             "| waited layer 0 / last ms | same first token |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, s in results["modes"].items():
-        extra = ("| | | | | " if "hidden_share" not in s else
-                 f"| {s['transfer_ms']:.1f} | {s['exposed_ms']:.1f} | {s['hidden_share'] * 100:.0f} % | "
+        runs = ", ".join(f"{h * 100:.0f}" for h in s.get("hidden_shares", []))
+        extra = ("| | | | | | " if "hidden_share" not in s else
+                 f"| {s['pace_MBps']:.0f} | {s['transfer_ms']:.1f} | {s['exposed_ms']:.1f} | "
+                 f"{s['hidden_share'] * 100:.0f} % ({runs}) | "
                  f"{s['first_layer_ms']:.1f} | {s['first_wait_ms']:.1f} / {s['last_wait_ms']:.1f} ")
         lines.append(f"| {name} | {s['ttft_ms']:.1f} | {s['vs_local']:.3f} {extra}| {s['first_token_equal']} |")
     return "\n".join(lines) + "\n\nFetch or recompute (skymemory.kv.costmodel):\n\n" + results["decision_table"]
@@ -224,12 +233,40 @@ def register(subparsers) -> None:
     p.add_argument("--repeats", type=positive_int, default=3)
     p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--wave-layers", type=positive_int, default=2, help="layers per request wave when streaming")
+    p.add_argument("--wave-layers", type=positive_int, default=1, help="layers per request wave when streaming")
+    p.add_argument("--pace", type=_paces, default=[None],
+                   help="request pacing of the streamed runs, one streamed mode each: 'auto' (from the measured "
+                        "delivery rate, the default), 'off', or MB/s; e.g. auto,off")
     p.add_argument("--fit-lengths", type=lambda t: [positive_int(x) for x in t.split(",")], default=[32, 128, 512],
                    help="prompt lengths timed to fit the prefill model (besides the whole prompt)")
     p.add_argument("--node", type=Path, default=None)
     p.add_argument("--out", default="out/bench-streaming")
     p.set_defaults(func=_main)
+
+
+def _pace_suffix(pace: float | None) -> str:
+    return "" if pace is None else "-unpaced" if pace == 0 else f"-{pace / 1e6:.0f}MBps"
+
+
+def _paces(text: str) -> list[float | None]:
+    """'auto,off,800' -> [None, 0.0, 800e6] (None: from the measured delivery rate)."""
+    paces: list[float | None] = []
+    for item in (t.strip() for t in text.split(",")):
+        if item == "auto":
+            paces.append(None)
+        elif item == "off":
+            paces.append(0.0)
+        else:
+            try:
+                mbps = float(item)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"--pace: {item!r} is not auto, off or a rate in MB/s") from None
+            if not 0 < mbps < 1e6:
+                raise argparse.ArgumentTypeError(f"--pace: {item} MB/s is out of range (0, 1e6)")
+            paces.append(mbps * 1e6)
+    if len(set(paces)) != len(paces):
+        raise argparse.ArgumentTypeError(f"--pace lists a value twice: {text}")
+    return paces
 
 
 def _profiles(text: str):

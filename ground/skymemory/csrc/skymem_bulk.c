@@ -180,11 +180,11 @@ static int rx_batch(int fd, rx_t *rx)
 
 static int wait_readable(int fd, double seconds)
 {
-    int ms = (int)(seconds * 1000.0 + 0.999);
-    if (ms < 0)
-        ms = 0;
+    if (seconds < 0)
+        seconds = 0;
+    struct timespec ts = {.tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, ms);
+    return ppoll(&p, 1, &ts, NULL); /* ns resolution: pacing waits a fraction of a millisecond */
 }
 
 /* ======================================================================= get */
@@ -272,8 +272,15 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         return SKYMEM_BULK_E_NOMEM;
     }
     build_get_reqs(blocks, n_blocks, o->wave_chunks, reqs);
-    for (uint32_t b = 0; b < n_blocks; b++)
+    o->data_bytes = 0;
+    o->data_first_s = o->data_last_s = 0;
+    uint64_t first_wave_bytes = 0; /* asked at once; with pacing the rest follows at pace_Bps */
+    for (uint32_t b = 0; b < n_blocks; b++) {
         advance_prefix(&blocks[b]);
+        uint32_t w = o->wave_chunks && o->wave_chunks < blocks[b].chunk_count ? o->wave_chunks : blocks[b].chunk_count;
+        first_wave_bytes += (uint64_t)w * blocks[b].chunk_bytes;
+    }
+    uint64_t asked = 0; /* chunk bytes of the requests sent so far (first sends only) */
 
     struct mmsghdr tx[TX_BATCH];
     struct iovec txiov[TX_BATCH];
@@ -288,13 +295,22 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         double t = now_s();
         if (t - start > o->deadline_s)
             break;
-        /* 1. new requests, as the window allows (always at least one in flight) */
+        /* 1. new requests, as the window and the pace allow (always at least one in flight) */
         int nt = 0;
+        double pace_wait = 0; /* > 0: the next request is held back this long by the pace */
         while (next < n_req && nt < TX_BATCH) {
             get_req_t *r = &reqs[next];
             uint64_t bytes = (uint64_t)r->count * blocks[r->block].chunk_bytes;
             if (open_reqs > 0 && outstanding + bytes > o->window_bytes)
                 break;
+            if (o->pace_Bps > 0 && asked + bytes > first_wave_bytes) {
+                double at = (double)(asked + bytes - first_wave_bytes) / o->pace_Bps; /* since start */
+                if (at > t - start) {
+                    pace_wait = at - (t - start);
+                    break;
+                }
+            }
+            asked += bytes;
             int len = make_get_pkt(txbuf + (size_t)nt * GET_PKT_CAP, r, o->request_id + next, blocks, servers,
                                    o->station_id);
             r->sent = 1;
@@ -320,9 +336,11 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         if (nt)
             send_batch(o->fd, tx, nt, o);
 
-        /* 2. wait for replies, at most until the oldest open request is due;
+        /* 2. wait for replies, at most until the oldest open request is due (or the pace lets the next go);
          *    not at all when the batch was full: the window may allow more at once */
         double due = o->rto_s < 0.05 ? o->rto_s : 0.05;
+        if (pace_wait > 0 && pace_wait < due)
+            due = pace_wait;
         if (nt == TX_BATCH)
             due = 0;
         if (wait_readable(o->fd, due) < 0 && errno != EINTR) {
@@ -382,6 +400,10 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     }
                     memcpy(b->buf + (uint64_t)cid * b->chunk_bytes, m.data, want);
                     b->status[cid] = SKYMEM_BULK_OK;
+                    if (!o->data_bytes)
+                        o->data_first_s = tr - start;
+                    o->data_last_s = tr - start;
+                    o->data_bytes += want;
                 } else if (m.reply_kind == SKYMEM_REPLY_NAK) {
                     b->status[cid] = SKYMEM_BULK_NOT_FOUND;
                 } else {

@@ -51,9 +51,13 @@ typedef struct {
     double rto_s;            /* no progress on a request for this long: ask again */
     double deadline_s;       /* give up after this long in all */
     uint32_t max_retries;    /* re-requests per request, at most */
+    double pace_Bps;         /* get: after the first wave, ask for at most this many chunk bytes per
+                              * second (0 = as fast as the window allows); see skymem_bulk_get */
     /* results */
     uint64_t packets_rx, packets_tx, bytes_rx;
     uint64_t crc_failures, retransmits, ignored;
+    uint64_t data_bytes;     /* get: chunk bytes accepted */
+    double data_first_s, data_last_s; /* get: when the first and last accepted chunk came (since the call) */
     /* set: sign every SET_CHUNK (skymem_auth.h) when auth_key_len > 0. Each
      * packet, resends included, takes the next sequence of the range
      * [auth_seq_first, auth_seq_first + auth_seq_count) the caller reserved
@@ -80,7 +84,13 @@ typedef struct {
  * come first. Each reply is parsed, its request id, block hash, chunk id
  * and length checked, its CRC32C verified, and its data copied to its
  * place. A request with chunks still missing after rto_s is asked again
- * (only the missing span), at most max_retries times. */
+ * (only the missing span), at most max_retries times.
+ *
+ * With pace_Bps > 0 the first wave is asked at once and the rest no faster
+ * than pace_Bps: when all of a window is asked in one burst, every
+ * satellite answers all of it at the same moment and the first wave's
+ * replies queue behind later waves at the shared receiver; paced, the
+ * replies arrive in the order they were asked. */
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
 

@@ -6,6 +6,10 @@ the prefix's blocks with one C fast-path call on a background thread, asking
 the chunks in waves across blocks (the first layers of *every* block first);
 the C code advances, per block, the count of chunks received contiguously
 from chunk 0, so layer L is complete when every block's count covers it.
+The waves after the first are paced at a little over the delivery rate the
+store has measured (PACE_GAIN): asked all at once, every satellite would
+answer every wave at the same moment and layer 0's chunks would queue behind
+later layers' at the receiver; paced, they arrive in the order asked.
 
 `StreamingCache` is a transformers DynamicCache whose layers are
 `StreamingLayer`s: a layer reports the prefix length at once (so masks and
@@ -49,6 +53,7 @@ from .store import BlockMiss
 log = logging.getLogger(__name__)
 
 POLL_S = 0.0002  # how often a waiting layer looks at the transfer's progress
+PACE_GAIN = 1.25  # pace = this x the measured delivery rate: room to find a faster path (BBR's probe gain)
 
 
 class StreamFailed(RuntimeError):
@@ -67,6 +72,7 @@ class StreamStats:
     layer_ready_s: list[float] = field(default_factory=list)  # per layer: start -> usable
     layer_wait_s: list[float] = field(default_factory=list)  # per layer: time the forward waited for it
     bytes: int = 0
+    pace_Bps: float = 0.0  # the pace the waves were asked at (0: unpaced)
     packets_rx: int = 0
     retransmits: int = 0
 
@@ -82,7 +88,8 @@ class PrefixStream:
     """The prefix blocks arriving in the background; `layer(i)` blocks until layer i is usable."""
 
     def __init__(self, store, records, geometry: codec.BlockGeometry, kv_format: str, *, dtype: torch.dtype,
-                 device, wave_layers: int = 2, deadline_s: float | None = None) -> None:
+                 device, wave_layers: int = 1, deadline_s: float | None = None,
+                 pace_Bps: float | None = None) -> None:
         if not records:
             raise ValueError("nothing to stream")
         if not hasattr(store, "block_jobs") or getattr(store, "fast", None) is None:
@@ -101,6 +108,12 @@ class PrefixStream:
             raise ValueError("all blocks of a prefix must use one chunk size")
         self.layer_bytes = codec.layer_bytes(geometry, kv_format)
         self.wave_chunks = max(1, -(-wave_layers * self.layer_bytes // self.chunk_bytes))
+        if pace_Bps is None:  # from what the store measured; unpaced until it has measured something
+            measured = store.fast.delivery_rate_Bps
+            pace_Bps = PACE_GAIN * measured if measured else 0.0
+        if pace_Bps < 0:
+            raise ValueError("pace_Bps must be >= 0")
+        self.pace_Bps = pace_Bps
         self.deadline_s = deadline_s or store.fast.deadline_s + 5.0
         self.prefix = np.zeros(len(records), dtype=np.uint32)
         self.jobs = store.block_jobs(self.records)
@@ -109,7 +122,8 @@ class PrefixStream:
         self.done = threading.Event()  # transfer over (success or error), digests checked
         self._transfer_over = threading.Event()
         self._digests = [hashlib.sha256() for _ in records]
-        self.stats = StreamStats(layer_ready_s=[0.0] * geometry.layers, layer_wait_s=[0.0] * geometry.layers)
+        self.stats = StreamStats(layer_ready_s=[0.0] * geometry.layers, layer_wait_s=[0.0] * geometry.layers,
+                                 pace_Bps=pace_Bps)
         self._header_checked = False
         self._thread: threading.Thread | None = None
 
@@ -128,7 +142,8 @@ class PrefixStream:
         hasher = threading.Thread(target=self._hash_as_it_arrives, name="kv-stream-digest", daemon=True)
         hasher.start()
         try:
-            t = self.store.fetch_jobs(self.jobs, prefix=self.prefix, wave_chunks=self.wave_chunks)
+            t = self.store.fetch_jobs(self.jobs, prefix=self.prefix, wave_chunks=self.wave_chunks,
+                                      pace_Bps=self.pace_Bps)
             self.stats.packets_rx, self.stats.retransmits = t.packets_rx, t.retransmits
             self._transfer_over.set()
             hasher.join()
@@ -314,12 +329,13 @@ class StreamingCache(DynamicCache):
         self.stream = stream
 
 
-def get_cache_streaming(manager, prompt, *, wave_layers: int = 2):
+def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: float | None = None):
     """Like KVCManager.get_cache, but the prefix streams in while the model runs.
 
     Returns the manager's CacheResult; `.cache` is a StreamingCache (or an empty
     DynamicCache when nothing is cached) and `.cache.stream.stats` tells how
     long the transfer took and how much of it the model waited for.
+    `pace_Bps` None paces from the store's measured delivery rate, 0 not at all.
     """
     from .manager import CacheResult
 
@@ -340,7 +356,7 @@ def get_cache_streaming(manager, prompt, *, wave_layers: int = 2):
         return CacheResult(DynamicCache(config=manager.model.config), input_ids, 0, [], n_usable,
                            "not-cached" if n_usable else None, source, lookup_s=lookup_s)
     stream = PrefixStream(manager.store, records, manager.geometry, manager.kv_format, dtype=manager.model.dtype,
-                          device=manager.model.device, wave_layers=wave_layers).start()
+                          device=manager.model.device, wave_layers=wave_layers, pace_Bps=pace_Bps).start()
     return CacheResult(StreamingCache(stream), input_ids, stream.prefix_tokens, [r.block_hash for r in records],
                        n_usable, None if len(records) == n_usable else "not-cached", source, lookup_s=lookup_s,
                        bytes_retrieved=stream.n_bytes * len(records))
@@ -360,12 +376,13 @@ def evict_after_failure(manager, result, failure: StreamFailed) -> None:
         manager.index.remove(result.blocks[0])
 
 
-def generate_streaming(manager, prompt, *, max_new_tokens: int = 30, wave_layers: int = 2, **generate_kwargs):
+def generate_streaming(manager, prompt, *, max_new_tokens: int = 30, wave_layers: int = 1,
+                       pace_Bps: float | None = None, **generate_kwargs):
     """Greedy generation with a streamed prefix; on a failed stream, evict and recompute without it.
 
     Returns (new token ids, CacheResult, StreamStats or None, failure reason or None).
     """
-    result = get_cache_streaming(manager, prompt, wave_layers=wave_layers)
+    result = get_cache_streaming(manager, prompt, wave_layers=wave_layers, pace_Bps=pace_Bps)
     generate_kwargs.setdefault("do_sample", False)
     stream = getattr(result.cache, "stream", None)
 
