@@ -29,7 +29,7 @@ def parser():
     ["streaming", "--prefix-blocks", "-1"],
     ["streaming", "--pace", "fast"],
     ["streaming", "--pace", "0"],
-    ["streaming", "--pace", "auto,auto"],
+    ["streaming", "--pace", "off,off"],
 ])
 def test_bad_arguments_are_rejected(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -43,8 +43,14 @@ def test_defaults():
         "none", "laser", "rf"]
     b = parser().parse_args(["streaming"])
     assert b.prefix_blocks == 8 and b.kv == "fp16" and [p.name for p in b.profiles] == ["none", "laser"]
-    assert b.pace == [None] and b.wave_layers == 1  # paced from the measured delivery rate
-    assert parser().parse_args(["streaming", "--pace", "auto,off,800"]).pace == [None, 0.0, 800e6]
+    assert b.pace == [0.0] and b.wave_layers == 1
+    assert parser().parse_args(["streaming", "--pace", "off,800"]).pace == [0.0, 800e6]
+
+
+def test_one_fit_length_is_refused_before_any_work(tmp_path):
+    a = parser().parse_args(["streaming", "--fit-lengths", "32", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="two different lengths"):
+        a.func(a)
 
 
 def test_more_servers_than_satellites_is_an_error(tmp_path):

@@ -8,7 +8,7 @@ import torch
 from skymemory import native
 from skymemory.blockstore import ConstellationBlockStore
 from skymemory.kv.manager import KVCManager
-from skymemory.kv.streaming import PACE_GAIN, StreamFailed, StreamingCache, generate_streaming, get_cache_streaming
+from skymemory.kv.streaming import StreamFailed, StreamingCache, generate_streaming, get_cache_streaming
 
 from fakesat import FakeSatellite
 from kv_support import random_prompt, tiny
@@ -65,22 +65,16 @@ def test_streamed_layers_equal_the_fetched_cache(tmp_path, store):
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
 
 
-def test_waves_are_paced_from_the_measured_delivery_rate(tmp_path, store):
+def test_paced_stream_gives_the_uncached_tokens(tmp_path, store):
     model, tokenizer = tiny("fp32")
     manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp16", index_dir=tmp_path)
     prompt = random_prompt(3 * BLOCK + 4, seed=5)
     manager.add_blocks(prompt[: 3 * BLOCK])
-    store.fast._delivery.clear()
-    first = get_cache_streaming(manager, prompt).cache.stream
-    assert first.pace_Bps == 0.0  # nothing measured yet: unpaced
-    first.join(10)
-    store.fast._delivery.append(2e6)  # as if a get had delivered 2 MB/s
-    expected = PACE_GAIN * store.fast.delivery_rate_Bps  # read before the next get adds its own rate
-    second = get_cache_streaming(manager, prompt).cache.stream
-    assert second.stats.pace_Bps == pytest.approx(expected)
-    assert get_cache_streaming(manager, prompt, pace_Bps=0).cache.stream.pace_Bps == 0.0  # off when asked
-    second.join(10)
-    assert second.error is None
+    tokens, result, stats, failure = generate_streaming(manager, prompt, max_new_tokens=4, pace_Bps=2e6)
+    assert failure is None and stats.pace_Bps == 2e6 and result.prefix_tokens == 3 * BLOCK
+    assert tokens == uncached(model, prompt, 4)
+    with pytest.raises(ValueError):
+        get_cache_streaming(manager, prompt, pace_Bps=-1)
 
 
 def test_a_lost_chunk_falls_back_to_recompute_and_evicts(tmp_path, store):

@@ -105,7 +105,6 @@ typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t c
 typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t window_bytes; uint32_t wave_chunks;
                  double rto_s; double deadline_s; uint32_t max_retries; double pace_Bps;
                  uint64_t packets_rx, packets_tx, bytes_rx; uint64_t crc_failures, retransmits, ignored;
-                 uint64_t data_bytes; double data_first_s, data_last_s;
                  const uint8_t *auth_key; uint32_t auth_key_len; uint32_t auth_key_id;
                  uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint8_t nak_status; }
     skymem_bulk_opts_t;

@@ -18,7 +18,6 @@ import ipaddress
 import random
 import socket
 import threading
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -32,8 +31,6 @@ PENDING, OK, NOT_FOUND = 0, 1, 2
 DONE, INCOMPLETE, REFUSED = 0, 1, 2
 _ERRORS = {-1: "bad arguments", -2: "out of memory", -3: "socket error"}
 RCVBUF = 32 * 1024 * 1024
-DELIVERY_SAMPLES = 8  # gets whose delivery rate the estimate remembers (it is their maximum)
-MIN_DELIVERY_SPAN_S = 0.001  # a get whose data came within less than this says nothing about the rate
 
 
 def require_native():
@@ -84,15 +81,6 @@ class TransferStats:
     retransmits: int
     ignored: int
     nak_status: int = 0  # SKYMEM_NAK_* of the refusal when rc == REFUSED (set only)
-    data_bytes: int = 0  # get: chunk bytes accepted
-    data_span_s: float = 0.0  # get: from the first accepted chunk to the last
-
-    @property
-    def delivery_Bps(self) -> float | None:
-        """Chunk bytes per second while data was arriving (the round trip before it left out)."""
-        if self.data_span_s < MIN_DELIVERY_SPAN_S:
-            return None
-        return self.data_bytes / self.data_span_s
 
     @property
     def outcome(self) -> str:
@@ -131,7 +119,6 @@ class BulkTransfer:
         self._ids = random.Random()
         self._ids_lock = threading.Lock()
         self._ipv4: dict[str, int] = {}  # host -> IPv4 as an integer (resolved once)
-        self._delivery: deque[float] = deque(maxlen=DELIVERY_SAMPLES)
 
     def _via(self, dst: Sat) -> Sat:
         if self.via is None:
@@ -217,22 +204,8 @@ class BulkTransfer:
             rc = getattr(lib, fn_name)(servers, n_servers, blocks, len(jobs), opts)
         if rc < 0:
             raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
-        stats = TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
-                              opts.retransmits, opts.ignored, opts.nak_status, opts.data_bytes,
-                              opts.data_last_s - opts.data_first_s)
-        if stats.delivery_Bps is not None:
-            self._delivery.append(stats.delivery_Bps)
-        return stats
-
-    @property
-    def delivery_rate_Bps(self) -> float | None:
-        """The best delivery rate of the last few gets (None before any): what the path can carry.
-
-        A windowed maximum, as TCP BBR estimates the bottleneck bandwidth: one slow
-        get (a busy host, a paced request) does not lower it, and it forgets a
-        faster past after DELIVERY_SAMPLES gets.
-        """
-        return max(self._delivery) if self._delivery else None
+        return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
+                             opts.retransmits, opts.ignored, opts.nak_status)
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
             deadline_s: float | None = None, pace_Bps: float = 0.0) -> TransferStats:

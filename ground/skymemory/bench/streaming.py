@@ -7,10 +7,9 @@ suffix, random token ids) it measures the time to first token:
   local            prefix KV from process RAM (LocalBlockStore), then the suffix forward
   sky-P            prefix fetched from a constellation under link profile P, then the forward
   sky-P-stream     the same, streamed: the forward starts at once and each layer waits for
-                   its own prefix KV (skymemory.kv.streaming); the request waves paced from
-                   the measured delivery rate (--pace auto, the default)
-  sky-P-stream-unpaced / -stream-<N>MBps
-                   the same with the waves unpaced or at a fixed pace (--pace auto,off,800)
+                   its own prefix KV (skymemory.kv.streaming), one layer per request wave
+  sky-P-stream-<N>MBps
+                   the same with the waves after the first paced at N MB/s (--pace off,600)
 
 and, for the streamed runs, how long the transfer took and which share of it
 the model did not wait for (hidden under suffix compute). The first token of
@@ -40,7 +39,7 @@ def _first_token(out) -> int:
     return int(out.logits[0, -1].argmax())
 
 
-def ttft_cached(manager, prompt, streaming: bool, wave_layers: int = 1, pace_Bps: float | None = None) -> dict:
+def ttft_cached(manager, prompt, streaming: bool, wave_layers: int = 1, pace_Bps: float = 0.0) -> dict:
     import torch
 
     from skymemory.kv.streaming import get_cache_streaming
@@ -234,9 +233,9 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--wave-layers", type=positive_int, default=1, help="layers per request wave when streaming")
-    p.add_argument("--pace", type=_paces, default=[None],
-                   help="request pacing of the streamed runs, one streamed mode each: 'auto' (from the measured "
-                        "delivery rate, the default), 'off', or MB/s; e.g. auto,off")
+    p.add_argument("--pace", type=_paces, default=[0.0],
+                   help="request pacing of the streamed runs, one streamed mode each: 'off' (the default) or "
+                        "MB/s; e.g. off,600 compares them side by side")
     p.add_argument("--fit-lengths", type=lambda t: [positive_int(x) for x in t.split(",")], default=[32, 128, 512],
                    help="prompt lengths timed to fit the prefill model (besides the whole prompt)")
     p.add_argument("--node", type=Path, default=None)
@@ -244,23 +243,21 @@ def register(subparsers) -> None:
     p.set_defaults(func=_main)
 
 
-def _pace_suffix(pace: float | None) -> str:
-    return "" if pace is None else "-unpaced" if pace == 0 else f"-{pace / 1e6:.0f}MBps"
+def _pace_suffix(pace: float) -> str:
+    return "" if pace == 0 else f"-{pace / 1e6:.0f}MBps"
 
 
-def _paces(text: str) -> list[float | None]:
-    """'auto,off,800' -> [None, 0.0, 800e6] (None: from the measured delivery rate)."""
-    paces: list[float | None] = []
+def _paces(text: str) -> list[float]:
+    """'off,800' -> [0.0, 800e6] (bytes per second; 0: unpaced)."""
+    paces: list[float] = []
     for item in (t.strip() for t in text.split(",")):
-        if item == "auto":
-            paces.append(None)
-        elif item == "off":
+        if item == "off":
             paces.append(0.0)
         else:
             try:
                 mbps = float(item)
             except ValueError:
-                raise argparse.ArgumentTypeError(f"--pace: {item!r} is not auto, off or a rate in MB/s") from None
+                raise argparse.ArgumentTypeError(f"--pace: {item!r} is not off or a rate in MB/s") from None
             if not 0 < mbps < 1e6:
                 raise argparse.ArgumentTypeError(f"--pace: {item} MB/s is out of range (0, 1e6)")
             paces.append(mbps * 1e6)
@@ -281,6 +278,8 @@ def _main(args) -> int:
         raise SystemExit("--chunk-bytes must be at most 60000")
     if args.servers > args.planes * args.sats:
         raise SystemExit(f"--servers {args.servers} exceeds the {args.planes * args.sats} satellites")
+    if len(set(args.fit_lengths)) < 2:  # with the whole prompt: three points for T(n) = a + b n + c n^2
+        raise SystemExit("--fit-lengths needs two different lengths or more (the prefill fit has three terms)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = run(args)

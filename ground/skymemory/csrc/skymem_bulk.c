@@ -272,8 +272,6 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         return SKYMEM_BULK_E_NOMEM;
     }
     build_get_reqs(blocks, n_blocks, o->wave_chunks, reqs);
-    o->data_bytes = 0;
-    o->data_first_s = o->data_last_s = 0;
     uint64_t first_wave_bytes = 0; /* asked at once; with pacing the rest follows at pace_Bps */
     for (uint32_t b = 0; b < n_blocks; b++) {
         advance_prefix(&blocks[b]);
@@ -400,10 +398,6 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     }
                     memcpy(b->buf + (uint64_t)cid * b->chunk_bytes, m.data, want);
                     b->status[cid] = SKYMEM_BULK_OK;
-                    if (!o->data_bytes)
-                        o->data_first_s = tr - start;
-                    o->data_last_s = tr - start;
-                    o->data_bytes += want;
                 } else if (m.reply_kind == SKYMEM_REPLY_NAK) {
                     b->status[cid] = SKYMEM_BULK_NOT_FOUND;
                 } else {

@@ -56,8 +56,6 @@ typedef struct {
     /* results */
     uint64_t packets_rx, packets_tx, bytes_rx;
     uint64_t crc_failures, retransmits, ignored;
-    uint64_t data_bytes;     /* get: chunk bytes accepted */
-    double data_first_s, data_last_s; /* get: when the first and last accepted chunk came (since the call) */
     /* set: sign every SET_CHUNK (skymem_auth.h) when auth_key_len > 0. Each
      * packet, resends included, takes the next sequence of the range
      * [auth_seq_first, auth_seq_first + auth_seq_count) the caller reserved

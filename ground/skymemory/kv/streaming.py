@@ -6,10 +6,11 @@ the prefix's blocks with one C fast-path call on a background thread, asking
 the chunks in waves across blocks (the first layers of *every* block first);
 the C code advances, per block, the count of chunks received contiguously
 from chunk 0, so layer L is complete when every block's count covers it.
-The waves after the first are paced at a little over the delivery rate the
-store has measured (PACE_GAIN): asked all at once, every satellite would
-answer every wave at the same moment and layer 0's chunks would queue behind
-later layers' at the receiver; paced, they arrive in the order asked.
+With `pace_Bps` the waves after the first are asked no faster than that:
+asked all at once, every satellite answers every wave at the same moment and
+layer 0's chunks can queue behind later layers' at the shared receiver.
+Off by default: on the laser profile it trims the slowest runs' wait for
+layer 0 but lengthens the transfer (BENCHMARKS.md, issue 7).
 
 `StreamingCache` is a transformers DynamicCache whose layers are
 `StreamingLayer`s: a layer reports the prefix length at once (so masks and
@@ -53,7 +54,6 @@ from .store import BlockMiss
 log = logging.getLogger(__name__)
 
 POLL_S = 0.0002  # how often a waiting layer looks at the transfer's progress
-PACE_GAIN = 1.25  # pace = this x the measured delivery rate: room to find a faster path (BBR's probe gain)
 
 
 class StreamFailed(RuntimeError):
@@ -88,8 +88,7 @@ class PrefixStream:
     """The prefix blocks arriving in the background; `layer(i)` blocks until layer i is usable."""
 
     def __init__(self, store, records, geometry: codec.BlockGeometry, kv_format: str, *, dtype: torch.dtype,
-                 device, wave_layers: int = 1, deadline_s: float | None = None,
-                 pace_Bps: float | None = None) -> None:
+                 device, wave_layers: int = 1, deadline_s: float | None = None, pace_Bps: float = 0.0) -> None:
         if not records:
             raise ValueError("nothing to stream")
         if not hasattr(store, "block_jobs") or getattr(store, "fast", None) is None:
@@ -108,9 +107,6 @@ class PrefixStream:
             raise ValueError("all blocks of a prefix must use one chunk size")
         self.layer_bytes = codec.layer_bytes(geometry, kv_format)
         self.wave_chunks = max(1, -(-wave_layers * self.layer_bytes // self.chunk_bytes))
-        if pace_Bps is None:  # from what the store measured; unpaced until it has measured something
-            measured = store.fast.delivery_rate_Bps
-            pace_Bps = PACE_GAIN * measured if measured else 0.0
         if pace_Bps < 0:
             raise ValueError("pace_Bps must be >= 0")
         self.pace_Bps = pace_Bps
@@ -329,13 +325,13 @@ class StreamingCache(DynamicCache):
         self.stream = stream
 
 
-def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: float | None = None):
+def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: float = 0.0):
     """Like KVCManager.get_cache, but the prefix streams in while the model runs.
 
     Returns the manager's CacheResult; `.cache` is a StreamingCache (or an empty
     DynamicCache when nothing is cached) and `.cache.stream.stats` tells how
     long the transfer took and how much of it the model waited for.
-    `pace_Bps` None paces from the store's measured delivery rate, 0 not at all.
+    `pace_Bps` > 0 asks the layers after the first no faster than that (0: unpaced).
     """
     from .manager import CacheResult
 
@@ -377,7 +373,7 @@ def evict_after_failure(manager, result, failure: StreamFailed) -> None:
 
 
 def generate_streaming(manager, prompt, *, max_new_tokens: int = 30, wave_layers: int = 1,
-                       pace_Bps: float | None = None, **generate_kwargs):
+                       pace_Bps: float = 0.0, **generate_kwargs):
     """Greedy generation with a streamed prefix; on a failed stream, evict and recompute without it.
 
     Returns (new token ids, CacheResult, StreamStats or None, failure reason or None).
