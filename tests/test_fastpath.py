@@ -97,6 +97,18 @@ def test_paced_get_asks_the_first_wave_at_once_and_the_rest_at_the_pace(sats):
             store.fetch_jobs(store.block_jobs(records), pace_Bps=-1)
 
 
+def test_put_blocks_stores_several_blocks_in_one_call(sats):
+    blocks = [os.urandom(4_000 + 333 * i) for i in range(4)]
+    with store_for(sats) as store:
+        assert store.put_blocks([]) == []
+        records = store.put_blocks([(hashlib.sha256(b).digest(), b) for b in blocks])
+        assert [r.n_bytes for r in records] == [len(b) for b in blocks]
+        assert store.last_transfer.packets_tx == sum(r.chunk_count for r in records)  # one call sent them all
+        assert store.get_blocks(records) == blocks
+        with pytest.raises(ValueError):
+            store.put_blocks([(b"short", b"x")])
+
+
 def test_missing_chunk_is_reported_per_chunk(sats):
     payload = os.urandom(5_000)
     h = hashlib.sha256(payload).digest()

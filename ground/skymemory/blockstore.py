@@ -231,6 +231,18 @@ class ConstellationBlockStore:
             return self._fast_put(block_hash, payload)
         return self._run(self._put(block_hash, payload))
 
+    def put_blocks(self, items: Sequence[tuple[bytes, bytes]]) -> list[BlockRecord]:
+        """Several (block hash, payload) in one fast-path call, their chunks in flight together.
+
+        Raises like put_block if any chunk is refused or unacknowledged (some blocks may
+        then be stored all the same; they are unindexed and age out by LRU).
+        """
+        if not items:
+            return []
+        if self.fast is None:
+            return [self.put_block(h, p) for h, p in items]
+        return self._fast_put_many(items)
+
     def get_block(self, record: BlockRecord) -> bytes:
         if self.fast is not None and record.n_bytes >= 0:
             return self.get_blocks([record])[0]
@@ -284,26 +296,35 @@ class ConstellationBlockStore:
         return stats
 
     def _fast_put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
-        _check_hash(block_hash)
-        payload = bytes(payload)
+        return self._fast_put_many([(block_hash, payload)])[0]
+
+    def _fast_put_many(self, items: Sequence[tuple[bytes, bytes]]) -> list[BlockRecord]:
+        """One C set call for all `items` (block hash, payload); raises unless every chunk was acknowledged."""
         now = self.mission_ms()
-        count = max(1, -(-len(payload) // self.chunk_bytes))
-        record = BlockRecord(block_hash, len(payload), self.chunk_bytes, count, now, self.strategy,
-                             self.n_servers, tuple(self.centre(now)))
-        job = BlockJob(block_hash, payload, len(payload), self.chunk_bytes, self._servers(record, now),
-                       created_ms=now)
+        records, jobs = [], []
+        for block_hash, payload in items:
+            _check_hash(block_hash)
+            payload = bytes(payload)
+            count = max(1, -(-len(payload) // self.chunk_bytes))
+            record = BlockRecord(block_hash, len(payload), self.chunk_bytes, count, now, self.strategy,
+                                 self.n_servers, tuple(self.centre(now)))
+            records.append(record)
+            jobs.append(BlockJob(block_hash, payload, len(payload), self.chunk_bytes, self._servers(record, now),
+                                 created_ms=now))
         assert self.fast is not None
-        stats = self.fast.set([job])
+        stats = self.fast.set(jobs)
         self.last_transfer = stats
+        names = ", ".join(h.hex()[:16] for h, _ in items)
         if stats.outcome == "refused":
             status = stats.nak_status or wire.SKYMEM_NAK_NO_SPACE
             hint = (" (command authentication: the satellites need SET_CHUNK signed with a ground key they hold; "
                     "set SKYMEM_AUTH_KEY_FILE)" if status == wire.SKYMEM_NAK_AUTH_FAILED else "")
-            raise NakError(status, f"SET_CHUNK of block {block_hash.hex()[:16]} refused: NAK {wire.nak_name(status)}{hint}")
+            raise NakError(status, f"SET_CHUNK of block {names} refused: NAK {wire.nak_name(status)}{hint}")
         if stats.outcome != "done":
-            raise RequestTimeout(f"SET_CHUNK: {int(np.count_nonzero(job.status != OK))} of {count} chunks "
-                                 f"of block {block_hash.hex()[:16]} not acknowledged")
-        return record
+            missing = sum(int(np.count_nonzero(job.status != OK)) for job in jobs)
+            raise RequestTimeout(f"SET_CHUNK: {missing} of {sum(j.chunk_count for j in jobs)} chunks "
+                                 f"of block {names} not acknowledged")
+        return records
 
     def probe_block(self, block_hash: bytes) -> BlockRecord | None:
         return self._run(self._probe(block_hash))

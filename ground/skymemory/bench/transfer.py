@@ -3,7 +3,7 @@
 For each link profile a local constellation is booted; blocks of each size are
 striped over the `--servers` nearest satellites (each reached over its own
 ground link, as a ground station sees every satellite in its line of sight),
-stored with `put_block` and read back with `get_block` through the C fast
+stored with `put_blocks` and read back with `get_blocks` through the C fast
 path, `--repeats` times. The "kv" case is one TinyLlama prefix: 8 blocks of
 128 tokens, fp16 (22 layers x 2 x 4 heads x 128 x 64 x 2 bytes + 64-byte
 header = 2,883,648 bytes each, 23.1 MB), read with one `get_blocks` call.
@@ -64,18 +64,14 @@ def _row(profile, chunk, case, op, path, n_bytes, times, packets, retransmits) -
 
 
 def measure_python(store, case: str, blocks: list[bytes], repeats: int) -> list[tuple]:
-    """Set then get `blocks` (one fast-path call per set block; one call for all gets)."""
+    """Set then get `blocks` (one fast-path call for all sets; one for all gets)."""
     hashes = [hashlib.sha256(b).digest() for b in blocks]
     total = sum(len(b) for b in blocks)
     started = time.perf_counter()
-    set_packets = set_retx = 0
-    records = []
-    for h, b in zip(hashes, blocks):
-        records.append(store.put_block(h, b))
-        set_packets += store.last_transfer.packets_rx + store.last_transfer.packets_tx
-        set_retx += store.last_transfer.retransmits
+    records = store.put_blocks(list(zip(hashes, blocks)))
     set_s = time.perf_counter() - started
-    results = [("set", total, [set_s], set_packets, set_retx)]
+    t = store.last_transfer
+    results = [("set", total, [set_s], t.packets_rx + t.packets_tx, t.retransmits)]
     buffers = [bytearray(len(b)) for b in blocks]
     for op, bufs in (("get", None), ("get-into", buffers)):  # fresh memory / preallocated buffers
         get_times, get_packets, get_retx = [], 0, 0

@@ -361,14 +361,26 @@ class KVCManager:
         result.compute_s = time.perf_counter() - started
 
         parent = self.root if first_new == 0 else hashes[first_new - 1]
+        put_blocks = getattr(self.store, "put_blocks", None)  # all blocks' chunks in flight at once
         try:
-            for position in range(first_new, len(hashes)):
+            if put_blocks is not None:
                 started = time.perf_counter()
-                (payload,) = codec.encode_cache_blocks(cache, self.block_tokens, position, 1, self.kv_format)
+                payloads = codec.encode_cache_blocks(cache, self.block_tokens, first_new, len(hashes) - first_new,
+                                                     self.kv_format)
                 result.encode_s += time.perf_counter() - started
                 started = time.perf_counter()
-                record = self.store.put_block(hashes[position], payload)
+                stored = list(zip(put_blocks(list(zip(hashes[first_new:], payloads))), payloads))
                 result.store_s += time.perf_counter() - started
+            else:
+                stored = []
+                for position in range(first_new, len(hashes)):
+                    started = time.perf_counter()
+                    (payload,) = codec.encode_cache_blocks(cache, self.block_tokens, position, 1, self.kv_format)
+                    result.encode_s += time.perf_counter() - started
+                    started = time.perf_counter()
+                    stored.append((self.store.put_block(hashes[position], payload), payload))
+                    result.store_s += time.perf_counter() - started
+            for position, (record, payload) in enumerate(stored, start=first_new):
                 self.index.insert(parent, record, self._meta(position), save=False)
                 parent = hashes[position]
                 result.blocks_stored += 1
