@@ -82,7 +82,7 @@ static uint32_t chunk_len(const skymem_bulk_block_t *b, uint32_t cid)
 static void advance_prefix(skymem_bulk_block_t *b)
 {
     uint32_t p = b->prefix ? *b->prefix : 0;
-    while (p < b->chunk_count && b->status[p] != SKYMEM_BULK_PENDING)
+    while (p < b->chunk_count && b->status[p] == SKYMEM_BULK_OK) /* a NOT_FOUND chunk stops it: no data */
         p++;
     if (b->prefix)
         __atomic_store_n(b->prefix, p, __ATOMIC_RELEASE);
