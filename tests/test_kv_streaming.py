@@ -111,3 +111,24 @@ def test_no_cached_prefix_streams_nothing(tmp_path, store):
     tokens, result, stats, failure = generate_streaming(manager, prompt, max_new_tokens=4)
     assert result.prefix_tokens == 0 and stats is None and failure is None
     assert tokens == uncached(model, prompt, 4)
+
+
+def test_ttft_benchmark_records_a_failed_stream_and_recomputes(tmp_path, store):
+    """bench ttft's streamed mode: a lost chunk is a recorded miss, the tokens still the uncached ones."""
+    from types import SimpleNamespace
+
+    from skymemory.bench.ttft import run_cached
+
+    model, tokenizer = tiny("fp32")
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    prompt = random_prompt(2 * BLOCK + 3, seed=13)
+    hashes = manager.add_blocks(prompt[: 2 * BLOCK]).hashes
+    streamed = run_cached(manager, SimpleNamespace(text=prompt), 5, streaming=True)
+    assert streamed["cached_tokens"] == 2 * BLOCK and streamed["stream_waited_s"] is not None
+    assert streamed["tokens"] == uncached(model, prompt, 5)
+    gone = next(k for k in store.sats[0].store if k[0] == hashes[0])
+    del store.sats[0].store[gone]
+    failed = run_cached(manager, SimpleNamespace(text=prompt), 5, streaming=True)
+    assert failed["cached_tokens"] == 0 and failed["miss_reason"] == "stream failed: not-found"
+    assert "stream_waited_s" not in failed
+    assert failed["tokens"] == uncached(model, prompt, 5)

@@ -61,16 +61,20 @@ def _check_cached_runs(result: dict, modes: set[str]) -> None:
 
 @pytest.fixture(scope="module")
 def booted_result(node_path, tmp_path_factory):
-    """One benchmark run that boots its own 5x5 constellation (link profile: none)."""
+    """One benchmark run that boots its own 5x5 constellation (link profile: none), fetched and streamed."""
     work = tmp_path_factory.mktemp("ttft")
-    result = run(_small_config(node=node_path, work_dir=work))
+    result = run(_small_config(node=node_path, work_dir=work, streaming="both"))
     return result, work
 
 
 def test_cache_hits_cover_the_prefix_and_tokens_equal(booted_result):
     result, _ = booted_result
-    _check_cached_runs(result, {"local", "sky-none"})
+    _check_cached_runs(result, {"local", "sky-none", "sky-none-stream"})
     assert len(result["servers"]["none"]) == 6
+    for m in result["measurements"]:  # only the streamed runs waited for layers, and their transfer is recorded
+        assert (m["stream_waited_s"] is not None) == (m["mode"] == "sky-none-stream"), m
+        if m["mode"] == "sky-none-stream":
+            assert 0 <= m["stream_waited_s"] <= m["retrieval_s"] and m["rebuild_s"] == 0
 
 
 def test_the_benchmark_tears_its_constellation_down(booted_result):
@@ -88,8 +92,9 @@ def test_report_outputs(booted_result, tmp_path):
     assert json.loads(paths["json"].read_text())["summary"] == result["summary"]
     table = report.markdown(result)
     for prefix in (256, 384):
-        for mode in ("nocache", "local", "sky-none"):
+        for mode in ("nocache", "local", "sky-none", "sky-none-stream"):
             assert f"| {prefix} | {mode} |" in table
+    assert "(overlapped; waited" in table
     assert "NO" not in table.split("| tokens equal |")[1]  # every cached cell says yes
     assert "paper Table 3" in table
 

@@ -97,6 +97,7 @@ def config_from_args(args: argparse.Namespace):
         repeats=args.repeats, gen_tokens=args.gen_tokens, gen_repeats=args.gen_repeats,
         profiles=args.profiles, planes=args.planes, sats=args.sats, servers=args.servers, chunk_size=args.chunk_size,
         manifest=getattr(args, "manifest", None), node=args.node, work_dir=args.work_dir,
+        streaming=getattr(args, "streaming", "off"),
     )
     if cfg.manifest is None and cfg.servers > cfg.planes * cfg.sats:
         raise ValueError(f"--servers {cfg.servers} is more than the {cfg.planes}x{cfg.sats} satellites")

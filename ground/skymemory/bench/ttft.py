@@ -8,6 +8,11 @@ prefix + one of several suffixes) in every mode, side by side:
                  no-network limit of a KV cache
   sky-<profile>  the prefix KV comes from a real constellation of satellite
                  processes (ConstellationBlockStore) under a link profile
+  sky-<profile>-stream
+                 the same KV streamed layer by layer while the suffix is computed
+                 (--streaming on|both; skymemory.kv.streaming): "retrieval" is then
+                 the whole transfer, overlapped with the prefill, and "waited" the
+                 part of it the model waited for
 
 TTFT = wall time from the prompt string to the first generated token id:
 tokenise + get_cache (lookup, retrieval, KV rebuild) + forward over the
@@ -38,6 +43,7 @@ from .profiles import PROFILES, LinkProfile, profile_of_manifest
 from .workload import Prompt, build_workload
 
 Log = Callable[[str], None]
+STREAMING_CHOICES = ("off", "on", "both")
 
 
 @dataclass
@@ -62,6 +68,7 @@ class TTFTConfig:
     node: Path | None = None
     work_dir: Path | None = None  # constellation run dirs (default: a temporary directory)
     warmup: bool = True
+    streaming: str = "off"  # sky modes: "off" fetch then compute, "on" streamed, "both" side by side
 
     def check(self) -> None:
         if not self.prefix_tokens or any(p < 1 for p in self.prefix_tokens):
@@ -74,6 +81,8 @@ class TTFTConfig:
             raise ValueError(f"servers must be 1..{self.planes * self.sats}")
         if self.manifest is None and not self.profiles:
             raise ValueError("no link profile")
+        if self.streaming not in STREAMING_CHOICES:
+            raise ValueError(f"streaming must be one of {', '.join(STREAMING_CHOICES)}")
 
 
 @dataclass
@@ -97,6 +106,7 @@ class Measurement:
     gen_total_s: float | None = None  # string -> gen_tokens tokens
     tokens: list[int] = field(default_factory=list)
     miss_reason: str | None = None  # why the cache covered less than the whole usable prefix
+    stream_waited_s: float | None = None  # streamed: time the forward waited for prefix layers
     first_token_equal: bool | None = None  # vs the no-cache run of the same round
     tokens_equal: bool | None = None
 
@@ -144,28 +154,43 @@ def run_nocache(model, tokenizer, prompt: Prompt, gen_tokens: int | None):
     return fields, out.past_key_values
 
 
-def run_cached(manager, prompt: Prompt, gen_tokens: int | None) -> dict:
-    """Measurement fields with the prefix KV from `manager`'s store."""
+def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool = False) -> dict:
+    """Measurement fields with the prefix KV from `manager`'s store (streamed layer by layer if asked)."""
     import torch
+    from transformers import DynamicCache
+
+    from skymemory.kv.streaming import StreamFailed, evict_after_failure
 
     model = manager.model
+    stream_fields: dict = {}
     with torch.no_grad():
         started = time.perf_counter()
-        result = manager.get_cache(prompt.text)
+        result = manager.get_cache(prompt.text, streaming=streaming)
         got_cache = time.perf_counter()
         suffix = result.input_ids[:, result.prefix_tokens:]
-        out = model(input_ids=suffix, past_key_values=result.cache, use_cache=True, logits_to_keep=1)
+        stream = getattr(result.cache, "stream", None)
+        try:
+            out = model(input_ids=suffix, past_key_values=result.cache, use_cache=True, logits_to_keep=1)
+        except StreamFailed as exc:  # as generate_streaming does: evict, then the whole prompt uncached
+            stream.join(10)
+            evict_after_failure(manager, result, exc)
+            result.prefix_tokens, result.miss_reason = 0, f"stream failed: {exc.reason}"
+            out = model(input_ids=result.input_ids, past_key_values=DynamicCache(config=model.config),
+                        use_cache=True, logits_to_keep=1)
+            stream = None
+        if stream is not None:  # the forward has waited for the last layer: the transfer is over
+            stream_fields = dict(retrieval_s=stream.stats.transfer_s or 0.0, stream_waited_s=stream.stats.exposed_s)
         first = _argmax_last(out.logits)
         ttft = time.perf_counter() - started
         tokens, gen_total = [first], None
         if gen_tokens:
             tokens = _continue_greedy(model, out.past_key_values, first, gen_tokens)
             gen_total = time.perf_counter() - started
-    return dict(ttft_s=ttft, first_token=first, prompt_tokens=result.input_ids.shape[1],
-                cached_tokens=result.prefix_tokens, lookup_s=result.lookup_s, retrieval_s=result.retrieval_s,
-                rebuild_s=result.decode_s, prefill_s=ttft - (got_cache - started),
-                bytes_retrieved=result.bytes_retrieved, gen_total_s=gen_total, tokens=tokens,
-                miss_reason=result.miss_reason)
+    return {**dict(ttft_s=ttft, first_token=first, prompt_tokens=result.input_ids.shape[1],
+                   cached_tokens=result.prefix_tokens, lookup_s=result.lookup_s, retrieval_s=result.retrieval_s,
+                   rebuild_s=result.decode_s, prefill_s=ttft - (got_cache - started),
+                   bytes_retrieved=result.bytes_retrieved, gen_total_s=gen_total, tokens=tokens,
+                   miss_reason=result.miss_reason), **stream_fields}
 
 
 # ---------------------------------------------------------------------------- stores
@@ -173,10 +198,11 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None) -> dict:
 
 @dataclass
 class CachedMode:
-    name: str  # "local" or "sky-<profile>"
+    name: str  # "local", "sky-<profile>" or "sky-<profile>-stream"
     manager: object  # KVCManager
     profile: LinkProfile | None
     store: object
+    streaming: bool = False
 
 
 def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
@@ -228,6 +254,7 @@ def summarise(measurements: list[Measurement]) -> list[dict]:
             "retrieval_s": _summ([m.retrieval_s for m in runs]),
             "rebuild_s": _summ([m.rebuild_s for m in runs]),
             "prefill_s": _summ([m.prefill_s for m in runs]),
+            "stream_waited_s": _summ([m.stream_waited_s for m in runs if m.stream_waited_s is not None]),
             "gen_total_s": _summ(gens),
             "cached_tokens": sorted({m.cached_tokens for m in runs}),
             "expected_cached_tokens": runs[0].expected_cached_tokens,
@@ -319,11 +346,18 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
                                                           client_options={"timeout": 2.0})
             stack.callback(store.close)
             manager = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=RadixIndex())
-            modes.append(CachedMode(f"sky-{profile.name}", manager, profile, store))
+            if cfg.streaming in ("off", "both"):
+                modes.append(CachedMode(f"sky-{profile.name}", manager, profile, store))
+            if cfg.streaming in ("on", "both"):  # the same store and index, the prefix streamed
+                modes.append(CachedMode(f"sky-{profile.name}-stream", manager, profile, store, streaming=True))
         block_tokens = modes[0].manager.block_tokens
 
         def fill(prompt: Prompt, cache) -> None:
+            filled = set()
             for mode in modes:
+                if id(mode.manager) in filled:  # a streamed mode shares its store with the fetched one
+                    continue
+                filled.add(id(mode.manager))
                 t = time.perf_counter()
                 added = mode.manager.add_blocks(prompt.text, cache=cache)
                 if added.error:
@@ -337,7 +371,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
             _, cache = run_nocache(model, tokenizer, warm, 2)
             fill(warm, cache)
             for mode in modes:
-                run_cached(mode.manager, warm, 2)
+                run_cached(mode.manager, warm, 2, mode.streaming)
 
         measurements: list[Measurement] = []
         for prefix_tokens in cfg.prefix_tokens:
@@ -355,7 +389,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
                     fill(prompt, cache)
                 del cache
                 for mode in modes:
-                    fields = run_cached(mode.manager, prompt, gen)
+                    fields = run_cached(mode.manager, prompt, gen, mode.streaming)
                     m = Measurement(prefix_tokens, mode.name, rnd, prompt.suffix_index, **fields,
                                     expected_cached_tokens=expected)
                     miss = m.miss_reason
@@ -382,8 +416,13 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
 def _line(m: Measurement, gen: int | None) -> str:
     text = f"  prefix {m.prefix_tokens:5d}  round {m.round}  {m.mode:10s} TTFT {m.ttft_s * 1000:9.1f} ms"
     if m.mode != "nocache":
-        text += (f" (lookup {m.lookup_s * 1000:.1f} + retrieval {m.retrieval_s * 1000:.1f} + rebuild "
-                 f"{m.rebuild_s * 1000:.1f} + prefill {m.prefill_s * 1000:.1f}; {m.cached_tokens} tokens cached)")
+        if m.stream_waited_s is not None:
+            text += (f" (lookup {m.lookup_s * 1000:.1f} + streamed prefill {m.prefill_s * 1000:.1f}, of it waited "
+                     f"{m.stream_waited_s * 1000:.1f} for a {m.retrieval_s * 1000:.1f} ms transfer; "
+                     f"{m.cached_tokens} tokens cached)")
+        else:
+            text += (f" (lookup {m.lookup_s * 1000:.1f} + retrieval {m.retrieval_s * 1000:.1f} + rebuild "
+                     f"{m.rebuild_s * 1000:.1f} + prefill {m.prefill_s * 1000:.1f}; {m.cached_tokens} tokens cached)")
     if gen and m.gen_total_s is not None:
         text += f"  {gen} tokens in {m.gen_total_s:.2f} s"
     if m.tokens_equal is not None:
@@ -419,6 +458,9 @@ def register(subparsers) -> None:
     parser.add_argument("--manifest", type=options.existing_file, default=None,
                         help="attach to a running constellation (its link profile is read from the manifest) "
                              "instead of booting one per --profiles")
+    parser.add_argument("--streaming", choices=STREAMING_CHOICES, default="off",
+                        help="constellation modes: fetch the prefix then compute (off, the default), stream it "
+                             "layer by layer into the forward pass (on), or both side by side")
     parser.add_argument("--out", type=Path, default=Path("out/ttft"), help="output directory (default out/ttft)")
     parser.set_defaults(func=_main)
 
