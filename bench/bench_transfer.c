@@ -4,12 +4,13 @@
  * from C with no Python at all.
  *
  *   bench_transfer --server P,S,HOST,PORT [--server ...] --bytes N [--blocks B]
- *                  [--chunk-bytes C] [--repeats R] [--window-bytes W]
+ *                  [--chunk-bytes C] [--repeats R] [--window-bytes W] [--get-window-bytes G]
  *
  * Stores B blocks of N bytes each (random data, chunk i on server i % n,
  * each satellite reached over its own ground port), reads them back R times,
  * checks every byte, and prints one JSON line with the timings and packet
- * counts. `skymemory bench transfer --c-ceiling` runs it.
+ * counts. `skymemory bench transfer` runs it with the windows its Python path used
+ * (W for sets and, unless G is given, for gets).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -38,7 +39,7 @@ static double now_s(void)
 static int usage(const char *msg)
 {
     fprintf(stderr, "bench_transfer: %s\nusage: bench_transfer --server P,S,HOST,PORT [...] --bytes N "
-                    "[--blocks B] [--chunk-bytes C] [--repeats R] [--window-bytes W]\n", msg);
+                    "[--blocks B] [--chunk-bytes C] [--repeats R] [--window-bytes W] [--get-window-bytes G]\n", msg);
     return 2;
 }
 
@@ -71,7 +72,7 @@ int main(int argc, char **argv)
 {
     skymem_bulk_server_t servers[MAX_SERVERS];
     unsigned n_servers = 0;
-    unsigned long long bytes = 0, n_blocks = 1, chunk = 6144, repeats = 5, window = 8u << 20;
+    unsigned long long bytes = 0, n_blocks = 1, chunk = 6144, repeats = 5, window = 8u << 20, get_window = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
@@ -103,6 +104,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--window-bytes")) {
             if (parse_u64(v, 1, 1u << 31, &window))
                 return usage("--window-bytes wants 1..2^31");
+        } else if (!strcmp(a, "--get-window-bytes")) {
+            if (parse_u64(v, 1, 1u << 31, &get_window))
+                return usage("--get-window-bytes wants 1..2^31");
         } else {
             return usage("unknown option");
         }
@@ -149,6 +153,7 @@ int main(int argc, char **argv)
            "\"set_s\": %.6f, \"set_packets\": %llu, \"get_s\": [",
            bytes, n_blocks, chunk, n_servers, set_s, (unsigned long long)(o.packets_rx + o.packets_tx));
     unsigned long long get_packets = 0;
+    o.window_bytes = (uint32_t)(get_window ? get_window : window);
     for (unsigned long long r = 0; r < repeats; r++) {
         for (unsigned b = 0; b < n_blocks; b++)
             blocks[b].buf = dst + bytes * b;

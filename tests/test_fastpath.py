@@ -109,6 +109,25 @@ def test_put_blocks_stores_several_blocks_in_one_call(sats):
             store.put_blocks([(b"short", b"x")])
 
 
+def test_window_fits_the_receive_buffer_the_socket_got(sats, monkeypatch):
+    from skymemory import fastpath
+
+    bulk = BulkTransfer({s.me: s.address for s in sats})
+    with bulk._socket() as sock:  # the size the kernel granted (forced, or capped at net.core.rmem_max)
+        granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        assert bulk._window("skymem_bulk_get", sock) == max(fastpath.MIN_WINDOW,
+                                                             min(fastpath.GET_WINDOW_MAX, granted // 2))
+        assert bulk._window("skymem_bulk_set", sock) == fastpath.SET_WINDOW  # satellites' buffers: unseen
+    monkeypatch.setattr(fastpath, "RCVBUF", 1 << 20)  # a small buffer shrinks a get's window with it
+    with bulk._socket() as sock:
+        assert bulk._window("skymem_bulk_get", sock) <= sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2
+    fixed = BulkTransfer({s.me: s.address for s in sats}, window_bytes=12345)
+    with fixed._socket() as sock:
+        assert fixed._window("skymem_bulk_get", sock) == fixed._window("skymem_bulk_set", sock) == 12345
+    with pytest.raises(ValueError):
+        BulkTransfer({}, window_bytes=0)
+
+
 def test_missing_chunk_is_reported_per_chunk(sats):
     payload = os.urandom(5_000)
     h = hashlib.sha256(payload).digest()

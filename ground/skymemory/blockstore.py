@@ -276,10 +276,11 @@ class ConstellationBlockStore:
         return jobs
 
     def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None,
-                   wave_chunks: int = 0, pace_Bps: float = 0.0) -> TransferStats:
+                   wave_chunks: int = 0, pace_Bps: float = 0.0, window_bytes: int | None = None) -> TransferStats:
         """Run the C get for `jobs`; raises BlockMiss unless every chunk of every block arrived intact."""
         assert self.fast is not None
-        stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks, pace_Bps=pace_Bps)
+        stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks, pace_Bps=pace_Bps,
+                              window_bytes=window_bytes)
         self.last_transfer = stats
         for job in jobs:
             gone = int(np.count_nonzero(job.status == NOT_FOUND))

@@ -31,6 +31,9 @@ PENDING, OK, NOT_FOUND = 0, 1, 2
 DONE, INCOMPLETE, REFUSED = 0, 1, 2
 _ERRORS = {-1: "bad arguments", -2: "out of memory", -3: "socket error"}
 RCVBUF = 32 * 1024 * 1024
+GET_WINDOW_MAX = 24 * 1024 * 1024  # a get's default bytes in flight, at most (the socket's buffer may cap it)
+SET_WINDOW = 8 * 1024 * 1024  # a set's default: the satellites' receive buffers bound it, and we cannot see them
+MIN_WINDOW = 64 * 1024
 
 
 def require_native():
@@ -81,6 +84,7 @@ class TransferStats:
     retransmits: int
     ignored: int
     nak_status: int = 0  # SKYMEM_NAK_* of the refusal when rc == REFUSED (set only)
+    window_bytes: int = 0  # bytes in flight the call allowed
 
     @property
     def outcome(self) -> str:
@@ -100,12 +104,12 @@ class BulkTransfer:
         rto_s: float = 0.2,
         retries: int = 8,
         deadline_s: float = 120.0,
-        window_bytes: int = 8 * 1024 * 1024,
+        window_bytes: int | None = None,
         signer: auth.Signer | None = None,
     ) -> None:
         self.ffi, self.lib = require_native()
-        if rto_s <= 0 or deadline_s <= 0 or retries < 0 or window_bytes < 1:
-            raise ValueError("rto_s and deadline_s must be > 0, retries >= 0, window_bytes >= 1")
+        if rto_s <= 0 or deadline_s <= 0 or retries < 0 or (window_bytes is not None and window_bytes < 1):
+            raise ValueError("rto_s and deadline_s must be > 0, retries >= 0, window_bytes >= 1 (or None)")
         self.addresses = dict(addresses)
         self.via = via
         self.station_id = station_id
@@ -113,7 +117,7 @@ class BulkTransfer:
         self.rto_s = rto_s
         self.retries = retries
         self.deadline_s = deadline_s
-        self.window_bytes = window_bytes
+        self.window_bytes = window_bytes  # None: chosen per call (_window)
         # with a signer every SET_CHUNK is signed in C (keyed satellites refuse unsigned ones)
         self.signer = signer
         self._ids = random.Random()
@@ -133,6 +137,22 @@ class BulkTransfer:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
         sock.bind((self.bind_host, 0))
         return sock
+
+    def _window(self, fn_name: str, sock: socket.socket, asked: int | None = None) -> int:
+        """Bytes in flight for one call: as asked or configured, else for a get what this socket can hold.
+
+        A get's replies may all arrive before the C loop reads any, so the window must fit the
+        receive buffer the kernel actually granted (SO_RCVBUFFORCE needs CAP_NET_ADMIN; without
+        it the buffer is net.core.rmem_max). Linux reports twice the size set, the other half
+        covering each datagram's overhead, so half the reported size bounds the payload.
+        On a 70 ms link a window is what limits a get: 8 MiB per round trip is ~120 MB/s.
+        """
+        if asked is not None or self.window_bytes is not None:
+            return asked if asked is not None else self.window_bytes
+        if fn_name == "skymem_bulk_set":
+            return SET_WINDOW
+        granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        return max(MIN_WINDOW, min(GET_WINDOW_MAX, granted // 2))
 
     def _servers(self, jobs: Sequence[BlockJob]):
         """The C server table (one entry per distinct satellite) and each job's first entry."""
@@ -159,7 +179,7 @@ class BulkTransfer:
         return servers, len(table), firsts
 
     def _run(self, fn_name: str, jobs: Sequence[BlockJob], prefix: np.ndarray | None, wave_chunks: int,
-             deadline_s: float | None, pace_Bps: float = 0.0) -> TransferStats:
+             deadline_s: float | None, pace_Bps: float = 0.0, window_bytes: int | None = None) -> TransferStats:
         ffi, lib = self.ffi, self.lib
         servers, n_servers, firsts = self._servers(jobs)
         blocks = ffi.new("skymem_bulk_block_t[]", max(1, len(jobs)))
@@ -186,7 +206,6 @@ class BulkTransfer:
         with self._ids_lock:
             opts.request_id = self._ids.randrange(1, 2**31)
         opts.station_id = self.station_id
-        opts.window_bytes = self.window_bytes
         opts.wave_chunks = wave_chunks
         opts.pace_Bps = pace_Bps
         opts.rto_s = self.rto_s
@@ -201,25 +220,30 @@ class BulkTransfer:
             opts.auth_seq_first = self.signer.reserve(opts.auth_seq_count)
         with self._socket() as sock:
             opts.fd = sock.fileno()
+            opts.window_bytes = self._window(fn_name, sock, window_bytes)
             rc = getattr(lib, fn_name)(servers, n_servers, blocks, len(jobs), opts)
         if rc < 0:
             raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
         return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
-                             opts.retransmits, opts.ignored, opts.nak_status)
+                             opts.retransmits, opts.ignored, opts.nak_status, opts.window_bytes)
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
-            deadline_s: float | None = None, pace_Bps: float = 0.0) -> TransferStats:
+            deadline_s: float | None = None, pace_Bps: float = 0.0,
+            window_bytes: int | None = None) -> TransferStats:
         """Fill each job's buffer; `status` says which chunks came (OK) or are gone (NOT_FOUND).
 
         `prefix[i]` (optional) is advanced, while the call runs, to the number of
         chunks of block i received contiguously from chunk 0; `wave_chunks` > 0
         asks chunk ids in waves across blocks (chunks 0..wave-1 of every block first);
         `pace_Bps` > 0 asks the waves after the first no faster than that many
-        bytes per second, so that replies arrive in the order asked.
+        bytes per second, so that replies arrive in the order asked; `window_bytes`
+        overrides the bytes in flight for this call.
         """
         if pace_Bps < 0:
             raise ValueError("pace_Bps must be >= 0")
-        return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps)
+        if window_bytes is not None and window_bytes < 1:
+            raise ValueError("window_bytes must be >= 1")
+        return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps, window_bytes)
 
     def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None) -> TransferStats:
         """Store every chunk; `status` OK = acknowledged, NOT_FOUND = given up after the retries."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import torch
@@ -70,3 +71,30 @@ def test_get_cache_streaming_flag_gives_the_same_tokens(constellation, tmp_path)
         assert generate(fetched) == generate(streamed) == ref
         streamed.cache.stream.join(10)
         assert streamed.cache.stream.stats.transfer_s > 0
+
+
+def test_bench_transfer_runs_python_and_c_with_the_same_windows(node_path, tmp_path):
+    """`skymemory bench transfer` end to end on a small constellation: every row checked, windows recorded."""
+    import argparse
+
+    from skymemory.bench import transfer
+    from skymemory.fastpath import SET_WINDOW
+
+    binary = transfer.bench_binary(None)
+    if binary is None:
+        import pytest
+
+        pytest.skip("build/bench_transfer is not built")
+    parser = argparse.ArgumentParser()
+    transfer.register(parser.add_subparsers())
+    args = parser.parse_args(["transfer", "--profiles", "none", "--sizes-mb", "1", "--chunk-sizes", "6144",
+                              "--no-kv", "--repeats", "2", "--planes", "3", "--sats", "3", "--servers", "3",
+                              "--node", str(node_path), "--out", str(tmp_path)])
+    assert args.func(args) == 0
+    rows = json.loads((tmp_path / "transfer.json").read_text())
+    assert {(r["op"], r["path"]) for r in rows} == {("set", "python+C"), ("get", "python+C"),
+                                                     ("get-into", "python+C"), ("set", "C only"), ("get", "C only")}
+    windows = {(r["op"], r["path"]): r["window_bytes"] for r in rows}
+    assert windows[("set", "python+C")] == windows[("set", "C only")] == SET_WINDOW
+    assert windows[("get", "python+C")] == windows[("get", "C only")] >= SET_WINDOW // 8
+    assert all(r["goodput_MBps"] > 0 and r["retransmits"] >= 0 for r in rows)

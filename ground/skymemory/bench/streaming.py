@@ -75,12 +75,20 @@ def ttft_recompute(model, prompt) -> dict:
 
 
 def measure_link(store, records, repeats: int = 3) -> tuple[float, float]:
-    """(goodput bytes/s of fetching `records`, median NOOP round trip s to the first server)."""
+    """(goodput bytes/s of fetching `records`, median NOOP round trip s to the first server).
+
+    Fetched with the streaming window (kv.streaming.STREAM_WINDOW_BYTES): the rate the
+    cost model scales with is the one a streamed prefix gets, which on a long round trip
+    is the window's, not the link's.
+    """
+    from skymemory.kv.streaming import STREAM_WINDOW_BYTES
+
     times = []
     buffers = [bytearray(r.n_bytes) for r in records]
     for _ in range(repeats):
+        jobs = store.block_jobs(records, buffers)
         started = time.perf_counter()
-        store.get_blocks(records, buffers)
+        store.fetch_jobs(jobs, window_bytes=STREAM_WINDOW_BYTES)
         times.append(time.perf_counter() - started)
     servers = store._servers(records[0], store.mission_ms())
     rtt = statistics.median(store._run(store.client.noop(servers[0])) for _ in range(5))

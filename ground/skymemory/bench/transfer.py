@@ -56,11 +56,12 @@ def bench_binary(explicit: str | None) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def _row(profile, chunk, case, op, path, n_bytes, times, packets, retransmits) -> dict:
+def _row(profile, chunk, case, op, path, n_bytes, times, packets, retransmits, window) -> dict:
     med = statistics.median(times)
     return {"profile": profile, "chunk_bytes": chunk, "case": case, "op": op, "path": path, "bytes": n_bytes,
             "median_s": med, "min_s": min(times), "goodput_MBps": n_bytes / med / 1e6,
-            "packets_per_s": packets / med if med > 0 else 0.0, "retransmits": retransmits, "runs": len(times)}
+            "packets_per_s": packets / med if med > 0 else 0.0, "retransmits": retransmits, "runs": len(times),
+            "window_bytes": window}
 
 
 def measure_python(store, case: str, blocks: list[bytes], repeats: int) -> list[tuple]:
@@ -71,7 +72,7 @@ def measure_python(store, case: str, blocks: list[bytes], repeats: int) -> list[
     records = store.put_blocks(list(zip(hashes, blocks)))
     set_s = time.perf_counter() - started
     t = store.last_transfer
-    results = [("set", total, [set_s], t.packets_rx + t.packets_tx, t.retransmits)]
+    results = [("set", total, [set_s], t.packets_rx + t.packets_tx, t.retransmits, t.window_bytes)]
     buffers = [bytearray(len(b)) for b in blocks]
     for op, bufs in (("get", None), ("get-into", buffers)):  # fresh memory / preallocated buffers
         get_times, get_packets, get_retx = [], 0, 0
@@ -83,27 +84,29 @@ def measure_python(store, case: str, blocks: list[bytes], repeats: int) -> list[
                 raise RuntimeError(f"{case}: data read back differs from what was stored")
             get_packets = store.last_transfer.packets_rx + store.last_transfer.packets_tx
             get_retx += store.last_transfer.retransmits
-        results.append((op, total, get_times, get_packets, get_retx))
+        results.append((op, total, get_times, get_packets, get_retx, store.last_transfer.window_bytes))
     for r in records:
         store.evict_block(r)
     return results
 
 
-def measure_c(binary: Path, manifest, servers, n_bytes: int, blocks: int, chunk: int, repeats: int) -> list[tuple]:
+def measure_c(binary: Path, manifest, servers, n_bytes: int, blocks: int, chunk: int, repeats: int,
+              set_window: int, get_window: int) -> list[tuple]:
+    """The same transfer from C alone, with the windows the Python path used."""
     addresses = manifest.ground_addresses()
     args = [str(binary)]
     for s in servers:
         host, port = addresses[s]
         args += ["--server", f"{s[0]},{s[1]},{host},{port}"]
     args += ["--bytes", str(n_bytes), "--blocks", str(blocks), "--chunk-bytes", str(chunk),
-             "--repeats", str(repeats)]
+             "--repeats", str(repeats), "--window-bytes", str(set_window), "--get-window-bytes", str(get_window)]
     r = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError(f"bench_transfer failed ({r.returncode}): {r.stderr.strip()}")
     out = json.loads(r.stdout)
     total = n_bytes * blocks
-    return [("set", total, [out["set_s"]], out["set_packets"], 0),
-            ("get", total, out["get_s"], out["get_packets"], out["retransmits"])]
+    return [("set", total, [out["set_s"]], out["set_packets"], 0, set_window),
+            ("get", total, out["get_s"], out["get_packets"], out["retransmits"], get_window)]
 
 
 def run(args, log=print) -> list[dict]:
@@ -135,14 +138,16 @@ def run(args, log=print) -> list[dict]:
                                              mission_ms=manifest.constellation().mission_ms,
                                              bind_host=manifest.ground_host) as store:
                     for case, blocks in cases:
-                        for op, nb, times, packets, retx in measure_python(store, case, blocks, args.repeats):
-                            rows.append(_row(profile.name, chunk, case, op, "python+C", nb, times, packets, retx))
+                        windows = {}
+                        for op, *measured in measure_python(store, case, blocks, args.repeats):
+                            rows.append(_row(profile.name, chunk, case, op, "python+C", *measured))
+                            windows[op] = measured[-1]
                             log(_line(rows[-1]))
                         if binary is not None:
                             size = len(blocks[0])
-                            for op, nb, times, packets, retx in measure_c(binary, manifest, servers, size,
-                                                                          len(blocks), chunk, args.repeats):
-                                rows.append(_row(profile.name, chunk, case, op, "C only", nb, times, packets, retx))
+                            for op, *measured in measure_c(binary, manifest, servers, size, len(blocks), chunk,
+                                                           args.repeats, windows["set"], windows["get"]):
+                                rows.append(_row(profile.name, chunk, case, op, "C only", *measured))
                                 log(_line(rows[-1]))
     return rows
 
@@ -150,14 +155,15 @@ def run(args, log=print) -> list[dict]:
 def _line(r: dict) -> str:
     return (f"  {r['profile']:6s} chunk {r['chunk_bytes']:6d}  {r['case']:16s} {r['op']:8s} {r['path']:8s} "
             f"{r['goodput_MBps']:8.1f} MB/s  {r['packets_per_s']:9.0f} pkt/s  median {r['median_s'] * 1000:8.2f} ms"
-            f"  retx {r['retransmits']}")
+            f"  retx {r['retransmits']}  window {r['window_bytes'] / 2**20:.1f} MiB")
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| profile | chunk B | case | op | path | goodput MB/s | packets/s | median ms | retransmits |",
-             "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    lines = ["| profile | chunk B | case | op | path | window MiB | goodput MB/s | packets/s | median ms | retransmits |",
+             "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         lines.append(f"| {r['profile']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
+                     f"{r.get('window_bytes', 0) / 2**20:.1f} | "
                      f"{r['goodput_MBps']:.1f} | {r['packets_per_s']:.0f} | {r['median_s'] * 1000:.2f} | "
                      f"{r['retransmits']} |")
     return "\n".join(lines)
