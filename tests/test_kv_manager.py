@@ -230,3 +230,27 @@ def test_strict_mode_evicts_then_raises_for_any_failure(tmp_path, mode):
     with pytest.raises(BlockMiss):
         manager.get_cache(prompt)
     assert store.evicted == hashes[1:] and hashes[1] not in manager.index
+
+
+class _PutFailsAt(MemoryBlockStore):
+    """Stores blocks one by one, refusing the n-th put (a satellite out of space, say)."""
+
+    def __init__(self, fail_at: int):
+        super().__init__()
+        self.fail_at = fail_at
+
+    def put_block(self, block_hash, payload):
+        if self.puts == self.fail_at:
+            self.puts += 1
+            raise TimeoutError("SET_CHUNK not acknowledged")
+        return super().put_block(block_hash, payload)
+
+
+def test_blocks_stored_before_a_failed_put_stay_indexed(tmp_path):
+    store = _PutFailsAt(fail_at=2)
+    manager = _manager(tmp_path, store=store)
+    prompt = random_prompt(4 * BLOCK + 2, seed=21)
+    added = manager.add_blocks(prompt)
+    assert added.blocks_stored == 2 and "TimeoutError" in added.error
+    assert added.hashes[1] in manager.index and added.hashes[2] not in manager.index
+    assert manager.get_cache(prompt).prefix_tokens == 2 * BLOCK

@@ -361,6 +361,14 @@ class KVCManager:
         result.compute_s = time.perf_counter() - started
 
         parent = self.root if first_new == 0 else hashes[first_new - 1]
+
+        def indexed(position: int, record, payload: bytes) -> None:
+            nonlocal parent
+            self.index.insert(parent, record, self._meta(position), save=False)
+            parent = hashes[position]
+            result.blocks_stored += 1
+            result.bytes_stored += len(payload)
+
         put_blocks = getattr(self.store, "put_blocks", None)  # all blocks' chunks in flight at once
         try:
             if put_blocks is not None:
@@ -369,22 +377,19 @@ class KVCManager:
                                                      self.kv_format)
                 result.encode_s += time.perf_counter() - started
                 started = time.perf_counter()
-                stored = list(zip(put_blocks(list(zip(hashes[first_new:], payloads))), payloads))
+                records = put_blocks(list(zip(hashes[first_new:], payloads)))
                 result.store_s += time.perf_counter() - started
-            else:
-                stored = []
+                for position, (record, payload) in enumerate(zip(records, payloads), start=first_new):
+                    indexed(position, record, payload)
+            else:  # block by block: the blocks stored before a failure stay indexed
                 for position in range(first_new, len(hashes)):
                     started = time.perf_counter()
                     (payload,) = codec.encode_cache_blocks(cache, self.block_tokens, position, 1, self.kv_format)
                     result.encode_s += time.perf_counter() - started
                     started = time.perf_counter()
-                    stored.append((self.store.put_block(hashes[position], payload), payload))
+                    record = self.store.put_block(hashes[position], payload)
                     result.store_s += time.perf_counter() - started
-            for position, (record, payload) in enumerate(stored, start=first_new):
-                self.index.insert(parent, record, self._meta(position), save=False)
-                parent = hashes[position]
-                result.blocks_stored += 1
-                result.bytes_stored += len(payload)
+                    indexed(position, record, payload)
         except Exception as exc:  # noqa: BLE001 - later blocks are useless without this one: stop
             if self.strict:
                 raise
