@@ -187,6 +187,17 @@ static int wait_readable(int fd, double seconds)
     return ppoll(&p, 1, &ts, NULL); /* ns resolution: pacing waits a fraction of a millisecond */
 }
 
+/* How long to wait for replies before the next pass: until a request may be overdue (at most 50 ms),
+ * less when the pace lets the next request go sooner, and not at all when the last send batch was
+ * full (the window may allow more at once; waiting there cost a round trip per 64 requests). */
+static double reply_wait_s(const skymem_bulk_opts_t *o, int batch_full, double pace_wait)
+{
+    if (batch_full)
+        return 0;
+    double due = o->rto_s < 0.05 ? o->rto_s : 0.05;
+    return pace_wait > 0 && pace_wait < due ? pace_wait : due;
+}
+
 /* ======================================================================= get */
 
 typedef struct {
@@ -334,14 +345,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         if (nt)
             send_batch(o->fd, tx, nt, o);
 
-        /* 2. wait for replies, at most until the oldest open request is due (or the pace lets the next go);
-         *    not at all when the batch was full: the window may allow more at once */
-        double due = o->rto_s < 0.05 ? o->rto_s : 0.05;
-        if (pace_wait > 0 && pace_wait < due)
-            due = pace_wait;
-        if (nt == TX_BATCH)
-            due = 0;
-        if (wait_readable(o->fd, due) < 0 && errno != EINTR) {
+        /* 2. wait for replies */
+        if (wait_readable(o->fd, reply_wait_s(o, nt == TX_BATCH, pace_wait)) < 0 && errno != EINTR) {
             rc = SKYMEM_BULK_E_SOCKET;
             break;
         }
@@ -585,9 +590,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         }
         if (nt)
             send_batch(o->fd, tx, nt, o);
-        /* wait for ACKs, but not when the batch was full: the window may allow more at once */
-        double due = nt == TX_BATCH ? 0 : (o->rto_s < 0.05 ? o->rto_s : 0.05);
-        if (wait_readable(o->fd, due) < 0 && errno != EINTR) {
+        if (wait_readable(o->fd, reply_wait_s(o, nt == TX_BATCH, 0)) < 0 && errno != EINTR) {
             rc = SKYMEM_BULK_E_SOCKET;
             break;
         }
