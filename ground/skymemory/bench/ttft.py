@@ -172,7 +172,6 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
         try:
             out = model(input_ids=suffix, past_key_values=result.cache, use_cache=True, logits_to_keep=1)
         except StreamFailed as exc:  # as generate_streaming does: evict, then the whole prompt uncached
-            stream.join(10)
             evict_after_failure(manager, result, exc)
             result.prefix_tokens, result.miss_reason = 0, f"stream failed: {exc.reason}"
             out = model(input_ids=result.input_ids, past_key_values=DynamicCache(config=model.config),

@@ -65,6 +65,17 @@ class CacheResult:
 
 
 @dataclass
+class PrefixLookup:
+    """A prompt's tokens and the records of its longest cached prefix (nothing fetched yet)."""
+
+    input_ids: torch.Tensor  # [1, n] the whole prompt, on the model's device
+    usable_blocks: int  # full blocks the prompt could use
+    records: list[BlockRecord]  # the longest cached prefix, in order
+    source: str  # "index", "probe" or "none"
+    lookup_s: float
+
+
+@dataclass
 class AddResult:
     blocks_total: int  # full blocks in the prompt
     blocks_cached_before: int  # already in the cache (not stored again)
@@ -163,6 +174,25 @@ class KVCManager:
 
     # ------------------------------------------------------------------ lookup
 
+    def find_prefix(self, prompt: str | list[int]) -> PrefixLookup:
+        """Tokenise, hash the usable blocks and look their longest cached prefix up (get_cache's first half)."""
+        started = time.perf_counter()
+        token_ids = self.token_ids(prompt)
+        n_usable = usable_blocks(len(token_ids), self.block_tokens)
+        records, source = self._lookup_or_miss(self.block_hashes(token_ids, n_usable), "KV lookup")
+        input_ids = torch.tensor([token_ids], dtype=torch.long, device=self.model.device)
+        return PrefixLookup(input_ids, n_usable, records, source, time.perf_counter() - started)
+
+    def _lookup_or_miss(self, hashes: list[bytes], what: str) -> tuple[list[BlockRecord], str]:
+        """_lookup, with a failure (a probe timing out, say) a miss unless strict."""
+        try:
+            return self._lookup(hashes)
+        except Exception as exc:  # noqa: BLE001 - a failed probe is a miss, not a crash
+            if self.strict:
+                raise
+            log.warning("%s failed: %r", what, exc)
+            return [], "none"
+
     def _lookup(self, hashes: list[bytes]) -> tuple[list[BlockRecord], str]:
         """Records of the longest cached prefix of `hashes`, and where they came from."""
         entries = self.index.longest_prefix(self.root, hashes)
@@ -213,19 +243,8 @@ class KVCManager:
             from .streaming import get_cache_streaming  # late import: streaming imports this module
 
             return get_cache_streaming(self, prompt)
-        started = time.perf_counter()
-        token_ids = self.token_ids(prompt)
-        n_usable = usable_blocks(len(token_ids), self.block_tokens)
-        hashes = self.block_hashes(token_ids, n_usable)
-        input_ids = torch.tensor([token_ids], dtype=torch.long, device=self.model.device)
-        try:
-            records, source = self._lookup(hashes)
-        except Exception as exc:  # noqa: BLE001 - a failed probe is a miss, not a crash
-            if self.strict:
-                raise
-            log.warning("KV lookup failed: %r", exc)
-            records, source = [], "none"
-        lookup_s = time.perf_counter() - started
+        found = self.find_prefix(prompt)
+        records, n_usable = found.records, found.usable_blocks
 
         blocks, sizes, miss, retrieval_s, decode_s = self._retrieve(records)
         started = time.perf_counter()
@@ -240,13 +259,13 @@ class KVCManager:
             miss_reason = "not-cached"
         return CacheResult(
             cache=cache,
-            input_ids=input_ids,
+            input_ids=found.input_ids,
             prefix_tokens=len(blocks) * self.block_tokens,
             blocks=[r.block_hash for r in records[: len(blocks)]],
             usable_blocks=n_usable,
             miss_reason=miss_reason,
-            source=source,
-            lookup_s=lookup_s,
+            source=found.source,
+            lookup_s=found.lookup_s,
             retrieval_s=retrieval_s,
             decode_s=decode_s,
             bytes_retrieved=sum(sizes),
@@ -340,13 +359,7 @@ class KVCManager:
         result = AddResult(blocks_total=len(hashes), blocks_cached_before=0, blocks_stored=0, hashes=hashes)
         if not hashes:
             return result
-        try:
-            known, _ = self._lookup(hashes)
-        except Exception as exc:  # noqa: BLE001
-            if self.strict:
-                raise
-            log.warning("KV lookup before add failed: %r", exc)
-            known = []
+        known, _ = self._lookup_or_miss(hashes, "KV lookup before add")
         first_new = len(known)
         result.blocks_cached_before = first_new
         if first_new == len(hashes):

@@ -53,7 +53,6 @@ from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 
 from . import codec
-from .blocks import usable_blocks
 from .store import BlockMiss
 
 log = logging.getLogger(__name__)
@@ -343,19 +342,9 @@ def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: floa
     """
     from .manager import CacheResult
 
-    started = time.perf_counter()
-    token_ids = manager.token_ids(prompt)
-    n_usable = usable_blocks(len(token_ids), manager.block_tokens)
-    hashes = manager.block_hashes(token_ids, n_usable)
-    input_ids = torch.tensor([token_ids], dtype=torch.long, device=manager.model.device)
-    try:
-        records, source = manager._lookup(hashes)
-    except Exception as exc:  # noqa: BLE001 - a failed lookup is a miss
-        if manager.strict:
-            raise
-        log.warning("KV lookup failed: %r", exc)
-        records, source = [], "none"
-    lookup_s = time.perf_counter() - started
+    found = manager.find_prefix(prompt)
+    records, n_usable, input_ids = found.records, found.usable_blocks, found.input_ids
+    source, lookup_s = found.source, found.lookup_s
     if not records:
         return CacheResult(DynamicCache(config=manager.model.config), input_ids, 0, [], n_usable,
                            "not-cached" if n_usable else None, source, lookup_s=lookup_s)
@@ -367,7 +356,10 @@ def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: floa
 
 
 def evict_after_failure(manager, result, failure: StreamFailed) -> None:
-    """A stream failed: evict its blocks (lazy eviction, §3.9) and drop them from the index."""
+    """A stream failed: let its transfer end, evict its blocks (lazy eviction, §3.9), drop them from the index."""
+    stream = getattr(result.cache, "stream", None)
+    if stream is not None:
+        stream.join(10)
     log.warning("streamed KV prefix failed (%s): %s", failure.reason, failure)
     for h in result.blocks:
         entry = manager.index.get(h)
@@ -400,7 +392,6 @@ def generate_streaming(manager, prompt, *, max_new_tokens: int = 30, wave_layers
         tokens = run(result.cache)
         failure = None
     except StreamFailed as exc:
-        stream.join(10)
         evict_after_failure(manager, result, exc)
         if manager.strict:
             raise
