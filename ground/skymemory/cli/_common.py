@@ -17,15 +17,21 @@ def load_manifest(args: argparse.Namespace) -> Manifest:
     return Manifest.load(args.manifest or default_manifest_path())
 
 
-def bounded_int(text: str, minimum: int) -> int:
-    """argparse type helper: a base-10 integer >= minimum, with a clear message otherwise."""
+def bounded_int(text: str, minimum: int, maximum: int | None = None) -> int:
+    """argparse type helper: a base-10 integer in minimum..maximum, with a clear message otherwise."""
     try:
         value = int(text, 10)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"in {minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+        raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
     return value
+
+
+def int_range(minimum: int, maximum: int):
+    """argparse type: a base-10 integer in minimum..maximum."""
+    return lambda text: bounded_int(text, minimum, maximum)
 
 
 def positive_int(text: str) -> int:

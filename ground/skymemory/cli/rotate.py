@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from skymemory import placement
 from skymemory.blockstore import BlockMiss, BlockRecord
-from skymemory.cli._common import add_manifest_arg, load_manifest, positive_float
+from skymemory.cli._common import add_manifest_arg, int_range, load_manifest, positive_float
 from skymemory.errors import SkyMemoryError
 from skymemory.eviction import Evictions
 from skymemory.manifest import Manifest
@@ -230,32 +230,19 @@ def _layout(text: str) -> tuple[str, int]:
     return strategy, n_servers
 
 
-def _count(lo: int, hi: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{v} is outside {lo}..{hi}")
-        return v
-
-    return parse
-
-
 def register(subparsers) -> None:
     p = subparsers.add_parser("rotate", help="turn a launched constellation with blocks stored; report MIGRATE per step",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_manifest_arg(p)
     p.add_argument("--duration", type=positive_float, required=True, help="wall seconds to keep turning")
-    p.add_argument("--blocks", type=_count(1, 10_000), default=12, help="blocks stored before turning (default 12)")
-    p.add_argument("--block-bytes", type=_count(1, 50_000_000), default=100_000,
+    p.add_argument("--blocks", type=int_range(1, 10_000), default=12, help="blocks stored before turning (default 12)")
+    p.add_argument("--block-bytes", type=int_range(1, 50_000_000), default=100_000,
                    help="size of block 0 (block k is 97*k bytes larger), default 100000")
     p.add_argument("--layout", type=_layout, action="append", default=None,
                    help="STRATEGY:SERVERS, repeatable; blocks cycle through them (default rotation-hop:9)")
     p.add_argument("--put-interval", type=float, default=1.0,
                    help="seconds between new blocks during the run, 0 = none (default 1)")
-    p.add_argument("--readers", type=_count(0, 64), default=2, help="concurrent readers during the run (default 2)")
+    p.add_argument("--readers", type=int_range(0, 64), default=2, help="concurrent readers during the run (default 2)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=main)
 

@@ -8,23 +8,11 @@ import math
 import os
 from pathlib import Path
 
+from skymemory.cli._common import int_range
 from skymemory.manifest import DEFAULT_PATH
 
 MAX_SATELLITES = 4096
 RUNTIMES = ("native", "cfs", "docker")
-
-
-def _int_range(lo: int, hi: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text, 0)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{v} is outside {lo}..{hi}")
-        return v
-
-    return parse
 
 
 def _float_range(lo: float, hi: float, lo_open: bool = False):
@@ -71,18 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start (default), stop a detached constellation, or status of its processes")
     p.add_argument("--manifest", type=Path, default=DEFAULT_PATH, help=f"manifest path (default {DEFAULT_PATH})")
     g = p.add_argument_group("constellation")
-    g.add_argument("--planes", type=_int_range(1, 1024), default=19, help="orbital planes (rows), default 19")
-    g.add_argument("--sats", type=_int_range(1, 1024), default=5, help="satellites per plane (columns), default 5")
+    g.add_argument("--planes", type=int_range(1, 1024), default=19, help="orbital planes (rows), default 19")
+    g.add_argument("--sats", type=int_range(1, 1024), default=5, help="satellites per plane (columns), default 5")
     g.add_argument("--altitude-km", type=_float_range(100, 40000), default=550.0)
     g.add_argument("--inclination-deg", type=_float_range(0, 180), default=53.0)
-    g.add_argument("--walker-phase", type=_int_range(0, 1023), default=0)
-    g.add_argument("--ground-station", type=_int_range(0, 0xFFFE), default=0, help="ground station id")
+    g.add_argument("--walker-phase", type=int_range(0, 1023), default=0)
+    g.add_argument("--ground-station", type=int_range(0, 0xFFFE), default=0, help="ground station id")
     g.add_argument("--overhead", type=str, default=None,
                    help="PLANE,SAT overhead the ground host at launch (default: the grid centre)")
     g = p.add_argument_group("node options (passed to every satellite)")
-    g.add_argument("--memory-budget", type=_int_range(4096, 1 << 40), default=64 * 1024 * 1024,
+    g.add_argument("--memory-budget", type=int_range(4096, 1 << 40), default=64 * 1024 * 1024,
                    help="bytes of chunk memory per satellite (default 64 MiB)")
-    g.add_argument("--chunk-size", type=_int_range(1, 60000), default=6144, help="max chunk data bytes")
+    g.add_argument("--chunk-size", type=int_range(1, 60000), default=6144, help="max chunk data bytes")
     g.add_argument("--time-scale", type=_float_range(0, 1e6, lo_open=True), default=1.0,
                    help="mission seconds per wall second")
     g.add_argument("--delay-scale", type=_float_range(0, 1e6), default=1.0,
@@ -91,15 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--bandwidth-mbps", type=_float_range(0, 1e6), default=0.0, help="per-link cap, 0 = unlimited")
     for name in ("loss", "dup", "reorder", "corrupt"):
         g.add_argument(f"--{name}", type=_float_range(0, 1), default=0.0, help=f"emulated {name} rate 0..1")
-    g.add_argument("--seed", type=_int_range(0, 2**32 - 1), default=1)
+    g.add_argument("--seed", type=int_range(0, 2**32 - 1), default=1)
     g.add_argument("--log-level", choices=("error", "warn", "info", "debug"), default="warn")
     g = p.add_argument_group("where the satellites run")
     g.add_argument("--runtime", choices=RUNTIMES, default="native")
     g.add_argument("--node", type=Path, default=None, help="skymem_node binary (default $SKYMEM_NODE or build/skymem_node)")
     g.add_argument("--bind", type=_ipv4, default="127.0.0.1", help="address the local nodes bind (native)")
-    g.add_argument("--isl-port-base", type=_int_range(1024, 65535), default=20000)
-    g.add_argument("--ground-port-base", type=_int_range(1024, 65535), default=40000)
-    g.add_argument("--netns", type=_int_range(1, 250), default=0, metavar="H",
+    g.add_argument("--isl-port-base", type=int_range(1024, 65535), default=20000)
+    g.add_argument("--ground-port-base", type=int_range(1024, 65535), default=40000)
+    g.add_argument("--netns", type=int_range(1, 250), default=0, metavar="H",
                    help="spread satellites over H network namespaces (emulated hosts, needs root)")
     g.add_argument("--hosts", type=_hosts, default=None, help="comma-separated ssh hosts to run satellites on")
     g.add_argument("--remote-node", default="skymem_node", help="node binary path on --hosts machines")
