@@ -104,6 +104,16 @@ def config_from_args(args: argparse.Namespace):
     return cfg
 
 
+def main(args: argparse.Namespace, *, title: str) -> int:
+    """A command's body: the options as a TTFTConfig (exit 2 on a bad combination), then execute."""
+    try:
+        cfg = config_from_args(args)
+    except ValueError as exc:
+        print(f"{title}: {exc}", file=sys.stderr)
+        return 2
+    return execute(cfg, args.out, title=title)
+
+
 def execute(cfg, out_dir: Path, *, title: str) -> int:
     """Run the benchmark with progress on stderr; the table on stdout; outputs under out_dir."""
     from . import report

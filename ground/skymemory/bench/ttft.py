@@ -32,7 +32,6 @@ import contextlib
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -134,6 +133,16 @@ def _continue_greedy(model, cache, first: int, total: int) -> list[int]:
     return tokens
 
 
+def _first_then_rest(model, out, started: float, gen_tokens: int | None):
+    """(first token, TTFT, tokens, time to gen_tokens tokens or None) after the prompt's forward `out`."""
+    first = _argmax_last(out.logits)
+    ttft = time.perf_counter() - started
+    if not gen_tokens:
+        return first, ttft, [first], None
+    tokens = _continue_greedy(model, out.past_key_values, first, gen_tokens)
+    return first, ttft, tokens, time.perf_counter() - started
+
+
 def run_nocache(model, tokenizer, prompt: Prompt, gen_tokens: int | None):
     """(Measurement fields, cache over the whole prompt) computing everything."""
     import torch
@@ -143,12 +152,7 @@ def run_nocache(model, tokenizer, prompt: Prompt, gen_tokens: int | None):
         ids = torch.tensor([tokenizer(prompt.text).input_ids], dtype=torch.long, device=model.device)
         tokenised = time.perf_counter()
         out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        first = _argmax_last(out.logits)
-        ttft = time.perf_counter() - started
-        tokens, gen_total = [first], None
-        if gen_tokens:
-            tokens = _continue_greedy(model, out.past_key_values, first, gen_tokens)
-            gen_total = time.perf_counter() - started
+        first, ttft, tokens, gen_total = _first_then_rest(model, out, started, gen_tokens)
     fields = dict(ttft_s=ttft, first_token=first, prompt_tokens=ids.shape[1], lookup_s=tokenised - started,
                   prefill_s=ttft - (tokenised - started), gen_total_s=gen_total, tokens=tokens)
     return fields, out.past_key_values
@@ -179,12 +183,7 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
             stream = None
         if stream is not None:  # the forward has waited for the last layer: the transfer is over
             stream_fields = dict(retrieval_s=stream.stats.transfer_s or 0.0, stream_waited_s=stream.stats.exposed_s)
-        first = _argmax_last(out.logits)
-        ttft = time.perf_counter() - started
-        tokens, gen_total = [first], None
-        if gen_tokens:
-            tokens = _continue_greedy(model, out.past_key_values, first, gen_tokens)
-            gen_total = time.perf_counter() - started
+        first, ttft, tokens, gen_total = _first_then_rest(model, out, started, gen_tokens)
     return {**dict(ttft_s=ttft, first_token=first, prompt_tokens=result.input_ids.shape[1],
                    cached_tokens=result.prefix_tokens, lookup_s=result.lookup_s, retrieval_s=result.retrieval_s,
                    rebuild_s=result.decode_s, prefill_s=ttft - (got_cache - started),
@@ -467,9 +466,4 @@ def register(subparsers) -> None:
 def _main(args) -> int:
     from . import options
 
-    try:
-        cfg = options.config_from_args(args)
-    except ValueError as exc:
-        print(f"skymemory bench ttft: {exc}", file=sys.stderr)
-        return 2
-    return options.execute(cfg, args.out, title="skymemory bench ttft")
+    return options.main(args, title="skymemory bench ttft")

@@ -16,7 +16,6 @@ The paper's configuration on a GPU:
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from skymemory.bench import options
@@ -34,9 +33,4 @@ def register(subparsers) -> None:
 
 
 def _main(args) -> int:
-    try:
-        cfg = options.config_from_args(args)
-    except ValueError as exc:
-        print(f"skymemory demo: {exc}", file=sys.stderr)
-        return 2
-    return options.execute(cfg, args.out, title="skymemory demo")
+    return options.main(args, title="skymemory demo")

@@ -5,33 +5,34 @@ See skymemory.kvstore for where objects and their metadata live.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
 
 from skymemory.blockstore import BlockMiss
-from skymemory.cli._common import add_manifest_arg, load_manifest, positive_float
+from skymemory.cli._common import add_manifest_arg, load_manifest, positive_float, positive_int
 from skymemory.errors import SkyMemoryError
 from skymemory.kvstore import KVStore, parse_key
-
-
-def _servers(text: str) -> int:
-    import argparse
-
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError("at least 1 server")
-    return v
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("put", help="store a file on the N nearest line-of-sight satellites")
     p.add_argument("file", type=Path, help="file to store")
     p.add_argument("--name", default=None, help="object name (default: the file name); key = SHA-256(name)")
-    p.add_argument("--servers", type=_servers, default=10, help="satellites to stripe over (default 10)")
+    p.add_argument("--servers", type=positive_int, default=10, help="satellites to stripe over (default 10)")
+    _add_client_args(p)
+    p.set_defaults(func=run_put)
+
+    g = subparsers.add_parser("get", help="read an object back by name or 64-hex key")
+    g.add_argument("key", help="object name, or its key as 64 hex digits")
+    g.add_argument("-o", "--output", type=Path, default=None, help="write here (default: stdout)")
+    _add_client_args(g)
+    g.set_defaults(func=run_get)
+
+
+def _add_client_args(p: argparse.ArgumentParser) -> None:
+    """What put and get share: how the client talks to the constellation."""
     p.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
     p.add_argument("--direct", action="store_true",
                    help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
@@ -39,19 +40,6 @@ def register(subparsers) -> None:
     p.add_argument("--capture", type=Path, default=None,
                    help="write every packet sent and received to this file (decode: skymemory telemetry decode)")
     add_manifest_arg(p)
-    p.set_defaults(func=run_put)
-
-    g = subparsers.add_parser("get", help="read an object back by name or 64-hex key")
-    g.add_argument("key", help="object name, or its key as 64 hex digits")
-    g.add_argument("-o", "--output", type=Path, default=None, help="write here (default: stdout)")
-    g.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
-    g.add_argument("--direct", action="store_true",
-                   help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
-    g.add_argument("-v", "--verbose", action="store_true", help="print the client's packet counters")
-    g.add_argument("--capture", type=Path, default=None,
-                   help="write every packet sent and received to this file (decode: skymemory telemetry decode)")
-    add_manifest_arg(g)
-    g.set_defaults(func=run_get)
 
 
 def run_put(args) -> int:
