@@ -208,6 +208,33 @@ int main(void)
         }
         CHECK_EQ_INT(bad, 0);
     }
+    /* a SET's descriptor and route -> the kept metadata -> the descriptor of a GET reply: round trip */
+    {
+        skymem_chunk_desc_t in, out;
+        skymem_route_t route;
+        skymem_chunk_meta_t kept;
+        memset(&in, 0, sizeof in);
+        memset(&route, 0, sizeof route);
+        mkhash(in.block_hash, 7);
+        in.chunk_id = 3;
+        in.chunk_count = 9;
+        in.created_ms = 123456789012ull;
+        in.crc32c = 0xDEADBEEFu;
+        in.data_len = 200;
+        in.gossip_radius = 2;
+        in.flags = 1;
+        route.src_plane = SKYMEM_GROUND_PLANE;
+        route.src_sat = 4;
+        route.via_plane = 5;
+        route.via_sat = 6;
+        skymem_chunk_meta_from_set(&kept, &in, &route);
+        CHECK(kept.origin_ground == 4 && kept.ingress_plane == 5 && kept.ingress_sat == 6);
+        skymem_chunk_desc_from_meta(&out, in.block_hash, 3, &kept, 200);
+        CHECK(memcmp(&in, &out, sizeof in) == 0);
+        route.src_plane = 1; /* set by a satellite (a migration): no ground station to tell */
+        skymem_chunk_meta_from_set(&kept, &in, &route);
+        CHECK_EQ_INT(kept.origin_ground, SKYMEM_NO_SAT);
+    }
     /* default config: 64 MiB / 6144-byte chunks */
     CHECK_EQ_INT(skymem_store_create(&s, 64ull << 20, 6144, NULL, NULL), SKYMEM_STORE_OK);
     skymem_store_info(s, &info);

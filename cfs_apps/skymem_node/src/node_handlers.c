@@ -259,15 +259,7 @@ static void send_data(node_t *n, const skymem_route_t *req, uint8_t cc, const ui
         int len;
         r.via_plane = req->via_plane;
         r.via_sat = req->via_sat;
-        memset(&d, 0, sizeof d);
-        memcpy(d.block_hash, hash, SKYMEM_BLOCK_HASH_LEN);
-        d.chunk_id = id;
-        d.chunk_count = meta.chunk_count;
-        d.created_ms = meta.created_ms;
-        d.crc32c = meta.crc32c;
-        d.data_len = (uint16_t)dlen;
-        d.gossip_radius = meta.gossip_radius;
-        d.flags = meta.flags;
+        skymem_chunk_desc_from_meta(&d, hash, id, &meta, dlen);
         tlm_time(n, &sec, &sub);
         len = skymem_build_reply_data(n->txbuf, sizeof n->txbuf, n->seq++, sec, sub, &r, cc, &d, data);
         if (len > 0) node_route_out(n, n->txbuf, (size_t)len, &r, 1);
@@ -290,15 +282,7 @@ static void handle_set_chunk(node_t *n, const skymem_msg_t *m, const skymem_rout
         node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BAD_CRC, m->desc.chunk_id, 0, m->block_hash, 32);
         return;
     }
-    memset(&meta, 0, sizeof meta);
-    meta.chunk_count = m->desc.chunk_count;
-    meta.created_ms = m->desc.created_ms;
-    meta.crc32c = m->desc.crc32c;
-    meta.gossip_radius = m->desc.gossip_radius;
-    meta.flags = m->desc.flags;
-    meta.origin_ground = r->src_plane == SKYMEM_GROUND_PLANE ? r->src_sat : SKYMEM_NO_SAT;
-    meta.ingress_plane = r->via_plane;
-    meta.ingress_sat = r->via_sat;
+    skymem_chunk_meta_from_set(&meta, &m->desc, r);
     rc = skymem_store_set(n->store, m->block_hash, m->desc.chunk_id, &meta, m->data, m->desc.data_len);
     if (rc != SKYMEM_STORE_OK) {
         node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, rc == SKYMEM_STORE_E_TOO_LARGE ? SKYMEM_NAK_TOO_LARGE : SKYMEM_NAK_NO_SPACE,

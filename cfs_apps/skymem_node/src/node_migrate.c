@@ -42,15 +42,7 @@ static void send_chunk(node_t *n, node_job_t *j, uint32_t i)
         skymem_chunk_desc_t d;
         skymem_route_t r;
         int len;
-        memset(&d, 0, sizeof d);
-        memcpy(d.block_hash, j->hash, SKYMEM_BLOCK_HASH_LEN);
-        d.chunk_id = c->chunk_id;
-        d.chunk_count = meta.chunk_count;
-        d.created_ms = meta.created_ms;
-        d.crc32c = meta.crc32c;
-        d.data_len = (uint16_t)dlen;
-        d.gossip_radius = meta.gossip_radius;
-        d.flags = meta.flags;
+        skymem_chunk_desc_from_meta(&d, j->hash, c->chunk_id, &meta, dlen);
         memset(&r, 0, sizeof r);
         r.dst_plane = j->target_plane;
         r.dst_sat = j->target_sat;

@@ -63,15 +63,7 @@ static void SKYMEM_AnswerChunk(const skymem_route_t *Route, uint8 Cc, const uint
         return;
     }
 
-    memset(&Desc, 0, sizeof(Desc));
-    memcpy(Desc.block_hash, Hash, SKYMEM_BLOCK_HASH_LEN);
-    Desc.chunk_id      = ChunkId;
-    Desc.chunk_count   = Meta.chunk_count;
-    Desc.created_ms    = Meta.created_ms;
-    Desc.crc32c        = Meta.crc32c;
-    Desc.data_len      = (uint16_t)Len;
-    Desc.gossip_radius = Meta.gossip_radius;
-    Desc.flags         = Meta.flags;
+    skymem_chunk_desc_from_meta(&Desc, Hash, ChunkId, &Meta, Len);
 
     SKYMEM_Data.CmdCounter++;
     PacketLen = skymem_build_reply_data(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, 0,
@@ -98,16 +90,7 @@ static void SKYMEM_SetChunk(const skymem_msg_t *Msg, const skymem_route_t *Reply
         return;
     }
 
-    memset(&Meta, 0, sizeof(Meta));
-    Meta.chunk_count   = Desc->chunk_count;
-    Meta.created_ms    = Desc->created_ms;
-    Meta.crc32c        = Desc->crc32c;
-    Meta.gossip_radius = Desc->gossip_radius;
-    Meta.flags         = Desc->flags;
-    /* Remember who to tell if LRU later purges this block. */
-    Meta.origin_ground = (Msg->route.src_plane == SKYMEM_GROUND_PLANE) ? Msg->route.src_sat : SKYMEM_NO_SAT;
-    Meta.ingress_plane = Msg->route.via_plane;
-    Meta.ingress_sat   = Msg->route.via_sat;
+    skymem_chunk_meta_from_set(&Meta, Desc, &Msg->route); /* also whom to tell if LRU later purges it */
 
     rc = skymem_store_set(SKYMEM_Data.Store, Desc->block_hash, Desc->chunk_id, &Meta, Msg->data, Desc->data_len);
     if (rc == SKYMEM_STORE_E_TOO_LARGE)

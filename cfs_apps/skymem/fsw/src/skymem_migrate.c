@@ -70,15 +70,7 @@ static void SKYMEM_MigrateSendChunk(SKYMEM_Migration_t *Job, uint32 Index)
         return;
     }
 
-    memset(&Desc, 0, sizeof(Desc));
-    memcpy(Desc.block_hash, Job->BlockHash, SKYMEM_BLOCK_HASH_LEN);
-    Desc.chunk_id      = Chunk->ChunkId;
-    Desc.chunk_count   = Meta.chunk_count;
-    Desc.created_ms    = Meta.created_ms;
-    Desc.crc32c        = Meta.crc32c;
-    Desc.data_len      = (uint16_t)Len;
-    Desc.gossip_radius = Meta.gossip_radius;
-    Desc.flags         = Meta.flags;
+    skymem_chunk_desc_from_meta(&Desc, Job->BlockHash, Chunk->ChunkId, &Meta, Len);
 
     memset(&Route, 0, sizeof(Route));
     Route.dst_plane  = Job->TargetPlane;

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "skymem_codec.h"
 #include "skymem_wire.h"
 
 #ifdef __cplusplus
@@ -113,6 +114,16 @@ void skymem_store_visit_lru(const skymem_store_t *s, skymem_store_visit_fn fn, v
  * chunks longer than the new chunk size are dropped). The callback of the new
  * store fires for evictions during the move. On failure the old store is kept. */
 int skymem_store_resize(skymem_store_t **s, uint64_t budget_bytes, uint32_t chunk_size);
+
+/* What to keep for a chunk arriving in a SET_CHUNK with descriptor `desc` along `route`: the
+ * descriptor's fields, and whom to tell if LRU later purges the block (the ground station that
+ * set it and the satellite holding that ground link). Shared by the cFS app and the native node. */
+void skymem_chunk_meta_from_set(skymem_chunk_meta_t *meta, const skymem_chunk_desc_t *desc,
+                                const skymem_route_t *route);
+
+/* The wire descriptor of a stored chunk (a GET reply, a migration's SET_CHUNK). */
+void skymem_chunk_desc_from_meta(skymem_chunk_desc_t *desc, const uint8_t *block_hash, uint32_t chunk_id,
+                                 const skymem_chunk_meta_t *meta, size_t data_len);
 
 #ifdef __cplusplus
 }

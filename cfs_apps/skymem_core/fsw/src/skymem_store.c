@@ -406,3 +406,31 @@ int skymem_store_resize(skymem_store_t **sp, uint64_t budget_bytes, uint32_t chu
     *sp = ns;
     return SKYMEM_STORE_OK;
 }
+
+void skymem_chunk_meta_from_set(skymem_chunk_meta_t *meta, const skymem_chunk_desc_t *desc,
+                                const skymem_route_t *route)
+{
+    memset(meta, 0, sizeof(*meta));
+    meta->chunk_count = desc->chunk_count;
+    meta->created_ms = desc->created_ms;
+    meta->crc32c = desc->crc32c;
+    meta->gossip_radius = desc->gossip_radius;
+    meta->flags = desc->flags;
+    meta->origin_ground = route->src_plane == SKYMEM_GROUND_PLANE ? route->src_sat : SKYMEM_NO_SAT;
+    meta->ingress_plane = route->via_plane;
+    meta->ingress_sat = route->via_sat;
+}
+
+void skymem_chunk_desc_from_meta(skymem_chunk_desc_t *desc, const uint8_t *block_hash, uint32_t chunk_id,
+                                 const skymem_chunk_meta_t *meta, size_t data_len)
+{
+    memset(desc, 0, sizeof(*desc));
+    memcpy(desc->block_hash, block_hash, SKYMEM_BLOCK_HASH_LEN);
+    desc->chunk_id = chunk_id;
+    desc->chunk_count = meta->chunk_count;
+    desc->created_ms = meta->created_ms;
+    desc->crc32c = meta->crc32c;
+    desc->data_len = (uint16_t)data_len;
+    desc->gossip_radius = meta->gossip_radius;
+    desc->flags = meta->flags;
+}
