@@ -18,7 +18,7 @@ for p in (REPO / "ground", Path(__file__).resolve().parent):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from live import launch, node_binary, stop  # noqa: E402
+from live import launched, node_binary  # noqa: E402
 from skymemory.manifest import Manifest  # noqa: E402
 
 
@@ -34,9 +34,5 @@ def node_path() -> Path:
 def constellation(node_path, tmp_path_factory) -> Manifest:
     """A 4x4 constellation, ISL light-time delays on (scale 1), mission clock at real time."""
     tmp = tmp_path_factory.mktemp("constellation")
-    manifest = launch(tmp, 4, 4, "--memory-budget", str(8 * 1024 * 1024))
-    try:
+    with launched(tmp, 4, 4, "--memory-budget", str(8 * 1024 * 1024)) as manifest:
         yield Manifest.load(manifest)
-    finally:
-        r = stop(manifest)
-        assert r.returncode == 0, r.stderr

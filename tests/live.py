@@ -7,6 +7,7 @@ runs side by side do not collide.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +46,21 @@ def launch(tmp: Path, planes: int, sats: int, *extra: str) -> Path:
 def stop(manifest: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(LAUNCHER), "stop", "--manifest", str(manifest)],
                           capture_output=True, text=True, timeout=60)
+
+
+@contextlib.contextmanager
+def launched(tmp: Path, planes: int, sats: int, *extra: str):
+    """A detached constellation for the with-block (its manifest path); stopped after, the stop must succeed."""
+    manifest = launch(tmp, planes, sats, *extra)
+    try:
+        yield manifest
+    finally:
+        r = stop(manifest)
+        assert r.returncode == 0, r.stderr
+
+
+def time_scale_for(step_wall_s: float, sats: int, altitude_km: float = 550.0) -> float:
+    """--time-scale that makes one rotation step (1/sats of an orbit) last step_wall_s of wall time."""
+    from skymemory import geometry
+
+    return geometry.orbital_period_s(altitude_km * 1000.0) / sats / step_wall_s

@@ -25,7 +25,7 @@ from skymemory.manifest import Manifest
 from skymemory.placed_store import BlockIndex, HopCountingClient, PlacedStore, block_hash_of
 from skymemory.rotation import MigrationDriver
 
-from live import launch, stop
+from live import launched
 
 CHUNK = 1024
 BUDGET = 16 * 1024  # a dozen 1 KiB chunks per satellite
@@ -37,12 +37,8 @@ WAIT_S = 10.0  # bound on every wait for a notice to arrive
 def small_memory(node_path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("eviction")
     # mission time nearly stands still (no rotation step boundary during these tests)
-    manifest = launch(tmp, 5, 5, "--memory-budget", str(BUDGET), "--chunk-size", str(CHUNK), "--time-scale", "0.001")
-    try:
-        yield Manifest.load(manifest)
-    finally:
-        r = stop(manifest)
-        assert r.returncode == 0, r.stderr
+    with launched(tmp, 5, 5, "--memory-budget", str(BUDGET), "--chunk-size", str(CHUNK), "--time-scale", "0.001") as m:
+        yield Manifest.load(m)
 
 
 class Ground:

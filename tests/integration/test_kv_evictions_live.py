@@ -15,7 +15,7 @@ from skymemory.placed_store import block_hash_of
 from skymemory.rotating_store import RotatingBlockStore
 
 from kv_support import random_prompt, tiny
-from live import launch, stop
+from live import launched
 
 CHUNK = 1024
 BUDGET = 16 * 1024  # a dozen 1 KiB chunks per satellite
@@ -26,12 +26,8 @@ WAIT_S = 10.0  # bound on the wait for the notice to reach the index
 def small_memory(node_path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("kv-evictions")
     # mission time nearly stands still: no rotation step (and no migration) during the test
-    manifest = launch(tmp, 5, 5, "--memory-budget", str(BUDGET), "--chunk-size", str(CHUNK), "--time-scale", "0.001")
-    try:
-        yield Manifest.load(manifest)
-    finally:
-        r = stop(manifest)
-        assert r.returncode == 0, r.stderr
+    with launched(tmp, 5, 5, "--memory-budget", str(BUDGET), "--chunk-size", str(CHUNK), "--time-scale", "0.001") as m:
+        yield Manifest.load(m)
 
 
 def test_lru_eviction_drops_the_block_and_its_descendants_from_the_manager_index(small_memory, tmp_path):

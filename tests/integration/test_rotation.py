@@ -13,31 +13,22 @@ import sys
 
 import pytest
 
-from skymemory import geometry, placement
+from skymemory import placement
 from skymemory.cli.rotate import format_report, run_rotation
 from skymemory.manifest import Manifest
 
-from live import REPO, launch, stop
+from live import REPO, launched, time_scale_for
 
 PLANES, SATS = 19, 5
 STEP_WALL_S = 5.0  # wall seconds per rotation step: a full period (5 steps) in 25 s
 LAYOUTS = [("rotation-hop", 9), ("rotation", 16)]
 
 
-def time_scale_for(step_wall_s: float, altitude_km: float = 550.0) -> float:
-    step_mission_s = geometry.orbital_period_s(altitude_km * 1000.0) / SATS
-    return step_mission_s / step_wall_s
-
-
 @pytest.fixture(scope="module")
 def turning(node_path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rotation")
-    manifest = launch(tmp, PLANES, SATS, "--time-scale", repr(time_scale_for(STEP_WALL_S)))
-    try:
+    with launched(tmp, PLANES, SATS, "--time-scale", repr(time_scale_for(STEP_WALL_S, SATS))) as manifest:
         yield manifest
-    finally:
-        r = stop(manifest)
-        assert r.returncode == 0, r.stderr
 
 
 def test_full_period_keeps_every_block_within_reach(turning):

@@ -11,11 +11,10 @@ import asyncio
 
 import pytest
 
-from skymemory import geometry
 from skymemory.cli.rotate import format_report, run_rotation
 from skymemory.manifest import Manifest
 
-from live import launch, stop
+from live import launched, time_scale_for
 
 PLANES, SATS = 5, 5
 STEP_WALL_S = 3.0
@@ -25,14 +24,9 @@ STEPS = 3
 @pytest.fixture(scope="module")
 def lossy(node_path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rotation-lossy")
-    scale = geometry.orbital_period_s(550e3) / SATS / STEP_WALL_S
-    manifest = launch(tmp, PLANES, SATS, "--time-scale", repr(scale), "--loss", "0.01", "--dup", "0.01",
-                      "--reorder", "0.02", "--seed", "7")
-    try:
+    with launched(tmp, PLANES, SATS, "--time-scale", repr(time_scale_for(STEP_WALL_S, SATS)), "--loss", "0.01",
+                  "--dup", "0.01", "--reorder", "0.02", "--seed", "7") as manifest:
         yield manifest
-    finally:
-        r = stop(manifest)
-        assert r.returncode == 0, r.stderr
 
 
 def test_rotation_over_lossy_links_loses_nothing(lossy):

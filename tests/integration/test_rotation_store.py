@@ -7,13 +7,12 @@ import time
 
 import pytest
 
-from skymemory import geometry
 from skymemory.blockstore import BlockMiss
 from skymemory.manifest import Manifest
 from skymemory.placed_store import block_hash_of
 from skymemory.rotating_store import RotatingBlockStore
 
-from live import launch, stop
+from live import launched, time_scale_for
 
 SATS = 5
 STEP_WALL_S = 2.0
@@ -22,13 +21,8 @@ STEP_WALL_S = 2.0
 @pytest.fixture(scope="module")
 def turning(node_path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rotating-store")
-    scale = geometry.orbital_period_s(550e3) / SATS / STEP_WALL_S
-    manifest = launch(tmp, 5, SATS, "--time-scale", repr(scale))
-    try:
+    with launched(tmp, 5, SATS, "--time-scale", repr(time_scale_for(STEP_WALL_S, SATS))) as manifest:
         yield Manifest.load(manifest)
-    finally:
-        r = stop(manifest)
-        assert r.returncode == 0, r.stderr
 
 
 def test_blocks_follow_the_rotation_through_the_block_store_contract(turning):
