@@ -3,7 +3,8 @@
  *
  * Owns this satellite's two UDP sockets (through OSAL): the ISL port, where
  * neighbour satellites send, and the ground port, where ground stations send
- * (port = base + index, index = plane * sats + sat = cpuid - 1). A receive
+ * (port = base + index, index = plane * sats + sat = cpuid - FirstCpuId of
+ * the constellation table), bound on its machine's address. A receive
  * task validates every datagram with the skymem_core codec and either hands
  * it to SKYMEM on the software bus (addressed to this satellite) or forwards
  * it one +GRID hop toward its destination. The main task sends on what SKYMEM
@@ -65,7 +66,9 @@ typedef struct
     uint16 Sat;
     uint16 IslPortBase;
     uint16 GroundPortBase;
-    char   Host[SKYMEM_HOST_STR_LEN];
+    uint16 HostCount;
+    char   Hosts[SKYMEM_MAX_HOSTS][SKYMEM_HOST_STR_LEN]; /* machine of each share of the satellites */
+    char   Host[SKYMEM_HOST_STR_LEN];                    /* this satellite's machine: its sockets bind here */
 
     osal_id_t       TxCreditSem; /* SKYMEM's credit semaphore, given back per packet sent */
     osal_id_t       IslSock;

@@ -46,8 +46,8 @@ CFE_Status_t ISL_ROUTER_LoadConfig(void)
     Tbl = TblAddr;
 
     CpuId = CFE_PSP_GetProcessorId();
-    Index = CpuId - 1u;
-    if (CpuId == 0 || Tbl->SatsPerPlane == 0 || Index >= (uint32)Tbl->Planes * Tbl->SatsPerPlane)
+    Index = CpuId - Tbl->FirstCpuId;
+    if (CpuId < Tbl->FirstCpuId || Tbl->SatsPerPlane == 0 || Index >= (uint32)Tbl->Planes * Tbl->SatsPerPlane)
     {
         CFE_EVS_SendEvent(ISL_ROUTER_TABLE_ERR_EID, CFE_EVS_EventType_ERROR,
                           "ISL_ROUTER: cpuid %lu is not a satellite of the %ux%u grid", (unsigned long)CpuId,
@@ -63,8 +63,9 @@ CFE_Status_t ISL_ROUTER_LoadConfig(void)
     ISL_ROUTER_Data.Sat            = (uint16)(Index % Tbl->SatsPerPlane);
     ISL_ROUTER_Data.IslPortBase    = Tbl->IslPortBase;
     ISL_ROUTER_Data.GroundPortBase = Tbl->GroundPortBase;
-    memcpy(ISL_ROUTER_Data.Host, Tbl->Host, sizeof(ISL_ROUTER_Data.Host));
-    ISL_ROUTER_Data.Host[sizeof(ISL_ROUTER_Data.Host) - 1] = 0;
+    ISL_ROUTER_Data.HostCount      = Tbl->HostCount;
+    memcpy(ISL_ROUTER_Data.Hosts, Tbl->Hosts, sizeof(ISL_ROUTER_Data.Hosts));
+    memcpy(ISL_ROUTER_Data.Host, ISL_ROUTER_HostOf(Index), sizeof(ISL_ROUTER_Data.Host));
 
     CFE_TBL_ReleaseAddress(ISL_ROUTER_Data.TblHandle);
     return CFE_SUCCESS;
@@ -73,6 +74,13 @@ CFE_Status_t ISL_ROUTER_LoadConfig(void)
 uint32 ISL_ROUTER_SatIndex(uint16 Plane, uint16 Sat)
 {
     return (uint32)Plane * ISL_ROUTER_Data.SatsPerPlane + Sat;
+}
+
+const char *ISL_ROUTER_HostOf(uint32 Index)
+{
+    uint32 Count = (uint32)ISL_ROUTER_Data.Planes * ISL_ROUTER_Data.SatsPerPlane;
+
+    return ISL_ROUTER_Data.Hosts[SKYMEM_HOST_OF(Index, Count, ISL_ROUTER_Data.HostCount)];
 }
 
 uint16 ISL_ROUTER_IslPort(uint16 Plane, uint16 Sat)
@@ -85,13 +93,13 @@ bool ISL_ROUTER_IsMe(uint16 Plane, uint16 Sat)
     return Plane == ISL_ROUTER_Data.Plane && Sat == ISL_ROUTER_Data.Sat;
 }
 
-static int32 ISL_ROUTER_MakeAddr(OS_SockAddr_t *Addr, uint16 Port)
+static int32 ISL_ROUTER_MakeAddr(OS_SockAddr_t *Addr, const char *Host, uint16 Port)
 {
     int32 rc = OS_SocketAddrInit(Addr, OS_SocketDomain_INET);
 
     if (rc == OS_SUCCESS)
     {
-        rc = OS_SocketAddrFromString(Addr, ISL_ROUTER_Data.Host);
+        rc = OS_SocketAddrFromString(Addr, Host);
     }
     if (rc == OS_SUCCESS)
     {
@@ -108,7 +116,7 @@ static CFE_Status_t ISL_ROUTER_OpenOne(osal_id_t *Sock, uint16 Port, const char 
     rc = OS_SocketOpen(Sock, OS_SocketDomain_INET, OS_SocketType_DATAGRAM);
     if (rc == OS_SUCCESS)
     {
-        rc = ISL_ROUTER_MakeAddr(&Addr, Port);
+        rc = ISL_ROUTER_MakeAddr(&Addr, ISL_ROUTER_Data.Host, Port);
     }
     if (rc == OS_SUCCESS)
     {
@@ -155,7 +163,8 @@ bool ISL_ROUTER_SendToSat(uint16 Plane, uint16 Sat, const uint8 *Pkt, size_t Len
 {
     OS_SockAddr_t Addr;
 
-    if (ISL_ROUTER_MakeAddr(&Addr, ISL_ROUTER_IslPort(Plane, Sat)) != OS_SUCCESS)
+    if (ISL_ROUTER_MakeAddr(&Addr, ISL_ROUTER_HostOf(ISL_ROUTER_SatIndex(Plane, Sat)), ISL_ROUTER_IslPort(Plane, Sat)) !=
+        OS_SUCCESS)
     {
         return false;
     }

@@ -6,13 +6,15 @@
 #include "isl_router.h"
 
 /* Shares SKYMEM's constellation table (waiting for SKYMEM to load it) and
- * derives (plane, sat) from the cpuid. */
+ * derives (plane, sat) from the cpuid and this satellite's machine. */
 CFE_Status_t ISL_ROUTER_LoadConfig(void);
 
 /* Opens and binds the ISL and ground UDP sockets. */
 CFE_Status_t ISL_ROUTER_OpenSockets(void);
 
 uint32 ISL_ROUTER_SatIndex(uint16 Plane, uint16 Sat);
+/* Address of the machine satellite Index runs on (the table's share rule). */
+const char *ISL_ROUTER_HostOf(uint32 Index);
 uint16 ISL_ROUTER_IslPort(uint16 Plane, uint16 Sat);
 bool   ISL_ROUTER_IsMe(uint16 Plane, uint16 Sat);
 

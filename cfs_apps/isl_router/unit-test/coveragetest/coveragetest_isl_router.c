@@ -38,6 +38,8 @@ static void UT_Setup(void)
     ISL_ROUTER_Data.SatsPerPlane   = 3;
     ISL_ROUTER_Data.IslPortBase    = 21000;
     ISL_ROUTER_Data.GroundPortBase = 41000;
+    ISL_ROUTER_Data.HostCount      = 1;
+    strcpy(ISL_ROUTER_Data.Hosts[0], "127.0.0.1");
     strcpy(ISL_ROUTER_Data.Host, "127.0.0.1");
     memset(UT_Hash, 0x5A, sizeof(UT_Hash));
     memset(&UT_Sent, 0, sizeof(UT_Sent));
@@ -212,6 +214,17 @@ static void Test_BusPacketsAndCredits(void)
     UtAssert_UINT32_EQ(ISL_ROUTER_Data.MainCounters.Forwarded, 0); /* our own packet, not a relay */
 }
 
+static void Test_HostsOfAGridOverTwoMachines(void)
+{
+    /* 9 satellites on two machines: indexes 0-4 on the first, 5-8 on the second (the launcher's rule). */
+    ISL_ROUTER_Data.HostCount = 2;
+    strcpy(ISL_ROUTER_Data.Hosts[1], "10.0.0.6");
+    UtAssert_StrCmp(ISL_ROUTER_HostOf(0), "127.0.0.1", "index 0 on the first machine");
+    UtAssert_StrCmp(ISL_ROUTER_HostOf(4), "127.0.0.1", "index 4 on the first machine");
+    UtAssert_StrCmp(ISL_ROUTER_HostOf(5), "10.0.0.6", "index 5 on the second machine");
+    UtAssert_StrCmp(ISL_ROUTER_HostOf(8), "10.0.0.6", "index 8 on the second machine");
+}
+
 static void Test_CommandsAndHk(void)
 {
     CFE_SB_MsgId_t    MsgId = CFE_SB_ValueToMsgId(ISL_ROUTER_CMD_MID);
@@ -240,5 +253,6 @@ void UtTest_Setup(void)
     UtTest_Add(Test_ReplyForThisSatellite, UT_Setup, NULL, "reply for this satellite goes to SKYMEM wrapped");
     UtTest_Add(Test_ReplyToGround, UT_Setup, NULL, "reply to a ground station");
     UtTest_Add(Test_BusPacketsAndCredits, UT_Setup, NULL, "SKYMEM gossip from the bus, credit returned");
+    UtTest_Add(Test_HostsOfAGridOverTwoMachines, UT_Setup, NULL, "satellites spread over two machines");
     UtTest_Add(Test_CommandsAndHk, UT_Setup, NULL, "NOOP and housekeeping");
 }

@@ -5,7 +5,9 @@
  * the table image and loads that image, so ISL_ROUTER (which shares the table)
  * sees the same values. Keys are the native node's option names; the
  * link-emulation ones (delay-scale, loss, ...) have no effect on cFS and are
- * only counted.
+ * only counted. Two keys exist for cFS only: `first-cpuid` (the cpuid of
+ * satellite index 0) and `hosts` (the machines of a constellation spread
+ * over several, comma-separated, in share order).
  */
 #include "skymem.h"
 #include "skymem_config.h"
@@ -68,9 +70,72 @@ static bool SKYMEM_ParseDouble(const char *Text, double Min, double Max, double 
     return true;
 }
 
+/* What the file said about this satellite itself; checked once every line is read. */
+typedef struct
+{
+    uint64 Plane; /* SKYMEM_NO_SAT unless given */
+    uint64 Sat;
+    char   Bind[SKYMEM_HOST_STR_LEN]; /* empty unless given */
+    bool   HaveHosts;
+    uint32 Ignored; /* native-node options without meaning here */
+} SKYMEM_ConfigSeen_t;
+
+/* A dotted IPv4 address short enough for the table: digits and dots only. */
+static bool SKYMEM_IsAddress(const char *Text, size_t Len)
+{
+    size_t i;
+
+    if (Len == 0 || Len >= SKYMEM_HOST_STR_LEN)
+    {
+        return false;
+    }
+    for (i = 0; i < Len; i++)
+    {
+        if (Text[i] != '.' && (Text[i] < '0' || Text[i] > '9'))
+        {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* "a,b,c" into Tbl->Hosts / HostCount. */
+static bool SKYMEM_ParseHosts(const char *Value, SKYMEM_ConstellationTbl_t *Tbl)
+{
+    const char *Start = Value;
+    const char *Comma;
+    size_t      Len;
+    uint16      Count = 0;
+
+    memset(Tbl->Hosts, 0, sizeof(Tbl->Hosts));
+    while (Start != NULL)
+    {
+        Comma = strchr(Start, ',');
+        Len   = (Comma != NULL) ? (size_t)(Comma - Start) : strlen(Start);
+        while (Len > 0 && *Start == ' ')
+        {
+            Start++;
+            Len--;
+        }
+        while (Len > 0 && Start[Len - 1] == ' ')
+        {
+            Len--;
+        }
+        if (Count >= SKYMEM_MAX_HOSTS || !SKYMEM_IsAddress(Start, Len))
+        {
+            return false;
+        }
+        memcpy(Tbl->Hosts[Count], Start, Len);
+        Count++;
+        Start = (Comma != NULL) ? Comma + 1 : NULL;
+    }
+    Tbl->HostCount = Count;
+    return true;
+}
+
 /* One "key = value" line. Returns false for a bad value of a known key. */
 static bool SKYMEM_ApplyOption(const char *Key, const char *Value, SKYMEM_ConstellationTbl_t *Tbl,
-                               SKYMEM_TimeConfig_t *Time, uint64 *Plane, uint64 *Sat, uint32 *Ignored)
+                               SKYMEM_TimeConfig_t *Time, SKYMEM_ConfigSeen_t *Seen)
 {
     uint64 u;
     double d;
@@ -85,11 +150,19 @@ static bool SKYMEM_ApplyOption(const char *Key, const char *Value, SKYMEM_Conste
     }
     else if (strcmp(Key, "plane") == 0 && SKYMEM_ParseU64(Value, 0, 65534, &u))
     {
-        *Plane = u;
+        Seen->Plane = u;
     }
     else if (strcmp(Key, "sat") == 0 && SKYMEM_ParseU64(Value, 0, 65534, &u))
     {
-        *Sat = u;
+        Seen->Sat = u;
+    }
+    else if (strcmp(Key, "first-cpuid") == 0 && SKYMEM_ParseU64(Value, 1, 65535, &u))
+    {
+        Tbl->FirstCpuId = (uint16)u;
+    }
+    else if (strcmp(Key, "hosts") == 0 && SKYMEM_ParseHosts(Value, Tbl))
+    {
+        Seen->HaveHosts = true;
     }
     else if (strcmp(Key, "altitude-km") == 0 && SKYMEM_ParseDouble(Value, 1.0, 100000.0, &d))
     {
@@ -115,10 +188,10 @@ static bool SKYMEM_ApplyOption(const char *Key, const char *Value, SKYMEM_Conste
     {
         Tbl->GroundPortBase = (uint16)u;
     }
-    else if (strcmp(Key, "bind") == 0 && strlen(Value) > 0 && strlen(Value) < sizeof(Tbl->Host))
+    else if (strcmp(Key, "bind") == 0 && SKYMEM_IsAddress(Value, strlen(Value)))
     {
-        memset(Tbl->Host, 0, sizeof(Tbl->Host));
-        memcpy(Tbl->Host, Value, strlen(Value));
+        memset(Seen->Bind, 0, sizeof(Seen->Bind));
+        memcpy(Seen->Bind, Value, strlen(Value));
     }
     else if (strcmp(Key, "epoch-ms") == 0 && SKYMEM_ParseU64(Value, 0, (uint64)1 << 62, &u))
     {
@@ -133,13 +206,54 @@ static bool SKYMEM_ApplyOption(const char *Key, const char *Value, SKYMEM_Conste
              strcmp(Key, "sat") == 0 || strcmp(Key, "altitude-km") == 0 || strcmp(Key, "inclination-deg") == 0 ||
              strcmp(Key, "memory-budget") == 0 || strcmp(Key, "chunk-size") == 0 ||
              strcmp(Key, "isl-port-base") == 0 || strcmp(Key, "ground-port-base") == 0 || strcmp(Key, "bind") == 0 ||
-             strcmp(Key, "epoch-ms") == 0 || strcmp(Key, "time-scale") == 0)
+             strcmp(Key, "epoch-ms") == 0 || strcmp(Key, "time-scale") == 0 || strcmp(Key, "first-cpuid") == 0 ||
+             strcmp(Key, "hosts") == 0)
     {
         return false; /* a known key with a value out of range */
     }
     else
     {
-        (*Ignored)++; /* native-node option without meaning here (link emulation, logging, peers) */
+        Seen->Ignored++; /* native-node option without meaning here (link emulation, logging, peers) */
+    }
+    return true;
+}
+
+/* The identity is the cpuid: a file naming another satellite, or a bind address
+ * that is not this satellite's machine, is a launch mistake. A bind address
+ * without a hosts list puts every satellite on that one machine. */
+static bool SKYMEM_CheckIdentity(SKYMEM_ConstellationTbl_t *Tbl, const SKYMEM_ConfigSeen_t *Seen)
+{
+    uint32 CpuId = CFE_PSP_GetProcessorId();
+    uint32 Count = (uint32)Tbl->Planes * Tbl->SatsPerPlane;
+    uint32 Index = CpuId - Tbl->FirstCpuId;
+    uint32 Host;
+
+    if ((Seen->Plane != SKYMEM_NO_SAT || Seen->Sat != SKYMEM_NO_SAT) &&
+        (Seen->Plane * Tbl->SatsPerPlane + Seen->Sat != Index || Seen->Sat >= Tbl->SatsPerPlane))
+    {
+        CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR,
+                          "SKYMEM: %s names satellite (%lu,%lu) but cpuid %lu is index %lu", SKYMEM_CONFIG_FILE,
+                          (unsigned long)Seen->Plane, (unsigned long)Seen->Sat, (unsigned long)CpuId,
+                          (unsigned long)Index);
+        return false;
+    }
+    if (Seen->Bind[0] != 0 && !Seen->HaveHosts)
+    {
+        memset(Tbl->Hosts, 0, sizeof(Tbl->Hosts));
+        memcpy(Tbl->Hosts[0], Seen->Bind, sizeof(Seen->Bind));
+        Tbl->HostCount = 1;
+    }
+    else if (Seen->Bind[0] != 0 && Index < Count && Tbl->HostCount > 0 && Tbl->HostCount <= SKYMEM_MAX_HOSTS)
+    {
+        Host = SKYMEM_HOST_OF(Index, Count, Tbl->HostCount);
+        if (strcmp(Tbl->Hosts[Host], Seen->Bind) != 0)
+        {
+            CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR,
+                              "SKYMEM: %s binds %s but satellite index %lu belongs to host %lu (%s)",
+                              SKYMEM_CONFIG_FILE, Seen->Bind, (unsigned long)Index, (unsigned long)Host,
+                              Tbl->Hosts[Host]);
+            return false;
+        }
     }
     return true;
 }
@@ -152,11 +266,12 @@ CFE_Status_t SKYMEM_ReadConfigFile(SKYMEM_ConstellationTbl_t *Tbl, SKYMEM_TimeCo
     char       *Line;
     char       *Next;
     char       *Eq;
-    uint32      LineNo  = 0;
-    uint32      Ignored = 0;
-    uint64      Plane   = SKYMEM_NO_SAT;
-    uint64      Sat     = SKYMEM_NO_SAT;
-    uint32      Index   = CFE_PSP_GetProcessorId() - 1u;
+    uint32              LineNo = 0;
+    SKYMEM_ConfigSeen_t Seen;
+
+    memset(&Seen, 0, sizeof(Seen));
+    Seen.Plane = SKYMEM_NO_SAT;
+    Seen.Sat   = SKYMEM_NO_SAT;
 
     *Applied = false;
     if (OS_OpenCreate(&Fd, SKYMEM_CONFIG_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY) != OS_SUCCESS)
@@ -194,7 +309,7 @@ CFE_Status_t SKYMEM_ReadConfigFile(SKYMEM_ConstellationTbl_t *Tbl, SKYMEM_TimeCo
             return CFE_STATUS_VALIDATION_FAILURE;
         }
         *Eq = 0;
-        if (!SKYMEM_ApplyOption(SKYMEM_Trim(Line), SKYMEM_Trim(Eq + 1), Tbl, Time, &Plane, &Sat, &Ignored))
+        if (!SKYMEM_ApplyOption(SKYMEM_Trim(Line), SKYMEM_Trim(Eq + 1), Tbl, Time, &Seen))
         {
             CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR,
                               "SKYMEM: %s line %lu: bad value for '%s'", SKYMEM_CONFIG_FILE, (unsigned long)LineNo,
@@ -203,19 +318,14 @@ CFE_Status_t SKYMEM_ReadConfigFile(SKYMEM_ConstellationTbl_t *Tbl, SKYMEM_TimeCo
         }
     }
 
-    /* The identity is the cpuid; a file naming another satellite is a launch mistake. */
-    if ((Plane != SKYMEM_NO_SAT || Sat != SKYMEM_NO_SAT) &&
-        (Plane * Tbl->SatsPerPlane + Sat != Index || Sat >= Tbl->SatsPerPlane))
+    if (!SKYMEM_CheckIdentity(Tbl, &Seen))
     {
-        CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR,
-                          "SKYMEM: %s names satellite (%lu,%lu) but cpuid %lu is index %lu", SKYMEM_CONFIG_FILE,
-                          (unsigned long)Plane, (unsigned long)Sat, (unsigned long)(Index + 1u), (unsigned long)Index);
         return CFE_STATUS_VALIDATION_FAILURE;
     }
 
     CFE_EVS_SendEvent(SKYMEM_TABLE_INF_EID, CFE_EVS_EventType_INFORMATION,
                       "SKYMEM: applied %s (%lu native-node options without effect on cFS ignored)",
-                      SKYMEM_CONFIG_FILE, (unsigned long)Ignored);
+                      SKYMEM_CONFIG_FILE, (unsigned long)Seen.Ignored);
     *Applied = true;
     return CFE_SUCCESS;
 }

@@ -11,6 +11,7 @@
 static const char *SKYMEM_CheckTable(const SKYMEM_ConstellationTbl_t *Tbl)
 {
     uint32 Count = (uint32)Tbl->Planes * (uint32)Tbl->SatsPerPlane;
+    uint32 i;
 
     if (Tbl->Planes == 0 || Tbl->SatsPerPlane == 0)
     {
@@ -33,9 +34,20 @@ static const char *SKYMEM_CheckTable(const SKYMEM_ConstellationTbl_t *Tbl)
     {
         return "memory budget is zero";
     }
-    if (memchr(Tbl->Host, 0, sizeof(Tbl->Host)) == NULL || Tbl->Host[0] == 0)
+    if (Tbl->FirstCpuId == 0)
     {
-        return "host is not a terminated string";
+        return "first cpuid must be >= 1";
+    }
+    if (Tbl->HostCount == 0 || Tbl->HostCount > SKYMEM_MAX_HOSTS || Tbl->HostCount > Count)
+    {
+        return "host count must be 1..16 and at most one per satellite";
+    }
+    for (i = 0; i < Tbl->HostCount; i++)
+    {
+        if (memchr(Tbl->Hosts[i], 0, sizeof(Tbl->Hosts[i])) == NULL || Tbl->Hosts[i][0] == 0)
+        {
+            return "a host address is empty or not a terminated string";
+        }
     }
     if (Tbl->InclinationMilliDeg > 180000u)
     {
@@ -116,15 +128,16 @@ CFE_Status_t SKYMEM_LoadConfig(void)
         }
     }
 
-    /* Identity: cpuid N is satellite index N-1, index = plane * sats + sat. */
+    /* Identity: cpuid FirstCpuId + i is satellite index i, index = plane * sats + sat. */
     CpuId = CFE_PSP_GetProcessorId();
-    Index = CpuId - 1u;
-    if (CpuId == 0 || Index >= (uint32)Tbl->Planes * Tbl->SatsPerPlane)
+    Index = CpuId - Tbl->FirstCpuId;
+    if (CpuId < Tbl->FirstCpuId || Index >= (uint32)Tbl->Planes * Tbl->SatsPerPlane)
     {
         CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR,
-                          "SKYMEM: cpuid %lu is not a satellite of the %ux%u grid (cpuid must be 1..%lu)",
+                          "SKYMEM: cpuid %lu is not a satellite of the %ux%u grid (cpuid must be %lu..%lu)",
                           (unsigned long)CpuId, (unsigned int)Tbl->Planes, (unsigned int)Tbl->SatsPerPlane,
-                          (unsigned long)((uint32)Tbl->Planes * Tbl->SatsPerPlane));
+                          (unsigned long)Tbl->FirstCpuId,
+                          (unsigned long)(Tbl->FirstCpuId + (uint32)Tbl->Planes * Tbl->SatsPerPlane - 1u));
         return CFE_STATUS_VALIDATION_FAILURE;
     }
 

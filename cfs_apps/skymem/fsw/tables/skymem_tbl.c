@@ -16,7 +16,9 @@ SKYMEM_ConstellationTbl_t SKYMEM_Constellation = {
     .GroundPortBase      = 40000,
     .MemoryBudgetKB      = 16384, /* 16 MiB per satellite; pages are touched only when used */
     .ChunkSize           = 6144,  /* the paper's 6 KB chunks */
-    .Host                = "127.0.0.1",
+    .FirstCpuId          = 1,     /* cpuid 1 is satellite (0,0) */
+    .HostCount           = 1,     /* every satellite on one machine ... */
+    .Hosts               = {"127.0.0.1"}, /* ... on loopback */
 };
 
 /* The table name prefix must equal the app name in the startup script (SKYMEM). */

@@ -40,7 +40,7 @@ static CFE_SB_Buffer_t *UT_OutPtrs[UT_MAX_REPLIES];
 static const SKYMEM_ConstellationTbl_t UT_GoodTable = {
     .Planes = 3, .SatsPerPlane = 3, .AltitudeM = 550000, .InclinationMilliDeg = 53000,
     .IslPortBase = 21000, .GroundPortBase = 41000, .MemoryBudgetKB = 1024, .ChunkSize = 6144,
-    .Host = "127.0.0.1"};
+    .FirstCpuId = 1, .HostCount = 1, .Hosts = {"127.0.0.1"}};
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -143,13 +143,22 @@ static void Test_TableValidation(void)
     Tbl.ChunkSize = SKYMEM_SB_MAX_CHUNK + 1; /* a DATA reply would not fit one SB message */
     UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
     Tbl = UT_GoodTable;
-    memset(Tbl.Host, 'x', sizeof(Tbl.Host)); /* not terminated */
+    memset(Tbl.Hosts[0], 'x', sizeof(Tbl.Hosts[0])); /* not terminated */
     UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
     Tbl = UT_GoodTable;
     Tbl.MemoryBudgetKB = 0;
     UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
+    Tbl = UT_GoodTable;
+    Tbl.FirstCpuId = 0;
+    UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
+    Tbl = UT_GoodTable;
+    Tbl.HostCount = 2; /* the second host's address is empty */
+    UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
+    Tbl = UT_GoodTable;
+    Tbl.HostCount = 10; /* more machines than the 9 satellites */
+    UtAssert_INT32_EQ(SKYMEM_TblValidationFunc(&Tbl), CFE_STATUS_VALIDATION_FAILURE);
 
-    UtAssert_STUB_COUNT(CFE_EVS_SendEvent, 5);
+    UtAssert_STUB_COUNT(CFE_EVS_SendEvent, 8);
 }
 
 static void Test_ControlCommands(void)
@@ -449,6 +458,9 @@ static void Test_Migrate(void)
     UT_Teardown();
 }
 
+static const char UT_TwoHosts[] = "first-cpuid = 11\nhosts = 10.0.0.5, 10.0.0.6\nbind = 10.0.0.5\n";
+static const char UT_BadHosts[] = "hosts = 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\n";
+
 static void Test_ConfigFile(void)
 {
     static const char          Text[] = "# launcher\nplanes = 4\nsats = 6\nplane = 0\nsat = 1\nmemory-budget = 2097152\n"
@@ -468,8 +480,34 @@ static void Test_ConfigFile(void)
     UtAssert_UINT32_EQ(Tbl.MemoryBudgetKB, 2048);
     UtAssert_UINT32_EQ(Tbl.IslPortBase, 23000);
     UtAssert_UINT32_EQ(Tbl.GroundPortBase, 43000);
-    UtAssert_StrCmp(Tbl.Host, "10.0.0.2", "bind address");
+    UtAssert_StrCmp(Tbl.Hosts[0], "10.0.0.2", "bind address");
+    UtAssert_UINT32_EQ(Tbl.HostCount, 1);
     UtAssert_True(Time.HaveEpoch && Time.EpochMs == 1000 && Time.TimeScale == 2.0, "mission time settings");
+
+    /* Spread over two machines, cpuids from 11: cpuid 12 is index 1 = (0,1), on the first machine. */
+    Tbl = UT_GoodTable;
+    UT_SetDefaultReturnValue(UT_KEY(CFE_PSP_GetProcessorId), 12);
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_TwoHosts, sizeof(UT_TwoHosts) - 1, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_SUCCESS);
+    UtAssert_UINT32_EQ(Tbl.FirstCpuId, 11);
+    UtAssert_UINT32_EQ(Tbl.HostCount, 2);
+    UtAssert_StrCmp(Tbl.Hosts[1], "10.0.0.6", "second machine");
+    UtAssert_UINT32_EQ(SKYMEM_HOST_OF(1, 9, 2), 0);
+    UtAssert_UINT32_EQ(SKYMEM_HOST_OF(5, 9, 2), 1);
+
+    /* ... but binding the other machine's address is a launch mistake. */
+    Tbl = UT_GoodTable;
+    UT_SetDefaultReturnValue(UT_KEY(CFE_PSP_GetProcessorId), 17); /* index 6, second machine */
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_TwoHosts, sizeof(UT_TwoHosts) - 1, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+
+    /* Seventeen machines, or something that is not an address, are bad values. */
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_BadHosts, sizeof(UT_BadHosts) - 1, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+    UT_SetDefaultReturnValue(UT_KEY(CFE_PSP_GetProcessorId), 2);
 
     /* A bad value stops the app. */
     UT_ResetState(UT_KEY(OS_read));
