@@ -163,6 +163,22 @@ SKYMEM_ST_MISSION_TIME_MS = 72
 SKYMEM_ST_UPTIME_S = 80
 SKYMEM_ST_SPARE = 84
 
+# ---- ISL_ROUTER housekeeping body ---------------------------------------------------------------
+ISL_ROUTER_HK_LEN = 48
+ISL_ROUTER_HK_PLANE = 0
+ISL_ROUTER_HK_SAT = 2
+ISL_ROUTER_HK_CMD_COUNT = 4
+ISL_ROUTER_HK_ERR_COUNT = 8
+ISL_ROUTER_HK_RX_ISL = 12
+ISL_ROUTER_HK_RX_GROUND = 16
+ISL_ROUTER_HK_TX_ISL = 20
+ISL_ROUTER_HK_TX_GROUND = 24
+ISL_ROUTER_HK_FORWARDED = 28
+ISL_ROUTER_HK_DELIVERED = 32
+ISL_ROUTER_HK_DROPPED = 36
+ISL_ROUTER_HK_INVALID = 40
+ISL_ROUTER_HK_GROUND_KNOWN = 44
+
 SKYMEM_AUTH_TRAILER_LEN = 44
 
 NAK_NAMES = {
@@ -301,6 +317,38 @@ class Stats:
         if len(buf) != SKYMEM_STATS_LEN:
             raise WireError(f"stats body must be {SKYMEM_STATS_LEN} bytes, got {len(buf)}")
         return cls(*_STATS.unpack(buf))
+
+
+ISL_ROUTER_HK_FIELDS = (
+    "plane", "sat", "cmd_count", "err_count", "rx_isl", "rx_ground", "tx_isl", "tx_ground", "forwarded",
+    "delivered", "dropped", "invalid", "ground_known",
+)
+_ISL_ROUTER_HK = struct.Struct(">HH11I")
+assert _ISL_ROUTER_HK.size == ISL_ROUTER_HK_LEN
+
+
+@dataclass(frozen=True)
+class RouterHk:
+    """ISL_ROUTER housekeeping (ISL_ROUTER_HK_TLM_MID): the router's own counters."""
+    plane: int
+    sat: int
+    cmd_count: int
+    err_count: int
+    rx_isl: int
+    rx_ground: int
+    tx_isl: int
+    tx_ground: int
+    forwarded: int
+    delivered: int
+    dropped: int
+    invalid: int
+    ground_known: int
+
+    @classmethod
+    def unpack(cls, buf: bytes | memoryview) -> "RouterHk":
+        if len(buf) != ISL_ROUTER_HK_LEN:
+            raise WireError(f"ISL_ROUTER housekeeping must be {ISL_ROUTER_HK_LEN} bytes, got {len(buf)}")
+        return cls(*_ISL_ROUTER_HK.unpack(buf))
 
 
 # ---- Primary header (spacepacket) --------------------------------------------------------------
@@ -606,6 +654,14 @@ def decode_hk(packet: bytes) -> tuple[int, int, Stats]:
     if prim.mid != SKYMEM_HK_TLM_MID:
         raise WireError(f"message id {prim.mid:#x} is not SKYMEM HK telemetry")
     return seconds, subseconds, Stats.unpack(packet[SKYMEM_TLM_HDR_LEN:])
+
+
+def decode_router_hk(packet: bytes) -> tuple[int, int, RouterHk]:
+    """Decode ISL_ROUTER HK telemetry: (seconds, subseconds, counters)."""
+    prim, seconds, subseconds = decode_telemetry_header(packet)
+    if prim.mid != ISL_ROUTER_HK_TLM_MID:
+        raise WireError(f"message id {prim.mid:#x} is not ISL_ROUTER HK telemetry")
+    return seconds, subseconds, RouterHk.unpack(packet[SKYMEM_TLM_HDR_LEN:])
 
 
 def decode_any(packet: bytes) -> Command | Reply | tuple[int, int, Stats]:

@@ -41,6 +41,9 @@ expect_exit 2 "bad log level" $BASE --log-level loud
 expect_exit 2 "ports overflow" $BASE --ground-port-base 65535
 expect_exit 2 "budget below one chunk" $BASE --memory-budget 5000
 expect_exit 2 "bad bind address" $BASE --bind not-an-ip --isl-port-base 39990 --ground-port-base 39994
+expect_exit 2 "telemetry destination without port" $BASE --tlm-dest 127.0.0.1
+expect_exit 2 "telemetry destination not an address" $BASE --tlm-dest 1.2.3:5
+expect_exit 2 "telemetry port zero" $BASE --tlm-dest 127.0.0.1:0
 expect_exit 2 "missing config file" $BASE --config "$TMP/nope.conf"
 printf 'planes = 2\nnonsense\n' >"$TMP/bad.conf"
 expect_exit 2 "config syntax" --config "$TMP/bad.conf"

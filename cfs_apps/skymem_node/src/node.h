@@ -62,6 +62,12 @@ typedef struct {
     uint32_t migrated_out, migrated_in;
 } node_counters_t;
 
+/* What the cFS build's ISL_ROUTER app counts (its housekeeping, ISL_ROUTER_HK_TLM_MID). The node
+ * routes in-process; forwarded, dropped and invalid are shared with node_counters_t. */
+typedef struct {
+    uint32_t cmd_count, err_count, rx_isl, rx_ground, tx_isl, tx_ground, delivered;
+} node_router_counters_t;
+
 typedef struct {
     node_config_t cfg;
     uint32_t plane, sat, planes, sats;
@@ -72,6 +78,8 @@ typedef struct {
     uint8_t nb_ok[5];
     skymem_store_t *store;
     node_counters_t c;
+    node_router_counters_t rc;
+    struct sockaddr_in tlm_dest; /* --tlm-dest; sin_port 0: housekeeping answers whoever asked */
     node_ground_t grounds[NODE_GROUND_SLOTS];
     node_seen_t seen[NODE_EVICT_SEEN];
     uint32_t seen_next;

@@ -1,6 +1,7 @@
 /* node_config.c -- parse and validate every skymem_node option. */
 #include "node_config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +19,8 @@ static const char USAGE[] =
     "  [--epoch-ms MS] [--time-scale X] [--delay-scale X] [--ground-delay-ms X]\n"
     "  [--bandwidth-mbps X] [--loss P] [--dup P] [--reorder P] [--corrupt P] [--seed N]\n"
     "  [--config FILE] [--log-level error|warn|info|debug]\n"
-    "  [--auth-keys FILE]  (lines: key_id hex_key; id 0 = constellation key; default $SKYMEM_AUTH_KEYS)\n";
+    "  [--auth-keys FILE]  (lines: key_id hex_key; id 0 = constellation key; default $SKYMEM_AUTH_KEYS)\n"
+    "  [--tlm-dest HOST:PORT]  (housekeeping of both apps goes there, as TO_LAB sends it on cFS)\n";
 
 static int parse_u64(const char *key, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
@@ -87,6 +89,25 @@ static int parse_str(const char *key, const char *v, char *out, size_t cap)
     return 0;
 }
 
+/* "a.b.c.d:port": where a cFS mission's TO_LAB would send this satellite's telemetry. */
+static int parse_tlm_dest(const char *key, const char *v, node_config_t *cfg)
+{
+    const char *colon = v ? strrchr(v, ':') : NULL;
+    struct in_addr a;
+    size_t n;
+    if (colon == NULL || colon == v || (n = (size_t)(colon - v)) >= sizeof cfg->tlm_host) {
+        fprintf(stderr, "skymem_node: --%s wants IPV4:PORT, got '%s'\n", key, v ? v : "");
+        return -1;
+    }
+    memcpy(cfg->tlm_host, v, n);
+    cfg->tlm_host[n] = '\0';
+    if (inet_pton(AF_INET, cfg->tlm_host, &a) != 1) {
+        fprintf(stderr, "skymem_node: --%s: '%s' is not an IPv4 address\n", key, cfg->tlm_host);
+        return -1;
+    }
+    return parse_u32(key, colon + 1, 1, 65535, &cfg->tlm_port);
+}
+
 static int parse_file(node_config_t *cfg, const char *path, int depth, int *seen);
 
 /* Applies one key/value; *seen tracks the four required keys. */
@@ -104,6 +125,7 @@ static int apply(node_config_t *cfg, const char *key, const char *v, int depth, 
     if (!strcmp(key, "ground-port-base")) return parse_u32(key, v, 1, 65535, &cfg->ground_port_base);
     if (!strcmp(key, "auth-keys")) return parse_str(key, v, cfg->auth_keys, sizeof cfg->auth_keys);
     if (!strcmp(key, "peers")) return parse_str(key, v, cfg->peers, sizeof cfg->peers);
+    if (!strcmp(key, "tlm-dest")) return parse_tlm_dest(key, v, cfg);
     if (!strcmp(key, "memory-budget")) return parse_u64(key, v, 4096, 1ull << 40, &cfg->memory_budget);
     if (!strcmp(key, "chunk-size")) return parse_u32(key, v, 1, SKYMEM_MAX_CHUNK_DATA, &cfg->chunk_size);
     if (!strcmp(key, "epoch-ms")) { cfg->epoch_given = 1; return parse_u64(key, v, 0, 1ull << 53, &cfg->epoch_ms); }

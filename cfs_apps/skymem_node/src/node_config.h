@@ -29,6 +29,8 @@ typedef struct {
     uint64_t seed;
     int log_level;
     char auth_keys[512]; /* key file ("key_id hex_key" lines); empty: SKYMEM_AUTH_KEYS env var, else auth off */
+    char tlm_host[16];   /* --tlm-dest: where housekeeping goes (TO_LAB's destination on cFS); empty: to the asker */
+    uint32_t tlm_port;
 } node_config_t;
 
 /* Parses argv (and any --config FILE at its position; later flags win).

@@ -365,6 +365,15 @@ static void handle_control(node_t *n, const skymem_msg_t *m)
     }
 }
 
+/* Housekeeping goes where a cFS mission's TO_LAB would send it (--tlm-dest), else back to
+ * whoever asked: the same packets a ground system receives from the cFS apps. */
+static void send_tlm(node_t *n, int from_ground, const struct sockaddr_in *src, const uint8_t *pkt, size_t len)
+{
+    if (n->tlm_dest.sin_port != 0) node_sendto_now(n, n->ground_fd, &n->tlm_dest, pkt, len);
+    else if (from_ground) node_send_ground(n, src, pkt, len);
+    else node_sendto_now(n, n->isl_fd, src, pkt, len);
+}
+
 static void send_hk(node_t *n, int from_ground, const struct sockaddr_in *src)
 {
     skymem_stats_t st;
@@ -375,9 +384,52 @@ static void send_hk(node_t *n, int from_ground, const struct sockaddr_in *src)
     node_fill_stats(n, &st);
     tlm_time(n, &sec, &sub);
     len = skymem_build_hk(buf, sizeof buf, n->seq++, sec, sub, &st);
-    if (len < 0) return;
-    if (from_ground) node_send_ground(n, src, buf, (size_t)len);
-    else node_sendto_now(n, n->isl_fd, src, buf, (size_t)len);
+    if (len > 0) send_tlm(n, from_ground, src, buf, (size_t)len);
+}
+
+static uint32_t ground_stations_known(const node_t *n)
+{
+    uint32_t i, k = 0;
+    for (i = 0; i < NODE_GROUND_SLOTS; i++) k += n->grounds[i].used;
+    return k;
+}
+
+/* ISL_ROUTER's housekeeping, laid out as the cFS app sends it (ISL_ROUTER_HK_* of skymem_wire.h). */
+static void send_router_hk(node_t *n, int from_ground, const struct sockaddr_in *src)
+{
+    uint8_t body[ISL_ROUTER_HK_LEN];
+    uint8_t buf[SKYMEM_TLM_HDR_LEN + ISL_ROUTER_HK_LEN];
+    uint32_t sec;
+    uint16_t sub;
+    int len;
+    memset(body, 0, sizeof body);
+    skymem_put_u16(body + ISL_ROUTER_HK_PLANE, (uint16_t)n->plane);
+    skymem_put_u16(body + ISL_ROUTER_HK_SAT, (uint16_t)n->sat);
+    skymem_put_u32(body + ISL_ROUTER_HK_CMD_COUNT, n->rc.cmd_count);
+    skymem_put_u32(body + ISL_ROUTER_HK_ERR_COUNT, n->rc.err_count);
+    skymem_put_u32(body + ISL_ROUTER_HK_RX_ISL, n->rc.rx_isl);
+    skymem_put_u32(body + ISL_ROUTER_HK_RX_GROUND, n->rc.rx_ground);
+    skymem_put_u32(body + ISL_ROUTER_HK_TX_ISL, n->rc.tx_isl);
+    skymem_put_u32(body + ISL_ROUTER_HK_TX_GROUND, n->rc.tx_ground);
+    skymem_put_u32(body + ISL_ROUTER_HK_FORWARDED, n->c.forwarded);
+    skymem_put_u32(body + ISL_ROUTER_HK_DELIVERED, n->rc.delivered);
+    skymem_put_u32(body + ISL_ROUTER_HK_DROPPED, n->c.dropped);
+    skymem_put_u32(body + ISL_ROUTER_HK_INVALID, n->c.invalid);
+    skymem_put_u32(body + ISL_ROUTER_HK_GROUND_KNOWN, ground_stations_known(n));
+    tlm_time(n, &sec, &sub);
+    len = skymem_build_tlm(buf, sizeof buf, ISL_ROUTER_HK_TLM_MID, n->seq++, sec, sub, body, sizeof body);
+    if (len > 0) send_tlm(n, from_ground, src, buf, (size_t)len);
+}
+
+/* ISL_ROUTER's own commands (NOOP, RESET_COUNTERS, 8 bytes each), counted as the cFS app counts them. */
+static void handle_router_command(node_t *n, const skymem_msg_t *m)
+{
+    if (m->payload_len != 0 || m->cc > ISL_ROUTER_RESET_COUNTERS_CC) {
+        n->rc.err_count++; /* wrong length, or SET_LINK: the link emulation is SET_PARAM 3 and 4 here */
+        return;
+    }
+    if (m->cc == ISL_ROUTER_RESET_COUNTERS_CC) memset(&n->rc, 0, sizeof n->rc);
+    else n->rc.cmd_count++;
 }
 
 /* 1 if pkt is a data-plane command whose header, length and checksum are intact
@@ -423,6 +475,8 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
     skymem_route_t r;
     int rc, from_ground = from != 0;
     if (from != 2) n->c.rx_packets++;
+    if (from == 0) n->rc.rx_isl++;
+    else if (from == 1) n->rc.rx_ground++;
     if (from == 1 && n->cfg.ground_delay_ms > 0) { /* the uplink takes its time too */
         if (evq_push(&n->evq, node_mono_ns() + (uint64_t)(n->cfg.ground_delay_ms * 1e6), EV_RX_GROUND, src, pkt, len))
             n->c.dropped++;
@@ -444,17 +498,15 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
             if (!node_auth_refuse_control(n, &m)) handle_control(n, &m);
             return;
         case SKYMEM_SEND_HK_MID: send_hk(n, from_ground, src); return; /* not counted, as in cFS */
-        case ISL_ROUTER_CMD_MID:
-        case ISL_ROUTER_SEND_HK_MID:
-            /* the ISL router of the cFS build; the native node routes in-process */
-            n->c.cmd_count++;
-            return;
+        case ISL_ROUTER_SEND_HK_MID: send_router_hk(n, from_ground, src); return;
+        case ISL_ROUTER_CMD_MID: handle_router_command(n, &m); return;
         default: break;
         }
         r = m.route;
         if (from_ground) adopt_ground(n, src, &r, pkt, len);
         m.route = r; /* handlers see the route as rewritten (via filled in) */
         if (is_self(n, r.dst_plane, r.dst_sat)) {
+            n->rc.delivered++;
             if (!node_auth_refuse(n, &m, pkt, len, &r)) handle_data_cmd(n, &m, &r);
         }
         else route_packet(n, pkt, len, &r, 0, 1);
@@ -467,6 +519,7 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
     }
     r = m.route;
     if (r.dst_plane != SKYMEM_GROUND_PLANE && is_self(n, r.dst_plane, r.dst_sat)) {
+        n->rc.delivered++;
         node_migrate_on_reply(n, &m);
         return;
     }

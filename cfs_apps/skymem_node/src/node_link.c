@@ -149,6 +149,8 @@ static void flush_batch(node_t *n, tx_batch_t *b)
             continue;
         }
         n->c.tx_packets += (uint32_t)k;
+        if (b == &tx_isl) n->rc.tx_isl += (uint32_t)k;
+        else n->rc.tx_ground += (uint32_t)k;
         sent += k;
     }
     b->count = 0;

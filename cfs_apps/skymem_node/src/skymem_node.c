@@ -179,6 +179,11 @@ static int setup(node_t *n)
     }
 
     node_cache_neighbours(n);
+    if (n->cfg.tlm_port != 0) { /* validated by node_config */
+        n->tlm_dest.sin_family = AF_INET;
+        n->tlm_dest.sin_port = htons((uint16_t)n->cfg.tlm_port);
+        inet_pton(AF_INET, n->cfg.tlm_host, &n->tlm_dest.sin_addr);
+    }
 
     rc = skymem_store_create(&n->store, n->cfg.memory_budget, n->cfg.chunk_size, node_on_store_evict, n);
     if (rc == SKYMEM_STORE_E_NO_SPACE) {
