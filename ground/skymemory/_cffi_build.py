@@ -66,6 +66,8 @@ double skymem_slant_range_m(double ground_distance_m, double altitude_m);
 double skymem_light_time_s(double distance_m);
 uint32_t skymem_crc32c(const uint8_t *data, size_t len);
 uint32_t skymem_crc32c_update(uint32_t crc, const uint8_t *data, size_t len);
+uint32_t skymem_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+uint32_t skymem_crc32c_fold(const uint32_t *chunk_crcs, uint32_t count, uint32_t chunk_bytes, uint64_t total_len);
 uint8_t skymem_cmd_checksum(const uint8_t *pkt, size_t len);
 int skymem_parse(const uint8_t *buf, size_t len, skymem_msg_t *out);
 int skymem_build_cmd(uint8_t *buf, size_t cap, uint16_t mid, uint8_t cc, uint16_t seq,
@@ -100,13 +102,15 @@ int skymem_build_reply_stats(uint8_t *buf, size_t cap, uint16_t seq, uint32_t se
 typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port; }
     skymem_bulk_server_t;
 typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t chunk_bytes; uint32_t chunk_count;
-                 uint32_t server0; uint32_t n_servers; uint64_t created_ms; uint8_t *status; uint32_t *prefix; }
+                 uint32_t server0; uint32_t n_servers; uint64_t created_ms; uint8_t *status; uint32_t *prefix;
+                 uint32_t *chunk_crcs; }
     skymem_bulk_block_t;
 typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t window_bytes; uint32_t wave_chunks;
                  double rto_s; double deadline_s; uint32_t max_retries; double pace_Bps;
                  uint64_t packets_rx, packets_tx, bytes_rx; uint64_t crc_failures, retransmits, ignored;
                  const uint8_t *auth_key; uint32_t auth_key_len; uint32_t auth_key_id;
-                 uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint8_t nak_status; }
+                 uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint8_t nak_status;
+                 double first_reply_s; }
     skymem_bulk_opts_t;
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);

@@ -56,6 +56,7 @@ class BlockJob:
     servers: Sequence[Sat]  # chunk i -> servers[i % len(servers)]
     created_ms: int = 0
     status: np.ndarray = field(default=None)  # uint8 per chunk, PENDING / OK / NOT_FOUND
+    chunk_crcs: np.ndarray | None = None  # get, optional: uint32 per chunk, its verified CRC32C as it arrived
 
     @property
     def chunk_count(self) -> int:
@@ -72,6 +73,17 @@ class BlockJob:
             raise ValueError("a block needs at least one server")
         if self.status is None:
             self.status = np.zeros(self.chunk_count, dtype=np.uint8)
+        if self.chunk_crcs is not None and (self.chunk_crcs.dtype != np.uint32 or len(self.chunk_crcs) < self.chunk_count
+                                            or not self.chunk_crcs.flags.c_contiguous):
+            raise ValueError("chunk_crcs must be a contiguous uint32 array with one entry per chunk")
+
+    def block_crc32c(self) -> int:
+        """CRC32C of the whole block, folded from the chunks' CRCs (every chunk must have arrived)."""
+        if self.chunk_crcs is None:
+            raise ValueError("the job was fetched without chunk_crcs")
+        ffi, lib = require_native()
+        return int(lib.skymem_crc32c_fold(ffi.from_buffer("uint32_t[]", self.chunk_crcs), self.chunk_count,
+                                          self.chunk_bytes, self.n_bytes))
 
 
 @dataclass
@@ -85,6 +97,7 @@ class TransferStats:
     ignored: int
     nak_status: int = 0  # SKYMEM_NAK_* of the refusal when rc == REFUSED (set only)
     window_bytes: int = 0  # bytes in flight the call allowed
+    first_reply_s: float = 0.0  # get: start -> first valid reply (a round trip plus service time)
 
     @property
     def outcome(self) -> str:
@@ -202,6 +215,10 @@ class BulkTransfer:
             b.server0, b.n_servers = firsts[i], len(job.servers)
             b.created_ms, b.status = job.created_ms, st
             b.prefix = prefix_ptr + i if prefix is not None else ffi.NULL
+            if job.chunk_crcs is not None:
+                crcs = ffi.from_buffer("uint32_t[]", job.chunk_crcs, require_writable=True)
+                keep.append(crcs)
+                b.chunk_crcs = crcs
         opts = ffi.new("skymem_bulk_opts_t *")
         with self._ids_lock:
             opts.request_id = self._ids.randrange(1, 2**31)
@@ -225,7 +242,7 @@ class BulkTransfer:
         if rc < 0:
             raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
         return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
-                             opts.retransmits, opts.ignored, opts.nak_status, opts.window_bytes)
+                             opts.retransmits, opts.ignored, opts.nak_status, opts.window_bytes, opts.first_reply_s)
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
             deadline_s: float | None = None, pace_Bps: float = 0.0,

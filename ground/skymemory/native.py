@@ -60,19 +60,52 @@ def crc32c_py(data: bytes, crc: int = 0) -> int:
 def _find_native_crc():
     if lib is None:
         return None
-    fn = getattr(lib, "skymem_crc32c", None)
+    # the ground's version uses the CPU's CRC32C instruction where there is one (same result)
+    fn = getattr(lib, "skymem_bulk_crc32c", None) or getattr(lib, "skymem_crc32c", None)
     if fn is None:
         return None
 
-    def crc32c_native(data: bytes, crc: int = 0) -> int:
+    def crc32c_native(data, crc: int = 0) -> int:
         if crc:
             return crc32c_py(data, crc)
-        return int(fn(ffi.from_buffer(data), len(data)))
+        view = memoryview(data).cast("B")
+        return int(fn(ffi.from_buffer(view), len(view)))
 
     return crc32c_native
 
 
 crc32c = _find_native_crc() or crc32c_py
+
+
+def _multmodp(a: int, b: int) -> int:
+    """a * b modulo the CRC32C polynomial (reflected), as skymem_crc32c.c computes it."""
+    m, p = 1 << 31, 0
+    while m and a:
+        if a & m:
+            p ^= b
+            a ^= m
+        m >>= 1
+        b = (b >> 1) ^ 0x82F63B78 if b & 1 else b >> 1
+    return p
+
+
+def crc32c_combine_py(crc_a: int, crc_b: int, len_b: int) -> int:
+    """CRC32C of A || B from crc(A), crc(B) and len(B): the reference for skymem_crc32c_combine."""
+    result, square = 1 << 31, 1 << 23  # x^0 and x^8
+    while len_b:
+        if len_b & 1:
+            result = _multmodp(square, result)
+        square = _multmodp(square, square)
+        len_b >>= 1
+    return _multmodp(result, crc_a) ^ crc_b
+
+
+if lib is not None and hasattr(lib, "skymem_crc32c_combine"):
+    def crc32c_combine(crc_a: int, crc_b: int, len_b: int) -> int:
+        """CRC32C of A || B from crc(A), crc(B) and len(B), without the bytes."""
+        return int(lib.skymem_crc32c_combine(crc_a, crc_b, len_b))
+else:  # pragma: no cover - depends on the install
+    crc32c_combine = crc32c_combine_py
 
 
 def xor_checksum(packet: bytes | bytearray | memoryview) -> int:

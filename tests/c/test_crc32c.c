@@ -34,5 +34,28 @@ int main(void)
     /* incremental == one shot, split at every offset of a short buffer */
     for (n = 0; n <= 40; n++)
         CHECK_EQ_INT(skymem_crc32c_update(skymem_crc32c(buf, n), buf + n, 40 - n), skymem_crc32c(buf, 40));
+    /* combination: crc(A || B) from crc(A), crc(B), |B|, at every split of the buffer */
+    for (n = 0; n <= sizeof buf; n += 23)
+        CHECK_EQ_INT(skymem_crc32c_combine(skymem_crc32c(buf, n), skymem_crc32c(buf + n, sizeof buf - n),
+                                           sizeof buf - n),
+                     skymem_crc32c(buf, sizeof buf));
+    CHECK_EQ_INT(skymem_crc32c_combine(0x12345678u, 0u, 0), 0x12345678u); /* appending nothing */
+    /* fold: the block's CRC from its chunks' CRCs, for chunk sizes that do and do not divide it */
+    {
+        uint32_t crcs[1000];
+        size_t chunk;
+        for (chunk = 1; chunk <= 300; chunk = chunk * 3 + 1) {
+            uint32_t count = (uint32_t)((sizeof buf + chunk - 1) / chunk);
+            for (i = 0; i < count; i++) {
+                size_t len = (i + 1) * chunk <= sizeof buf ? chunk : sizeof buf - i * chunk;
+                crcs[i] = skymem_crc32c(buf + i * chunk, len);
+            }
+            CHECK_EQ_INT(skymem_crc32c_fold(crcs, count, (uint32_t)chunk, sizeof buf), skymem_crc32c(buf, sizeof buf));
+            CHECK_EQ_INT(skymem_crc32c_fold(crcs, count + 1u, (uint32_t)chunk, sizeof buf), 0u); /* wrong count */
+        }
+        crcs[0] = skymem_crc32c(buf, 0);
+        CHECK_EQ_INT(skymem_crc32c_fold(crcs, 1, 6144, 0), 0u); /* the empty block */
+        CHECK_EQ_INT(skymem_crc32c_fold(NULL, 1, 6144, 10), 0u);
+    }
     return check_report("crc32c");
 }

@@ -272,6 +272,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     int rc = check_args(servers, n_servers_total, blocks, n_blocks, o);
     if (rc)
         return rc;
+    o->first_reply_s = 0;
     uint32_t n_req = build_get_reqs(blocks, n_blocks, o->wave_chunks, NULL);
     get_req_t *reqs = calloc(n_req ? n_req : 1, sizeof *reqs);
     struct sockaddr_in *addrs = make_addrs(servers, n_servers_total);
@@ -402,6 +403,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                         continue; /* not received: asked again after rto */
                     }
                     memcpy(b->buf + (uint64_t)cid * b->chunk_bytes, m.data, want);
+                    if (b->chunk_crcs)
+                        b->chunk_crcs[cid] = m.desc.crc32c;
                     b->status[cid] = SKYMEM_BULK_OK;
                 } else if (m.reply_kind == SKYMEM_REPLY_NAK) {
                     b->status[cid] = SKYMEM_BULK_NOT_FOUND;
@@ -411,6 +414,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 }
                 if (b->prefix && *b->prefix == cid)
                     advance_prefix(b);
+                if (o->first_reply_s == 0)
+                    o->first_reply_s = tr - start;
                 r->last = tr;
                 if (r->abandoned)
                     continue; /* late answer to a request given up on: already accounted */

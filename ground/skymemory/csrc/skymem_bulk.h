@@ -40,6 +40,8 @@ typedef struct {
     uint64_t created_ms;   /* set: descriptor creation time */
     uint8_t *status;       /* chunk_count bytes, SKYMEM_BULK_* (caller zeroes them) */
     uint32_t *prefix;      /* get: chunks received contiguously from chunk 0 (written while running) */
+    uint32_t *chunk_crcs;  /* get, optional: chunk_count entries, each chunk's verified CRC32C as it arrived
+                            * (skymem_crc32c_fold turns them into the block's CRC without rereading it) */
 } skymem_bulk_block_t;
 
 typedef struct {
@@ -66,6 +68,8 @@ typedef struct {
     uint64_t auth_seq_first, auth_seq_count;
     uint64_t auth_seq_used;  /* result: sequences consumed */
     uint8_t nak_status;      /* result: SKYMEM_NAK_* of the refusal when REFUSED */
+    double first_reply_s;    /* result, get: seconds from the start to the first valid reply (one round
+                              * trip plus a service time: the ground's measure of the link's latency) */
 } skymem_bulk_opts_t;
 
 /* Return values (negative: error before/while moving data). */

@@ -1,4 +1,8 @@
-/* skymem_crc32c.c -- CRC32C (Castagnoli), software slice-by-8. */
+/* skymem_crc32c.c -- CRC32C (Castagnoli), software slice-by-8, and CRC combination.
+ *
+ * Combination: a CRC is linear over GF(2), so crc(A || B) = crc(A) * x^(8|B|) + crc(B)
+ * (mod the polynomial; the pre- and post-inversion cancel out). Polynomials are held
+ * reflected like the CRC itself: bit 31 is x^0, bit 0 is x^31. */
 #include "skymem_crc32c.h"
 
 #include "skymem_crc32c_table.h"
@@ -21,3 +25,54 @@ uint32_t skymem_crc32c_update(uint32_t crc, const uint8_t *p, size_t len)
 }
 
 uint32_t skymem_crc32c(const uint8_t *data, size_t len) { return skymem_crc32c_update(0, data, len); }
+
+#define CRC32C_POLY 0x82F63B78u
+
+/* a * b modulo the CRC polynomial (both reflected). */
+static uint32_t multmodp(uint32_t a, uint32_t b)
+{
+    uint32_t m = 1u << 31, p = 0;
+    while (m != 0 && a != 0) {
+        if (a & m) {
+            p ^= b;
+            a ^= m;
+        }
+        m >>= 1;
+        b = (b & 1u) ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+    }
+    return p;
+}
+
+/* x^(8n) modulo the polynomial: the operator that appends n zero bytes. */
+static uint32_t x8n(uint64_t n)
+{
+    uint32_t result = 1u << 31; /* x^0 */
+    uint32_t square = 1u << 23; /* x^8 */
+    while (n) {
+        if (n & 1u) result = multmodp(square, result);
+        square = multmodp(square, square);
+        n >>= 1;
+    }
+    return result;
+}
+
+uint32_t skymem_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+    return multmodp(x8n(len_b), crc_a) ^ crc_b;
+}
+
+uint32_t skymem_crc32c_fold(const uint32_t *chunk_crcs, uint32_t count, uint32_t chunk_bytes, uint64_t total_len)
+{
+    uint32_t i, crc, step;
+    uint64_t last;
+    if (chunk_crcs == NULL || chunk_bytes == 0) return 0;
+    if (count != (total_len == 0 ? 1u : (total_len + chunk_bytes - 1u) / chunk_bytes)) return 0;
+    crc = chunk_crcs[0];
+    step = x8n(chunk_bytes); /* every chunk but the last has the same length: one operator */
+    for (i = 1; i + 1 < count; i++) crc = multmodp(step, crc) ^ chunk_crcs[i];
+    if (count > 1) {
+        last = total_len - (uint64_t)(count - 1u) * chunk_bytes;
+        crc = skymem_crc32c_combine(crc, chunk_crcs[count - 1u], last);
+    }
+    return crc;
+}
