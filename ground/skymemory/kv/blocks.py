@@ -88,9 +88,15 @@ def _named_state(model: torch.nn.Module):
             yield from _leaf_tensors(name, tensor.detach() if tensor.requires_grad else tensor)
 
 
+def _version(tensor: torch.Tensor) -> int | None:
+    # Inference tensors (HQQ builds its weights under torch.inference_mode) keep no version
+    # counter; they can only be changed inside inference mode, which the stamp cannot see.
+    return None if tensor.is_inference() else tensor._version
+
+
 def _version_stamp(model: torch.nn.Module) -> tuple:
     return tuple(
-        (name, t.data_ptr(), t._version, tuple(t.shape), str(t.dtype)) for name, t in _named_state(model)
+        (name, t.data_ptr(), _version(t), tuple(t.shape), str(t.dtype)) for name, t in _named_state(model)
     )
 
 

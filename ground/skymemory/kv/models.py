@@ -292,7 +292,8 @@ def quantize_weights(model, method: str) -> None:
         for name, module in list(model.named_modules()):
             for child_name, child in list(module.named_children()):
                 if isinstance(child, torch.nn.Linear) and child_name != "lm_head":
-                    setattr(module, child_name, HQQLinear(child, config, compute_dtype=model.dtype))
+                    setattr(module, child_name, HQQLinear(child, config, compute_dtype=model.dtype,
+                                                                 device=str(model.device)))
     else:
         raise ValueError(f"unknown quantisation {method!r}; choose qint8, qint4 or hqq")
     model.skymemory_quantization = method  # part of the cache fingerprint
