@@ -12,11 +12,13 @@ TORCH_SPEC := torch==2.13.0
 
 all: build venv
 
+# DISABLE_CUDA=1: hqq is an sdist whose build compiles CUDA kernels unless told not to (its PyTorch path
+# needs none; on a CUDA host, reinstall hqq without it for the kernels).
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_SPEC)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	DISABLE_CUDA=1 $(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -82,7 +82,8 @@ def test_quanto_int8_weights_work_with_the_cache(tmp_path):
     quantised, tokenizer = models.load_model("embedded-tiny", device="cpu", dtype="fp32", quantize="qint8")
     plain, _ = tiny()
     assert blocks.model_fingerprint(quantised) != blocks.model_fingerprint(plain)
-    manager = KVCManager(quantised, tokenizer, MemoryBlockStore(), block_tokens=16, kv_dtype="fp32", index_dir=tmp_path)
+    manager = KVCManager(quantised, tokenizer, MemoryBlockStore(), block_tokens=16, kv_dtype="fp32", index_dir=tmp_path,
+                         policy="fetch")
     prompt = random_prompt(3 * 16 + 4, seed=2)
     manager.add_blocks(prompt)
     comparison = compare_generation(manager, prompt, new_tokens=6)
@@ -128,11 +129,25 @@ def test_missing_hub_model_is_one_clear_line(capsys, monkeypatch, tmp_path):
     assert len(capsys.readouterr().err.splitlines()) == 1
 
 
-def test_hqq_without_the_package_is_a_clear_error():
+def test_hqq_weights_work_with_the_cache(tmp_path):
+    """The paper's other quantiser (Table 3): HQQ 8-bit weights on the CPU, cached prefix token-identical."""
+    quantised, tokenizer = models.load_model("embedded-tiny", device="cpu", dtype="fp32", quantize="hqq")
+    plain, _ = tiny()
+    assert blocks.model_fingerprint(quantised) != blocks.model_fingerprint(plain)
+    assert blocks.model_fingerprint(quantised) == blocks.model_fingerprint(quantised)  # stable: no version counters
+    manager = KVCManager(quantised, tokenizer, MemoryBlockStore(), block_tokens=16, kv_dtype="fp32", index_dir=tmp_path,
+                         policy="fetch")
+    prompt = random_prompt(3 * 16 + 4, seed=3)
+    manager.add_blocks(prompt)
+    comparison = compare_generation(manager, prompt, new_tokens=6)
+    assert comparison.prefix_tokens == 48 and comparison.cached == comparison.reference
+
+
+def test_hqq_without_the_package_is_a_clear_error(monkeypatch):
     import importlib.util
 
-    if importlib.util.find_spec("hqq") is not None:
-        pytest.skip("hqq is installed")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "hqq" else real(name, *a))
     model, _ = models.load_model("embedded-tiny", device="cpu")
     with pytest.raises(RuntimeError, match="hqq"):
         models.quantize_weights(model, "hqq")
