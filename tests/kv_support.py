@@ -31,7 +31,13 @@ def random_prompt(n_tokens: int, seed: int) -> list[int]:
 
 
 class FailingStore(MemoryBlockStore):
-    """The in-process store, but get_block fails for chosen hashes in a chosen way."""
+    """The in-process store, but get_block fails for chosen hashes in a chosen way.
+
+    It offers only get_block, like a store without a bulk path: the KV layer then lands
+    blocks one by one and checks each one's bytes itself.
+    """
+
+    get_blocks_into = None
 
     def __init__(self, probe_knows_size: bool = True):
         super().__init__()

@@ -15,8 +15,10 @@ BLOCK = 16  # small blocks keep the parametrised tests fast; one test below uses
 
 
 def _manager(tmp_path, dtype="fp32", kv="fp32", store=None, block=BLOCK, **kwargs):
+    """A manager that always fetches what is cached: these tests are about the fetch, not the decision."""
     model, tokenizer = tiny(dtype)
     store = store if store is not None else MemoryBlockStore()
+    kwargs.setdefault("policy", "fetch")
     return KVCManager(model, tokenizer, store, block_tokens=block, kv_dtype=kv, index_dir=tmp_path, **kwargs)
 
 
@@ -154,7 +156,8 @@ def test_a_changed_weight_never_hits(tmp_path):
     changed = copy.deepcopy(manager.model)
     with torch.no_grad():
         changed.model.layers[2].self_attn.v_proj.weight[5, 5] += 1e-4
-    other = KVCManager(changed, manager.tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    other = KVCManager(changed, manager.tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                       policy="fetch")
     result = other.get_cache(prompt)
     assert result.prefix_tokens == 0 and store.gets == 3  # no block was fetched for the changed model
 
@@ -166,7 +169,8 @@ def test_a_changed_tokenizer_never_hits(tmp_path):
     manager.add_blocks(prompt)
     tokenizer = build_byte_tokenizer()
     tokenizer.add_special_tokens({"additional_special_tokens": ["<tool>"]})
-    other = KVCManager(manager.model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    other = KVCManager(manager.model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                       policy="fetch")
     assert other.get_cache(prompt).prefix_tokens == 0
 
 

@@ -41,7 +41,8 @@ def uncached(model, prompt, n):
 @pytest.mark.parametrize("kv,n_blocks,suffix", [("fp32", 1, 1), ("fp32", 3, 9), ("fp32", 4, 33), ("fp16", 2, 5)])
 def test_streamed_prefix_gives_the_uncached_tokens(tmp_path, store, kv, n_blocks, suffix):
     model, tokenizer = tiny(kv)
-    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype=kv, index_dir=tmp_path)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype=kv, index_dir=tmp_path,
+                         policy="fetch")
     prompt = random_prompt(n_blocks * BLOCK + suffix, seed=7 * n_blocks + suffix)
     assert manager.add_blocks(prompt[: n_blocks * BLOCK]).blocks_stored == n_blocks
     tokens, result, stats, failure = generate_streaming(manager, prompt, max_new_tokens=8, wave_layers=1)
@@ -55,7 +56,8 @@ def test_streamed_prefix_gives_the_uncached_tokens(tmp_path, store, kv, n_blocks
 
 def test_streamed_layers_equal_the_fetched_cache(tmp_path, store):
     model, tokenizer = tiny("fp32")
-    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp16", index_dir=tmp_path)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp16", index_dir=tmp_path,
+                         policy="fetch")
     prompt = random_prompt(3 * BLOCK + 4, seed=3)
     manager.add_blocks(prompt[: 3 * BLOCK])
     fetched = manager.get_cache(prompt).cache
@@ -67,7 +69,8 @@ def test_streamed_layers_equal_the_fetched_cache(tmp_path, store):
 
 def test_paced_stream_gives_the_uncached_tokens(tmp_path, store):
     model, tokenizer = tiny("fp32")
-    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp16", index_dir=tmp_path)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp16", index_dir=tmp_path,
+                         policy="fetch")
     prompt = random_prompt(3 * BLOCK + 4, seed=5)
     manager.add_blocks(prompt[: 3 * BLOCK])
     tokens, result, stats, failure = generate_streaming(manager, prompt, max_new_tokens=4, pace_Bps=2e6)
@@ -79,7 +82,8 @@ def test_paced_stream_gives_the_uncached_tokens(tmp_path, store):
 
 def test_a_lost_chunk_falls_back_to_recompute_and_evicts(tmp_path, store):
     model, tokenizer = tiny("fp32")
-    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                         policy="fetch")
     prompt = random_prompt(2 * BLOCK + 3, seed=11)
     hashes = manager.add_blocks(prompt[: 2 * BLOCK]).hashes
     gone = next(k for k in store.sats[1].store if k[0] == hashes[1])
@@ -94,7 +98,7 @@ def test_a_lost_chunk_falls_back_to_recompute_and_evicts(tmp_path, store):
 def test_strict_mode_raises_the_stream_failure(tmp_path, store):
     model, tokenizer = tiny("fp32")
     manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
-                         strict=True)
+                         strict=True, policy="fetch")
     prompt = random_prompt(BLOCK + 2, seed=5)
     hashes = manager.add_blocks(prompt[:BLOCK]).hashes
     store.sats[0].corrupt_replies = 10_000  # every chunk from satellite 0 fails CRC32C until the retries end
@@ -106,7 +110,8 @@ def test_strict_mode_raises_the_stream_failure(tmp_path, store):
 
 def test_no_cached_prefix_streams_nothing(tmp_path, store):
     model, tokenizer = tiny("fp32")
-    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                         policy="fetch")
     prompt = random_prompt(BLOCK + 5, seed=9)
     tokens, result, stats, failure = generate_streaming(manager, prompt, max_new_tokens=4)
     assert result.prefix_tokens == 0 and stats is None and failure is None
@@ -120,7 +125,8 @@ def test_ttft_benchmark_records_a_failed_stream_and_recomputes(tmp_path, store):
     from skymemory.bench.ttft import run_cached
 
     model, tokenizer = tiny("fp32")
-    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                         policy="fetch")
     prompt = random_prompt(2 * BLOCK + 3, seed=13)
     hashes = manager.add_blocks(prompt[: 2 * BLOCK]).hashes
     streamed = run_cached(manager, SimpleNamespace(text=prompt), 5, streaming=True)

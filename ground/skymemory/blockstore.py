@@ -6,6 +6,12 @@ server list comes either from an explicit list of satellites or from a
 placement callable `locate(record, now_ms) -> [satellite of server 1, ...]`
 (skymemory.placement provides strategies; this module has none of its own).
 
+`get_blocks_into(records, buffers)` (both stores) puts blocks straight into
+the caller's buffers and reports a `Landed`: how many leading blocks arrived
+whole, each one's CRC32C as it arrived (the constellation's is folded from
+the chunks' CRCs the C path verified, so nobody reads the bytes again to
+check them), and why the next one did not.
+
 `LocalBlockStore` keeps blocks in process memory (the "no network" limit);
 `ConstellationBlockStore` stores them on satellites: put_block / get_block go
 through the C fast path (`skymemory.fastpath`: one GET_CHUNKS per server,
@@ -27,7 +33,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from skymemory import wire
+from skymemory import native, wire
 from skymemory.client import SkyMemoryClient
 from skymemory.loop_thread import LoopThread
 from skymemory.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, TransferStats
@@ -58,6 +64,23 @@ class BlockMiss(Exception):
         super().__init__(message or reason)
 
 
+@dataclass
+class Landed:
+    """What get_blocks_into put in the caller's buffers."""
+
+    complete: int  # blocks [0, complete) arrived whole, every chunk intact
+    block_crcs: list[int]  # CRC32C of each of those blocks' bytes as they arrived
+    miss: BlockMiss | None = None  # why block `complete` did not (None: every block arrived)
+    first_reply_s: float | None = None  # the transport's round trip to its first reply, when it measured one
+
+
+def _copy_into(buffer, payload) -> None:
+    target = memoryview(buffer).cast("B")
+    if len(target) < len(payload):
+        raise ValueError(f"a buffer of {len(target)} bytes cannot hold a block of {len(payload)}")
+    target[:len(payload)] = payload
+
+
 class BlockStore(Protocol):
     def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord: ...
     def get_block(self, record: BlockRecord) -> bytes: ...
@@ -84,7 +107,7 @@ class LocalBlockStore:
     def __init__(self, chunk_bytes: int = wire.SKYMEM_DEFAULT_CHUNK_DATA, clock: Callable[[], int] | None = None):
         self.chunk_bytes = chunk_bytes
         self.clock = clock or (lambda: int(time.time() * 1000))
-        self._blocks: dict[bytes, tuple[BlockRecord, bytes]] = {}
+        self._blocks: dict[bytes, tuple[BlockRecord, bytes, int]] = {}  # hash -> record, payload, its CRC32C
         self._lock = threading.Lock()
 
     def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
@@ -92,16 +115,35 @@ class LocalBlockStore:
         payload = bytes(payload)
         rec = BlockRecord(block_hash, len(payload), self.chunk_bytes, len(split_chunks(payload, self.chunk_bytes)),
                           self.clock(), "local", 1, (0, 0))
+        crc = native.crc32c(payload)  # what get_blocks_into reports: these bytes never leave this process
         with self._lock:
-            self._blocks[block_hash] = (rec, payload)
+            self._blocks[block_hash] = (rec, payload, crc)
         return rec
 
-    def get_block(self, record: BlockRecord) -> bytes:
+    def _stored(self, record: BlockRecord) -> tuple[bytes, int]:
         with self._lock:
             item = self._blocks.get(record.block_hash)
         if item is None:
             raise BlockMiss("not-found", f"block {record.block_hash.hex()[:16]} not stored")
-        return item[1]
+        return item[1], item[2]
+
+    def get_block(self, record: BlockRecord) -> bytes:
+        return self._stored(record)[0]
+
+    def get_blocks_into(self, records: Sequence[BlockRecord], buffers: Sequence) -> Landed:
+        """Copy each block into its buffer (one memcpy) with the CRC32C taken when it was put."""
+        crcs: list[int] = []
+        for record, buffer in zip(records, buffers, strict=True):
+            try:
+                payload, crc = self._stored(record)
+            except BlockMiss as miss:
+                return Landed(len(crcs), crcs, miss)
+            if record.n_bytes >= 0 and len(payload) != record.n_bytes:
+                return Landed(len(crcs), crcs, BlockMiss("incomplete", f"stored {len(payload)} bytes, "
+                                                                         f"the record says {record.n_bytes}"))
+            _copy_into(buffer, payload)
+            crcs.append(crc)
+        return Landed(len(crcs), crcs)
 
     def probe_block(self, block_hash: bytes) -> BlockRecord | None:
         with self._lock:
@@ -259,6 +301,48 @@ class ConstellationBlockStore:
         self.fetch_jobs(jobs)
         return [job.buf for job in jobs]
 
+    def get_blocks_into(self, records: Sequence[BlockRecord], buffers: Sequence) -> Landed:
+        """Fill `buffers` (one per record, n_bytes each at least) in one fast-path call.
+
+        Each complete block's CRC32C is folded from its chunks' CRCs, which the C path
+        verified on receipt; the first incomplete block ends the prefix (its miss says why).
+        """
+        if self.fast is None:  # the asyncio client: block by block, one CRC pass each
+            crcs: list[int] = []
+            for record, buffer in zip(records, buffers, strict=True):
+                try:
+                    payload = self._run(self._get(record))
+                except BlockMiss as miss:
+                    return Landed(len(crcs), crcs, miss)
+                _copy_into(buffer, payload)
+                crcs.append(native.crc32c(payload))
+            return Landed(len(crcs), crcs)
+        jobs = self.block_jobs(records, buffers)
+        for job in jobs:
+            job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
+        stats = self.fast.get(jobs)
+        self.last_transfer = stats
+        crcs = []
+        for job in jobs:
+            if not bool(np.all(job.status == OK)):
+                return Landed(len(crcs), crcs, self._job_miss(job, stats), stats.first_reply_s or None)
+            crcs.append(job.block_crc32c())
+        return Landed(len(crcs), crcs, None, stats.first_reply_s or None)
+
+    @staticmethod
+    def _job_miss(job: BlockJob, stats: TransferStats) -> BlockMiss:
+        """Why a fast-path job did not complete."""
+        gone = int(np.count_nonzero(job.status == NOT_FOUND))
+        if gone:
+            return BlockMiss("not-found", f"{gone} of {job.chunk_count} chunks of block "
+                             f"{job.block_hash.hex()[:16]} missing")
+        if stats.outcome == "refused":
+            return BlockMiss("nak", "a satellite refused GET_CHUNKS")
+        missing = int(np.count_nonzero(job.status != OK))
+        reason = "crc" if stats.crc_failures and not stats.packets_rx - stats.crc_failures else "timeout"
+        return BlockMiss(reason, f"{missing} chunks of block {job.block_hash.hex()[:16]} did not arrive "
+                         f"({stats.crc_failures} failed CRC32C, {stats.retransmits} re-requests)")
+
     # ---- fast path --------------------------------------------------------------------------
     def block_jobs(self, records: Sequence[BlockRecord], buffers: Sequence | None = None) -> list[BlockJob]:
         """Buffers (new ones unless given) and server lists for `records` (for callers that watch the transfer)."""
@@ -283,17 +367,10 @@ class ConstellationBlockStore:
                               window_bytes=window_bytes)
         self.last_transfer = stats
         for job in jobs:
-            gone = int(np.count_nonzero(job.status == NOT_FOUND))
-            if gone:
-                raise BlockMiss("not-found", f"{gone} of {job.chunk_count} chunks of block "
-                                f"{job.block_hash.hex()[:16]} missing")
+            if not bool(np.all(job.status == OK)):
+                raise self._job_miss(job, stats)
         if stats.outcome == "refused":
             raise BlockMiss("nak", "a satellite refused GET_CHUNKS")
-        missing = sum(int(np.count_nonzero(job.status != OK)) for job in jobs)
-        if missing:
-            reason = "crc" if stats.crc_failures and not stats.packets_rx - stats.crc_failures else "timeout"
-            raise BlockMiss(reason, f"{missing} chunks did not arrive ({stats.crc_failures} failed CRC32C, "
-                            f"{stats.retransmits} re-requests)")
         return stats
 
     def _fast_put(self, block_hash: bytes, payload: bytes) -> BlockRecord:

@@ -34,7 +34,8 @@ def test_lru_eviction_drops_the_block_and_its_descendants_from_the_manager_index
     model, tokenizer = tiny("fp32")
     told: list[bytes] = []
     with RotatingBlockStore(small_memory, strategy="rotation-hop", n_servers=9, on_evicted=told.append) as store:
-        manager = KVCManager(model, tokenizer, store, block_tokens=16, kv_dtype="fp16", index_dir=tmp_path)
+        manager = KVCManager(model, tokenizer, store, block_tokens=16, kv_dtype="fp16", index_dir=tmp_path,
+                         policy="fetch")
         prompt = random_prompt(2 * 16, seed=5)
         added = manager.add_blocks(prompt)
         assert added.blocks_stored == 2, added.error

@@ -31,7 +31,8 @@ def test_streamed_generation_equals_uncached(constellation, tmp_path):
     model, tokenizer = tiny("fp32")
     servers = constellation.constellation().nearest(5)
     with ConstellationBlockStore.from_manifest(constellation, servers) as store:
-        manager = KVCManager(model, tokenizer, store, block_tokens=16, kv_dtype="fp32", index_dir=tmp_path)
+        manager = KVCManager(model, tokenizer, store, block_tokens=16, kv_dtype="fp32", index_dir=tmp_path,
+                         policy="fetch")
         prompt = random_prompt(3 * 16 + 7, seed=21)
         assert manager.add_blocks(prompt[:48]).blocks_stored == 3
         tokens, result, stats, failure = generate_streaming(manager, prompt, max_new_tokens=6)
@@ -50,7 +51,8 @@ def test_get_cache_streaming_flag_gives_the_same_tokens(constellation, tmp_path)
     model, tokenizer = tiny("fp32")
     servers = constellation.constellation().nearest(5)
     with ConstellationBlockStore.from_manifest(constellation, servers) as store:
-        manager = KVCManager(model, tokenizer, store, block_tokens=16, kv_dtype="fp32", index_dir=tmp_path)
+        manager = KVCManager(model, tokenizer, store, block_tokens=16, kv_dtype="fp32", index_dir=tmp_path,
+                         policy="fetch")
         prompt = random_prompt(2 * 16 + 5, seed=33)
         assert manager.add_blocks(prompt[:32]).blocks_stored == 2
 

@@ -155,8 +155,10 @@ def tokenizer_fingerprint(tokenizer) -> bytes:
     return hashlib.sha256(b"tokenizer|" + blob).digest()
 
 
-def root_hash(model_fp: bytes, tokenizer_fp: bytes, *, kv_format: str, block_tokens: int) -> bytes:
-    """h_{-1}: binds the chain to the model, the tokenizer, the KV encoding and the block size."""
+def root_hash(model_fp: bytes, tokenizer_fp: bytes, *, kv_format: str, block_tokens: int, layout: str = "") -> bytes:
+    """h_{-1}: binds the chain to the model, the tokenizer, the KV encoding, the block size and the block
+    layout (its codec version and integrity check: blocks of another layout are never looked up)."""
     return hashlib.sha256(
         ROOT_DOMAIN + model_fp + tokenizer_fp + kv_format.encode() + block_tokens.to_bytes(4, "big")
+        + layout.encode()
     ).digest()

@@ -4,8 +4,9 @@ A block's bytes are a 64-byte header followed by the payload:
 
     header (big-endian):
       magic "SKKV" | version u16 | layers u16 | kv_heads u16 | head_dim u16
-      tokens u32 | dtype code u8 | quantisation code u8 | reserved u16
-      payload length u64 | reserved u32 | SHA-256 of the payload (32 bytes)
+      tokens u32 | dtype code u8 | quantisation code u8 | flags u16
+      payload length u64 | CRC32C of the payload u32
+      SHA-256 of the payload (32 bytes; zero unless flags has FLAG_SHA256)
 
     payload, layer-major: layer 0 (K then V), layer 1 (K then V), ...
       fp16 / bf16 / fp32: K [heads, tokens, head_dim] then V, little-endian
@@ -18,8 +19,21 @@ first chunks to arrive from the constellation hold the first layers, which
 the model needs first. Per-channel keys / per-token values is the usual
 KV-quantisation choice (keys have outlier channels, values do not).
 
-`decode_block` checks the digest before any tensor is built, so corrupted or
-truncated bytes never reach the model.
+Integrity costs less than a copy of the bytes. The header carries the
+payload's CRC32C; a reader checks it against the CRC of the block *as it
+arrived*, which the fast path already knows: every chunk's CRC32C was
+verified in C on receipt, and the chunks' CRCs fold into the block's
+without reading the block again (skymem_crc32c_fold). `check_block` then
+removes the header's share with CRC algebra (a few microseconds a block).
+Blocks from elsewhere are checked with a CRC32C pass over their bytes (the
+CPU's CRC instruction). SHA-256 of the payload stays available
+(`sha256=True` when encoding, `verify_sha256` when checking), off the hot
+path. Version 1 blocks (SHA-256 only) are refused as unsupported: an old
+block is a clean miss, never a wrong cache (the chain root also names the
+version, so they are not even looked up).
+
+Decoding bytes into tensors is `skymemory.kv.rebuild`; `decode_block` here
+is the one-block convenience for tools and tests.
 """
 
 from __future__ import annotations
@@ -30,12 +44,14 @@ import struct
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
+
+from skymemory import native
 
 MAGIC = b"SKKV"
-VERSION = 1
+VERSION = 2
 HEADER = struct.Struct("!4sHHHHIBBHQI32s")
 HEADER_BYTES = HEADER.size  # 64
+FLAG_SHA256 = 0x0001  # the header's last 32 bytes are the payload's SHA-256
 
 KV_FORMATS = ("fp16", "bf16", "fp32", "int8")
 _DTYPE_CODE = {"fp16": 1, "bf16": 2, "fp32": 3, "int8": 4}
@@ -71,7 +87,8 @@ class BlockHeader:
     kv_format: str
     quantization: int
     payload_bytes: int
-    digest: bytes
+    crc32c: int  # of the payload
+    sha256: bytes | None  # of the payload, when the encoder wrote one
 
 
 def check_format(kv_format: str) -> str:
@@ -157,8 +174,12 @@ def _encode_layer(keys: torch.Tensor, values: torch.Tensor, kv_format: str) -> b
     return _raw(k_data) + _raw(k_scale) + _raw(v_data.reshape(heads, tokens, head_dim)) + _raw(v_scale)
 
 
-def encode_block(layers: list[tuple[torch.Tensor, torch.Tensor]], kv_format: str = "fp16") -> bytes:
-    """One block's KV (per layer: K, V of shape [kv_heads, tokens, head_dim]) -> header + payload."""
+def encode_block(layers: list[tuple[torch.Tensor, torch.Tensor]], kv_format: str = "fp16", *,
+                 sha256: bool = False) -> bytes:
+    """One block's KV (per layer: K, V of shape [kv_heads, tokens, head_dim]) -> header + payload.
+
+    `sha256` also writes the payload's SHA-256 into the header (for readers that verify it).
+    """
     check_format(kv_format)
     if not layers:
         raise ValueError("a block needs at least one layer")
@@ -174,16 +195,17 @@ def encode_block(layers: list[tuple[torch.Tensor, torch.Tensor]], kv_format: str
     assert len(payload) == geometry.layers * layer_bytes(geometry, kv_format)
     quant = QUANT_QUANTO_INT8 if kv_format == "int8" else QUANT_NONE
     header = HEADER.pack(
-        MAGIC, VERSION, geometry.layers, heads, head_dim, tokens, _DTYPE_CODE[kv_format], quant, 0,
-        len(payload), 0, hashlib.sha256(payload).digest(),
+        MAGIC, VERSION, geometry.layers, heads, head_dim, tokens, _DTYPE_CODE[kv_format], quant,
+        FLAG_SHA256 if sha256 else 0, len(payload), native.crc32c(payload),
+        hashlib.sha256(payload).digest() if sha256 else bytes(32),
     )
     return header + payload
 
 
 def encode_cache_blocks(
-    cache: DynamicCache, block_tokens: int, first_block: int, n_blocks: int, kv_format: str = "fp16"
+    cache, block_tokens: int, first_block: int, n_blocks: int, kv_format: str = "fp16", *, sha256: bool = False
 ) -> list[bytes]:
-    """Encode blocks first_block .. first_block+n_blocks-1 of a batch-1 cache."""
+    """Encode blocks first_block .. first_block+n_blocks-1 of a batch-1 transformers cache."""
     encoded = []
     for b in range(first_block, first_block + n_blocks):
         start, stop = b * block_tokens, (b + 1) * block_tokens
@@ -194,7 +216,7 @@ def encode_cache_blocks(
             if layer.keys.shape[-2] < stop:
                 raise ValueError(f"cache holds {layer.keys.shape[-2]} tokens, block {b} needs {stop}")
             layers.append((layer.keys[0, :, start:stop, :], layer.values[0, :, start:stop, :]))
-        encoded.append(encode_block(layers, kv_format))
+        encoded.append(encode_block(layers, kv_format, sha256=sha256))
     return encoded
 
 
@@ -202,17 +224,20 @@ def encode_cache_blocks(
 
 
 def read_header(data: bytes | bytearray | memoryview) -> BlockHeader:
+    """Parse and sanity-check a block header (nothing about the payload is checked here)."""
     if len(data) < HEADER_BYTES:
         raise CodecError(f"block of {len(data)} bytes is shorter than the {HEADER_BYTES}-byte header")
-    magic, version, layers, heads, head_dim, tokens, dtype_code, quant, _r1, n_payload, _r2, digest = (
+    magic, version, layers, heads, head_dim, tokens, dtype_code, quant, flags, n_payload, crc, digest = (
         HEADER.unpack_from(data, 0)
     )
     if magic != MAGIC:
         raise CodecError("not a SkyMemory KV block (bad magic)")
     if version != VERSION:
-        raise CodecError(f"unsupported KV block version {version}")
+        raise CodecError(f"unsupported KV block version {version} (this reader knows version {VERSION})")
     if dtype_code not in _CODE_DTYPE:
         raise CodecError(f"unknown dtype code {dtype_code}")
+    if flags & ~FLAG_SHA256:
+        raise CodecError(f"unknown header flags 0x{flags:04x}")
     kv_format = _CODE_DTYPE[dtype_code]
     expected_quant = QUANT_QUANTO_INT8 if kv_format == "int8" else QUANT_NONE
     if quant != expected_quant:
@@ -222,7 +247,51 @@ def read_header(data: bytes | bytearray | memoryview) -> BlockHeader:
         raise CodecError("empty block geometry")
     if n_payload != geometry.layers * layer_bytes(geometry, kv_format):
         raise CodecError("payload length does not match the geometry")
-    return BlockHeader(geometry, kv_format, quant, n_payload, digest)
+    if not flags & FLAG_SHA256 and any(digest):
+        raise CodecError("the SHA-256 field is not zero but the header says there is none")
+    return BlockHeader(geometry, kv_format, quant, n_payload, crc, digest if flags & FLAG_SHA256 else None)
+
+
+def payload_crc32c(block_crc32c: int, block: bytes | bytearray | memoryview, payload_bytes: int) -> int:
+    """The payload's CRC32C from the whole block's, reading only the header.
+
+    crc(header || payload) = crc(header) * x^(8 * payload_bytes) + crc(payload), so
+    crc(payload) = crc(block) + crc(header) * x^(8 * payload_bytes) (addition is XOR).
+    """
+    header_crc = native.crc32c(memoryview(block)[:HEADER_BYTES])
+    return block_crc32c ^ native.crc32c_combine(header_crc, 0, payload_bytes)
+
+
+def check_block(block: bytes | bytearray | memoryview, *, block_crc32c: int | None = None,
+                expect: BlockGeometry | None = None, kv_format: str | None = None,
+                verify_sha256: bool = False) -> BlockHeader:
+    """Raise CodecError unless `block` is one whole, intact block of the expected geometry and format.
+
+    block_crc32c   the CRC32C of the whole block as it arrived, when the transport knows it
+                   (folded from the chunks' verified CRCs); None: computed here, one pass over the bytes
+    verify_sha256  also check the payload's SHA-256 (the block must carry one)
+    """
+    view = memoryview(block).cast("B")
+    header = read_header(view)
+    end = HEADER_BYTES + header.payload_bytes
+    if len(view) != end:
+        raise CodecError(f"block is {len(view)} bytes, header says {end}")
+    if expect is not None and header.geometry != expect:
+        raise CodecError(f"block geometry {header.geometry} does not match the model's {expect}")
+    if kv_format is not None and header.kv_format != kv_format:
+        raise CodecError(f"block is {header.kv_format}, expected {kv_format}")
+    if block_crc32c is None:
+        crc = native.crc32c(view[HEADER_BYTES:])
+    else:
+        crc = payload_crc32c(block_crc32c, view, header.payload_bytes)
+    if crc != header.crc32c:
+        raise CodecError("payload CRC32C mismatch")
+    if verify_sha256:
+        if header.sha256 is None:
+            raise CodecError("block carries no SHA-256 (written without sha256=True)")
+        if hashlib.sha256(view[HEADER_BYTES:]).digest() != header.sha256:
+            raise CodecError("payload SHA-256 digest mismatch")
+    return header
 
 
 @dataclass
@@ -231,69 +300,17 @@ class DecodedBlock:
     layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer K, V: [heads, tokens, head_dim]
 
 
-def _tensor(buffer: bytearray, offset: int, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
-    count = 1
-    for n in shape:
-        count *= n
-    return torch.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
-
-
 def decode_block(
     data: bytes | bytearray | memoryview,
     expect: BlockGeometry | None = None,
     dtype: torch.dtype = torch.float32,
+    *,
+    verify_sha256: bool = False,
 ) -> DecodedBlock:
-    """Verify and decode one block; tensors come out in `dtype` on the CPU."""
-    with _one_thread():
-        return _decode_block(data, expect, dtype)
+    """Check and decode one block on the CPU (tools and tests; the KV path uses kv.rebuild directly)."""
+    from .rebuild import rebuild_layers  # late: rebuild builds on this module
 
-
-def _decode_block(data, expect: BlockGeometry | None, dtype: torch.dtype) -> DecodedBlock:
-    header = read_header(data)
-    end = HEADER_BYTES + header.payload_bytes
-    if len(data) != end:
-        raise CodecError(f"block is {len(data)} bytes, header says {end}")
-    buffer = bytearray(data)  # one copy; torch.frombuffer needs a writable buffer
-    if hashlib.sha256(memoryview(buffer)[HEADER_BYTES:]).digest() != header.digest:
-        raise CodecError("payload digest mismatch")
-    g = header.geometry
-    if expect is not None and g != expect:
-        raise CodecError(f"block geometry {g} does not match the model's {expect}")
-    shape = (g.kv_heads, g.tokens, g.head_dim)
-    values = g.kv_heads * g.tokens * g.head_dim
-    layers, offset = [], HEADER_BYTES
-    for _ in range(g.layers):
-        if header.kv_format == "int8":
-            k = _tensor(buffer, offset, torch.int8, shape)
-            offset += values
-            k_scale = _tensor(buffer, offset, SCALE_DTYPE, (g.kv_heads, 1, g.head_dim))
-            offset += 2 * g.kv_heads * g.head_dim
-            v = _tensor(buffer, offset, torch.int8, shape)
-            offset += values
-            v_scale = _tensor(buffer, offset, SCALE_DTYPE, (g.kv_heads, g.tokens, 1))
-            offset += 2 * g.kv_heads * g.tokens
-            keys = (k.float() * k_scale.float()).to(dtype)
-            vals = (v.float() * v_scale.float()).to(dtype)
-        else:
-            stored = _TORCH[header.kv_format]
-            size = values * stored.itemsize
-            keys = _tensor(buffer, offset, stored, shape).to(dtype)
-            vals = _tensor(buffer, offset + size, stored, shape).to(dtype)
-            offset += 2 * size
-        layers.append((keys, vals))
-    return DecodedBlock(header, layers)
-
-
-def blocks_to_cache(
-    blocks: list[DecodedBlock], config, dtype: torch.dtype, device: torch.device | str = "cpu"
-) -> DynamicCache:
-    """Concatenate decoded blocks (in order) into one batch-1 DynamicCache for the prefix."""
-    if not blocks:
-        return DynamicCache(config=config)
-    n_layers = blocks[0].header.geometry.layers
-    data = []
-    for layer in range(n_layers):
-        keys = torch.cat([b.layers[layer][0] for b in blocks], dim=1)
-        values = torch.cat([b.layers[layer][1] for b in blocks], dim=1)
-        data.append((keys.unsqueeze(0).to(device=device, dtype=dtype), values.unsqueeze(0).to(device=device, dtype=dtype)))
-    return DynamicCache(data, config=config)
+    header = check_block(data, expect=expect, verify_sha256=verify_sha256)
+    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(1, -1)
+    layers = rebuild_layers(raw, header.geometry, header.kv_format, dtype)
+    return DecodedBlock(header, [(k[0], v[0]) for k, v in layers])

@@ -4,22 +4,28 @@ A request of N prompt tokens has k cached blocks of B tokens. Fetching the
 first m blocks (0 <= m <= k) leaves N - m*B tokens to compute with m*B tokens
 of context; the rest of the cached prefix is recomputed. Time to first token:
 
-  compute(m)  = a + T(N) - T(m*B)                   (prefill T(n) = a + b*n + c*n^2, fitted on this device)
-  transfer(m) = rtt + m * block_bytes / rate         (0 when m = 0)
-  TTFT(m)     = transfer(m) + compute(m)             without streaming
-  TTFT(m)     = max(transfer(m) + compute(m) / L,    with layerwise streaming over L layers: layer l
-                    rtt + wire(m) / L + compute(m))  waits for its KV, the forward waits at least for
-                                                     the first layer's share
+  compute(m)  = T(N - m*B, m*B)        the forward over the uncached tokens, fitted on this device:
+                T(new, ctx) = a + b*new + c*(new^2 + 2*new*ctx) + d*ctx
+                (fixed cost, per-token work, attention over what is new and what came before,
+                 reading the context; T(n, 0) is a plain prefill)
+  transfer(m) = rtt + m * block_bytes / rate                      (0 when m = 0)
+  rebuild(m)  = r0 + m * block_bytes / r                          bytes -> cache on the device (0 when m = 0)
+  TTFT(m)     = transfer(m) + rebuild(m) + compute(m)             without streaming
+  TTFT(m)     = max(transfer(m) + (rebuild(m) + compute(m)) / L,  with layerwise streaming over L layers:
+                    rtt + wire(m) / L + rebuild(m) + compute(m))  layer l waits for its KV, the forward
+                                                                  waits at least for the first layer's share
 The model picks the m with the least predicted TTFT: m = 0 is "recompute",
 m = k "fetch", anything between "partial". This is the Prefill-as-a-Service
 argument (seed 003, eq. 1): the KV of a prefix is worth moving when the link
-moves it faster than the device recomputes it (KV throughput S_kv/T_prefill);
-prefill grows near-quadratically with length while KV grows linearly, so long
-prefixes favour fetching and short ones over slow links favour recomputing.
+moves it faster than the device recomputes it (KV throughput S_kv/T_prefill).
+On a CPU host prefill is slow and fetching wins; on a GPU a small model's
+prefill is launch-bound (tens of ms whatever the length) and recomputing often
+wins; long prefixes of big models favour fetching again.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import asdict, dataclass
 
@@ -38,35 +44,86 @@ class LinkModel:
 
 
 @dataclass(frozen=True)
+class RebuildModel:
+    """Seconds to turn landed bytes into a cache on the device: fixed_s + bytes / rate_Bps."""
+
+    fixed_s: float
+    rate_Bps: float
+
+    def __post_init__(self) -> None:
+        if self.rate_Bps <= 0 or self.fixed_s < 0:
+            raise ValueError("rebuild rate must be > 0 and its fixed cost >= 0")
+
+    def seconds(self, n_bytes: int) -> float:
+        return self.fixed_s + n_bytes / self.rate_Bps if n_bytes > 0 else 0.0
+
+
+FREE_REBUILD = RebuildModel(0.0, float("inf"))  # for callers that account for the rebuild elsewhere
+
+
+def _nnls(features: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Least squares with coefficients >= 0: the best of the unconstrained fits on every subset of columns."""
+    n = features.shape[1]
+    best, best_residual = np.zeros(n), float(np.sum(targets ** 2))
+    for size in range(1, n + 1):
+        for columns in itertools.combinations(range(n), size):
+            coef, *_ = np.linalg.lstsq(features[:, columns], targets, rcond=None)
+            if np.any(coef < 0):
+                continue
+            residual = float(np.sum((features[:, columns] @ coef - targets) ** 2))
+            if residual < best_residual - 1e-18:
+                best = np.zeros(n)
+                best[list(columns)] = coef
+                best_residual = residual
+    return best
+
+
+@dataclass(frozen=True)
 class PrefillModel:
-    """T(n) = a + b*n + c*n^2 seconds for a prefill of n tokens on this device."""
+    """T(new, ctx) = a + b*new + c*(new^2 + 2*new*ctx) + d*ctx seconds on this device (see the module doc)."""
 
     a: float
     b: float
     c: float
     device: str = "cpu"
+    d: float = 0.0
+
+    def forward_s(self, new_tokens: int, context_tokens: int = 0) -> float:
+        """One forward over `new_tokens` with `context_tokens` already in the cache."""
+        if new_tokens <= 0:
+            return 0.0
+        return (self.a + self.b * new_tokens + self.c * (new_tokens ** 2 + 2 * new_tokens * context_tokens)
+                + self.d * context_tokens)
 
     def t(self, n: float) -> float:
-        return self.a + self.b * n + self.c * n * n if n > 0 else 0.0
+        """A plain prefill of n tokens."""
+        return self.forward_s(n, 0)
 
     def compute_s(self, total_tokens: int, cached_tokens: int) -> float:
         """The forward over tokens cached_tokens..total_tokens (with the cached ones as context)."""
-        if cached_tokens <= 0:
-            return self.t(total_tokens)
-        return self.a + self.t(total_tokens) - self.t(cached_tokens)  # one forward: its fixed cost once
+        return self.forward_s(total_tokens - max(0, cached_tokens), max(0, cached_tokens))
 
     @classmethod
-    def fit(cls, points: list[tuple[int, float]], device: str = "cpu") -> "PrefillModel":
-        """Least squares over (tokens, seconds); coefficients kept >= 0 so T grows with n."""
-        if len(points) < 3:
-            raise ValueError("need prefill timings at three lengths or more")
-        n = np.array([p[0] for p in points], dtype=float)
-        t = np.array([p[1] for p in points], dtype=float)
-        coef, *_ = np.linalg.lstsq(np.stack([np.ones_like(n), n, n * n], axis=1), t, rcond=None)
-        a, b, c = (max(0.0, float(x)) for x in coef)
-        if c == 0.0 and b == 0.0:  # degenerate fit: fall back to linear through the largest point
-            b = float(t.max() / n.max())
-        return cls(a, b, c, device)
+    def fit(cls, points, device: str = "cpu") -> "PrefillModel":
+        """Non-negative least squares over (tokens, seconds) prefills and (new, context, seconds) forwards.
+
+        Without any forward over a context the context-reading term d is not identifiable and stays 0.
+        """
+        rows = [(p[0], 0, p[1]) if len(p) == 2 else tuple(p) for p in points]
+        if len(rows) < 3:
+            raise ValueError("need forward timings at three lengths or more")
+        new = np.array([r[0] for r in rows], dtype=float)
+        ctx = np.array([r[1] for r in rows], dtype=float)
+        seconds = np.array([r[2] for r in rows], dtype=float)
+        columns = [np.ones_like(new), new, new * new + 2 * new * ctx]
+        if np.any(ctx > 0):
+            columns.append(ctx)
+        coef = _nnls(np.stack(columns, axis=1), seconds)
+        a, b, c = (float(x) for x in coef[:3])
+        d = float(coef[3]) if len(coef) > 3 else 0.0
+        if b == 0.0 and c == 0.0:  # degenerate fit: linear through the largest prefill
+            b = float(seconds.max() / new.max())
+        return cls(a, b, c, device, d)
 
 
 @dataclass(frozen=True)
@@ -78,42 +135,53 @@ class Decision:
     recompute_s: float
     fetch_all_s: float
     inputs: dict
+    reason: str = "predicted"  # "predicted", or why the prediction was not used ("forced: ...", "no link ...")
 
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def describe(self) -> str:
+        """'fetch 8/8', 'partial 3/8', 'recompute 0/8' (+ the reason when it is not a prediction)."""
+        text = f"{self.action} {self.fetch_blocks}/{self.cached_blocks}"
+        return text if self.reason == "predicted" else f"{text} ({self.reason})"
+
 
 def predict(link: LinkModel, prefill: PrefillModel, *, prompt_tokens: int, block_tokens: int, block_bytes: int,
-            fetch_blocks: int, layers: int, streaming: bool = True) -> float:
+            fetch_blocks: int, layers: int, streaming: bool = True, rebuild: RebuildModel = FREE_REBUILD) -> float:
     """Predicted TTFT (s) when the first `fetch_blocks` blocks are fetched and the rest computed."""
     cached = fetch_blocks * block_tokens
     compute = prefill.compute_s(prompt_tokens, cached)
     if fetch_blocks == 0:
         return compute
-    wire = fetch_blocks * block_bytes / link.rate_Bps
+    n_bytes = fetch_blocks * block_bytes
+    wire = n_bytes / link.rate_Bps
     transfer = link.rtt_s + wire
+    local = rebuild.seconds(n_bytes) + compute
     if not streaming:
-        return transfer + compute
-    return max(transfer + compute / layers, link.rtt_s + wire / layers + compute)
+        return transfer + local
+    return max(transfer + local / layers, link.rtt_s + wire / layers + local)
 
 
 def decide(link: LinkModel, prefill: PrefillModel, *, prompt_tokens: int, cached_blocks: int, block_tokens: int,
-           block_bytes: int, layers: int, streaming: bool = True) -> Decision:
+           block_bytes: int, layers: int, streaming: bool = True, rebuild: RebuildModel = FREE_REBUILD) -> Decision:
     if cached_blocks < 0 or cached_blocks * block_tokens > prompt_tokens:
         raise ValueError("cached blocks must fit in the prompt")
     times = [predict(link, prefill, prompt_tokens=prompt_tokens, block_tokens=block_tokens, block_bytes=block_bytes,
-                     fetch_blocks=m, layers=layers, streaming=streaming) for m in range(cached_blocks + 1)]
+                     fetch_blocks=m, layers=layers, streaming=streaming, rebuild=rebuild)
+             for m in range(cached_blocks + 1)]
     best = min(range(len(times)), key=lambda m: (times[m], -m))  # ties: fetch more (saves device compute)
     action = "recompute" if best == 0 else "fetch" if best == cached_blocks else "partial"
     inputs = {"link": link.name, "rate_MBps": link.rate_Bps / 1e6, "rtt_ms": link.rtt_s * 1e3,
               "prefill_a_ms": prefill.a * 1e3, "prefill_b_us_per_token": prefill.b * 1e6,
-              "prefill_c_ns_per_token2": prefill.c * 1e9, "device": prefill.device, "prompt_tokens": prompt_tokens,
-              "block_tokens": block_tokens, "block_bytes": block_bytes, "layers": layers, "streaming": streaming}
+              "prefill_c_ns_per_token2": prefill.c * 1e9, "prefill_d_us_per_context_token": prefill.d * 1e6,
+              "rebuild_fixed_ms": rebuild.fixed_s * 1e3, "rebuild_GBps": rebuild.rate_Bps / 1e9,
+              "device": prefill.device, "prompt_tokens": prompt_tokens, "block_tokens": block_tokens,
+              "block_bytes": block_bytes, "layers": layers, "streaming": streaming}
     return Decision(action, best, cached_blocks, times[best], times[0], times[-1], inputs)
 
 
 def measure_prefill(model, lengths=(16, 128, 512, 1024), repeats: int = 2, vocab: int | None = None) -> PrefillModel:
-    """Time forward passes of `lengths` tokens on the model's device and fit T(n)."""
+    """Time forward passes of `lengths` tokens on the model's device and fit T(n) (no context term)."""
     import torch
 
     vocab = vocab or int(model.config.vocab_size)

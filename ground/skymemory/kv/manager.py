@@ -2,9 +2,23 @@
 
     manager = KVCManager(model, tokenizer, store)
     manager.add_blocks(prompt)          # compute the prompt's KV once, store new full blocks
-    result = manager.get_cache(prompt)  # longest cached prefix as a DynamicCache
+    result = manager.get_cache(prompt)  # the cached prefix worth fetching, as a DynamicCache
     result = manager.get_cache(prompt, streaming=True)  # the same, its layers streamed in during the forward
     model.generate(result.input_ids, past_key_values=result.cache, ...)
+
+Fetch or recompute: by default (policy="auto") `get_cache` fetches only what
+beats recomputing on this host: all of the cached prefix, its first blocks,
+or nothing (kv.policy: the device's compute and rebuild rates, calibrated
+once per model/device/dtype and kept on disk, against the store's round trip
+and goodput measured from its recent transfers). `result.decision` says what
+was decided and from which inputs; policy="fetch" / "recompute" force it.
+
+The path of a fetched prefix (kv.landing, kv.rebuild): the blocks land in one
+reusable host buffer (pinned when the model is on CUDA; the constellation's C
+path writes into it directly), each block is checked against the CRC32C of
+its bytes as they arrived (folded from the chunks' CRCs: no second pass),
+the buffer goes to the device in one copy, and each layer is rebuilt there
+with one copy in the model's dtype.
 
 `get_cache` never raises into generation (unless strict=True): a block that is
 missing, late, truncated or corrupt ends the prefix there, is logged, evicted
@@ -21,22 +35,24 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import DynamicCache
 
-from . import codec
+from . import codec, landing, rebuild
 from .blocks import chain_hashes, model_fingerprint, root_hash, split_blocks, tokenizer_fingerprint, usable_blocks
+from .calibration import DeviceRates, load_or_calibrate
+from .costmodel import Decision
 from .models import cache_dir
+from .policy import FetchPolicy, LinkEstimate
 from .radix import RadixIndex
-from .store import BlockMiss, BlockRecord, make_miss
+from .store import BlockRecord, make_miss
 
 log = logging.getLogger(__name__)
 
-LAYOUT = f"layer-major-v{codec.VERSION}"
+INTEGRITY = ("crc32c", "sha256")
 
 
 @dataclass
@@ -52,8 +68,9 @@ class CacheResult:
     source: str  # "index", "probe" or "none"
     lookup_s: float = 0.0
     retrieval_s: float = 0.0
-    decode_s: float = 0.0
+    decode_s: float = 0.0  # check + copy to the device + relayout
     bytes_retrieved: int = 0
+    decision: Decision | None = None  # fetch / partial / recompute and its inputs (None: nothing was cached)
 
     @property
     def hit(self) -> bool:
@@ -98,10 +115,17 @@ class KVCManager:
     kv_dtype       how KV travels: fp16 (default), bf16, fp32, int8 (quanto), or
                    auto (the model's dtype: cached generation is then token-identical;
                    fp16 KV for an fp32 model rounds it, which can flip a near-tie)
+    policy         "auto" (default): fetch what beats recomputing, from measured rates;
+                   "fetch": always the whole cached prefix; "recompute": never
+    integrity      "crc32c" (default: every block checked against the CRC of its bytes as
+                   they arrived) or "sha256" (blocks also carry and are checked against
+                   their SHA-256: one more pass over the bytes on both sides)
     index_dir      where the radix index file lives (default ~/.cache/skymemory/index)
     strict         raise BlockMiss instead of returning a shorter cache
     probe          binary-search the store with probe_block when the index knows
                    nothing about this model's chains
+    device_rates   the calibration to decide with (default: kv.calibration.load_or_calibrate,
+                   measured at the first decision and kept on disk)
 
     The tokenizer's fingerprint is taken once here (a different tokenizer means
     a new manager); the model's is re-checked on every call (cheap: the weights
@@ -116,11 +140,14 @@ class KVCManager:
         *,
         block_tokens: int = 128,
         kv_dtype: str = "fp16",
+        policy: str = "auto",
+        integrity: str = "crc32c",
         index_dir: str | Path | None = None,
         strict: bool = False,
         probe: bool = True,
         fetch_workers: int = 4,
         index: RadixIndex | None = None,
+        device_rates: DeviceRates | None = None,
     ):
         if block_tokens <= 0:
             raise ValueError("block_tokens must be positive")
@@ -133,11 +160,21 @@ class KVCManager:
         if kv_dtype == "auto":  # the model's own precision: bit-exact prefixes
             kv_dtype = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(model.dtype, "fp16")
         self.kv_format = codec.check_format(kv_dtype)
+        if integrity not in INTEGRITY:
+            raise ValueError(f"unknown integrity check {integrity!r}; choose one of {', '.join(INTEGRITY)}")
+        self.verify_sha256 = integrity == "sha256"
+        self.layout = f"layer-major-v{codec.VERSION}" + ("+sha256" if self.verify_sha256 else "")
+        self.policy = FetchPolicy(policy)
+        self.link = LinkEstimate(type(store).__name__)
+        self._device_rates = device_rates
+        self._rates_where = None  # (device, dtype) the rates were measured for; None: given by the caller
         self.strict = strict
         self.probe = probe
         self.fetch_workers = fetch_workers
         self.index = index if index is not None else RadixIndex(index_dir if index_dir is not None else cache_dir() / "index")
         self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
+        self.block_bytes = codec.block_bytes(self.geometry, self.kv_format)
+        self.landing = landing.LandingBuffers(pin=torch.device(model.device).type == "cuda")
         self._tokenizer_fp = tokenizer_fingerprint(tokenizer)
         self.root = self.current_root()
         # a store that evicts on its own (RotatingBlockStore: LRU notices, lazy evictions)
@@ -156,9 +193,8 @@ class KVCManager:
 
     def current_root(self) -> bytes:
         """The chain root for the model as it is now (the weights digest is cached per model version)."""
-        return root_hash(
-            model_fingerprint(self.model), self._tokenizer_fp, kv_format=self.kv_format, block_tokens=self.block_tokens
-        )
+        return root_hash(model_fingerprint(self.model), self._tokenizer_fp, kv_format=self.kv_format,
+                         block_tokens=self.block_tokens, layout=self.layout)
 
     def token_ids(self, prompt: str | list[int]) -> list[int]:
         if isinstance(prompt, str):
@@ -227,13 +263,36 @@ class KVCManager:
         return records, "probe" if records else "none"
 
     def _meta(self, position: int) -> dict:
-        return {"kv_format": self.kv_format, "layout": LAYOUT, "tokens": self.block_tokens, "position": position}
+        return {"kv_format": self.kv_format, "layout": self.layout, "tokens": self.block_tokens, "position": position}
+
+    # ------------------------------------------------------------------ decide
+
+    def device_rates(self) -> DeviceRates:
+        """This model's compute and rebuild rates on its device (measured once, then read from disk)."""
+        where = (str(self.model.device), self.model.dtype)
+        if self._device_rates is None or (self._rates_where is not None and self._rates_where != where):
+            self._device_rates = load_or_calibrate(self.model, kv_format=self.kv_format,
+                                                   block_tokens=self.block_tokens)
+            self._rates_where = where  # measured here: measure again if the model moves
+        return self._device_rates
+
+    def plan(self, found: PrefixLookup, *, streaming: bool = False, policy: str | None = None) -> Decision | None:
+        """How many of the found blocks to fetch (None when nothing is cached)."""
+        if not found.records:
+            return None
+        mode = policy or self.policy.mode
+        return self.policy.decide(
+            self.device_rates() if mode == "auto" and self.link.samples else None, self.link,
+            prompt_tokens=found.input_ids.shape[1], cached_blocks=len(found.records),
+            block_tokens=self.block_tokens, block_bytes=self.block_bytes, layers=self.geometry.layers,
+            streaming=streaming, mode=mode)
 
     # ------------------------------------------------------------------ get
 
-    def get_cache(self, prompt: str | list[int], streaming: bool = False) -> CacheResult:
-        """The longest cached prefix of the prompt as a DynamicCache (possibly empty).
+    def get_cache(self, prompt: str | list[int], streaming: bool = False, *, policy: str | None = None) -> CacheResult:
+        """The cached prefix of the prompt worth fetching, as a DynamicCache (possibly empty).
 
+        policy overrides the manager's for this call ("auto", "fetch", "recompute").
         streaming=True returns at once with a StreamingCache whose layers arrive while
         the model runs (kv/streaming.py; needs a store with the C fast path). A failed
         stream then raises StreamFailed from the forward pass instead of shortening the
@@ -242,92 +301,82 @@ class KVCManager:
         if streaming:
             from .streaming import get_cache_streaming  # late import: streaming imports this module
 
-            return get_cache_streaming(self, prompt)
+            return get_cache_streaming(self, prompt, policy=policy)
         found = self.find_prefix(prompt)
-        records, n_usable = found.records, found.usable_blocks
-
-        blocks, sizes, miss, retrieval_s, decode_s = self._retrieve(records)
-        started = time.perf_counter()
-        cache = codec.blocks_to_cache(blocks, self.model.config, self.model.dtype, self.model.device)
-        decode_s += time.perf_counter() - started
-
-        self._learn_sizes(records[: len(blocks)], sizes)
+        decision = self.plan(found, policy=policy)
+        records = found.records[: decision.fetch_blocks] if decision else []
+        cache, fetched, miss, retrieval_s, decode_s = self._fetch_prefix(records)
         miss_reason = None
         if miss is not None:
             miss_reason = self._handle_miss(records, *miss)
-        elif len(blocks) < n_usable:
+        elif len(found.records) < found.usable_blocks:
             miss_reason = "not-cached"
         return CacheResult(
             cache=cache,
             input_ids=found.input_ids,
-            prefix_tokens=len(blocks) * self.block_tokens,
-            blocks=[r.block_hash for r in records[: len(blocks)]],
-            usable_blocks=n_usable,
+            prefix_tokens=fetched * self.block_tokens,
+            blocks=[r.block_hash for r in records[:fetched]],
+            usable_blocks=found.usable_blocks,
             miss_reason=miss_reason,
             source=found.source,
             lookup_s=found.lookup_s,
             retrieval_s=retrieval_s,
             decode_s=decode_s,
-            bytes_retrieved=sum(sizes),
+            bytes_retrieved=fetched * self.block_bytes,
+            decision=decision,
         )
 
-    def _retrieve(self, records: list[BlockRecord]):
-        """Fetch all blocks in parallel, verify and decode them in order as they arrive.
+    def sized(self, records: list[BlockRecord]) -> list[BlockRecord]:
+        """Records with this model's block size (a probe may not know it: n_bytes -1)."""
+        return [r if r.n_bytes >= 0 else dataclasses.replace(r, n_bytes=self.block_bytes) for r in records]
 
-        Returns (decoded blocks, their sizes, first failure as (position, reason, detail) or None,
-        seconds waiting for the store, seconds decoding). Stops at the first failure: later
-        blocks are useless without it.
+    def _fetch_prefix(self, records: list[BlockRecord]):
+        """Land, check and rebuild the blocks of `records` in order, up to the first that fails.
+
+        Returns (cache, blocks in it, first failure as (position, reason, detail) or None,
+        seconds landing, seconds checking and rebuilding).
         """
-        blocks: list[codec.DecodedBlock] = []
-        sizes: list[int] = []
         if not records:
-            return blocks, sizes, None, 0.0, 0.0
+            return DynamicCache(config=self.model.config), 0, None, 0.0, 0.0
+        # a record of another size cannot be this model's block: the prefix ends before it
+        usable = next((i for i, r in enumerate(records) if r.n_bytes not in (-1, self.block_bytes)), len(records))
+        wrong_size = records[usable] if usable < len(records) else None
+        records = self.sized(records[:usable])
+        lease = self.landing.lease(max(1, len(records)), self.block_bytes)
+        if records:
+            arrival = landing.land(self.store, records, lease.raw, workers=self.fetch_workers)
+        else:
+            arrival = landing.Arrival(landing.Landed(0, []), 0.0, 0)
+        landed = arrival.landed
+        if records and landed.complete == len(records):
+            self.link.observe(arrival.bytes, arrival.seconds, landed.first_reply_s)
+            self._learn_sizes(records)
         started = time.perf_counter()
-        decode_s, miss = 0.0, None
-        workers = min(self.fetch_workers, len(records))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kv-fetch") as pool:
-            futures = [pool.submit(self.store.get_block, record) for record in records]
-            for position, future in enumerate(futures):
-                miss, seconds = self._receive(position, records[position], future, blocks, sizes)
-                decode_s += seconds
-                if miss is not None:
-                    for later in futures[position + 1 :]:
-                        later.cancel()
-                    break
-        return blocks, sizes, miss, time.perf_counter() - started - decode_s, decode_s
+        good, corrupt = rebuild.check_blocks(lease.raw, landed.block_crcs, self.geometry, self.kv_format,
+                                             verify_sha256=self.verify_sha256)
+        miss = None
+        if corrupt is not None:
+            miss = (good, "corrupt", corrupt)
+        elif landed.miss is not None:
+            miss = (landed.complete, landed.miss.reason, str(landed.miss))
+        elif wrong_size is not None:
+            miss = (usable, "incomplete", f"record says {wrong_size.n_bytes} bytes, the model's block is "
+                                          f"{self.block_bytes}")
+        cache, event = DynamicCache(config=self.model.config), None
+        if good:
+            cache, event = rebuild.prefix_cache(lease.raw[:good], self.geometry, self.kv_format, self.model.dtype,
+                                                self.model.device, self.model.config)
+        self.landing.give_back(lease, event)
+        return cache, good, miss, arrival.seconds, time.perf_counter() - started
 
-    def _receive(self, position, record, future, blocks, sizes):
-        """Wait for one block, check and decode it, append it to blocks/sizes.
-
-        Returns (failure as (position, reason, detail) or None, seconds spent decoding).
-        """
-        try:
-            payload = future.result()
-        except BlockMiss as exc:
-            return (position, getattr(exc, "reason", "") or "miss", str(exc)), 0.0
-        except Exception as exc:  # noqa: BLE001 - timeouts, socket errors: all misses
-            return (position, type(exc).__name__, str(exc)), 0.0
-        expected = record.n_bytes  # -1: unknown (a record from probe_block)
-        if expected >= 0 and len(payload) != expected:
-            return (position, "incomplete", f"{len(payload)} of {expected} bytes"), 0.0
-        started = time.perf_counter()
-        try:
-            block = codec.decode_block(payload, self.geometry, dtype=torch.float32)
-            if block.header.kv_format != self.kv_format:
-                raise codec.CodecError(f"block is {block.header.kv_format}, expected {self.kv_format}")
-        except codec.CodecError as exc:
-            return (position, "corrupt", str(exc)), time.perf_counter() - started
-        blocks.append(block)
-        sizes.append(len(payload))
-        return None, time.perf_counter() - started
-
-    def _learn_sizes(self, records: list[BlockRecord], sizes: list[int]) -> None:
+    def _learn_sizes(self, records: list[BlockRecord]) -> None:
         """Records from probe_block may not know the block size (-1); the index keeps the real one."""
         changed = False
-        for record, size in zip(records, sizes):
+        for record in records:
             entry = self.index.get(record.block_hash)
-            if record.n_bytes < 0 and entry is not None:
-                self.index.insert(entry.parent, dataclasses.replace(record, n_bytes=size), entry.meta, save=False)
+            if entry is not None and entry.record.n_bytes < 0:
+                self.index.insert(entry.parent, dataclasses.replace(entry.record, n_bytes=self.block_bytes),
+                                  entry.meta, save=False)
                 changed = True
         if changed:
             self.index.save()
@@ -387,7 +436,7 @@ class KVCManager:
             if put_blocks is not None:
                 started = time.perf_counter()
                 payloads = codec.encode_cache_blocks(cache, self.block_tokens, first_new, len(hashes) - first_new,
-                                                     self.kv_format)
+                                                     self.kv_format, sha256=self.verify_sha256)
                 result.encode_s += time.perf_counter() - started
                 started = time.perf_counter()
                 records = put_blocks(list(zip(hashes[first_new:], payloads)))
@@ -397,7 +446,8 @@ class KVCManager:
             else:  # block by block: the blocks stored before a failure stay indexed
                 for position in range(first_new, len(hashes)):
                     started = time.perf_counter()
-                    (payload,) = codec.encode_cache_blocks(cache, self.block_tokens, position, 1, self.kv_format)
+                    (payload,) = codec.encode_cache_blocks(cache, self.block_tokens, position, 1, self.kv_format,
+                                                           sha256=self.verify_sha256)
                     result.encode_s += time.perf_counter() - started
                     started = time.perf_counter()
                     record = self.store.put_block(hashes[position], payload)

@@ -35,6 +35,10 @@ class MemoryBlockStore(LocalBlockStore):
         self.gets += 1
         return super().get_block(record)
 
+    def get_blocks_into(self, records, buffers):
+        self.gets += len(records)
+        return super().get_blocks_into(records, buffers)
+
     def probe_block(self, block_hash: bytes) -> BlockRecord | None:
         self.probes += 1
         return super().probe_block(block_hash)

@@ -24,24 +24,27 @@ the attention of that layer during the forward pass — waits until the
 layer's prefix KV has arrived, decodes it and prepends it. The forward pass
 over the suffix thus waits per layer, not for the whole prefix.
 
+The bytes land in one reusable host buffer (kv.landing; pinned when the model
+is on CUDA). A layer is rebuilt exactly as a fetched prefix is (kv.rebuild), so
+a streamed prefix is bit-identical to a fetched one. On CUDA each layer's bytes
+go to the device on a side stream as soon as they are in, with one event per
+layer: the forward's layer l waits (on the device) for its own copy only, and
+the host thread never waits for a copy.
+
 Integrity: every chunk's CRC32C is checked in C; each block's header is
-checked before layer 0 is used, and each block's SHA-256 payload digest is
-checked (on the transfer thread, as soon as its transfer ends) before the
-*last* layer is released. Any failure raises `StreamFailed` from the
-forward pass; `generate_streaming` then evicts and recomputes without the
+checked before layer 0 is used, and each block's CRC32C (folded from its
+chunks' CRCs when the transfer ends: no pass over the bytes) is checked
+before the *last* layer is released. Any failure raises `StreamFailed` from
+the forward pass; `generate_streaming` then evicts and recomputes without the
 cache, so the tokens are always the uncached ones.
 
-Decoding follows codec.decode_block exactly (stored dtype -> float32 -> the
-model's dtype), so a streamed prefix is bit-identical to a fetched one.
-
 Hook for KVCManager (owned by the KV layer): `get_cache(prompt, streaming=True)`
-can simply `return get_cache_streaming(self, prompt)`.
+simply returns `get_cache_streaming(self, prompt)`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import threading
 import time
@@ -52,7 +55,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 
-from . import codec
+from . import codec, rebuild
 from .store import BlockMiss
 
 log = logging.getLogger(__name__)
@@ -72,7 +75,7 @@ class StreamFailed(RuntimeError):
 @dataclass
 class StreamStats:
     started: float = 0.0  # perf_counter at start
-    transfer_s: float | None = None  # start -> last chunk (and digests) in
+    transfer_s: float | None = None  # start -> last chunk in and every block checked
     exposed_s: float = 0.0  # time the forward pass spent waiting for layers
     layer_ready_s: list[float] = field(default_factory=list)  # per layer: start -> usable
     layer_wait_s: list[float] = field(default_factory=list)  # per layer: time the forward waited for it
@@ -80,6 +83,7 @@ class StreamStats:
     pace_Bps: float = 0.0  # the pace the waves were asked at (0: unpaced)
     packets_rx: int = 0
     retransmits: int = 0
+    first_reply_s: float = 0.0  # start -> the first chunk (a round trip)
 
     @property
     def hidden_share(self) -> float | None:
@@ -93,16 +97,20 @@ class PrefixStream:
     """The prefix blocks arriving in the background; `layer(i)` blocks until layer i is usable."""
 
     def __init__(self, store, records, geometry: codec.BlockGeometry, kv_format: str, *, dtype: torch.dtype,
-                 device, wave_layers: int = 1, deadline_s: float | None = None, pace_Bps: float = 0.0,
-                 window_bytes: int = STREAM_WINDOW_BYTES) -> None:
+                 device, landing, wave_layers: int = 1, deadline_s: float | None = None, pace_Bps: float = 0.0,
+                 window_bytes: int = STREAM_WINDOW_BYTES, verify_sha256: bool = False, link=None) -> None:
         if not records:
             raise ValueError("nothing to stream")
         if not hasattr(store, "block_jobs") or getattr(store, "fast", None) is None:
             raise ValueError("streaming needs a ConstellationBlockStore with the fast path")
+        if pace_Bps < 0:
+            raise ValueError("pace_Bps must be >= 0")
         self.store = store
         self.geometry = geometry
         self.kv_format = kv_format
-        self.dtype, self.device = dtype, device
+        self.dtype, self.device = dtype, torch.device(device)
+        self.verify_sha256 = verify_sha256
+        self.link = link  # a kv.policy.LinkEstimate that learns from a successful transfer
         self.n_bytes = codec.block_bytes(geometry, kv_format)
         for r in records:
             if r.n_bytes >= 0 and r.n_bytes != self.n_bytes:
@@ -113,22 +121,32 @@ class PrefixStream:
             raise ValueError("all blocks of a prefix must use one chunk size")
         self.layer_bytes = codec.layer_bytes(geometry, kv_format)
         self.wave_chunks = max(1, -(-wave_layers * self.layer_bytes // self.chunk_bytes))
-        if pace_Bps < 0:
-            raise ValueError("pace_Bps must be >= 0")
         self.pace_Bps = pace_Bps
         self.window_bytes = window_bytes
         self.deadline_s = deadline_s or store.fast.deadline_s + 5.0
         self.prefix = np.zeros(len(records), dtype=np.uint32)
-        self.jobs = store.block_jobs(self.records)
+        self._landing = landing
+        self._lease = landing.lease(len(records), self.n_bytes)
+        host = self._lease.raw.numpy()
+        self.jobs = store.block_jobs(self.records, [host[i] for i in range(len(records))])
+        for job in self.jobs:
+            job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
         self.chunk_count = self.jobs[0].chunk_count
         self.error: StreamFailed | None = None
-        self.done = threading.Event()  # transfer over (success or error), digests checked
-        self._transfer_over = threading.Event()
-        self._digests = [hashlib.sha256() for _ in records]
+        self.done = threading.Event()  # transfer over (success or error), blocks checked
         self.stats = StreamStats(layer_ready_s=[0.0] * geometry.layers, layer_wait_s=[0.0] * geometry.layers,
                                  pace_Bps=pace_Bps)
         self._header_checked = False
         self._thread: threading.Thread | None = None
+        self._closed = False
+        # where layers are rebuilt from: the host buffer itself, or its copy on the device
+        self._on_device = self.device.type == "cuda"
+        if self._on_device:
+            self._device_raw = torch.empty(self._lease.raw.shape, dtype=torch.uint8, device=self.device)
+            self._copy_stream = torch.cuda.Stream(device=self.device)
+            self._copied: list = []  # one event per layer copied so far, in layer order
+        self._views = rebuild.payload_views(self._device_raw if self._on_device else self._lease.raw, geometry,
+                                            kv_format)
 
     @property
     def prefix_tokens(self) -> int:
@@ -142,18 +160,20 @@ class PrefixStream:
         return self
 
     def _fetch(self) -> None:
-        hasher = threading.Thread(target=self._hash_as_it_arrives, name="kv-stream-digest", daemon=True)
-        hasher.start()
         try:
             t = self.store.fetch_jobs(self.jobs, prefix=self.prefix, wave_chunks=self.wave_chunks,
                                       pace_Bps=self.pace_Bps, window_bytes=self.window_bytes)
             self.stats.packets_rx, self.stats.retransmits = t.packets_rx, t.retransmits
-            self._transfer_over.set()
-            hasher.join()
-            for job, digest in zip(self.jobs, self._digests):  # the last layer waits for these
-                if digest.digest() != codec.read_header(job.buf).digest:
-                    raise StreamFailed("corrupt", f"block {job.block_hash.hex()[:16]}: payload digest mismatch")
+            self.stats.first_reply_s = t.first_reply_s
+            for job in self.jobs:  # the last layer waits for these
+                try:
+                    codec.check_block(job.buf, block_crc32c=job.block_crc32c(), expect=self.geometry,
+                                      kv_format=self.kv_format, verify_sha256=self.verify_sha256)
+                except codec.CodecError as exc:
+                    raise StreamFailed("corrupt", f"block {job.block_hash.hex()[:16]}: {exc}") from None
             self.stats.bytes = self.n_bytes * len(self.jobs)
+            if self.link is not None:
+                self.link.observe(self.stats.bytes, time.perf_counter() - self.stats.started, t.first_reply_s or None)
         except StreamFailed as exc:
             self.error = exc
         except BlockMiss as exc:
@@ -161,39 +181,36 @@ class PrefixStream:
         except Exception as exc:  # noqa: BLE001 - socket errors, codec errors: all failures of the stream
             self.error = StreamFailed(type(exc).__name__, str(exc))
         finally:
-            self._transfer_over.set()
             self.stats.transfer_s = time.perf_counter() - self.stats.started
             self.done.set()
-
-    def _hash_as_it_arrives(self) -> None:
-        """SHA-256 of each block's payload, fed with the bytes as they become contiguous.
-
-        hashlib releases the GIL on large updates, so this runs beside the model; when the
-        transfer ends only the last bytes are left to hash.
-        """
-        hashed = [codec.HEADER_BYTES] * len(self.jobs)
-        while True:
-            over = self._transfer_over.is_set()  # read before the progress: no bytes are missed
-            progressed = False
-            for b, job in enumerate(self.jobs):
-                upto = min(self.n_bytes, int(self.prefix[b]) * self.chunk_bytes)
-                if upto > hashed[b]:
-                    self._digests[b].update(memoryview(job.buf)[hashed[b]:upto])
-                    hashed[b] = upto
-                    progressed = True
-            if over and not progressed:
-                return
-            if not progressed:
-                time.sleep(0.001)
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def close(self) -> None:
+        """Wait for the transfer to end and give the host buffer back (after the last device copy)."""
+        if self._closed:
+            return
+        self.join(self.deadline_s)
+        if self._thread is not None and self._thread.is_alive():
+            return  # still writing into the buffer: let it be collected with this stream instead
+        self._closed = True
+        event = None
+        if self._on_device and self._copied:
+            event = self._copied[-1]
+        self._landing.give_back(self._lease, event)
+
     # ---- consumer side ----------------------------------------------------------------
     def _chunks_for(self, layer: int) -> int:
         end = codec.layer_offset(self.geometry, self.kv_format, layer) + self.layer_bytes
         return min(self.chunk_count, -(-end // self.chunk_bytes))
+
+    def _layer_in(self, layer: int) -> bool:
+        """Are layer `layer`'s bytes of every block in host memory (the last layer: and every block checked)?"""
+        if layer == self.geometry.layers - 1:
+            return self.done.is_set() and self.error is None
+        return int(self.prefix.min()) >= self._chunks_for(layer)
 
     def _check_headers(self) -> None:
         for job in self.jobs:
@@ -207,23 +224,14 @@ class PrefixStream:
         self._header_checked = True
 
     def wait_layer(self, layer: int) -> None:
-        """Until layer `layer` of every block is in (the last layer: and every digest checked)."""
-        last = layer == self.geometry.layers - 1
-        need = self._chunks_for(layer)
+        """Until layer `layer` of every block is in (the last layer: and every block checked)."""
         started = time.perf_counter()
-        while True:
+        while not self._layer_in(layer):
             if self.error is not None:
                 raise self.error
-            if last:
-                if self.done.is_set():
-                    break
-            elif int(self.prefix.min()) >= need:
-                break
             if time.perf_counter() - self.stats.started > self.deadline_s:
                 raise StreamFailed("timeout", f"layer {layer} not in after {self.deadline_s:.0f} s")
             time.sleep(POLL_S)
-        if self.error is not None:
-            raise self.error
         now = time.perf_counter()
         self.stats.exposed_s += now - started
         self.stats.layer_wait_s[layer] = now - started
@@ -231,37 +239,32 @@ class PrefixStream:
         if not self._header_checked:
             self._check_headers()
 
+    def _copy_layers_in(self, upto: int) -> None:
+        """Issue the device copies of every layer whose bytes are in, up to `upto` at least (side stream)."""
+        layer = len(self._copied)
+        while layer < self.geometry.layers and (layer <= upto or self._layer_in(layer)):
+            start = codec.layer_offset(self.geometry, self.kv_format, layer)
+            end = start + self.layer_bytes
+            if layer == 0:
+                start = 0  # the headers too: the device copy is then the whole block
+            with torch.cuda.stream(self._copy_stream):
+                for block in range(len(self.jobs)):
+                    self._device_raw[block, start:end].copy_(self._lease.raw[block, start:end], non_blocking=True)
+                event = torch.cuda.Event()
+                event.record(self._copy_stream)
+            self._copied.append(event)
+            layer += 1
+
     def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer `layer`'s prefix K, V as [1, kv_heads, prefix_tokens, head_dim] in the model's dtype."""
         self.wait_layer(layer)
-        keys, values = zip(*(self._decode(job.buf, layer) for job in self.jobs))
-        k = torch.cat(keys, dim=1).unsqueeze(0).to(device=self.device, dtype=self.dtype)
-        v = torch.cat(values, dim=1).unsqueeze(0).to(device=self.device, dtype=self.dtype)
-        return k, v
-
-    def _decode(self, buffer: bytearray, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """One block's layer, exactly as codec.decode_block computes it (float32 result)."""
-        g = self.geometry
-        shape = (g.kv_heads, g.tokens, g.head_dim)
-        count = g.kv_heads * g.tokens * g.head_dim
-        offset = codec.layer_offset(g, self.kv_format, layer)
-
-        def tensor(at: int, dtype: torch.dtype, shape_: tuple[int, ...]) -> torch.Tensor:
-            n = int(np.prod(shape_))
-            return torch.frombuffer(buffer, dtype=dtype, count=n, offset=at).reshape(shape_)
-
-        if self.kv_format == "int8":
-            k = tensor(offset, torch.int8, shape)
-            offset += count
-            k_scale = tensor(offset, codec.SCALE_DTYPE, (g.kv_heads, 1, g.head_dim))
-            offset += 2 * g.kv_heads * g.head_dim
-            v = tensor(offset, torch.int8, shape)
-            offset += count
-            v_scale = tensor(offset, codec.SCALE_DTYPE, (g.kv_heads, g.tokens, 1))
-            return (k.float() * k_scale.float()).to(torch.float32), (v.float() * v_scale.float()).to(torch.float32)
-        stored = codec._TORCH[self.kv_format]
-        size = count * stored.itemsize
-        return (tensor(offset, stored, shape).to(torch.float32), tensor(offset + size, stored, shape).to(torch.float32))
+        if self._on_device:
+            self._copy_layers_in(layer)
+            torch.cuda.current_stream(self.device).wait_event(self._copied[layer])  # this layer's copy only
+        keys, values = rebuild.rebuild_layer(self._views, layer, self.dtype)
+        if layer == self.geometry.layers - 1:
+            self.close()
+        return keys, values
 
 
 class StreamingLayer(DynamicLayer):
@@ -332,34 +335,39 @@ class StreamingCache(DynamicCache):
         self.stream = stream
 
 
-def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: float = 0.0):
+def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: float = 0.0, policy: str | None = None):
     """Like KVCManager.get_cache, but the prefix streams in while the model runs.
 
     Returns the manager's CacheResult; `.cache` is a StreamingCache (or an empty
-    DynamicCache when nothing is cached) and `.cache.stream.stats` tells how
-    long the transfer took and how much of it the model waited for.
-    `pace_Bps` > 0 asks the layers after the first no faster than that (0: unpaced).
+    DynamicCache when nothing is cached or the policy recomputes) and
+    `.cache.stream.stats` tells how long the transfer took and how much of it the
+    model waited for. `pace_Bps` > 0 asks the layers after the first no faster than
+    that (0: unpaced). The fetch-or-recompute decision assumes the overlap.
     """
     from .manager import CacheResult
 
+    if pace_Bps < 0:
+        raise ValueError("pace_Bps must be >= 0")
     found = manager.find_prefix(prompt)
-    records, n_usable, input_ids = found.records, found.usable_blocks, found.input_ids
-    source, lookup_s = found.source, found.lookup_s
+    decision = manager.plan(found, streaming=True, policy=policy)
+    records = found.records[: decision.fetch_blocks] if decision else []
+    not_cached = "not-cached" if len(found.records) < found.usable_blocks else None
     if not records:
-        return CacheResult(DynamicCache(config=manager.model.config), input_ids, 0, [], n_usable,
-                           "not-cached" if n_usable else None, source, lookup_s=lookup_s)
+        return CacheResult(DynamicCache(config=manager.model.config), found.input_ids, 0, [], found.usable_blocks,
+                           not_cached, found.source, lookup_s=found.lookup_s, decision=decision)
     stream = PrefixStream(manager.store, records, manager.geometry, manager.kv_format, dtype=manager.model.dtype,
-                          device=manager.model.device, wave_layers=wave_layers, pace_Bps=pace_Bps).start()
-    return CacheResult(StreamingCache(stream), input_ids, stream.prefix_tokens, [r.block_hash for r in records],
-                       n_usable, None if len(records) == n_usable else "not-cached", source, lookup_s=lookup_s,
-                       bytes_retrieved=stream.n_bytes * len(records))
+                          device=manager.model.device, landing=manager.landing, wave_layers=wave_layers,
+                          pace_Bps=pace_Bps, verify_sha256=manager.verify_sha256, link=manager.link).start()
+    return CacheResult(StreamingCache(stream), found.input_ids, stream.prefix_tokens, [r.block_hash for r in records],
+                       found.usable_blocks, not_cached, found.source, lookup_s=found.lookup_s,
+                       bytes_retrieved=stream.n_bytes * len(records), decision=decision)
 
 
 def evict_after_failure(manager, result, failure: StreamFailed) -> None:
     """A stream failed: let its transfer end, evict its blocks (lazy eviction, §3.9), drop them from the index."""
     stream = getattr(result.cache, "stream", None)
     if stream is not None:
-        stream.join(10)
+        stream.close()
     log.warning("streamed KV prefix failed (%s): %s", failure.reason, failure)
     for h in result.blocks:
         entry = manager.index.get(h)
@@ -373,12 +381,12 @@ def evict_after_failure(manager, result, failure: StreamFailed) -> None:
 
 
 def generate_streaming(manager, prompt, *, max_new_tokens: int = 30, wave_layers: int = 1,
-                       pace_Bps: float = 0.0, **generate_kwargs):
+                       pace_Bps: float = 0.0, policy: str | None = None, **generate_kwargs):
     """Greedy generation with a streamed prefix; on a failed stream, evict and recompute without it.
 
     Returns (new token ids, CacheResult, StreamStats or None, failure reason or None).
     """
-    result = get_cache_streaming(manager, prompt, wave_layers=wave_layers, pace_Bps=pace_Bps)
+    result = get_cache_streaming(manager, prompt, wave_layers=wave_layers, pace_Bps=pace_Bps, policy=policy)
     generate_kwargs.setdefault("do_sample", False)
     stream = getattr(result.cache, "stream", None)
 

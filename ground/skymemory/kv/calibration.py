@@ -1,0 +1,205 @@
+"""How fast this host computes and rebuilds, measured once per model / device / dtype and kept on disk.
+
+The fetch-or-recompute decision (kv.policy, kv.costmodel) needs two device
+rates:
+
+* compute: forwards of growing prompts (16, 32, 64, ... tokens, until one takes
+  longer than `budget_s` or the model's length limit), and a 32-token forward
+  over each of those prompts as context; fitted to T(new, ctx).
+* rebuild: landed bytes -> a cache on the device (check, copy to the device,
+  relayout), for 1 and 4 synthetic blocks; fitted to fixed + bytes / rate.
+
+Both are measured after a warm-up (the first call of a shape can cost 10-50x a
+warm one on CUDA) and the fastest of `repeats` runs is kept (shared machines).
+The result is saved as JSON under $SKYMEMORY_CACHE/calibration/, keyed by
+everything that changes the timings: model architecture and quantisation,
+device (GPU name or CPU model and torch threads), dtype, torch version, KV
+format and block size. Delete the file (or pass refresh=True) after changing
+the machine in a way the key cannot see.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from skymemory import native
+
+from . import codec, rebuild
+from .costmodel import PrefillModel, RebuildModel
+from .models import cache_dir
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1  # bump when what is measured changes: old files are then measured again
+SUFFIX_TOKENS = 32
+MAX_TOKENS = 16384
+
+
+@dataclass(frozen=True)
+class DeviceRates:
+    """What calibrate() measured (and the key it is filed under)."""
+
+    prefill: PrefillModel
+    rebuild: RebuildModel
+    points: list  # (new tokens, context tokens, seconds) of every timed forward
+    key: dict
+    measured_s: float  # how long the calibration took
+
+    def as_dict(self) -> dict:
+        return {"format": FORMAT, "prefill": asdict(self.prefill), "rebuild": asdict(self.rebuild),
+                "points": self.points, "key": self.key, "measured_s": self.measured_s}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "DeviceRates":
+        return cls(PrefillModel(**data["prefill"]), RebuildModel(**data["rebuild"]), data["points"],
+                   data["key"], data["measured_s"])
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (sm {'.'.join(map(str, torch.cuda.get_device_capability(device)))})"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {torch.get_num_threads()} torch threads, {os.cpu_count()} cpus"
+
+
+def calibration_key(model, kv_format: str, block_tokens: int) -> dict:
+    config = model.config.to_dict()
+    for field in ("transformers_version", "_name_or_path", "name_or_path"):
+        config.pop(field, None)
+    architecture = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return {"model": getattr(model.config, "name_or_path", "") or type(model).__name__,
+            "architecture": architecture, "quantization": getattr(model, "skymemory_quantization", None),
+            "device": _device_name(model.device), "dtype": str(model.dtype), "torch": torch.__version__,
+            "kv_format": kv_format, "block_tokens": block_tokens}
+
+
+def _path(key: dict) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    return cache_dir() / "calibration" / f"{digest}.json"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _fastest(run, repeats: int, device: torch.device) -> float:
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        started = time.perf_counter()
+        run()
+        _sync(device)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def _measure_compute(model, budget_s: float, repeats: int, max_tokens: int) -> list[tuple[int, int, float]]:
+    device = model.device
+    limit = min(max_tokens, int(getattr(model.config, "max_position_embeddings", max_tokens) or max_tokens))
+    vocab = int(model.config.vocab_size)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, vocab, (1, limit), generator=gen).to(device)
+    points: list[tuple[int, int, float]] = []
+    with torch.no_grad():
+        model(input_ids=ids[:, :16], use_cache=True)  # warm-up: kernels, allocator
+        n = 16
+        while n + SUFFIX_TOKENS <= limit:
+            prompt = ids[:, :n]
+            model(input_ids=prompt, use_cache=True)  # warm this shape
+            seconds = _fastest(lambda: model(input_ids=prompt, use_cache=True), repeats, device)
+            points.append((n, 0, seconds))
+            if n >= 2 * SUFFIX_TOKENS:  # a suffix over this prompt as context
+                kept = [(layer.keys, layer.values) for layer in model(input_ids=prompt, use_cache=True)
+                        .past_key_values.layers]
+                suffix = ids[:, n:n + SUFFIX_TOKENS]
+
+                def over_context():
+                    model(input_ids=suffix, past_key_values=rebuild.to_cache(kept, model.config), use_cache=True)
+
+                over_context()
+                points.append((SUFFIX_TOKENS, n, _fastest(over_context, repeats, device)))
+            if seconds > budget_s:
+                break
+            n *= 2
+    return points
+
+
+def _measure_rebuild(model, kv_format: str, block_tokens: int, repeats: int) -> RebuildModel:
+    """Check + copy to the device + relayout of 1 and 4 synthetic blocks of this model's geometry."""
+    geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
+    g = geometry
+    gen = torch.Generator().manual_seed(1)
+    layers = [(torch.randn(g.kv_heads, g.tokens, g.head_dim, generator=gen),
+               torch.randn(g.kv_heads, g.tokens, g.head_dim, generator=gen)) for _ in range(g.layers)]
+    block = codec.encode_block(layers, kv_format)
+    crc = native.crc32c(block)
+    pin = model.device.type == "cuda"
+    sizes, times = [], []
+    for blocks in (1, 4):
+        host = torch.empty((blocks, len(block)), dtype=torch.uint8, pin_memory=pin)
+        host.copy_(torch.frombuffer(bytearray(block), dtype=torch.uint8).expand(blocks, -1))
+
+        def run():
+            rebuild.check_blocks(host, [crc] * blocks, geometry, kv_format)
+            rebuild.prefix_cache(host, geometry, kv_format, model.dtype, model.device, model.config)
+
+        run()
+        sizes.append(blocks * len(block))
+        times.append(_fastest(run, repeats, model.device))
+    rate = (sizes[1] - sizes[0]) / max(times[1] - times[0], 1e-9)
+    return RebuildModel(max(0.0, times[0] - sizes[0] / rate), rate)
+
+
+def calibrate(model, *, kv_format: str = "fp16", block_tokens: int = 128, budget_s: float = 1.0,
+              repeats: int = 2, max_tokens: int = MAX_TOKENS) -> DeviceRates:
+    """Measure the compute and rebuild rates of `model` on its device (seconds on a GPU, ~10 s on a CPU)."""
+    started = time.perf_counter()
+    points = _measure_compute(model, budget_s, repeats, max_tokens)
+    prefill = PrefillModel.fit(points, device=str(model.device))
+    rebuild_model = _measure_rebuild(model, kv_format, block_tokens, repeats)
+    return DeviceRates(prefill, rebuild_model, [list(p) for p in points],
+                       calibration_key(model, kv_format, block_tokens), time.perf_counter() - started)
+
+
+def load_or_calibrate(model, *, kv_format: str = "fp16", block_tokens: int = 128, refresh: bool = False,
+                      **options) -> DeviceRates:
+    """The saved rates for this model/device/dtype, or measure (and save) them now."""
+    key = calibration_key(model, kv_format, block_tokens)
+    path = _path(key)
+    if not refresh and path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            if data.get("format") == FORMAT and data.get("key") == key:
+                return DeviceRates.from_dict(data)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable calibration %s: %s", path, exc)
+    log.info("calibrating compute and rebuild rates of %s on %s (once; saved in %s)", key["model"],
+             key["device"], path)
+    rates = calibrate(model, kv_format=kv_format, block_tokens=block_tokens, **options)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(rates.as_dict(), indent=1))
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only cache directory: keep the rates for this process only
+        log.warning("could not save the calibration in %s: %s", path, exc)
+    log.info("calibrated in %.1f s: prefill %s, rebuild %.2f GB/s + %.2f ms", rates.measured_s, rates.prefill,
+             rates.rebuild.rate_Bps / 1e9, rates.rebuild.fixed_s * 1e3)
+    return rates
