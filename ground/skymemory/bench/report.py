@@ -47,6 +47,10 @@ def _tokens(row: dict) -> str:
     return f"{'yes' if ok else 'NO'} ({row['runs']}/{row['runs']} runs)" if ok else "NO"
 
 
+def _decision(row: dict) -> str:
+    return ", ".join(row.get("decisions") or []) or "-"
+
+
 def _cached(row: dict) -> str:
     if row["mode"] == "nocache":
         return "0"
@@ -72,18 +76,20 @@ def header(result: dict) -> str:
 def ttft_table(result: dict) -> str:
     lines = [
         "| prefix tokens | mode | TTFT ms, median [min-max] | lookup ms | retrieval ms | KV rebuild ms | "
-        "prefill ms | cached tokens | speedup vs no cache | vs local RAM | tokens equal |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "prefill ms | cached tokens | speedup vs no cache | vs gpu-ram | vs local RAM | decision | tokens equal |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in result["summary"]:
-        retrieval = _ms_short(r["retrieval_s"]) if r["mode"] != "nocache" else "-"
+        retrieval = _ms_short(r["retrieval_s"]) if r["mode"] not in ("nocache", "gpu-ram") else "-"
         if r.get("stream_waited_s"):  # streamed: the transfer overlaps the prefill, which includes the wait
             retrieval += f" (overlapped; waited {_ms_short(r['stream_waited_s'])})"
         lines.append(
             f"| {r['prefix_tokens']} | {r['mode']} | {_ms(r['ttft_s'])} | {_ms_short(r['lookup_s'])} | "
             f"{retrieval} | "
-            f"{_ms_short(r['rebuild_s']) if r['mode'] != 'nocache' else '-'} | {_ms_short(r['prefill_s'])} | "
-            f"{_cached(r)} | {_x(r['speedup_vs_nocache'])} | {_x(r['ratio_vs_local'])} | {_tokens(r)} |"
+            f"{_ms_short(r['rebuild_s']) if r['mode'] not in ('nocache', 'gpu-ram') else '-'} | "
+            f"{_ms_short(r['prefill_s'])} | "
+            f"{_cached(r)} | {_x(r['speedup_vs_nocache'])} | {_x(r.get('ratio_vs_gpu_ram'))} | "
+            f"{_x(r['ratio_vs_local'])} | {_decision(r)} | {_tokens(r)} |"
         )
     return "\n".join(lines)
 

@@ -4,8 +4,10 @@ For each shared-prefix length, each measured round runs one prompt (shared
 prefix + one of several suffixes) in every mode, side by side:
 
   nocache        the model computes the whole prompt
+  gpu-ram        the prefix KV is already in the model's memory (on the GPU, or in
+                 RAM for a CPU model): no transfer, no rebuild, the limit of any cache
   local          the prefix KV comes from process RAM (LocalBlockStore): the
-                 no-network limit of a KV cache
+                 no-network limit of a KV cache that must land and rebuild it
   sky-<profile>  the prefix KV comes from a real constellation of satellite
                  processes (ConstellationBlockStore) under a link profile
   sky-<profile>-stream
@@ -13,6 +15,13 @@ prefix + one of several suffixes) in every mode, side by side:
                  (--streaming on|both; skymemory.kv.streaming): "retrieval" is then
                  the whole transfer, overlapped with the prefill, and "waited" the
                  part of it the model waited for
+  sky-<profile>-auto
+                 what KVCManager does by default: fetch the prefix, part of it, or
+                 nothing, as decided from the rates measured on this host
+                 (skymemory.kv.policy); the decision is recorded per run
+
+The local, sky and stream modes always fetch (policy "fetch"), so that the cost
+of fetching is measured whatever it is worth; the auto mode shows the decision.
 
 TTFT = wall time from the prompt string to the first generated token id:
 tokenise + get_cache (lookup, retrieval, KV rebuild) + forward over the
@@ -106,6 +115,7 @@ class Measurement:
     tokens: list[int] = field(default_factory=list)
     miss_reason: str | None = None  # why the cache covered less than the whole usable prefix
     stream_waited_s: float | None = None  # streamed: time the forward waited for prefix layers
+    decision: str | None = None  # fetch-or-recompute decision ("fetch 8/8", "recompute 0/8", ...)
     first_token_equal: bool | None = None  # vs the no-cache run of the same round
     tokens_equal: bool | None = None
 
@@ -158,6 +168,30 @@ def run_nocache(model, tokenizer, prompt: Prompt, gen_tokens: int | None):
     return fields, out.past_key_values
 
 
+def run_in_memory(model, tokenizer, prompt: Prompt, held: list, gen_tokens: int | None) -> dict:
+    """Measurement fields with the prefix KV already in the model's memory (`held`: per layer K, V)."""
+    import torch
+
+    from skymemory.kv.rebuild import to_cache
+
+    cached = held[0][0].shape[-2]
+    with torch.no_grad():
+        started = time.perf_counter()
+        ids = torch.tensor([tokenizer(prompt.text).input_ids], dtype=torch.long, device=model.device)
+        cache = to_cache(held, model.config)  # the tensors themselves: forward appends to new ones
+        got_cache = time.perf_counter()
+        out = model(input_ids=ids[:, cached:], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        first, ttft, tokens, gen_total = _first_then_rest(model, out, started, gen_tokens)
+    return dict(ttft_s=ttft, first_token=first, prompt_tokens=ids.shape[1], cached_tokens=cached,
+                lookup_s=got_cache - started, prefill_s=ttft - (got_cache - started), gen_total_s=gen_total,
+                tokens=tokens)
+
+
+def hold_prefix(cache, tokens: int) -> list:
+    """Copies of the first `tokens` of a cache's K and V per layer, for run_in_memory."""
+    return [(layer.keys[:, :, :tokens].clone(), layer.values[:, :, :tokens].clone()) for layer in cache.layers]
+
+
 def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool = False) -> dict:
     """Measurement fields with the prefix KV from `manager`'s store (streamed layer by layer if asked)."""
     import torch
@@ -188,7 +222,8 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
                    cached_tokens=result.prefix_tokens, lookup_s=result.lookup_s, retrieval_s=result.retrieval_s,
                    rebuild_s=result.decode_s, prefill_s=ttft - (got_cache - started),
                    bytes_retrieved=result.bytes_retrieved, gen_total_s=gen_total, tokens=tokens,
-                   miss_reason=result.miss_reason), **stream_fields}
+                   miss_reason=result.miss_reason,
+                   decision=result.decision.describe() if result.decision is not None else None), **stream_fields}
 
 
 # ---------------------------------------------------------------------------- stores
@@ -196,7 +231,7 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
 
 @dataclass
 class CachedMode:
-    name: str  # "local", "sky-<profile>" or "sky-<profile>-stream"
+    name: str  # "local", "sky-<profile>", "sky-<profile>-stream" or "sky-<profile>-auto"
     manager: object  # KVCManager
     profile: LinkProfile | None
     store: object
@@ -260,13 +295,16 @@ def summarise(measurements: list[Measurement]) -> list[dict]:
             "first_token_equal": all(m.first_token_equal is not False for m in runs),
             "tokens_equal": all(m.tokens_equal is not False for m in runs),
             "tokens_compared": sum(1 for m in runs if m.tokens_equal is not None),
+            "decisions": sorted({m.decision for m in runs if m.decision is not None}),
         })
     by_key = {(r["prefix_tokens"], r["mode"]): r for r in rows}
     for r in rows:
         base = by_key.get((r["prefix_tokens"], "nocache"))
         local = by_key.get((r["prefix_tokens"], "local"))
+        in_memory = by_key.get((r["prefix_tokens"], "gpu-ram"))
         r["speedup_vs_nocache"] = base["ttft_s"]["median"] / r["ttft_s"]["median"] if base else None
         r["ratio_vs_local"] = r["ttft_s"]["median"] / local["ttft_s"]["median"] if local else None
+        r["ratio_vs_gpu_ram"] = r["ttft_s"]["median"] / in_memory["ttft_s"]["median"] if in_memory else None
         if base and base["gen_total_s"] and r["gen_total_s"]:
             r["gen_speedup"] = base["gen_total_s"]["median"] / r["gen_total_s"]["median"]
         else:
@@ -330,7 +368,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
 
         modes: list[CachedMode] = []
         local = LocalBlockStore(chunk_bytes=cfg.chunk_size)
-        modes.append(CachedMode("local", KVCManager(model, tokenizer, local, kv_dtype=cfg.kv_dtype,
+        modes.append(CachedMode("local", KVCManager(model, tokenizer, local, kv_dtype=cfg.kv_dtype, policy="fetch",
                                                     index=RadixIndex()), None, local))
         servers_used = {}
         for profile, manifest in skies:
@@ -343,19 +381,33 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
             store = ConstellationBlockStore.from_manifest(manifest, servers, via=None,
                                                           client_options={"timeout": 2.0})
             stack.callback(store.close)
-            manager = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=RadixIndex())
+            index = RadixIndex()
+            manager = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="fetch")
             if cfg.streaming in ("off", "both"):
                 modes.append(CachedMode(f"sky-{profile.name}", manager, profile, store))
             if cfg.streaming in ("on", "both"):  # the same store and index, the prefix streamed
                 modes.append(CachedMode(f"sky-{profile.name}-stream", manager, profile, store, streaming=True))
+            # the same store, index and link measurements, deciding by itself what to fetch
+            deciding = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="auto")
+            deciding.link = manager.link
+            modes.append(CachedMode(f"sky-{profile.name}-auto", deciding, profile, store))
         block_tokens = modes[0].manager.block_tokens
+        if any(mode.manager.policy.mode == "auto" for mode in modes):
+            t = time.perf_counter()
+            rates = modes[-1].manager.device_rates()
+            log(f"fetch-or-recompute rates of {cfg.model} on {model.device} in {time.perf_counter() - t:.1f} s "
+                f"(measured once, then kept on disk): prefill of 1,024 tokens {rates.prefill.t(1024) * 1e3:.0f} ms, "
+                f"rebuild {rates.rebuild.rate_Bps / 1e9:.1f} GB/s + {rates.rebuild.fixed_s * 1e3:.2f} ms")
+            for mode in modes:
+                if mode.manager.policy.mode == "auto":
+                    mode.manager._device_rates = rates
 
         def fill(prompt: Prompt, cache) -> None:
             filled = set()
             for mode in modes:
-                if id(mode.manager) in filled:  # a streamed mode shares its store with the fetched one
+                if id(mode.store) in filled:  # streamed and auto modes share their store with the fetched one
                     continue
-                filled.add(id(mode.manager))
+                filled.add(id(mode.store))
                 t = time.perf_counter()
                 added = mode.manager.add_blocks(prompt.text, cache=cache)
                 if added.error:
@@ -368,12 +420,14 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
             warm = build_workload(tokenizer, block_tokens, 8, 1).prompts[0]
             _, cache = run_nocache(model, tokenizer, warm, 2)
             fill(warm, cache)
+            run_in_memory(model, tokenizer, warm, hold_prefix(cache, block_tokens), 2)
             for mode in modes:
                 run_cached(mode.manager, warm, 2, mode.streaming)
 
         measurements: list[Measurement] = []
         for prefix_tokens in cfg.prefix_tokens:
             workload = build_workload(tokenizer, prefix_tokens, cfg.suffix_tokens, cfg.suffixes)
+            held = None  # the prefix KV kept in the model's memory (gpu-ram mode)
             for rnd in range(cfg.repeats):
                 prompt = workload.prompts[rnd % len(workload.prompts)]
                 gen = cfg.gen_tokens if rnd < cfg.gen_repeats else None
@@ -385,16 +439,24 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
                 log(_line(ref, gen))
                 if rnd == 0:
                     fill(prompt, cache)
+                    held = hold_prefix(cache, expected) if expected else None
                 del cache
+                if held is not None:
+                    m = Measurement(prefix_tokens, "gpu-ram", rnd, prompt.suffix_index,
+                                    **run_in_memory(model, tokenizer, prompt, held, gen),
+                                    expected_cached_tokens=expected)
+                    _compare(m, ref, gen)
+                    measurements.append(m)
+                    log(_line(m, gen))
                 for mode in modes:
                     fields = run_cached(mode.manager, prompt, gen, mode.streaming)
                     m = Measurement(prefix_tokens, mode.name, rnd, prompt.suffix_index, **fields,
                                     expected_cached_tokens=expected)
                     miss = m.miss_reason
-                    m.first_token_equal = m.first_token == ref.first_token
-                    m.tokens_equal = m.tokens == ref.tokens[: len(m.tokens)] if gen else m.first_token_equal
+                    _compare(m, ref, gen)
                     measurements.append(m)
                     log(_line(m, gen) + (f"  [miss: {miss}]" if miss and m.cached_tokens < expected else ""))
+            del held
 
         summary = summarise(measurements)
         return {
@@ -411,9 +473,17 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
         }
 
 
+def _compare(m: Measurement, ref: Measurement, gen: int | None) -> None:
+    """Record whether a cached run generated what the no-cache run of its round did."""
+    m.first_token_equal = m.first_token == ref.first_token
+    m.tokens_equal = m.tokens == ref.tokens[: len(m.tokens)] if gen else m.first_token_equal
+
+
 def _line(m: Measurement, gen: int | None) -> str:
     text = f"  prefix {m.prefix_tokens:5d}  round {m.round}  {m.mode:10s} TTFT {m.ttft_s * 1000:9.1f} ms"
-    if m.mode != "nocache":
+    if m.mode == "gpu-ram":
+        text += f" (cache {m.lookup_s * 1000:.1f} + prefill {m.prefill_s * 1000:.1f}; {m.cached_tokens} tokens held)"
+    elif m.mode != "nocache":
         if m.stream_waited_s is not None:
             text += (f" (lookup {m.lookup_s * 1000:.1f} + streamed prefill {m.prefill_s * 1000:.1f}, of it waited "
                      f"{m.stream_waited_s * 1000:.1f} for a {m.retrieval_s * 1000:.1f} ms transfer; "
@@ -421,6 +491,8 @@ def _line(m: Measurement, gen: int | None) -> str:
         else:
             text += (f" (lookup {m.lookup_s * 1000:.1f} + retrieval {m.retrieval_s * 1000:.1f} + rebuild "
                      f"{m.rebuild_s * 1000:.1f} + prefill {m.prefill_s * 1000:.1f}; {m.cached_tokens} tokens cached)")
+        if m.decision is not None and m.mode.endswith("-auto"):
+            text += f" [{m.decision}]"
     if gen and m.gen_total_s is not None:
         text += f"  {gen} tokens in {m.gen_total_s:.2f} s"
     if m.tokens_equal is not None:

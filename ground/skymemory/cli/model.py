@@ -31,7 +31,8 @@ def _positive(text: str) -> int:
 KV_FORMATS = ("fp16", "bf16", "fp32", "int8")  # skymemory.kv.codec.KV_FORMATS (not imported: keeps the CLI light)
 
 
-def _formats(text: str) -> list[str]:
+def kv_format_list(text: str) -> list[str]:
+    """'fp16,int8' -> ['fp16', 'int8'] (an argparse type)."""
     formats = [f.strip() for f in text.split(",") if f.strip()]
     unknown = [f for f in formats if f not in KV_FORMATS]
     if not formats or unknown:
@@ -79,11 +80,12 @@ def register(subparsers) -> None:
     verify.add_argument("--suffix-tokens", type=_positive, default=16)
     verify.add_argument("--new-tokens", type=_positive, default=16)
     verify.add_argument("--prompts", type=_positive, default=4)
-    verify.add_argument("--formats", type=_formats, default="fp16,int8", help="comma-separated KV formats (fp16,bf16,fp32,int8)")
+    verify.add_argument("--formats", type=kv_format_list, default="fp16,int8", help="comma-separated KV formats (fp16,bf16,fp32,int8)")
     verify.set_defaults(func=_clear_errors(_verify))
 
 
-def _load_config(spec: str):
+def load_config(spec: str):
+    """(resolved spec, config) of a model without loading its weights."""
     from transformers import AutoConfig
 
     from skymemory.kv import models
@@ -99,7 +101,7 @@ def _info(args) -> int:
     from skymemory.kv import codec
     from skymemory.kv.report import block_size_table
 
-    spec, config = _load_config(args.model)
+    spec, config = load_config(args.model)
     geometry = codec.BlockGeometry.from_config(config, args.block_tokens)
     params = _parameter_count(config)
     print(f"model               {spec}")
