@@ -8,7 +8,7 @@ BUILD  := build
 # torch first, pinned: that version is the local CPU build (any other spec pulls CUDA wheels).
 TORCH_SPEC := torch==2.13.0
 
-.PHONY: all venv build test ctest pytest demo bench clean
+.PHONY: all venv build test ctest pytest demo bench clean cosmos
 
 all: build venv
 
@@ -37,6 +37,11 @@ test: ctest pytest
 
 demo: build venv
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m skymemory demo
+
+# COSMOS plugin (cfs_apps/cosmos) and TO_LAB / SCH_LAB table fragments (cfs_apps/mission_tables),
+# generated from the C headers; standard library only.
+cosmos:
+	$(PYTHON) tools/generate_cosmos.py
 
 clean:
 	rm -rf $(BUILD) $(VENV) run

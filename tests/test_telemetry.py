@@ -30,6 +30,19 @@ def test_hk_stream_decodes_with_ccsdspy():
         telemetry.decode_hk_stream(stream[:-3])
 
 
+def test_router_hk_decodes_with_ccsdspy_and_wire_alike():
+    hks = [wire.RouterHk(i, i + 1, *range(10 * i, 10 * i + 11)) for i in range(3)]
+    pkts = [wire.encode_telemetry(wire.ISL_ROUTER_HK_TLM_MID, hk.pack(), 70 + i, seq=i) for i, hk in enumerate(hks)]
+    d = telemetry.decode_router_hk_stream(b"".join(pkts))
+    assert list(d["CCSDS_APID"]) == [0x093] * 3 and list(d["TLM_SECONDS"]) == [70, 71, 72]
+    for n in wire.ISL_ROUTER_HK_FIELDS:
+        assert list(d[f"ROUTER_{n.upper()}"]) == [getattr(hk, n) for hk in hks], n
+    assert [wire.decode_router_hk(p)[2] for p in pkts] == hks
+    assert telemetry.decode_stream(b"".join(pkts))[wire.ISL_ROUTER_HK_TLM_MID]["ROUTER_GROUND_KNOWN"][2] == 30
+    with pytest.raises(WireError):
+        telemetry.decode_router_hk_stream(pkts[0] + wire.encode_telemetry(wire.SKYMEM_HK_TLM_MID, stats(0).pack()))
+
+
 def test_stats_replies_decode_with_fixed_length_definition():
     route = wire.RouteHeader(wire.SKYMEM_GROUND_PLANE, 0, 5, 6, 5, 6, 1234, hops=3)
     stream = b"".join(wire.encode_reply(route, wire.SKYMEM_REPLY_STATS, wire.SKYMEM_STATS_CC, body=stats(i).pack(),

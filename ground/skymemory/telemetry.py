@@ -1,4 +1,4 @@
-"""Telemetry decoding with ccsdspy: HK packets, STATS replies, any reply, data-plane commands.
+"""Telemetry decoding with ccsdspy: HK packets of both apps, STATS replies, any reply, data-plane commands.
 
 The packet definitions mirror skymem_wire.h (big-endian payload after the cFS
 headers). `split_by_mid` cuts a recorded stream (concatenated packets, e.g. a
@@ -45,6 +45,12 @@ _STATS = [PacketField(name=f"STATS_{n.upper()}", data_type="uint", bit_length=_S
 
 HK_PACKET = FixedLength(_TLM_TIME + _STATS, apid=wire.SKYMEM_HK_TLM_MID & 0x7FF, name="SKYMEM_HK_TLM",
                         description="SKYMEM housekeeping: cFS telemetry header + stats body")
+_ROUTER_BITS = {"plane": 16, "sat": 16}
+ROUTER_HK_PACKET = FixedLength(
+    _TLM_TIME + [PacketField(name=f"ROUTER_{n.upper()}", data_type="uint", bit_length=_ROUTER_BITS.get(n, 32))
+                 for n in wire.ISL_ROUTER_HK_FIELDS],
+    apid=wire.ISL_ROUTER_HK_TLM_MID & 0x7FF, name="ISL_ROUTER_HK_TLM",
+    description="ISL_ROUTER housekeeping: cFS telemetry header + router counters")
 STATS_REPLY_PACKET = FixedLength(_TLM_TIME + _ROUTE + _REPLY_HDR + _STATS, name="SKYMEM_STATS_REPLY",
                                  apid=wire.SKYMEM_REPLY_TLM_MID & 0x7FF)
 REPLY_PACKET = VariableLength(_TLM_TIME + _ROUTE + _REPLY_HDR + [
@@ -56,12 +62,14 @@ DATA_COMMAND_PACKET = VariableLength(_CMD_SEC + _ROUTE + [
 
 DEFINITIONS = {
     wire.SKYMEM_HK_TLM_MID: HK_PACKET,
+    wire.ISL_ROUTER_HK_TLM_MID: ROUTER_HK_PACKET,
     wire.SKYMEM_REPLY_TLM_MID: REPLY_PACKET,
     wire.SKYMEM_DATA_CMD_MID: DATA_COMMAND_PACKET,
 }
 MID_NAMES = {wire.SKYMEM_HK_TLM_MID: "SKYMEM_HK_TLM", wire.SKYMEM_REPLY_TLM_MID: "SKYMEM_REPLY_TLM",
              wire.SKYMEM_DATA_CMD_MID: "SKYMEM_DATA_CMD", wire.SKYMEM_CMD_MID: "SKYMEM_CMD",
-             wire.SKYMEM_SEND_HK_MID: "SKYMEM_SEND_HK", wire.ISL_ROUTER_HK_TLM_MID: "ISL_ROUTER_HK_TLM"}
+             wire.SKYMEM_SEND_HK_MID: "SKYMEM_SEND_HK", wire.ISL_ROUTER_HK_TLM_MID: "ISL_ROUTER_HK_TLM",
+             wire.ISL_ROUTER_CMD_MID: "ISL_ROUTER_CMD", wire.ISL_ROUTER_SEND_HK_MID: "ISL_ROUTER_SEND_HK"}
 
 
 def iter_packets(stream: bytes):
@@ -109,6 +117,16 @@ def decode_hk_stream(stream: bytes) -> dict[str, np.ndarray]:
         if len(pkt) != wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_STATS_LEN:
             raise WireError(f"HK packet of {len(pkt)} bytes")
     return HK_PACKET.load(io.BytesIO(stream), include_primary_header=True)
+
+
+def decode_router_hk_stream(stream: bytes) -> dict[str, np.ndarray]:
+    """Only ISL_ROUTER HK packets (each of the right length)."""
+    for pkt in iter_packets(stream):
+        if int.from_bytes(pkt[:2], "big") != wire.ISL_ROUTER_HK_TLM_MID:
+            raise WireError(f"not an ISL_ROUTER HK packet: message id {pkt[:2].hex()}")
+        if len(pkt) != wire.SKYMEM_TLM_HDR_LEN + wire.ISL_ROUTER_HK_LEN:
+            raise WireError(f"ISL_ROUTER HK packet of {len(pkt)} bytes")
+    return ROUTER_HK_PACKET.load(io.BytesIO(stream), include_primary_header=True)
 
 
 def decode_stats_replies(stream: bytes) -> dict[str, np.ndarray]:

@@ -344,6 +344,9 @@ class RouterHk:
     invalid: int
     ground_known: int
 
+    def pack(self) -> bytes:
+        return _ISL_ROUTER_HK.pack(*(getattr(self, n) for n in ISL_ROUTER_HK_FIELDS))
+
     @classmethod
     def unpack(cls, buf: bytes | memoryview) -> "RouterHk":
         if len(buf) != ISL_ROUTER_HK_LEN:

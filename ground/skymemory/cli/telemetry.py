@@ -15,8 +15,11 @@ _REPLY_COLUMNS = ("CCSDS_SEQUENCE_COUNT", "ROUTE_SRC_PLANE", "ROUTE_SRC_SAT", "R
                   "REPLY_KIND", "REPLY_CC", "REPLY_STATUS", "REPLY_CHUNK_ID", "REPLY_VALUE")
 _CMD_COLUMNS = ("CCSDS_SEQUENCE_COUNT", "FUNCTION_CODE", "ROUTE_DST_PLANE", "ROUTE_DST_SAT", "ROUTE_VIA_PLANE",
                 "ROUTE_VIA_SAT", "ROUTE_REQUEST_ID")
-COLUMNS = {wire.SKYMEM_HK_TLM_MID: _HK_COLUMNS, wire.SKYMEM_REPLY_TLM_MID: _REPLY_COLUMNS,
-           wire.SKYMEM_DATA_CMD_MID: _CMD_COLUMNS}
+_ROUTER_COLUMNS = ("TLM_SECONDS", "ROUTER_PLANE", "ROUTER_SAT", "ROUTER_CMD_COUNT", "ROUTER_ERR_COUNT",
+                   "ROUTER_RX_ISL", "ROUTER_RX_GROUND", "ROUTER_TX_ISL", "ROUTER_TX_GROUND", "ROUTER_FORWARDED",
+                   "ROUTER_DELIVERED", "ROUTER_DROPPED", "ROUTER_INVALID")
+COLUMNS = {wire.SKYMEM_HK_TLM_MID: _HK_COLUMNS, wire.ISL_ROUTER_HK_TLM_MID: _ROUTER_COLUMNS,
+           wire.SKYMEM_REPLY_TLM_MID: _REPLY_COLUMNS, wire.SKYMEM_DATA_CMD_MID: _CMD_COLUMNS}
 
 
 def register(subparsers) -> None:
@@ -105,8 +108,8 @@ def run_decode(args) -> int:
         n = len(fields["CCSDS_APID"])
         print(f"{mid:#06x} {name}: {n} packets")
         shown = n if args.limit == 0 else min(n, args.limit)
-        rows = [tuple(c.replace("STATS_", "").replace("ROUTE_", "").replace("CCSDS_SEQUENCE_COUNT", "SEQ").lower()
-                      for c in cols)]
+        rows = [tuple(c.replace("STATS_", "").replace("ROUTER_", "").replace("ROUTE_", "")
+                      .replace("CCSDS_SEQUENCE_COUNT", "SEQ").lower() for c in cols)]
         rows += [tuple(int(fields[c][i]) for c in cols) for i in range(shown)]
         print(table(rows))
     return 0
