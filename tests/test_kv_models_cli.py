@@ -159,3 +159,14 @@ def test_model_bench_runs_on_the_small_model(capsys):
     assert main(["model", "bench", "--model", "embedded-tiny", "--prefill-tokens", "300", "--block-tokens", "64"]) == 0
     out = capsys.readouterr().out
     assert "get_cache 256 tokens" in out and "prefill the 44 uncached tokens" in out
+
+
+def test_the_big_gpu_architecture_is_described_without_building_it(capsys):
+    """embedded-llama3-8b: Llama-3-8B's shapes (its KV is what long prefixes cost); built on CUDA only."""
+    assert main(["model", "info", "--model", "embedded-llama3-8b"]) == 0
+    out = capsys.readouterr().out
+    assert "32 layers" in out and "8.030 B" in out and "16,777,280" in out  # a 128-token fp16 block: 16.8 MB
+    with pytest.raises(ValueError, match="CUDA device only"):
+        models.load_model("embedded-llama3-8b", device="cpu")
+    assert main(["model", "bench", "--model", "embedded-llama3-8b", "--device", "cpu"]) == 2
+    assert "CUDA device only" in capsys.readouterr().err

@@ -72,6 +72,7 @@ def register(subparsers) -> None:
     bench.add_argument("--quantize", choices=["qint8", "qint4", "hqq"], default=None)
     bench.add_argument("--block-tokens", type=_positive, default=128)
     bench.add_argument("--kv", default="fp16", choices=KV_FORMATS, help="KV format for the cached-prefix measurement")
+    bench.add_argument("--repeats", type=_positive, default=3, help="timed calls per step, after a warm-up (default 3)")
     bench.set_defaults(func=_clear_errors(_bench))
 
     verify = commands.add_parser("verify", parents=[common], help="cached vs uncached greedy generation")
@@ -98,12 +99,12 @@ def load_config(spec: str):
 
 
 def _info(args) -> int:
-    from skymemory.kv import codec
+    from skymemory.kv import codec, models
     from skymemory.kv.report import block_size_table
 
     spec, config = load_config(args.model)
     geometry = codec.BlockGeometry.from_config(config, args.block_tokens)
-    params = _parameter_count(config)
+    params = models.parameter_count(config)
     print(f"model               {spec}")
     print(f"architecture        {config.model_type}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
           f"intermediate {config.intermediate_size}, {config.num_attention_heads} heads, "
@@ -120,13 +121,22 @@ def _info(args) -> int:
     return 0
 
 
-def _parameter_count(config) -> int:
-    h, i, n, v = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size
-    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
-    kv = config.num_key_value_heads * head_dim
-    per_layer = h * h + 2 * h * kv + h * h + 3 * h * i + 2 * h
-    embeddings = v * h * (1 if config.tie_word_embeddings else 2)
-    return n * per_layer + embeddings + h
+def _timed(run, repeats: int, device) -> float:
+    """Median seconds of `repeats` calls after one warm-up call of the same shape (synchronised on a GPU):
+    the first call of a shape can cost 10-50x a warm one on CUDA."""
+    import statistics
+
+    import torch
+
+    def once() -> float:
+        started = time.perf_counter()
+        run()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - started
+
+    once()
+    return statistics.median(once() for _ in range(repeats))
 
 
 def _bench(args) -> int:
@@ -136,12 +146,14 @@ def _bench(args) -> int:
 
     from skymemory.kv import blocks, models
     from skymemory.kv.device import dtype_name, pick_device, pick_dtype
+    from skymemory.kv.rebuild import to_cache
 
     spec = models.resolve_spec(args.model)
     device = pick_device(args.device)
     dtype = pick_dtype(device, args.dtype)
-    print(f"model {spec} on {device} in {dtype_name(dtype)}, torch threads {torch.get_num_threads()}")
-    if spec in models.EMBEDDED:
+    print(f"model {spec} on {device} in {dtype_name(dtype)}, torch threads {torch.get_num_threads()}; "
+          f"each time: median of {args.repeats} after a warm-up call of the same shape")
+    if spec in models.EMBEDDED and not models.EMBEDDED[spec].on_device_only:
         started = time.perf_counter()
         model, info = models.build_embedded(spec, use_disk_cache=False)
         print(f"build from seed (no disk cache)   {time.perf_counter() - started:8.2f} s")
@@ -156,7 +168,7 @@ def _bench(args) -> int:
     else:
         started = time.perf_counter()
         model, _ = models.load_model(spec, device, dtype)
-        print(f"from_pretrained                   {time.perf_counter() - started:8.2f} s")
+        print(f"load / build on {device}            {time.perf_counter() - started:8.2f} s")
     if args.quantize:
         started = time.perf_counter()
         models.quantize_weights(model, args.quantize)
@@ -173,54 +185,53 @@ def _bench(args) -> int:
     ids = torch.randint(3, 259, (1, args.prefill_tokens), generator=generator).to(device)
     ids[0, 0] = 1
     with torch.no_grad():
-        started = time.perf_counter()
-        model(input_ids=ids[:, :16], use_cache=True)
-        warm = time.perf_counter() - started
-        started = time.perf_counter()
-        out = model(input_ids=ids, use_cache=True)
-        prefill_s = time.perf_counter() - started
-        cache = out.past_key_values
-        started = time.perf_counter()
-        model(input_ids=ids[:, -1:], past_key_values=cache, use_cache=True)
-        decode_s = time.perf_counter() - started
-    print(f"warm-up forward 16 tokens         {warm:8.2f} s")
-    print(f"prefill {args.prefill_tokens} tokens               {prefill_s:8.2f} s  ({args.prefill_tokens / prefill_s:.1f} tokens/s)")
-    print(f"one decode step after prefill     {decode_s:8.3f} s")
-    _bench_cached_prefix(args, model, ids, cache, prefill_s)
+        prefill_s = _timed(lambda: model(input_ids=ids, use_cache=True), args.repeats, device)
+        cache = model(input_ids=ids, use_cache=True).past_key_values
+        held = [(layer.keys, layer.values) for layer in cache.layers]
+        decode_s = _timed(lambda: model(input_ids=ids[:, -1:], past_key_values=to_cache(held, model.config),
+                                        use_cache=True), args.repeats, device)
+    print(f"prefill {args.prefill_tokens} tokens               {prefill_s:8.3f} s  ({args.prefill_tokens / prefill_s:.1f} tokens/s)")
+    print(f"one decode step after prefill     {decode_s:8.4f} s")
+    _bench_cached_prefix(args, model, ids, cache, prefill_s, device)
     print(f"peak RSS                          {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:8.2f} GB")
     return 0
 
 
-def _bench_cached_prefix(args, model, ids, cache, prefill_s: float) -> None:
+def _bench_cached_prefix(args, model, ids, cache, prefill_s: float, device) -> None:
     """First-token time when the prompt's full blocks come from an in-process store (no network)."""
     import tempfile
 
     import torch
 
     from skymemory.kv.manager import KVCManager
+    from skymemory.kv.rebuild import to_cache
     from skymemory.kv.store import MemoryBlockStore
     from skymemory.kv.tokenizer import build_byte_tokenizer
 
     prompt = ids[0].tolist()
     with tempfile.TemporaryDirectory() as index_dir:
         manager = KVCManager(model, build_byte_tokenizer(), MemoryBlockStore(), block_tokens=args.block_tokens,
-                             kv_dtype=args.kv, index_dir=index_dir)
+                             kv_dtype=args.kv, index_dir=index_dir, policy="fetch")
         # the blocks come from the prefill's cache (the decode step's extra token lies past the last block)
         added = manager.add_blocks(prompt, cache=cache)
         print(f"store {added.blocks_stored} blocks of {args.block_tokens} ({args.kv}, {added.bytes_stored / 1e6:.1f} MB)  "
               f"encode {added.encode_s:.2f} s")
-        started = time.perf_counter()
-        result = manager.get_cache(prompt)
-        got_s = time.perf_counter() - started
+        results = []
+
+        def get():
+            results.append(manager.get_cache(prompt))
+
+        got_s = _timed(get, args.repeats, device)
+        result = results[-1]
         suffix = ids[:, result.prefix_tokens :]
-        with torch.no_grad():
-            started = time.perf_counter()
-            model(input_ids=suffix, past_key_values=result.cache, use_cache=True)
-            suffix_s = time.perf_counter() - started
-    print(f"get_cache {result.prefix_tokens} tokens            {got_s:8.3f} s  (lookup {result.lookup_s:.3f}, "
-          f"retrieval {result.retrieval_s:.3f}, decode {result.decode_s:.3f})")
-    print(f"prefill the {suffix.shape[1]} uncached tokens        {suffix_s:8.2f} s")
-    print(f"first-token time: full prefill {prefill_s:.2f} s vs cached prefix {got_s + suffix_s:.2f} s "
+        prefix = [(layer.keys, layer.values) for layer in result.cache.layers]
+        with torch.no_grad():  # a fresh cache over the same tensors each call: the forward appends to it
+            suffix_s = _timed(lambda: model(input_ids=suffix, past_key_values=to_cache(prefix, model.config),
+                                            use_cache=True), args.repeats, device)
+    print(f"get_cache {result.prefix_tokens} tokens            {got_s:8.4f} s  (lookup {result.lookup_s:.4f}, "
+          f"retrieval {result.retrieval_s:.4f}, check + rebuild {result.decode_s:.4f})")
+    print(f"prefill the {suffix.shape[1]} uncached tokens        {suffix_s:8.4f} s")
+    print(f"first-token time: full prefill {prefill_s:.3f} s vs cached prefix {got_s + suffix_s:.3f} s "
           f"({prefill_s / (got_s + suffix_s):.1f}x)")
 
 

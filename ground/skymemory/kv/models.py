@@ -14,6 +14,10 @@
   under ``$SKYMEMORY_CACHE`` (default ``~/.cache/skymemory``).
 * ``"embedded-tiny"``: the same family scaled down for tests (builds in
   milliseconds, never cached on disk).
+* ``"embedded-llama3-8b"``: the Llama-3-8B architecture (32 layers, hidden
+  4096, 8 KV heads of 128; 8.0 B parameters) for big GPUs, where long prefixes
+  are the regime in which fetching KV pays. Its random weights are made on the
+  CUDA device, in the model dtype, and never written to disk (16 GB in fp16).
 
 Embedded models use the byte-level tokenizer of `skymemory.kv.tokenizer`
 (259 ids; embedded-tinyllama keeps TinyLlama's 32,000-row vocabulary so its
@@ -57,6 +61,7 @@ class EmbeddedSpec:
     seed: int
     init_std: float
     cache_on_disk: bool
+    on_device_only: bool = False  # too big to build on a CPU and copy: made on the CUDA device directly
 
 
 EMBEDDED: dict[str, EmbeddedSpec] = {
@@ -106,7 +111,31 @@ EMBEDDED: dict[str, EmbeddedSpec] = {
         init_std=0.15,
         cache_on_disk=False,
     ),
+    # Meta-Llama-3-8B's published shapes; positions up to 32K so 16K-token prefixes fit.
+    "embedded-llama3-8b": EmbeddedSpec(
+        name="embedded-llama3-8b",
+        config=dict(
+            vocab_size=128256,
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            head_dim=128,
+            max_position_embeddings=32768,
+            rms_norm_eps=1e-5,
+            rope_theta=500000.0,
+            tie_word_embeddings=False,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+        seed=20240418,
+        init_std=0.02,
+        cache_on_disk=False,
+        on_device_only=True,
+    ),
 }
+ON_DEVICE_MARGIN = 2 * 1024**3  # free GPU memory wanted beyond the weights (activations, KV)
 
 
 def cache_dir() -> Path:
@@ -142,9 +171,43 @@ def _embedded_dir(spec: EmbeddedSpec) -> Path:
     return cache_dir() / "models" / f"{spec.name}-v{EMBEDDED_FORMAT}"
 
 
+def _build_on_device(spec: EmbeddedSpec, device: torch.device, dtype: torch.dtype) -> LlamaForCausalLM:
+    """Random weights made directly on a CUDA device in `dtype` (a fixed seed; never on the CPU or on disk)."""
+    if device.type != "cuda":
+        raise ValueError(f"{spec.name} is built on a CUDA device only (its fp16 weights are "
+                         f"{parameter_bytes(spec, torch.float16) / 1e9:.0f} GB): pass --device cuda")
+    need = parameter_bytes(spec, dtype) + ON_DEVICE_MARGIN
+    free, _total = torch.cuda.mem_get_info(device)
+    if free < need:
+        raise ValueError(f"{spec.name} needs {need / 1e9:.1f} GB of free GPU memory, {device} has {free / 1e9:.1f} GB")
+    with torch.random.fork_rng(devices=[device]), torch.device(device):
+        torch.manual_seed(spec.seed)
+        model = LlamaForCausalLM._from_config(llama_config(spec), dtype=dtype)
+    model.config.name_or_path = spec.name
+    return model.eval()
+
+
+def parameter_count(config) -> int:
+    """Parameters of a Llama-family model, from its configuration alone."""
+    h, i, n, v = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size
+    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
+    q = config.num_attention_heads * head_dim
+    kv = config.num_key_value_heads * head_dim
+    per_layer = 2 * h * q + 2 * h * kv + 3 * h * i + 2 * h  # q and o, k and v, the MLP, two norms
+    embeddings = v * h * (1 if config.tie_word_embeddings else 2)
+    return n * per_layer + embeddings + h
+
+
+def parameter_bytes(spec: EmbeddedSpec, dtype: torch.dtype) -> int:
+    """Bytes of the weights of an embedded model in `dtype` (from its shapes, nothing built)."""
+    return parameter_count(llama_config(spec)) * torch.empty(0, dtype=dtype).element_size()
+
+
 def build_embedded(name: str, *, use_disk_cache: bool = True) -> tuple[LlamaForCausalLM, dict]:
     """The embedded model `name` in fp16 on CPU, and how it was obtained ({'source', 'seconds'})."""
     spec = EMBEDDED[name]
+    if spec.on_device_only:
+        raise ValueError(f"{name} is built on a CUDA device only: use load_model({name!r}, device='cuda')")
     directory = _embedded_dir(spec)
     started = time.perf_counter()
     if spec.cache_on_disk and use_disk_cache and (directory / "config.json").exists():
@@ -261,7 +324,12 @@ def load_model(
     spec = resolve_spec(spec)
     torch_device = pick_device(device)
     torch_dtype = pick_dtype(torch_device, dtype)
-    if spec in EMBEDDED:
+    if spec in EMBEDDED and EMBEDDED[spec].on_device_only:
+        started = time.perf_counter()
+        model = _build_on_device(EMBEDDED[spec], torch_device, torch_dtype)
+        log.info("%s: built on %s in %.2f s", spec, torch_device, time.perf_counter() - started)
+        tokenizer = build_byte_tokenizer()
+    elif spec in EMBEDDED:
         model, info = build_embedded(spec)
         log.info("%s: %s in %.2f s", spec, info["source"], info["seconds"])
         tokenizer = build_byte_tokenizer()
