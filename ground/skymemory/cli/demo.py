@@ -5,9 +5,11 @@ link profile (3 ms ground link + ISL light time), builds or loads the model
 (embedded-tinyllama: the TinyLlama-1.1B architecture, no download), then for
 512- and 1,024-token shared prefixes + a 32-token suffix compares the time to
 first token and the 30-token generation time with no cache, with the KV cache
-served by the constellation, and with the same KV from local RAM. Prints
-progress, then the table; tears the constellation down at the end, on errors
-and on Ctrl-C.
+served by the constellation, with the same KV from local RAM, with the KV
+already in the model's memory (gpu-ram: the limit of any cache), and as
+KVCManager does by default (auto: fetch, fetch part, or recompute, decided
+from this host's rates, measured once and kept on disk). Prints progress, then
+the table; tears the constellation down at the end, on errors and on Ctrl-C.
 
 The paper's configuration on a GPU:
     skymemory demo --model TinyLlama/TinyLlama-1.1B-Chat-v1.0 --device cuda --quantize qint8
