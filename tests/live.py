@@ -8,6 +8,8 @@ runs side by side do not collide.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +43,54 @@ def launch(tmp: Path, planes: int, sats: int, *extra: str) -> Path:
     if r.returncode != 0:
         raise RuntimeError(f"launcher failed ({r.returncode}):\n{r.stderr}")
     return manifest
+
+
+def free_first_cpuid(n: int) -> str:
+    """A --cfs-first-cpuid whose n CI_LAB ports (1234 + cpuid - 1) are free on every address right now."""
+    from skymemory.launcher.processes import busy_udp_port
+
+    for first in range(3, 60000, 97):
+        if busy_udp_port("0.0.0.0", list(range(1233 + first, 1233 + first + n))) is None:
+            return str(first)
+    raise RuntimeError(f"no free range of {n} CI_LAB ports")
+
+
+def free_tlm_addresses(n: int, port: int = 1235) -> str:
+    """A first loopback address (for --tlm-address) whose n successors can all take `port` right now."""
+    for third in range(20, 250):
+        base = ipaddress.IPv4Address(f"127.{third}.0.1")
+        socks = []
+        try:
+            for i in range(n):
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                socks.append(s)
+                s.bind((str(base + i), port))
+            return str(base)
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free loopback telemetry addresses")
+
+
+FAKE_SSH = """#!/bin/sh
+# stand-in for ssh: the "hosts" of the tests are loopback addresses of this machine
+while [ "$1" = "-o" ]; do shift 2; done
+shift
+exec "$@"
+"""
+
+
+def fake_ssh_env(tmp: Path) -> dict:
+    """An environment whose `ssh` runs the launcher's remote scripts here (for --hosts 127.0.0.x,...)."""
+    import os
+
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "ssh").write_text(FAKE_SSH)
+    (bin_dir / "ssh").chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
 
 def stop(manifest: Path) -> subprocess.CompletedProcess:

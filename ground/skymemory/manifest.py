@@ -4,7 +4,8 @@ A JSON file written by tools/launch_constellation.py and read by every ground
 command (`--manifest PATH`). It holds the grid, the orbit, the mission clock
 (epoch + time scale, so every process computes the same mission time), the
 ground station, the link-emulation options the nodes were given, and one entry
-per satellite (host, ISL port, ground port, pid, network namespace).
+per satellite (host, ISL port, ground port, pid, network namespace; for cFS also
+its cpuid and CI_LAB command port; where its telemetry goes, when it is sent).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ class SatelliteEntry:
     pid: int = 0  # local pid of the process we started (0 when not local)
     netns: str = ""  # network namespace the node runs in ("" = the host's)
     remote: str = ""  # ssh destination when started over ssh
+    cpuid: int = 0  # cFS: the PSP's --cpuid
+    command_port: int = 0  # cFS: CI_LAB's port on host (control commands, as cmdUtil sends them); 0 = ground_port
+    tlm_host: str = ""  # where its housekeeping goes (cFS: TO_LAB's destination; native: --tlm-dest); "" = to the asker
+    tlm_port: int = 0
 
 
 @dataclass
@@ -68,6 +73,10 @@ class Manifest:
 
     def ground_addresses(self) -> dict[tuple[int, int], tuple[str, int]]:
         return {(e.plane, e.sat): (e.host, e.ground_port) for e in self.satellites}
+
+    def command_addresses(self) -> dict[tuple[int, int], tuple[str, int]]:
+        """Where each satellite takes control commands: CI_LAB on cFS, the ground port on a native node."""
+        return {(e.plane, e.sat): (e.host, e.command_port or e.ground_port) for e in self.satellites}
 
     def mission_ms(self, unix_ms: float | None = None) -> int:
         now = time.time() * 1000.0 if unix_ms is None else unix_ms

@@ -102,15 +102,20 @@ def test_cfs_runtime_round_trip(tmp_path):
     exe = os.environ.get("SKYMEM_CFS_EXE")
     if not exe or not (Path(exe) / "core-cpu1").is_file():
         pytest.skip("set SKYMEM_CFS_EXE to a cFS build's exe/cpu1 directory with the SkyMemory apps")
-    from skymemory.launcher import cfs
+    from skymemory.launcher import cfs_limits
 
-    problems = cfs.check_mqueue_limits(4)
-    if problems:
-        pytest.skip("; ".join(problems))
-    manifest = launch(tmp_path, 2, 2, "--runtime", "cfs", "--cfs-exe", exe)
+    problem = cfs_limits.problem(4, cfs_limits.HostLimits.local(), cfs_limits.InstanceCost())
+    if problem:
+        pytest.skip(problem)
+    from live import free_first_cpuid
+
+    first = int(free_first_cpuid(4))
+    manifest = launch(tmp_path, 2, 2, "--runtime", "cfs", "--cfs-exe", exe, "--cfs-first-cpuid", str(first))
     m = Manifest.load(manifest)
     try:
         assert (tmp_path / "cfs" / "1-1" / "cf" / "skymemory.cfg").read_text().count("plane = 1") == 1
+        assert [e.cpuid for e in m.satellites] == [first + i for i in range(4)]
+        assert [e.command_port for e in m.satellites] == [1233 + first + i for i in range(4)]  # CI_LAB's rule
         from skymemory.blockstore import ConstellationBlockStore
 
         with ConstellationBlockStore.from_manifest(m, [(0, 0), (0, 1), (1, 0), (1, 1)]) as store:

@@ -2,44 +2,48 @@
 
 Each satellite gets its own working directory (a copy of the cFS exe
 directory: cFS keeps shared-memory key files, EEPROM.DAT and ./cf relative to
-it) and its own cpuid = index + 1, from which the SkyMemory cFS apps derive
-(plane, sat) (docs/CFS.md). The node options go to `<workdir>/cf/skymemory.cfg`
-("key = value", the node's option names), which SKYMEM loads into its
-constellation table. On stop, the System V shared-memory segments the
-instances created are removed.
-This backend cannot be exercised without a cFS build; the checks below are the
-facts in CFS_NOTES.md (10 message queues per instance, msg_max >= 50).
+it) and its own cpuid. The node options go to `<workdir>/cf/skymemory.cfg`
+("key = value", the node's option names, plus `first-cpuid` and, over several
+machines, `hosts`), which SKYMEM loads into its constellation table; satellite
+index i runs as cpuid first_cpuid + i (docs/CFS.md).
+
+Ports of the stock lab apps, fixed when the mission is built:
+  CI_LAB listens on ci_lab_base + cpuid - 1 (CI_LAB_MISSION_BASE_UDP_PORT, 1234), on every address;
+  TO_LAB sends to its enable-output address, port to_lab_port (TO_LAB_TLM_PORT, 1235).
+So cpuid 2 would put a CI_LAB on TO_LAB's port and swallow every instance's telemetry:
+the launcher starts cpuids at --cfs-first-cpuid (3) and gives each satellite on one
+host its own telemetry address (127.0.1.1 + index), so a ground system can bind one
+per instance. On stop, the System V shared-memory segments the instances created are
+removed. How many instances fit one host: cfs_limits.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
-QUEUES_PER_INSTANCE = 10
-MIN_MSG_MAX = 50
+DEFAULT_FIRST_CPUID = 3
+DEFAULT_CI_LAB_BASE = 1234
+DEFAULT_TO_LAB_PORT = 1235
+DEFAULT_TLM_ADDRESS = "127.0.1.1"
+_ERROR_LINE = re.compile(r"error|errno|fail", re.I)
 
 
-def _read_int(path: str) -> int | None:
-    try:
-        return int(Path(path).read_text().split()[0])
-    except (FileNotFoundError, ValueError, IndexError):
-        return None
+def cpuid(first_cpuid: int, index: int) -> int:
+    return first_cpuid + index
 
 
-def check_mqueue_limits(instances: int) -> list[str]:
-    """Problems with the POSIX message-queue sysctls for this many cFS instances, with the fix."""
-    problems = []
-    queues_max = _read_int("/proc/sys/fs/mqueue/queues_max")
-    msg_max = _read_int("/proc/sys/fs/mqueue/msg_max")
-    need = instances * QUEUES_PER_INSTANCE + 16
-    if queues_max is not None and queues_max < need:
-        problems.append(f"fs.mqueue.queues_max is {queues_max}; {instances} cFS instances need about {need} "
-                        f"queues. Fix: sudo sysctl -w fs.mqueue.queues_max={need}")
-    if msg_max is not None and msg_max < MIN_MSG_MAX:
-        problems.append(f"fs.mqueue.msg_max is {msg_max}; the cFS software bus needs >= {MIN_MSG_MAX} or it "
-                        f"cannot create pipes. Fix: sudo sysctl -w fs.mqueue.msg_max={MIN_MSG_MAX}")
-    return problems
+def ci_lab_port(ci_lab_base: int, cpuid_: int) -> int:
+    """The UDP port a stock CI_LAB of this cpuid listens on."""
+    return ci_lab_base + cpuid_ - 1
+
+
+def tlm_address(base: str, index: int, spread: bool) -> str:
+    """Where satellite `index` sends telemetry: base + index on one host; base itself (the ground) over --hosts."""
+    return base if spread else str(ipaddress.IPv4Address(base) + index)
 
 
 def prepare_workdir(exe_dir: Path, work: Path, config: dict[str, str]) -> Path:
@@ -49,12 +53,16 @@ def prepare_workdir(exe_dir: Path, work: Path, config: dict[str, str]) -> Path:
     shutil.copytree(exe_dir, work, symlinks=True)
     # OSAL on the pc-linux PSP maps /cf to ./cf: SKYMEM reads /cf/skymemory.cfg (docs/CFS.md)
     (work / "cf").mkdir(exist_ok=True)
-    config_path(work).write_text("".join(f"{k} = {v}\n" for k, v in config.items()))
+    config_path(work).write_text(config_text(config))
     return work
 
 
 def config_path(work: Path) -> Path:
     return work / "cf" / "skymemory.cfg"
+
+
+def config_text(config: dict[str, str]) -> str:
+    return "".join(f"{k} = {v}\n" for k, v in config.items())
 
 
 def remove_shared_memory(creator_pids: set[int]) -> list[str]:
@@ -63,8 +71,6 @@ def remove_shared_memory(creator_pids: set[int]) -> list[str]:
     cFE keeps its reset area in such segments; a later instance can collide with a stale
     one ("Cannot shmget Reset Area"). Only segments whose creator pid is ours are removed.
     """
-    import subprocess
-
     try:
         out = subprocess.run(["ipcs", "-m", "-p"], capture_output=True, text=True, timeout=10).stdout
     except (FileNotFoundError, subprocess.TimeoutExpired):
@@ -79,11 +85,35 @@ def remove_shared_memory(creator_pids: set[int]) -> list[str]:
     return errors
 
 
-def core_argv(binary: str, index: int) -> list[str]:
-    cpuid = index + 1
-    return [f"./{binary}", "--cpuid", str(cpuid), "--cpuname", f"CPU{cpuid}", "--scid", "66", "--reset", "PO"]
+def core_argv(binary: str, cpuid_: int) -> list[str]:
+    return [f"./{binary}", "--cpuid", str(cpuid_), "--cpuname", f"CPU{cpuid_}", "--scid", "66", "--reset", "PO"]
 
 
 def options_as_config(node_opts: list[str]) -> dict[str, str]:
     """["--memory-budget", "5", ...] -> {"memory-budget": "5", ...} (the node's --config format)."""
     return {node_opts[i][2:]: node_opts[i + 1] for i in range(0, len(node_opts), 2)}
+
+
+def first_error(log_text: str) -> str | None:
+    """The first line of an instance's log that reports an error (a healthy boot has none)."""
+    for line in log_text.splitlines():
+        if _ERROR_LINE.search(line):
+            return line.strip()
+    return None
+
+
+# What an mq_open errno in an instance's log means (cfs_limits explains the limits).
+ERRNO_HINTS = {
+    "errno = 28": "errno 28 (ENOSPC): the host's fs.mqueue.queues_max is used up",
+    "errno = 24": "errno 24 (EMFILE): the user's message-queue bytes (ulimit -q) are used up",
+    "errno = 22": "errno 22 (EINVAL): a pipe is deeper than fs.mqueue.msg_max",
+}
+
+
+def first_errors(lines_by_name: dict[str, str | None], limit: int = 24) -> str:
+    """'  name: first error line' per failed instance (at most `limit`), then what its errno means."""
+    lines = [f"  {name}: {line or '(no error line in its log)'}" for name, line in lines_by_name.items()]
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"  ... and {len(lines) - limit} more"]
+    hints = [hint for key, hint in ERRNO_HINTS.items() if any(key in (v or "") for v in lines_by_name.values())]
+    return "\n".join(lines + [f"  {h}" for h in hints])

@@ -48,6 +48,8 @@ def node_argv(node: str, entry: SatelliteEntry, common: list[str], args: argpars
         argv += ["--peers", peers]
     else:
         argv += ["--isl-port-base", str(args.isl_port_base), "--ground-port-base", str(args.ground_port_base)]
+    if entry.tlm_host:  # housekeeping to the ground's telemetry address, as TO_LAB sends it on cFS
+        argv += ["--tlm-dest", f"{entry.tlm_host}:{entry.tlm_port}"]
     return argv
 
 

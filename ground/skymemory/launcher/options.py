@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from skymemory.cli._common import int_range
+from skymemory.launcher import cfs, cfs_limits
 from skymemory.manifest import DEFAULT_PATH
 
 MAX_SATELLITES = 4096
@@ -92,8 +93,27 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--hosts", type=_hosts, default=None, help="comma-separated ssh hosts to run satellites on")
     g.add_argument("--remote-node", default="skymem_node", help="node binary path on --hosts machines")
     g.add_argument("--remote-dir", default="/tmp/skymemory", help="working directory on --hosts machines")
-    g.add_argument("--cfs-exe", type=Path, default=None, help="cFS exe directory (with core-cpu1), --runtime cfs")
+    g = p.add_argument_group("cFS (--runtime cfs; docs/CFS.md)")
+    g.add_argument("--cfs-exe", type=Path, default=None,
+                   help="cFS exe directory (with core-cpu1); with --hosts, its path on every host")
     g.add_argument("--cfs-binary", default="core-cpu1", help="name of the cFS core executable in --cfs-exe")
+    g.add_argument("--cfs-first-cpuid", type=int_range(1, 65535), default=cfs.DEFAULT_FIRST_CPUID,
+                   help=f"cpuid of satellite (0,0); the others follow (default {cfs.DEFAULT_FIRST_CPUID}: "
+                        "cpuid 2's CI_LAB port would be TO_LAB's telemetry port)")
+    g.add_argument("--cfs-ci-lab-base", type=int_range(1, 65535), default=cfs.DEFAULT_CI_LAB_BASE,
+                   help="the mission's CI_LAB base port: CI_LAB listens on base + cpuid - 1 (default 1234)")
+    g.add_argument("--cfs-queues-per-instance", type=int_range(1, 10000), default=cfs_limits.QUEUES_PER_INSTANCE,
+                   help=f"POSIX message queues one instance creates (default {cfs_limits.QUEUES_PER_INSTANCE}, "
+                        "the stock mission with the SkyMemory apps)")
+    g.add_argument("--cfs-queue-slots-per-instance", type=int_range(1, 10**7), default=cfs_limits.SLOTS_PER_INSTANCE,
+                   help=f"message slots of those queues together (default {cfs_limits.SLOTS_PER_INSTANCE})")
+    g = p.add_argument_group("telemetry (housekeeping of both apps)")
+    g.add_argument("--tlm-address", type=_ipv4, default=None,
+                   help="where housekeeping goes: on one host satellite i uses this address + i (default "
+                        f"{cfs.DEFAULT_TLM_ADDRESS} for cFS, TO_LAB's destination; native nodes send none unless "
+                        "given); with --hosts every satellite sends to this address itself")
+    g.add_argument("--tlm-port", type=int_range(1, 65535), default=cfs.DEFAULT_TO_LAB_PORT,
+                   help=f"telemetry port (default {cfs.DEFAULT_TO_LAB_PORT}, the stock TO_LAB_TLM_PORT)")
     g = p.add_argument_group("launcher behaviour")
     g.add_argument("--detach", action="store_true", help="leave the constellation running and exit; `stop` ends it")
     g.add_argument("--health-timeout", type=_float_range(0.5, 3600), default=60.0,
@@ -101,6 +121,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--run-dir", type=Path, default=None, help="pid files and logs (default: next to the manifest)")
     g.add_argument("--quiet", action="store_true", help="no progress line")
     return p
+
+
+def _check_cfs_ports(parser: argparse.ArgumentParser, args: argparse.Namespace, n: int) -> None:
+    """CI_LAB ports (fixed by the cpuids) must miss TO_LAB's port and SkyMemory's own ports."""
+    if args.cfs_first_cpuid + n - 1 > 65535:
+        parser.error(f"--cfs-first-cpuid {args.cfs_first_cpuid} + {n} satellites runs past cpuid 65535")
+    lo = cfs.ci_lab_port(args.cfs_ci_lab_base, args.cfs_first_cpuid)
+    hi = lo + n - 1
+    if hi > 65535:
+        parser.error(f"CI_LAB ports {lo}..{hi} run past 65535; lower --cfs-first-cpuid")
+    if lo <= args.tlm_port <= hi:
+        parser.error(f"CI_LAB ports {lo}..{hi} (cpuids {args.cfs_first_cpuid}..{args.cfs_first_cpuid + n - 1}) "
+                     f"include the telemetry port {args.tlm_port}: CI_LAB would take TO_LAB's telemetry as "
+                     "commands; move --cfs-first-cpuid")
+    for base, name in ((args.isl_port_base, "--isl-port-base"), (args.ground_port_base, "--ground-port-base")):
+        if base <= hi and lo <= base + n - 1:
+            parser.error(f"CI_LAB ports {lo}..{hi} overlap the {name} range; move --cfs-first-cpuid or {name}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -126,15 +163,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.overhead = (p_, s_)
     else:
         args.overhead = (args.planes // 2, args.sats // 2)
-    if sum(bool(x) for x in (args.netns, args.hosts, args.runtime != "native")) > 1:
-        parser.error("choose one of --netns, --hosts, --runtime cfs/docker")
+    if sum(bool(x) for x in (args.netns, args.hosts and args.runtime != "cfs", args.runtime != "native")) > 1:
+        parser.error("choose one of --netns, --hosts, --runtime cfs/docker (--hosts goes with --runtime cfs)")
     if args.netns and args.netns > n:
         parser.error(f"--netns {args.netns} is more hosts than the {n} satellites")
+    if args.hosts and len(args.hosts) > n:
+        parser.error(f"--hosts names {len(args.hosts)} hosts for {n} satellites")
     if args.runtime == "cfs" and args.action == "start":
         if args.cfs_exe is None:
             parser.error("--runtime cfs needs --cfs-exe DIR (a cFS build's exe/cpu1 directory)")
-        if not (args.cfs_exe / args.cfs_binary).is_file():
+        if not args.hosts and not (args.cfs_exe / args.cfs_binary).is_file():
             parser.error(f"{args.cfs_exe / args.cfs_binary} does not exist")
+        _check_cfs_ports(parser, args, n)
+    if args.runtime == "cfs" and args.tlm_address is None and not args.hosts:
+        args.tlm_address = cfs.DEFAULT_TLM_ADDRESS
+    if args.tlm_address is not None:
+        if args.netns or args.runtime == "docker":
+            parser.error("--tlm-address goes with local nodes, --runtime cfs or --hosts")
+        last = ipaddress.IPv4Address(args.tlm_address) + (0 if args.hosts else n - 1)
+        if not args.hosts and not (ipaddress.IPv4Address(args.tlm_address).is_loopback and last.is_loopback):
+            parser.error(f"--tlm-address {args.tlm_address} + {n} satellites leaves 127.0.0.0/8: on one host each "
+                         "satellite sends to its own loopback address")
     if args.node is not None and not os.access(args.node, os.X_OK):
         parser.error(f"--node {args.node} is not an executable file")
     if args.run_dir is None:

@@ -5,7 +5,12 @@ writes the peers file into --remote-dir, starts that host's nodes with nohup
 (each `--bind <host address> --peers <file>`) and prints "plane-sat pid" lines,
 which the launcher stores in the manifest; `stop` kills those pids over ssh and
 checks they are gone. Needs key-based ssh (BatchMode: no password prompts).
-Not exercised by the test suite: there are no remote hosts here.
+With --runtime cfs each host copies its share of cFS working directories from
+--cfs-exe (a path on that host) and starts one core executable per satellite;
+before anything starts, every host's message-queue limits are read over ssh
+(cfs_limits.PROBE_SCRIPT), and `stop` also removes the instances' shared memory.
+tests/integration/test_launcher.py runs these scripts through a stand-in `ssh`
+that executes them on this machine.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import ipaddress
 import shlex
 import subprocess
+
+from skymemory.launcher.cfs import first_error
 
 SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
 
@@ -62,3 +69,42 @@ def stop_remote(destination: str, pids: list[int], grace_s: int = 5) -> list[int
               f"for p in {plist}; do kill -0 $p 2>/dev/null && echo $p; done; true\n")
     out = run_script(destination, script, timeout=grace_s + 30)
     return [int(x) for x in out.split() if x.isdigit()]
+
+
+def cfs_start_script(remote_dir: str, exe: str, binary: str, jobs: list[tuple[str, list[str], str]]) -> str:
+    """Per satellite (name, core argv, skymemory.cfg text): a fresh copy of `exe`, its config, the core started."""
+    d = shlex.quote(remote_dir)
+    lines = ["set -e", f"mkdir -p {d}/logs {d}/cfs", f"cd {d}",
+             f"[ -x {shlex.quote(exe)}/{shlex.quote(binary)} ] || {{ echo 'no {exe}/{binary} here' >&2; exit 3; }}"]
+    for name, argv, config in jobs:
+        work = f"cfs/{shlex.quote(name)}"
+        lines += [f"rm -rf {work}", f"cp -r {shlex.quote(exe)} {work}", f"mkdir -p {work}/cf",
+                  f"cat > {work}/cf/skymemory.cfg <<'SKYMEM_CFG'", config.rstrip("\n"), "SKYMEM_CFG",
+                  f"(cd {work} && exec nohup {shlex.join(argv)} > ../../logs/{name}.log 2>&1 < /dev/null) &",
+                  f"echo {name} $!"]
+    return "\n".join(lines) + "\n"
+
+
+def first_errors(destination: str, remote_dir: str, names: list[str]) -> dict[str, str | None]:
+    """The first error line of each named satellite's log on that host (cfs.first_error's rule)."""
+    script = f"cd {shlex.quote(remote_dir)}/logs\n" + "".join(
+        f"echo '== {n}'; cat {shlex.quote(n)}.log 2>/dev/null || true\n" for n in names)
+    out = run_script(destination, script)
+    logs: dict[str, list[str]] = {}
+    current = None
+    for line in out.splitlines():
+        if line.startswith("== ") and line[3:] in names:
+            current = logs.setdefault(line[3:], [])
+        elif current is not None:
+            current.append(line)
+    return {n: first_error("\n".join(logs.get(n, []))) for n in names}
+
+
+def remove_shared_memory(destination: str, pids: list[int]) -> list[str]:
+    """ipcrm the System V segments created by these (stopped) pids on that host; returns errors."""
+    wanted = " ".join(str(p) for p in pids)
+    script = (f"for id in $(ipcs -m -p 2>/dev/null | awk -v pids='{wanted}' "
+              "'BEGIN {n = split(pids, p, \" \"); for (i = 1; i <= n; i++) mine[p[i]] = 1} "
+              "$1 ~ /^[0-9]+$/ && ($3 in mine) {print $1}'); do ipcrm -m $id || echo \"ipcrm -m $id failed\"; done\n")
+    out = run_script(destination, script)
+    return [line for line in out.splitlines() if line.strip()]

@@ -7,11 +7,12 @@ down what was started, even when the boot fails half way.
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from skymemory.launcher import cfs, docker, netns, nodes, processes, ssh
+from skymemory.launcher import cfs, cfs_limits, docker, netns, nodes, processes, ssh
 from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, pss_kib, rss_kib, self_pid
 from skymemory.launcher.health import wait_healthy
 from skymemory.launcher.stop import summary_table, teardown
@@ -51,6 +52,8 @@ def start(args) -> int:
                  created_unix=time.time())
     group = processes.ProcessGroup(run_dir, die_with_parent=not args.detach)
     common = nodes.node_options(args, epoch_ms)
+    if args.runtime == "cfs":
+        _check_cfs_fits(args, n)  # before anything starts
     log(args, f"booting {args.planes}x{args.sats} = {n} satellites ({_backend_name(args)}); run dir {run_dir}")
     try:
         if args.hosts:
@@ -70,16 +73,17 @@ def start(args) -> int:
             if dead:
                 name, code = next(iter(dead.items()))
                 return (f"{len(dead)} satellite process(es) exited during boot, e.g. {name} with code {code}:\n"
-                        + log_tail(run_dir, name))
+                        + _why_failed(m, sorted(dead)))
             return None
 
         healthy = wait_healthy(m.ground_addresses(), m.ground_host, args.health_timeout, args.quiet, abort)
         if len(healthy) < n:
             missing = sorted(set(m.ground_addresses()) - healthy)
             raise LaunchError(f"{n - len(healthy)} of {n} satellites did not answer a NOOP within "
-                              f"{args.health_timeout:g} s, e.g. {missing[:5]}")
+                              f"{args.health_timeout:g} s, e.g. {missing[:5]}\n"
+                              + _why_failed(m, [nodes.sat_name(p, s) for p, s in missing]))
     except BaseException as exc:
-        log(args, f"boot failed: {exc}; tearing down")
+        log(args, f"boot failed ({(str(exc).splitlines() or [type(exc).__name__])[0]}); tearing down")
         teardown(m)
         manifest_path.unlink(missing_ok=True)
         if isinstance(exc, KeyboardInterrupt):
@@ -102,11 +106,37 @@ def start(args) -> int:
     return _foreground(args, m, group, manifest_path)
 
 
+def _why_failed(m: Manifest, names: list[str]) -> str:
+    """For cFS, the first error line of each failed instance's log; for a node, the end of one log."""
+    if m.runtime != "cfs":
+        return log_tail(Path(m.run_dir), names[0])
+    by_host: dict[str, list[str]] = {}
+    for e in m.satellites:
+        if nodes.sat_name(e.plane, e.sat) in names:
+            by_host.setdefault(e.remote, []).append(nodes.sat_name(e.plane, e.sat))
+    lines: dict[str, str | None] = {}
+    for host, mine in by_host.items():
+        if host:
+            try:
+                lines.update({f"{host} {k}": v for k, v in ssh.first_errors(host, m.backend["remote_dir"],
+                                                                             mine).items()})
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+                lines.update({f"{host} {k}": f"(log not read: {exc})" for k in mine})
+        else:
+            for k in mine:
+                try:
+                    text = (Path(m.run_dir) / "logs" / f"{k}.log").read_text(errors="replace")
+                except FileNotFoundError:
+                    text = ""
+                lines[k] = cfs.first_error(text)
+    return "first error line of each failed instance's log:\n" + cfs.first_errors(lines)
+
+
 def _backend_name(args) -> str:
     if args.netns:
         return f"native in {args.netns} network namespaces"
     if args.hosts:
-        return f"native over ssh on {len(args.hosts)} hosts"
+        return f"{args.runtime} over ssh on {len(args.hosts)} hosts"
     return args.runtime
 
 
@@ -120,12 +150,34 @@ def _progress(args, k: int, n: int) -> None:
 
 
 def _entries(args, host_of) -> list[SatelliteEntry]:
+    """One entry per satellite: its host and ports; for cFS its cpuid and CI_LAB port; its telemetry address."""
     out = []
     for p in range(args.planes):
         for s in range(args.sats):
             i = p * args.sats + s
-            out.append(SatelliteEntry(p, s, host_of(i), args.isl_port_base + i, args.ground_port_base + i))
+            e = SatelliteEntry(p, s, host_of(i), args.isl_port_base + i, args.ground_port_base + i)
+            if args.runtime == "cfs":
+                e.cpuid = cfs.cpuid(args.cfs_first_cpuid, i)
+                e.command_port = cfs.ci_lab_port(args.cfs_ci_lab_base, e.cpuid)
+            if args.tlm_address:
+                e.tlm_host, e.tlm_port = cfs.tlm_address(args.tlm_address, i, bool(args.hosts)), args.tlm_port
+            out.append(e)
     return out
+
+
+def _instance_cost(args) -> cfs_limits.InstanceCost:
+    return cfs_limits.InstanceCost(args.cfs_queues_per_instance, args.cfs_queue_slots_per_instance)
+
+
+def _cfs_config(args, common: list[str], e: SatelliteEntry, hosts: list[str] | None) -> dict[str, str]:
+    """skymemory.cfg of one instance: the node options, its identity, its machine (docs/CFS.md)."""
+    config = cfs.options_as_config(common)
+    config.update({"isl-port-base": str(args.isl_port_base), "ground-port-base": str(args.ground_port_base),
+                   "first-cpuid": str(args.cfs_first_cpuid), "plane": str(e.plane), "sat": str(e.sat),
+                   "bind": e.host})
+    if hosts:
+        config["hosts"] = ", ".join(hosts)
+    return config
 
 
 def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessGroup) -> None:
@@ -167,20 +219,16 @@ def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessG
 
 def _start_cfs(args, m: Manifest, common: list[str], group: processes.ProcessGroup) -> None:
     n = args.planes * args.sats
-    problems = cfs.check_mqueue_limits(n)
-    if problems:
-        raise LaunchError("the POSIX message-queue limits are too low for cFS:\n  " + "\n  ".join(problems))
     m.backend = {"kind": "cfs", "marker": args.cfs_binary, "exe": str(args.cfs_exe.resolve())}
     m.ground_host = "127.0.0.1"
     m.satellites = _entries(args, lambda i: "127.0.0.1")
-    config = cfs.options_as_config(common)
-    config.update({"isl-port-base": str(args.isl_port_base), "ground-port-base": str(args.ground_port_base),
-                   "bind": "127.0.0.1"})
+    busy = processes.busy_udp_port("0.0.0.0", [e.command_port for e in m.satellites])
+    if busy is not None:  # CI_LAB binds every address
+        raise LaunchError(f"UDP port {busy} (a CI_LAB port) is already in use; choose another --cfs-first-cpuid")
     for k, e in enumerate(m.satellites, 1):
         name = nodes.sat_name(e.plane, e.sat)
-        work = cfs.prepare_workdir(args.cfs_exe, Path(m.run_dir) / "cfs" / name,
-                                   {**config, "plane": str(e.plane), "sat": str(e.sat)})
-        e.pid = group.start(name, cfs.core_argv(args.cfs_binary, k - 1), cwd=work)
+        work = cfs.prepare_workdir(args.cfs_exe, Path(m.run_dir) / "cfs" / name, _cfs_config(args, common, e, None))
+        e.pid = group.start(name, cfs.core_argv(args.cfs_binary, e.cpuid), cwd=work)
         _progress(args, k, n)
 
 
@@ -188,17 +236,25 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
     n = args.planes * args.sats
     hosts = args.hosts
     addresses = [ssh.host_address(h) for h in hosts]
-    host_index = lambda i: i * len(hosts) // n
+    host_index = lambda i: i * len(hosts) // n  # contiguous shares, the rule of SKYMEM_HOST_OF on cFS
     m.satellites = _entries(args, lambda i: addresses[host_index(i)])
-    m.backend = {"kind": "ssh", "marker": "skymem_node", "hosts": hosts}
+    shares = [[e for e in m.satellites if host_index(e.plane * args.sats + e.sat) == h] for h in range(len(hosts))]
+    m.backend = {"kind": "ssh", "marker": args.cfs_binary if args.runtime == "cfs" else "skymem_node",
+                 "hosts": hosts, "remote_dir": args.remote_dir}
     m.ground_host = "0.0.0.0"
     peers = nodes.peers_text(m.satellites)
     remote_peers = f"{args.remote_dir}/peers.txt"
     for h, dest in enumerate(hosts):
-        mine = [e for e in m.satellites if host_index(e.plane * args.sats + e.sat) == h]
-        jobs = [(nodes.sat_name(e.plane, e.sat), nodes.node_argv(args.remote_node, e, common, args, remote_peers))
-                for e in mine]
-        pids = ssh.parse_pids(ssh.run_script(dest, ssh.start_script(args.remote_dir, peers, jobs)))
+        mine = shares[h]
+        if args.runtime == "cfs":
+            jobs = [(nodes.sat_name(e.plane, e.sat), cfs.core_argv(args.cfs_binary, e.cpuid),
+                     cfs.config_text(_cfs_config(args, common, e, addresses))) for e in mine]
+            script = ssh.cfs_start_script(args.remote_dir, str(args.cfs_exe), args.cfs_binary, jobs)
+        else:
+            jobs = [(nodes.sat_name(e.plane, e.sat), nodes.node_argv(args.remote_node, e, common, args, remote_peers))
+                    for e in mine]
+            script = ssh.start_script(args.remote_dir, peers, jobs)
+        pids = ssh.parse_pids(ssh.run_script(dest, script))
         for e in mine:
             e.remote = dest
             e.pid = pids.get(nodes.sat_name(e.plane, e.sat), 0)
@@ -206,6 +262,27 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
         log(args, f"  {dest}: started {len(pids)}/{len(mine)} satellites")
         if len(pids) != len(mine):
             raise LaunchError(f"{dest} started only {len(pids)} of {len(mine)} nodes")
+
+
+def _check_cfs_fits(args, n: int) -> None:
+    """Every host's share of cFS instances must fit its message-queue limits (read over ssh for --hosts)."""
+    cost = _instance_cost(args)
+    hosts = args.hosts or [""]
+    problems = []
+    for h, dest in enumerate(hosts):
+        count = sum(1 for i in range(n) if i * len(hosts) // n == h)
+        try:
+            limits = (cfs_limits.HostLimits.parse(ssh.run_script(dest, cfs_limits.PROBE_SCRIPT)) if dest
+                      else cfs_limits.HostLimits.local())
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            raise LaunchError(f"cannot read the message-queue limits of {dest}: {exc}") from None
+        where = dest or "this host"
+        log(args, f"{cfs_limits.summary(limits, cost, where)}" + (f"; its share: {count}" if dest else ""))
+        problem = cfs_limits.problem(count, limits, cost, where)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise LaunchError("\n".join(problems))
 
 
 def _start_docker(args, m: Manifest, common: list[str], manifest_path: Path) -> int:

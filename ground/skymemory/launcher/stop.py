@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,8 +24,11 @@ def teardown(m: Manifest) -> list:
             pids = [e.pid for e in m.satellites if e.remote == dest and e.pid]
             if pids:
                 try:
-                    survivors += [f"{dest}:{p}" for p in ssh.stop_remote(dest, pids)]
-                except (RuntimeError, OSError) as exc:
+                    left = [f"{dest}:{p}" for p in ssh.stop_remote(dest, pids)]
+                    if m.runtime == "cfs" and not left:  # cFE leaves its reset area behind (see cfs.py)
+                        left += [f"{dest}: {err}" for err in ssh.remove_shared_memory(dest, pids)]
+                    survivors += left
+                except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                     survivors.append(f"{dest}: {exc}")
         return survivors
     if kind == "docker":
@@ -79,12 +83,18 @@ def status(manifest_path: Path) -> int:
 
 
 def summary_table(m: Manifest) -> str:
-    rows = [("plane", "sats", "host", "isl ports", "ground ports", "pids")]
+    cfs_ports = any(e.command_port for e in m.satellites)
+    tlm = any(e.tlm_host for e in m.satellites)
+    rows = [("plane", "sats", "host", "isl ports", "ground ports") + ("CI_LAB ports",) * cfs_ports
+            + ("telemetry to",) * tlm + ("pids",)]
     for p in range(m.planes):
         es = m.satellites[p * m.sats:(p + 1) * m.sats]
         hosts = sorted({e.host for e in es})
+        tlm_to = sorted({e.tlm_host for e in es})
         rows.append((str(p), str(len(es)), ",".join(hosts), f"{es[0].isl_port}-{es[-1].isl_port}",
-                     f"{es[0].ground_port}-{es[-1].ground_port}",
-                     f"{es[0].pid}..{es[-1].pid}" if es[0].pid else "-"))
+                     f"{es[0].ground_port}-{es[-1].ground_port}")
+                    + (f"{es[0].command_port}-{es[-1].command_port}",) * cfs_ports
+                    + ((f"{tlm_to[0]}-{tlm_to[-1]}" if len(tlm_to) > 1 else tlm_to[0]) + f":{es[0].tlm_port}",) * tlm
+                    + (f"{es[0].pid}..{es[-1].pid}" if es[0].pid else "-",))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)

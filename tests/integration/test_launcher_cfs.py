@@ -1,0 +1,155 @@
+"""The cFS launcher's guard rails, without cFS: ports that never collide, the per-host limit
+said before anything starts, a failed boot explained by each instance's first log error, and
+--hosts through a stand-in `ssh` that runs the remote scripts on this machine.
+
+(A stand-in core executable plays cFS where one is needed; the real thing is opt-in:
+tests/integration/test_cfs_ground.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skymemory.launcher import cfs_limits, processes
+from skymemory.launcher.options import parse_args
+from skymemory.manifest import Manifest
+
+from live import LAUNCHER, fake_ssh_env, free_first_cpuid, free_port_bases
+
+
+def fake_core(tmp_path: Path, body: str) -> Path:
+    exe = tmp_path / "exe"
+    exe.mkdir()
+    (exe / "cf").mkdir()
+    core = exe / "core-cpu1"
+    core.write_text("#!/bin/sh\n" + body)
+    core.chmod(0o755)
+    return exe
+
+
+def run_launcher(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(LAUNCHER), *args], capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
+def test_cfs_ports_are_distinct_and_clear_of_telemetry(tmp_path, capsys):
+    exe = fake_core(tmp_path, "exit 0\n")
+    args = parse_args(["--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "19", "--sats", "5",
+                       "--manifest", str(tmp_path / "m.json")])
+    from skymemory.launcher.start import _entries
+
+    entries = _entries(args, lambda i: "127.0.0.1")
+    ci = [e.command_port for e in entries]
+    assert len(set(ci)) == 95 and ci[0] == 1236 and [e.cpuid for e in entries][:2] == [3, 4]
+    assert {e.tlm_port for e in entries} == {1235} and 1235 not in ci
+    assert len({e.tlm_host for e in entries}) == 95 and entries[0].tlm_host == "127.0.1.1"
+    # cpuid 2 would put a CI_LAB on TO_LAB's port: refused with the reason
+    for bad in (["--cfs-first-cpuid", "1"], ["--cfs-first-cpuid", "2"], ["--tlm-address", "10.0.0.1"],
+                ["--cfs-first-cpuid", "38767"]):
+        with pytest.raises(SystemExit):
+            parse_args(["--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "2", "--sats", "2",
+                        "--isl-port-base", "40000", "--ground-port-base", "50000", *bad])
+        assert "error" in capsys.readouterr().err, bad
+
+
+def test_more_instances_than_the_host_allows_fail_before_starting(tmp_path):
+    fit = cfs_limits.fit(cfs_limits.HostLimits.local(), cfs_limits.InstanceCost())
+    if fit.instances is None or fit.instances + 1 > 4096:
+        pytest.skip("this host bounds no number of cFS instances (CAP_SYS_RESOURCE and ulimit -q unlimited)")
+    exe = fake_core(tmp_path, "sleep 30\n")
+    want = fit.instances + 1
+    isl, ground = free_port_bases(want)
+    r = run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "1", "--sats", str(want),
+                     "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
+                     "--ground-port-base", str(ground), "--detach")
+    assert r.returncode == 1
+    assert f"{want} cFS instances do not fit this host: at most {fit.instances} do" in r.stderr
+    assert "fix:" in r.stderr
+    assert not list((tmp_path / "logs").glob("*.log")), "nothing may start"
+
+
+def test_limits_read_from_a_probe():
+    text = ("queues_max 256\nmsg_max 10\nMax msgqueue size         819200               819200               bytes\n"
+            "CapEff:\t00000000a80425fb\n")
+    limits = cfs_limits.HostLimits.parse(text)
+    assert limits == cfs_limits.HostLimits(256, 10, 819200, False)
+    f = cfs_limits.fit(limits, cfs_limits.InstanceCost())
+    assert f.instances == 0 and "msg_max 10" in f.reasons[0]
+    f = cfs_limits.fit(cfs_limits.HostLimits(256, 256, 819200, False), cfs_limits.InstanceCost())
+    assert f.instances == 20 and "allows 24" in f.reasons[1]  # 33,904 bytes each
+    assert cfs_limits.fit(cfs_limits.HostLimits(256, 256, 819200, True), cfs_limits.InstanceCost()).instances == 24
+    problem = cfs_limits.problem(24, cfs_limits.HostLimits(256, 256, 819200, False), cfs_limits.InstanceCost())
+    assert "at most 20" in problem and "fs.mqueue.queues_max=304" in problem
+
+
+def test_failed_boot_shows_each_instance_first_log_error(tmp_path):
+    tiny = cfs_limits.InstanceCost(1, 1)
+    if cfs_limits.problem(3, cfs_limits.HostLimits.local(), tiny):
+        pytest.skip("this host's message-queue limits refuse even three tiny instances")
+    exe = fake_core(tmp_path, 'echo "CFE_PSP: starting cpuid $2"\n'
+                              'echo "OS_QueueCreate_Impl():119:OS_QueueCreate Error. errno = 24 (Too many open files)"\n'
+                              'echo "SCH Error creating pipe!"\nexit 1\n')
+    isl, ground = free_port_bases(3)
+    r = run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "1", "--sats", "3",
+                     "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
+                     "--ground-port-base", str(ground), "--detach", "--health-timeout", "20",
+                     "--cfs-first-cpuid", free_first_cpuid(3),
+                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1")
+    assert r.returncode == 1, r.stderr
+    assert "first error line of each failed instance's log" in r.stderr
+    assert "OS_QueueCreate Error. errno = 24 (Too many open files)" in r.stderr
+    assert "SCH Error" not in r.stderr  # only the first error line
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.fixture
+def fake_ssh(tmp_path):
+    return fake_ssh_env(tmp_path)
+
+
+def test_hosts_over_ssh_start_put_get_stop(node_path, tmp_path, fake_ssh):
+    """Native nodes on two "hosts" (127.0.0.2, 127.0.0.3) through the ssh scripts."""
+    isl, ground = free_port_bases(4, host="127.0.0.2")
+    manifest = tmp_path / "m.json"
+    r = run_launcher("--hosts", "127.0.0.2,127.0.0.3", "--planes", "2", "--sats", "2", "--manifest", str(manifest),
+                     "--remote-dir", str(tmp_path / "remote"), "--remote-node", str(node_path),
+                     "--isl-port-base", str(isl), "--ground-port-base", str(ground), "--detach", "--quiet",
+                     "--health-timeout", "30", env=fake_ssh)
+    assert r.returncode == 0, r.stderr
+    m = Manifest.load(manifest)
+    try:
+        assert [e.host for e in m.satellites] == ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
+        from skymemory.blockstore import ConstellationBlockStore
+
+        with ConstellationBlockStore.from_manifest(m, [(0, 0), (1, 1)]) as store:
+            payload = os.urandom(30_000)
+            rec = store.put_block(b"h" * 32, payload)
+            assert store.get_block(rec) == payload
+    finally:
+        r = subprocess.run([sys.executable, str(LAUNCHER), "stop", "--manifest", str(manifest)], capture_output=True,
+                           text=True, timeout=60, env=fake_ssh)
+    assert r.returncode == 0, r.stderr
+    assert not any(processes.alive(e.pid) for e in m.satellites)
+
+
+def test_cfs_over_hosts_refused_per_host_before_starting(tmp_path, fake_ssh):
+    """Each host's share is checked against that host's limits, read over ssh, before anything starts."""
+    fit = cfs_limits.fit(cfs_limits.HostLimits.local(), cfs_limits.InstanceCost())
+    if fit.instances is None or 2 * (fit.instances + 1) > 4096:
+        pytest.skip("this host bounds no number of cFS instances")
+    exe = fake_core(tmp_path, "sleep 30\n")
+    want = 2 * (fit.instances + 1)  # one more than fits on each of the two "hosts"
+    isl, ground = free_port_bases(want)
+    r = run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--hosts", "127.0.0.2,127.0.0.3", "--planes", "2",
+                     "--sats", str(want // 2), "--manifest", str(tmp_path / "m.json"), "--remote-dir",
+                     str(tmp_path / "remote"), "--isl-port-base", str(isl), "--ground-port-base", str(ground),
+                     "--detach", env=fake_ssh)
+    assert r.returncode == 1
+    assert f"do not fit 127.0.0.2: at most {fit.instances}" in r.stderr
+    assert f"do not fit 127.0.0.3: at most {fit.instances}" in r.stderr
+    assert not (tmp_path / "remote" / "cfs").exists(), "nothing may start"
