@@ -351,7 +351,11 @@ VARIABLE skymem_tlm_host 127.0.1.1
 VARIABLE skymem_tlm_port 1235
 
 TARGET SKYMEM <%= skymem_target_name %>
-INTERFACE <%= skymem_target_name %>_INT udp_interface.rb <%= skymem_cmd_host %> <%= skymem_cmd_port %> <%= skymem_tlm_port %> nil nil 128 nil nil <%= skymem_tlm_host %>
+# udp_interface.rb: write host, write port, read port, write source port, interface address, ttl,
+# write timeout, read timeout, bind address (the instance's own telemetry address)
+INTERFACE <%= skymem_target_name %>_INT udp_interface.rb &
+    <%= skymem_cmd_host %> <%= skymem_cmd_port %> <%= skymem_tlm_port %> &
+    nil nil 128 nil nil <%= skymem_tlm_host %>
   MAP_TARGET <%= skymem_target_name %>
 """
 

@@ -1,4 +1,10 @@
-"""`skymemory telemetry decode FILE`: decode recorded packets (HK, replies, commands) with ccsdspy."""
+"""`skymemory telemetry`: decode recorded packets with ccsdspy, record HK, listen where TO_LAB sends.
+
+decode FILE   every packet of a capture, by message ID (both apps' HK, replies, commands)
+record        ask satellites for SKYMEM HK on their ground ports and append it to a file
+listen        bind each satellite's telemetry address (manifest: tlm_host:tlm_port), optionally
+              enable TO_LAB on cFS instances and ask for both apps' HK; report per satellite
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import sys
 from pathlib import Path
 
 from skymemory import wire
-from skymemory.cli._common import table
+from skymemory.cli._common import positive_float, table
 from skymemory.errors import WireError
 
 _HK_COLUMNS = ("TLM_SECONDS", "STATS_PLANE", "STATS_SAT", "STATS_CHUNKS", "STATS_BYTES_USED", "STATS_CMD_COUNT",
@@ -38,6 +44,17 @@ def register(subparsers) -> None:
 
     add_manifest_arg(r)
     r.set_defaults(func=run_record)
+    ln = sub.add_parser("listen", help="receive both apps' housekeeping where TO_LAB (cFS) or --tlm-dest sends it")
+    ln.add_argument("--duration", type=positive_float, default=10.0, help="seconds to listen (default 10)")
+    ln.add_argument("--until-complete", action="store_true",
+                    help="stop early once every satellite's SKYMEM and ISL_ROUTER HK arrived twice (exit 1 if not)")
+    ln.add_argument("--enable-output", action="store_true",
+                    help="send TO_LAB's enable-output command (with its telemetry address) to each cFS instance")
+    ln.add_argument("--request-hk", action="store_true",
+                    help="ask every satellite for both apps' HK once a second (else: SCH_LAB's schedule)")
+    ln.add_argument("-o", "--output", type=Path, default=None, help="also append every packet received to this file")
+    add_manifest_arg(ln)
+    ln.set_defaults(func=run_listen)
 
 
 def _parse_sat(text: str, m) -> tuple[int, int]:
@@ -113,3 +130,41 @@ def run_decode(args) -> int:
         rows += [tuple(int(fields[c][i]) for c in cols) for i in range(shown)]
         print(table(rows))
     return 0
+
+
+def run_listen(args) -> int:
+    from skymemory.cli._common import load_manifest
+    from skymemory.housekeeping import APPS, HousekeepingListener
+
+    try:
+        m = load_manifest(args)
+        listener = HousekeepingListener(m)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        print(f"skymemory telemetry listen: {exc}", file=sys.stderr)
+        return 1
+    with listener:
+        where = ", ".join(f"{h}:{p}" for h, p in list(listener.dests)[:3]) + (" ..." if len(listener.dests) > 3 else "")
+        print(f"listening on {len(listener.dests)} telemetry addresses ({where}) for up to {args.duration:g} s",
+              file=sys.stderr)
+        report = listener.run(args.duration, args.enable_output, args.request_hk, args.until_complete)
+    if args.output:
+        with open(args.output, "ab") as f:
+            f.write(b"".join(report.packets))
+    rows = [("plane", "sat", "telemetry to", "SKYMEM hk", "cmd/err first->last", "ISL_ROUTER hk",
+             "cmd/err first->last")]
+    tlm = {(e.plane, e.sat): f"{e.tlm_host}:{e.tlm_port}" for e in m.satellites}
+    for (p, s), t in sorted(report.sats.items()):
+        cells = []
+        for app in APPS:
+            first, last = t.first.get(app), t.last.get(app)
+            cells += [str(t.count[app]), f"{first[0]}/{first[1]} -> {last[0]}/{last[1]}" if first else "-"]
+        rows.append((str(p), str(s), tlm[(p, s)], *cells))
+    print(table(rows))
+    if report.other:
+        print("other packets: " + ", ".join(f"{mid:#06x} x{n}" for mid, n in sorted(report.other.items())))
+    got = sum(1 for t in report.sats.values() if all(t.count[a] for a in APPS))
+    print(f"{len(report.packets)} packets in {report.seconds:.1f} s; both apps' housekeeping from {got} of "
+          f"{len(report.sats)} satellites; command counters moved on {report.counters_moved or 'none'}; "
+          f"housekeeping on another satellite's address: {report.misdelivered or 'none'}")
+    ok = report.complete and not report.counters_moved and not report.misdelivered
+    return 0 if ok or not args.until_complete else 1
