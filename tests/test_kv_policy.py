@@ -166,3 +166,19 @@ def test_landing_stops_at_the_first_missing_block():
     assert arrival.landed.miss.reason == "not-found"
     assert bytes(raw[0].numpy()) == b"\1" * 300 and bytes(raw[1].numpy()) == b"\0" * 300
     assert arrival.bytes == 300 and arrival.seconds >= 0
+
+
+def test_a_failed_calibration_fetches_and_says_why(tmp_path, monkeypatch):
+    model, tokenizer = tiny("fp32")
+    manager = KVCManager(model, tokenizer, MemoryBlockStore(), block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path)
+
+    def broken(*args, **kwargs):
+        raise ValueError("need forward timings at three lengths or more")
+
+    monkeypatch.setattr("skymemory.kv.manager.load_or_calibrate", broken)
+    prompt = random_prompt(3 * BLOCK + 3, seed=34)
+    manager.add_blocks(prompt)
+    manager.get_cache(prompt)  # the first fetch measures the link; the next request needs the device's rates
+    result = manager.get_cache(prompt)
+    assert result.prefix_tokens == 3 * BLOCK and result.decision.action == "fetch"
+    assert result.decision.reason.startswith("calibration failed (ValueError: need forward timings")

@@ -4,8 +4,9 @@ The fetch-or-recompute decision (kv.policy, kv.costmodel) needs two device
 rates:
 
 * compute: forwards of growing prompts (16, 32, 64, ... tokens, until one takes
-  longer than `budget_s` or the model's length limit), and a 32-token forward
-  over each of those prompts as context; fitted to T(new, ctx).
+  longer than `budget_s` -- three lengths at least -- or the model's length
+  limit), and a 32-token forward over each of those prompts as context; fitted
+  to T(new, ctx).
 * rebuild: landed bytes -> a cache on the device (check, copy to the device,
   relayout), for 1 and 4 synthetic blocks; fitted to fixed + bytes / rate.
 
@@ -139,7 +140,7 @@ def _measure_compute(model, budget_s: float, repeats: int, max_tokens: int) -> l
                 if warm_each_shape:
                     over_context()
                 points.append((SUFFIX_TOKENS, n, _fastest(over_context, repeats, device)))
-            if seconds > budget_s:
+            if seconds > budget_s and sum(1 for p in points if p[1] == 0) >= 3:  # three lengths: a, b and c
                 break
             n *= 2
     return points

@@ -281,11 +281,20 @@ class KVCManager:
         if not found.records:
             return None
         mode = policy or self.policy.mode
-        return self.policy.decide(
-            self.device_rates() if mode == "auto" and self.link.samples else None, self.link,
-            prompt_tokens=found.input_ids.shape[1], cached_blocks=len(found.records),
+        rates, failed = None, None
+        if mode == "auto" and self.link.samples:
+            try:
+                rates = self.device_rates()
+            except Exception as exc:  # noqa: BLE001 - a failed calibration must not fail the request
+                if self.strict:
+                    raise
+                log.warning("calibrating this device failed (%r): fetching without a decision", exc)
+                mode, failed = "fetch", f"calibration failed ({type(exc).__name__}: {exc}): fetching"
+        decision = self.policy.decide(
+            rates, self.link, prompt_tokens=found.input_ids.shape[1], cached_blocks=len(found.records),
             block_tokens=self.block_tokens, block_bytes=self.block_bytes, layers=self.geometry.layers,
             streaming=streaming, mode=mode)
+        return decision if failed is None else dataclasses.replace(decision, reason=failed)
 
     # ------------------------------------------------------------------ get
 
