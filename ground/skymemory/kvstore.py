@@ -63,7 +63,9 @@ class KVStore:
         self.n_servers = n_servers
         self.client_options = client_options or {}
         self.counters: Counter[str] = Counter()  # client counters summed over every operation
-        self.capture = capture  # when a list: every packet sent and received is appended
+        # when a list: every packet the Python client sends and receives is appended; the C fast
+        # path (bulk chunk transfers) bypasses it, its packets are only counted (fastpath_packets_*)
+        self.capture = capture
         self.direct = direct  # each satellite over its own ground link, not all through the overhead one
 
     @contextlib.contextmanager
@@ -76,6 +78,9 @@ class KVStore:
         finally:
             store.close()
             self.counters.update(store.client.counters)
+            fast = store.last_transfer  # each operation here makes at most one fast-path call
+            if fast is not None:
+                self.counters.update({"fastpath_packets_tx": fast.packets_tx, "fastpath_packets_rx": fast.packets_rx})
 
     def put(self, name: str, data: bytes) -> dict:
         key = key_of(name)

@@ -52,8 +52,12 @@ def test_put_get_cli_roundtrip(constellation, tmp_path):
         r = cli("get", name_or_key, "-o", str(out), manifest=manifest)
         assert r.returncode == 0, r.stderr.decode()
         assert out.read_bytes() == src.read_bytes()
-    r = cli("put", str(src), "--name", "direct-object", "--direct", manifest=manifest)
+    r = cli("put", str(src), "--name", "direct-object", "--direct", "-v", "--capture", str(tmp_path / "cap.bin"),
+            manifest=manifest)
     assert r.returncode == 0, r.stderr.decode()
+    # the capture holds what went through the Python client and says the bulk path is not in it
+    assert b"packets of the Python client to" in r.stderr and b"bulk packets are not captured" in r.stderr
+    assert b"fastpath_packets_tx" in r.stderr
     r = cli("get", "direct-object", "-o", str(out), manifest=manifest)  # metadata says where: any route works
     assert r.returncode == 0 and out.read_bytes() == src.read_bytes()
     r = cli("get", "no-such-object", manifest=manifest)

@@ -36,9 +36,12 @@ def _add_client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
     p.add_argument("--direct", action="store_true",
                    help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
-    p.add_argument("-v", "--verbose", action="store_true", help="print the client's packet counters")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print the client's packet counters, the C fast path's packets included")
     p.add_argument("--capture", type=Path, default=None,
-                   help="write every packet sent and received to this file (decode: skymemory telemetry decode)")
+                   help="write the packets the Python client sends and receives (requests, probes, metadata) to "
+                        "this file (decode: skymemory telemetry decode); the C fast path's bulk chunk packets "
+                        "bypass it and are not captured (-v counts them)")
     add_manifest_arg(p)
 
 
@@ -68,7 +71,9 @@ def run_put(args) -> int:
 def _counters(args, kv: KVStore) -> None:
     if args.capture and kv.capture is not None:
         args.capture.write_bytes(b"".join(kv.capture))
-        print(f"captured {len(kv.capture)} packets to {args.capture}", file=sys.stderr)
+        bulk = kv.counters["fastpath_packets_tx"] + kv.counters["fastpath_packets_rx"]
+        print(f"captured {len(kv.capture)} packets of the Python client to {args.capture}"
+              + (f"; the C fast path's {bulk} bulk packets are not captured" if bulk else ""), file=sys.stderr)
     if args.verbose:
         print("client counters: " + ", ".join(f"{k} {v}" for k, v in sorted(kv.counters.items())), file=sys.stderr)
 
