@@ -50,10 +50,10 @@ def start(args) -> int:
                  ground_overhead=args.overhead, chunk_size=args.chunk_size, memory_budget=args.memory_budget,
                  link=nodes.link_profile(args), run_dir=str(run_dir), launcher_pid=self_pid(),
                  created_unix=time.time())
-    group = processes.ProcessGroup(run_dir, die_with_parent=not args.detach)
-    common = nodes.node_options(args, epoch_ms)
     if args.runtime == "cfs":
         _check_cfs_fits(args, n)  # before anything starts
+    group = processes.ProcessGroup(run_dir, die_with_parent=not args.detach)
+    common = nodes.node_options(args, epoch_ms)
     log(args, f"booting {args.planes}x{args.sats} = {n} satellites ({_backend_name(args)}); run dir {run_dir}")
     try:
         if args.hosts:

@@ -90,11 +90,12 @@ def summary_table(m: Manifest) -> str:
     for p in range(m.planes):
         es = m.satellites[p * m.sats:(p + 1) * m.sats]
         hosts = sorted({e.host for e in es})
-        tlm_to = sorted({e.tlm_host for e in es})
+        tlm_to = [e.tlm_host for e in es]  # one address each on one host, in index order
         rows.append((str(p), str(len(es)), ",".join(hosts), f"{es[0].isl_port}-{es[-1].isl_port}",
                      f"{es[0].ground_port}-{es[-1].ground_port}")
                     + (f"{es[0].command_port}-{es[-1].command_port}",) * cfs_ports
-                    + ((f"{tlm_to[0]}-{tlm_to[-1]}" if len(tlm_to) > 1 else tlm_to[0]) + f":{es[0].tlm_port}",) * tlm
+                    + ((f"{tlm_to[0]}-{tlm_to[-1]}" if tlm_to[0] != tlm_to[-1] else tlm_to[0])
+                       + f":{es[0].tlm_port}",) * tlm
                     + (f"{es[0].pid}..{es[-1].pid}" if es[0].pid else "-",))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
