@@ -9,7 +9,7 @@ import pytest
 from skymemory.bench import report
 from skymemory.bench.options import token_list
 from skymemory.bench.profiles import PROFILES, parse_profiles, profile_of_manifest
-from skymemory.bench.ttft import Measurement, _expected_cached, summarise
+from skymemory.bench.ttft import Measurement, TTFTConfig, _expected_cached, satellite_budget, summarise
 from skymemory.bench.workload import build_workload
 from skymemory.cli import build_parser
 from skymemory.kv.tokenizer import build_byte_tokenizer
@@ -100,3 +100,10 @@ def test_compute_ceiling_measures_every_step():
     times = measure(model, 256, 16, 2)
     assert set(times) == set(STEPS)
     assert all(len(v) == 2 and all(t > 0 for t in v) for v in times.values())
+
+
+def test_satellites_hold_every_prefix_the_run_stores():
+    assert satellite_budget(TTFTConfig(model="embedded-tinyllama")) == 64 * 1024 * 1024  # the floor
+    big = TTFTConfig(model="embedded-llama3-8b", prefix_tokens=(4096, 16384), servers=10)
+    kv = (1 + 32 + 128) * 16_777_280  # the warm-up block, then every 128-token fp16 block of both prefixes
+    assert satellite_budget(big) * 10 >= 1.5 * kv

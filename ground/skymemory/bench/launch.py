@@ -189,7 +189,8 @@ class LocalConstellation:
 
 
 def boot(*, planes: int, sats: int, profile: LinkProfile, run_dir: Path, node: Path | None = None,
-         chunk_size: int = 6144, avoid: set[int] = frozenset(), attempts: int = 3) -> LocalConstellation:
+         chunk_size: int = 6144, avoid: set[int] = frozenset(), attempts: int = 3,
+         memory_budget: int = 64 * 1024 * 1024) -> LocalConstellation:
     """A started LocalConstellation on free ports; retried on other ports if a boot fails.
 
     Ports are checked free just before the launch, but another program may take
@@ -200,7 +201,7 @@ def boot(*, planes: int, sats: int, profile: LinkProfile, run_dir: Path, node: P
         offset = free_port_offset(planes * sats, avoid=tried)
         tried.add(offset)
         sky = LocalConstellation(planes=planes, sats=sats, profile=profile, run_dir=run_dir, port_offset=offset,
-                                 node=node, chunk_size=chunk_size)
+                                 node=node, chunk_size=chunk_size, memory_budget=memory_budget)
         try:
             sky.start()
             return sky

@@ -114,9 +114,9 @@ def markdown(rows: list[dict]) -> str:
 def run(args, log=print) -> dict:
     import torch
 
-    from skymemory.cli.model import load_config
     from skymemory.kv import codec
     from skymemory.kv.device import dtype_name, pick_device, pick_dtype
+    from skymemory.kv.models import load_config
 
     device = pick_device(args.device)
     dtype = pick_dtype(device, args.dtype)

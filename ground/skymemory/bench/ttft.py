@@ -260,6 +260,23 @@ def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
     }
 
 
+def satellite_budget(cfg: TTFTConfig, block_tokens: int = 128) -> int:
+    """Memory budget per satellite that holds every prefix the run stores (and more), at least 64 MiB.
+
+    Each prefix length stores its own blocks, striped over `servers` satellites; the budget
+    leaves half as much again for uneven striping, so that no block is evicted mid-run
+    (Llama-3-8B at 16K tokens is 2.1 GB of fp16 KV).
+    """
+    from skymemory.kv import codec
+    from skymemory.kv.models import load_config
+
+    _spec, config = load_config(cfg.model)
+    block = codec.block_bytes(codec.BlockGeometry.from_config(config, block_tokens), cfg.kv_dtype)
+    blocks = 1 + sum(prefix // block_tokens for prefix in cfg.prefix_tokens)  # + the warm-up's block
+    per_satellite = -(-blocks * block // cfg.servers) * 3 // 2 + 16 * 1024 * 1024
+    return max(64 * 1024 * 1024, per_satellite)
+
+
 def _expected_cached(prompt_tokens: int, block_tokens: int, prefix_tokens: int) -> int:
     """Tokens the cache should cover: the full blocks inside the shared prefix (one token always computed)."""
     return min(prefix_tokens, prompt_tokens - 1) // block_tokens * block_tokens
@@ -349,10 +366,12 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
             skies.append((profile, manifest))
         else:
             used: set[int] = set()
+            budget = satellite_budget(cfg)
             for profile in cfg.profiles:
-                log(f"booting a {cfg.planes}x{cfg.sats} constellation, profile {profile.name}: {profile.description}")
+                log(f"booting a {cfg.planes}x{cfg.sats} constellation, profile {profile.name}: {profile.description}; "
+                    f"{budget / 2**20:.0f} MiB per satellite")
                 sky = boot(planes=cfg.planes, sats=cfg.sats, profile=profile, run_dir=work_dir / f"sky-{profile.name}",
-                           node=cfg.node, chunk_size=cfg.chunk_size, avoid=used)
+                           node=cfg.node, chunk_size=cfg.chunk_size, avoid=used, memory_budget=budget)
                 stack.callback(sky.stop)
                 used.add(sky.port_offset)
                 log(f"  {cfg.planes * cfg.sats} satellites healthy in {sky.boot_s:.1f} s "

@@ -85,24 +85,11 @@ def register(subparsers) -> None:
     verify.set_defaults(func=_clear_errors(_verify))
 
 
-def load_config(spec: str):
-    """(resolved spec, config) of a model without loading its weights."""
-    from transformers import AutoConfig
-
-    from skymemory.kv import models
-
-    spec = models.resolve_spec(spec)
-    if spec in models.EMBEDDED:
-        return spec, models.llama_config(models.EMBEDDED[spec])
-    with models.hub_access() as local_only:
-        return spec, AutoConfig.from_pretrained(spec, local_files_only=local_only)
-
-
 def _info(args) -> int:
     from skymemory.kv import codec, models
     from skymemory.kv.report import block_size_table
 
-    spec, config = load_config(args.model)
+    spec, config = models.load_config(args.model)
     geometry = codec.BlockGeometry.from_config(config, args.block_tokens)
     params = models.parameter_count(config)
     print(f"model               {spec}")

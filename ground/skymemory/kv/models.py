@@ -286,6 +286,17 @@ def _load_pretrained(spec: str, dtype: torch.dtype, allow_download: bool | None)
     return model.eval(), tokenizer
 
 
+def load_config(spec: str):
+    """(resolved spec, config) of a model, without building or loading its weights."""
+    from transformers import AutoConfig
+
+    spec = resolve_spec(spec)
+    if spec in EMBEDDED:
+        return spec, llama_config(EMBEDDED[spec])
+    with hub_access() as local_only:
+        return spec, AutoConfig.from_pretrained(spec, local_files_only=local_only)
+
+
 def tinyllama_on_disk() -> bool:
     """True when TinyLlama can be loaded without the network."""
     try:

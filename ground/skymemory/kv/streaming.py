@@ -144,6 +144,8 @@ class PrefixStream:
         if self._on_device:
             self._device_raw = torch.empty(self._lease.raw.shape, dtype=torch.uint8, device=self.device)
             self._copy_stream = torch.cuda.Stream(device=self.device)
+            # written on the side stream: the allocator must not reuse it before that stream is done with it
+            self._device_raw.record_stream(self._copy_stream)
             self._copied: list = []  # one event per layer copied so far, in layer order
         self._views = rebuild.payload_views(self._device_raw if self._on_device else self._lease.raw, geometry,
                                             kv_format)
