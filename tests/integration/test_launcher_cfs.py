@@ -107,6 +107,26 @@ def test_failed_boot_shows_each_instance_first_log_error(tmp_path):
     assert not (tmp_path / "m.json").exists()
 
 
+def test_instance_logging_an_error_stops_the_boot_without_waiting(tmp_path):
+    """A failing instance may keep running (its lab apps spinning on broken pipes at real-time
+    priority): the launcher reads the logs while it waits and stops at the first error line."""
+    tiny = cfs_limits.InstanceCost(1, 1)
+    if cfs_limits.problem(2, cfs_limits.HostLimits.local(), tiny):
+        pytest.skip("this host's message-queue limits refuse even two tiny instances")
+    exe = fake_core(tmp_path, 'echo "OS_QueueCreate_Impl():119:OS_QueueCreate Error. errno = 28 (No space left on '
+                              'device)"\nexec sleep 60\n')
+    isl, ground = free_port_bases(2)
+    r = run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "1", "--sats", "2",
+                     "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
+                     "--ground-port-base", str(ground), "--detach", "--health-timeout", "600",
+                     "--cfs-first-cpuid", free_first_cpuid(2),
+                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1")
+    assert r.returncode == 1, r.stderr
+    assert "cFS instance(s) reported errors while booting" in r.stderr
+    assert "errno 28 (ENOSPC): the host's fs.mqueue.queues_max is used up" in r.stderr
+    assert "did not answer a NOOP" not in r.stderr
+
+
 @pytest.fixture
 def fake_ssh(tmp_path):
     return fake_ssh_env(tmp_path)

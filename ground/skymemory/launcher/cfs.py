@@ -29,7 +29,8 @@ DEFAULT_FIRST_CPUID = 3
 DEFAULT_CI_LAB_BASE = 1234
 DEFAULT_TO_LAB_PORT = 1235
 DEFAULT_TLM_ADDRESS = "127.0.1.1"
-_ERROR_LINE = re.compile(r"error|errno|fail", re.I)
+ERROR_PATTERN = "error|errno|fail"  # a healthy boot logs no line like this; a failing one does at once
+_ERROR_LINE = re.compile(ERROR_PATTERN, re.I)
 
 
 def cpuid(first_cpuid: int, index: int) -> int:
@@ -92,6 +93,12 @@ def core_argv(binary: str, cpuid_: int) -> list[str]:
 def options_as_config(node_opts: list[str]) -> dict[str, str]:
     """["--memory-budget", "5", ...] -> {"memory-budget": "5", ...} (the node's --config format)."""
     return {node_opts[i][2:]: node_opts[i + 1] for i in range(0, len(node_opts), 2)}
+
+
+def failing(logs: dict[str, str]) -> list[str]:
+    """Names whose log already reports an error: such an instance never becomes healthy, and its
+    lab apps may spin on their broken pipes at real-time priority, so the boot is stopped at once."""
+    return [name for name, text in logs.items() if _ERROR_LINE.search(text)]
 
 
 def first_error(log_text: str) -> str | None:

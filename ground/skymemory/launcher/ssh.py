@@ -19,7 +19,7 @@ import ipaddress
 import shlex
 import subprocess
 
-from skymemory.launcher.cfs import first_error
+from skymemory.launcher.cfs import ERROR_PATTERN, first_error
 
 SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
 
@@ -59,16 +59,31 @@ def parse_pids(output: str) -> dict[str, int]:
     return pids
 
 
+# A process counts as alive while /proc shows it in any state but zombie (Z): a killed process
+# whose parent is gone waits there for init, which may take its time.
+_ALIVE = "alive() { s=$(sed 's/.*) //' /proc/$1/stat 2>/dev/null | cut -c1); [ -n \"$s\" ] && [ \"$s\" != Z ]; }\n"
+
+
 def stop_remote(destination: str, pids: list[int], grace_s: int = 5) -> list[int]:
     """SIGTERM, wait, SIGKILL; returns pids still alive afterwards."""
     plist = " ".join(str(p) for p in pids)
-    script = (f"kill {plist} 2>/dev/null || true\n"
-              f"for i in $(seq {grace_s * 10}); do alive=0; for p in {plist}; do kill -0 $p 2>/dev/null && alive=1; "
-              f"done; [ $alive = 0 ] && break; sleep 0.1; done\n"
-              f"kill -9 {plist} 2>/dev/null || true; sleep 0.2\n"
-              f"for p in {plist}; do kill -0 $p 2>/dev/null && echo $p; done; true\n")
+    script = (_ALIVE + f"kill {plist} 2>/dev/null || true\n"
+              f"for i in $(seq {grace_s * 10}); do left=0; for p in {plist}; do alive $p && left=1; "
+              f"done; [ $left = 0 ] && break; sleep 0.1; done\n"
+              f"kill -9 {plist} 2>/dev/null || true\n"
+              f"for i in $(seq 50); do left=0; for p in {plist}; do alive $p && left=1; done; "
+              f"[ $left = 0 ] && break; sleep 0.1; done\n"
+              f"for p in {plist}; do alive $p && echo $p; done; true\n")
     out = run_script(destination, script, timeout=grace_s + 30)
     return [int(x) for x in out.split() if x.isdigit()]
+
+
+def failing(destination: str, remote_dir: str, names: list[str]) -> list[str]:
+    """Which of these satellites' logs on that host already report an error (cfs.failing's rule)."""
+    files = " ".join(shlex.quote(f"{n}.log") for n in names)
+    out = run_script(destination, f"cd {shlex.quote(remote_dir)}/logs && grep -l -i -E '{ERROR_PATTERN}' {files} "
+                                  "2>/dev/null; true\n", timeout=30)
+    return [line[:-len(".log")] for line in out.split() if line.endswith(".log")]
 
 
 def cfs_start_script(remote_dir: str, exe: str, binary: str, jobs: list[tuple[str, list[str], str]]) -> str:

@@ -68,12 +68,19 @@ def start(args) -> int:
         m.save(manifest_path)
         started_s = time.monotonic() - t0
 
+        next_log_check = [0.0]
+
         def abort() -> str | None:
             dead = group.dead()
             if dead:
                 name, code = next(iter(dead.items()))
                 return (f"{len(dead)} satellite process(es) exited during boot, e.g. {name} with code {code}:\n"
                         + _why_failed(m, sorted(dead)))
+            if m.runtime == "cfs" and time.monotonic() >= next_log_check[0]:
+                next_log_check[0] = time.monotonic() + (3.0 if args.hosts else 0.5)  # ssh costs more
+                bad = _failing_instances(m)
+                if bad:
+                    return f"{len(bad)} cFS instance(s) reported errors while booting:\n" + _why_failed(m, bad)
             return None
 
         healthy = wait_healthy(m.ground_addresses(), m.ground_host, args.health_timeout, args.quiet, abort)
@@ -104,6 +111,29 @@ def start(args) -> int:
         log(args, f"detached; stop with: tools/launch_constellation.py stop --manifest {manifest_path}")
         return 0
     return _foreground(args, m, group, manifest_path)
+
+
+def _failing_instances(m: Manifest) -> list[str]:
+    """cFS instances whose log already reports an error (see cfs.failing)."""
+    by_host: dict[str, list[str]] = {}
+    for e in m.satellites:
+        by_host.setdefault(e.remote, []).append(nodes.sat_name(e.plane, e.sat))
+    bad = []
+    for host, names in by_host.items():
+        if host:
+            try:
+                bad += ssh.failing(host, m.backend["remote_dir"], names)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired):
+                pass  # the health check's timeout still ends the boot
+        else:
+            logs = {}
+            for name in names:
+                try:
+                    logs[name] = (Path(m.run_dir) / "logs" / f"{name}.log").read_text(errors="replace")
+                except FileNotFoundError:
+                    pass
+            bad += cfs.failing(logs)
+    return bad
 
 
 def _why_failed(m: Manifest, names: list[str]) -> str:
