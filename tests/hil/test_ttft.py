@@ -158,18 +158,25 @@ def test_killing_the_benchmark_process_leaves_no_node(node_path, tmp_path):
 
 
 def test_cli_bench_ttft_writes_its_outputs(node_path, tmp_path):
-    out = tmp_path / "out"
+    out, events = tmp_path / "out", tmp_path / "events.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO / "ground"), "SKYMEM_NODE": str(node_path)}
     r = subprocess.run(
         [sys.executable, "-m", "skymemory", "bench", "ttft", "--model", "embedded-tiny", "--planes", "4",
          "--sats", "4", "--prefix-tokens", "256", "--suffix-tokens", "16", "--repeats", "1", "--gen-tokens", "4",
-         "--profiles", "none", "--out", str(out)],
+         "--profiles", "none", "--out", str(out), "--events", str(events)],
         capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     assert "| 256 | sky-none |" in r.stdout and "yes (1/1 runs)" in r.stdout
     assert "booting a 4x4 constellation" in r.stderr
     for name in ("ttft.json", "ttft.md", "ttft_by_prefix.png", "ttft_breakdown.png"):
         assert (out / name).stat().st_size > 0
+    # the live view's feed: every measurement as it happened, between a start and a done
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    kinds = [e["event"] for e in lines]
+    assert kinds[0] == "start" and kinds[-1] == "done" and "constellation" in kinds and "log" in kinds
+    measured = [e for e in lines if e["event"] == "measurement"]
+    assert {e["mode"] for e in measured} == {"nocache", "gpu-ram", "local", "sky-none", "sky-none-auto"}
+    assert all(e["ttft_s"] > 0 and e["time"] > 0 for e in measured)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -88,6 +88,12 @@ def add_constellation_args(parser: argparse.ArgumentParser, default_planes: int,
                    help="where constellation logs go (default: a temporary directory, removed afterwards)")
 
 
+def add_events_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--events", type=Path, default=None, metavar="FILE",
+                        help="append the run's progress to FILE as JSON lines (start, constellations, log lines, "
+                             "every measurement, summary) for a live view")
+
+
 def config_from_args(args: argparse.Namespace):
     from .ttft import TTFTConfig
 
@@ -97,7 +103,7 @@ def config_from_args(args: argparse.Namespace):
         repeats=args.repeats, gen_tokens=args.gen_tokens, gen_repeats=args.gen_repeats,
         profiles=args.profiles, planes=args.planes, sats=args.sats, servers=args.servers, chunk_size=args.chunk_size,
         manifest=getattr(args, "manifest", None), node=args.node, work_dir=args.work_dir,
-        streaming=getattr(args, "streaming", "off"),
+        streaming=getattr(args, "streaming", "off"), events=getattr(args, "events", None),
     )
     if cfg.manifest is None and cfg.servers > cfg.planes * cfg.sats:
         raise ValueError(f"--servers {cfg.servers} is more than the {cfg.planes}x{cfg.sats} satellites")

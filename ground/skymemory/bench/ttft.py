@@ -77,6 +77,7 @@ class TTFTConfig:
     work_dir: Path | None = None  # constellation run dirs (default: a temporary directory)
     warmup: bool = True
     streaming: str = "off"  # sky modes: "off" fetch then compute, "on" streamed, "both" side by side
+    events: Path | None = None  # a JSON-lines file the run appends its progress to (for a live view)
 
     def check(self) -> None:
         if not self.prefix_tokens or any(p < 1 for p in self.prefix_tokens):
@@ -334,9 +335,47 @@ def summarise(measurements: list[Measurement]) -> list[dict]:
 # ---------------------------------------------------------------------------- the run
 
 
+class EventFile:
+    """The run's progress as JSON lines, one object per event, flushed at once (for a live view to follow).
+
+    Events: {"event": "start", "config"}, {"event": "constellation", "profile", "manifest"},
+    {"event": "log", "message"}, {"event": "measurement", **Measurement}, {"event": "done", "summary"};
+    each with "time" (Unix seconds). Appended: several runs can share one file.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self._file = open(path, "a", buffering=1, encoding="utf-8") if path is not None else None  # noqa: SIM115
+
+    def write(self, event: str, **fields) -> None:
+        if self._file is not None:
+            import json
+
+            self._file.write(json.dumps({"event": event, "time": time.time(), **fields}, default=str) + "\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
 def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
     """Run the benchmark; returns the JSON-ready result (config, environment, measurements, summary)."""
     cfg.check()
+    events = EventFile(cfg.events)
+    try:
+        events.write("start", config=_config_dict(cfg))
+
+        def logged(message: str) -> None:
+            log(message)
+            events.write("log", message=message)
+
+        result = _run(cfg, logged, events)
+        events.write("done", summary=result["summary"])
+        return result
+    finally:
+        events.close()
+
+
+def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
     from skymemory.blockstore import ConstellationBlockStore, LocalBlockStore
     from skymemory.kv.manager import KVCManager
     from skymemory.kv.models import load_model
@@ -364,6 +403,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
             log(f"attached to the {manifest.planes}x{manifest.sats} constellation of {cfg.manifest} "
                 f"({profile.description})")
             skies.append((profile, manifest))
+            events.write("constellation", profile=profile.name, manifest=str(cfg.manifest))
         else:
             used: set[int] = set()
             budget = satellite_budget(cfg)
@@ -374,6 +414,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
                            node=cfg.node, chunk_size=cfg.chunk_size, avoid=used, memory_budget=budget)
                 stack.callback(sky.stop)
                 used.add(sky.port_offset)
+                events.write("constellation", profile=profile.name, manifest=str(sky.manifest_path))
                 log(f"  {cfg.planes * cfg.sats} satellites healthy in {sky.boot_s:.1f} s "
                     f"(ground ports {40000 + sky.port_offset}..{40000 + sky.port_offset + cfg.planes * cfg.sats - 1})")
                 skies.append((profile, sky.manifest))
@@ -455,6 +496,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
                 ref = Measurement(prefix_tokens, "nocache", rnd, prompt.suffix_index, **fields,
                                   expected_cached_tokens=expected)
                 measurements.append(ref)
+                events.write("measurement", **asdict(ref))
                 log(_line(ref, gen))
                 if rnd == 0:
                     fill(prompt, cache)
@@ -466,6 +508,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
                                     expected_cached_tokens=expected)
                     _compare(m, ref, gen)
                     measurements.append(m)
+                    events.write("measurement", **asdict(m))
                     log(_line(m, gen))
                 for mode in modes:
                     fields = run_cached(mode.manager, prompt, gen, mode.streaming)
@@ -474,6 +517,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
                     miss = m.miss_reason
                     _compare(m, ref, gen)
                     measurements.append(m)
+                    events.write("measurement", **asdict(m))
                     log(_line(m, gen) + (f"  [miss: {miss}]" if miss and m.cached_tokens < expected else ""))
             del held
 
@@ -523,7 +567,7 @@ def _config_dict(cfg: TTFTConfig) -> dict:
     d = asdict(cfg)
     d["profiles"] = [p.name for p in cfg.profiles]
     d["prefix_tokens"] = list(cfg.prefix_tokens)
-    for key in ("manifest", "node", "work_dir"):
+    for key in ("manifest", "node", "work_dir", "events"):
         d[key] = str(d[key]) if d[key] is not None else None
     return d
 
@@ -551,6 +595,7 @@ def register(subparsers) -> None:
                         help="constellation modes: fetch the prefix then compute (off, the default), stream it "
                              "layer by layer into the forward pass (on), or both side by side")
     parser.add_argument("--out", type=Path, default=Path("out/ttft"), help="output directory (default out/ttft)")
+    options.add_events_arg(parser)
     parser.set_defaults(func=_main)
 
 

@@ -31,6 +31,7 @@ def register(subparsers) -> None:
     options.add_model_args(parser, "embedded-tinyllama")
     options.add_constellation_args(parser, 19, 5)
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory (default out/demo)")
+    options.add_events_arg(parser)
     parser.set_defaults(func=_main)
 
 
