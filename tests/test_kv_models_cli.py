@@ -78,10 +78,12 @@ def test_a_saved_model_directory_loads_with_its_tokenizer(tmp_path):
         assert torch.equal(loaded(ids).logits, model(ids).logits)
 
 
-def test_quanto_int8_weights_work_with_the_cache(tmp_path):
-    quantised, tokenizer = models.load_model("embedded-tiny", device="cpu", dtype="fp32", quantize="qint8")
+@pytest.mark.parametrize("method", ["qint8", "hqq"])  # the paper's two quantisers (Table 3)
+def test_quantised_weights_work_with_the_cache(tmp_path, method):
+    quantised, tokenizer = models.load_model("embedded-tiny", device="cpu", dtype="fp32", quantize=method)
     plain, _ = tiny()
     assert blocks.model_fingerprint(quantised) != blocks.model_fingerprint(plain)
+    assert blocks.model_fingerprint(quantised) == blocks.model_fingerprint(quantised)  # HQQ: no version counters
     manager = KVCManager(quantised, tokenizer, MemoryBlockStore(), block_tokens=16, kv_dtype="fp32", index_dir=tmp_path,
                          policy="fetch")
     prompt = random_prompt(3 * 16 + 4, seed=2)
@@ -127,20 +129,6 @@ def test_missing_hub_model_is_one_clear_line(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     assert main(["model", "info", "--model", "someone/not-downloaded"]) == 2
     assert len(capsys.readouterr().err.splitlines()) == 1
-
-
-def test_hqq_weights_work_with_the_cache(tmp_path):
-    """The paper's other quantiser (Table 3): HQQ 8-bit weights on the CPU, cached prefix token-identical."""
-    quantised, tokenizer = models.load_model("embedded-tiny", device="cpu", dtype="fp32", quantize="hqq")
-    plain, _ = tiny()
-    assert blocks.model_fingerprint(quantised) != blocks.model_fingerprint(plain)
-    assert blocks.model_fingerprint(quantised) == blocks.model_fingerprint(quantised)  # stable: no version counters
-    manager = KVCManager(quantised, tokenizer, MemoryBlockStore(), block_tokens=16, kv_dtype="fp32", index_dir=tmp_path,
-                         policy="fetch")
-    prompt = random_prompt(3 * 16 + 4, seed=3)
-    manager.add_blocks(prompt)
-    comparison = compare_generation(manager, prompt, new_tokens=6)
-    assert comparison.prefix_tokens == 48 and comparison.cached == comparison.reference
 
 
 def test_hqq_without_the_package_is_a_clear_error(monkeypatch):

@@ -23,41 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 from .options import positive_int, token_list
-
-
-def _sync(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _times(run, repeats: int, device) -> list[float]:
-    run()  # warm-up: first call of a shape, allocator
-    out = []
-    for _ in range(repeats):
-        _sync(device)
-        started = time.perf_counter()
-        run()
-        _sync(device)
-        out.append(time.perf_counter() - started)
-    return out
-
-
-def _block(geometry, kv_format: str, seed: int) -> bytes:
-    import torch
-
-    from skymemory.kv import codec
-
-    g = geometry
-    gen = torch.Generator().manual_seed(seed)
-    layers = [(torch.randn(g.kv_heads, g.tokens, g.head_dim, generator=gen),
-               torch.randn(g.kv_heads, g.tokens, g.head_dim, generator=gen)) for _ in range(g.layers)]
-    return codec.encode_block(layers, kv_format)
 
 
 def measure(config, *, device, dtype, prefix_tokens: int, kv_format: str, block_tokens: int, repeats: int,
@@ -65,16 +33,13 @@ def measure(config, *, device, dtype, prefix_tokens: int, kv_format: str, block_
     """One cell: rebuild / memcpy / host->device times for `prefix_tokens` of KV in `kv_format`."""
     import torch
 
-    from skymemory import native
     from skymemory.kv import codec, rebuild
+    from skymemory.kv.calibration import synthetic_prefix
+    from skymemory.kv.device import timings
 
     geometry = codec.BlockGeometry.from_config(config, block_tokens)
     blocks = max(1, prefix_tokens // block_tokens)
-    block = block or _block(geometry, kv_format, seed=blocks)
-    crc = native.crc32c(block)
-    pin = device.type == "cuda"
-    host = torch.empty((blocks, len(block)), dtype=torch.uint8, pin_memory=pin)
-    host.copy_(torch.frombuffer(bytearray(block), dtype=torch.uint8).expand(blocks, -1))
+    host, crc = synthetic_prefix(geometry, kv_format, blocks, pin=device.type == "cuda", block=block)
     n_bytes = host.numel()
 
     def rebuild_once():
@@ -83,14 +48,13 @@ def measure(config, *, device, dtype, prefix_tokens: int, kv_format: str, block_
         cache, _ = rebuild.prefix_cache(host, geometry, kv_format, dtype, device, config)
         return cache
 
-    cache = rebuild_once()
-    assert cache.get_seq_length() == blocks * block_tokens
+    assert rebuild_once().get_seq_length() == blocks * block_tokens
     target = torch.empty_like(host)
-    cells = {"rebuild": _times(rebuild_once, repeats, device),
-             "memcpy": _times(lambda: target.copy_(host), repeats, device)}
+    cells = {"rebuild": timings(rebuild_once, repeats, device),
+             "memcpy": timings(lambda: target.copy_(host), repeats, device)}
     if device.type == "cuda":
         on_device = torch.empty(host.shape, dtype=torch.uint8, device=device)
-        cells["host->device"] = _times(lambda: on_device.copy_(host, non_blocking=True), repeats, device)
+        cells["host->device"] = timings(lambda: on_device.copy_(host, non_blocking=True), repeats, device)
     row = {"prefix_tokens": blocks * block_tokens, "kv": kv_format, "blocks": blocks, "bytes": n_bytes,
            "device": str(device), "dtype": str(dtype)}
     for name, times in cells.items():
@@ -115,6 +79,7 @@ def run(args, log=print) -> dict:
     import torch
 
     from skymemory.kv import codec
+    from skymemory.kv.calibration import synthetic_prefix
     from skymemory.kv.device import dtype_name, pick_device, pick_dtype
     from skymemory.kv.models import load_config
 
@@ -129,7 +94,7 @@ def run(args, log=print) -> dict:
         f"{dtype_name(dtype)} on {device} ({where}); median of {args.repeats} after a warm-up")
     rows = []
     for kv_format in args.kv:
-        block = _block(geometry, kv_format, seed=1)  # one encoded block, repeated: the content does not matter
+        block = bytes(synthetic_prefix(geometry, kv_format, 1)[0][0].numpy())  # encoded once per format
         for tokens in args.prefix_tokens:
             row = measure(config, device=device, dtype=dtype, prefix_tokens=tokens, kv_format=kv_format,
                           block_tokens=args.block_tokens, repeats=args.repeats, block=block)

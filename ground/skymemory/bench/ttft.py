@@ -242,18 +242,11 @@ class CachedMode:
 def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     from skymemory import native
+    from skymemory.kv.device import cpu_name
 
     return {
-        "native_codec": native.AVAILABLE, "cpu": cpu, "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+        "native_codec": native.AVAILABLE, "cpu": cpu_name(), "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(), "device": str(model.device), "model_dtype": str(model.dtype),
         "model": cfg.model, "model_name": getattr(model.config, "name_or_path", ""),
         "layers": model.config.num_hidden_layers, "kv_heads": model.config.num_key_value_heads,

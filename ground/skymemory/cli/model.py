@@ -109,21 +109,12 @@ def _info(args) -> int:
 
 
 def _timed(run, repeats: int, device) -> float:
-    """Median seconds of `repeats` calls after one warm-up call of the same shape (synchronised on a GPU):
-    the first call of a shape can cost 10-50x a warm one on CUDA."""
+    """Median seconds of `repeats` calls after a warm-up call of the same shape (synchronised on a GPU)."""
     import statistics
 
-    import torch
+    from skymemory.kv.device import timings
 
-    def once() -> float:
-        started = time.perf_counter()
-        run()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return time.perf_counter() - started
-
-    once()
-    return statistics.median(once() for _ in range(repeats))
+    return statistics.median(timings(run, repeats, device))
 
 
 def _bench(args) -> int:

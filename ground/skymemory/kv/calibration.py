@@ -26,7 +26,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from skymemory import native
 
 from . import codec, rebuild
 from .costmodel import PrefillModel, RebuildModel
+from .device import cpu_name, timings
 from .models import cache_dir
 
 log = logging.getLogger(__name__)
@@ -69,15 +69,7 @@ class DeviceRates:
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (sm {'.'.join(map(str, torch.cuda.get_device_capability(device)))})"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {torch.get_num_threads()} torch threads, {os.cpu_count()} cpus"
+    return f"{cpu_name()}, {torch.get_num_threads()} torch threads, {os.cpu_count()} cpus"
 
 
 def calibration_key(model, kv_format: str, block_tokens: int) -> dict:
@@ -96,22 +88,6 @@ def _path(key: dict) -> Path:
     return cache_dir() / "calibration" / f"{digest}.json"
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _fastest(run, repeats: int, device: torch.device) -> float:
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        started = time.perf_counter()
-        run()
-        _sync(device)
-        times.append(time.perf_counter() - started)
-    return min(times)
-
-
 def _measure_compute(model, budget_s: float, repeats: int, max_tokens: int) -> list[tuple[int, int, float]]:
     device = model.device
     limit = min(max_tokens, int(getattr(model.config, "max_position_embeddings", max_tokens) or max_tokens))
@@ -125,9 +101,7 @@ def _measure_compute(model, budget_s: float, repeats: int, max_tokens: int) -> l
         n = 16
         while n + SUFFIX_TOKENS <= limit:
             prompt = ids[:, :n]
-            if warm_each_shape:
-                model(input_ids=prompt, use_cache=True)
-            seconds = _fastest(lambda: model(input_ids=prompt, use_cache=True), repeats, device)
+            seconds = min(timings(lambda: model(input_ids=prompt, use_cache=True), repeats, device, warm_up=warm_each_shape))
             points.append((n, 0, seconds))
             if n >= 2 * SUFFIX_TOKENS:  # a suffix over this prompt as context
                 kept = [(layer.keys, layer.values) for layer in model(input_ids=prompt, use_cache=True)
@@ -137,37 +111,41 @@ def _measure_compute(model, budget_s: float, repeats: int, max_tokens: int) -> l
                 def over_context():
                     model(input_ids=suffix, past_key_values=rebuild.to_cache(kept, model.config), use_cache=True)
 
-                if warm_each_shape:
-                    over_context()
-                points.append((SUFFIX_TOKENS, n, _fastest(over_context, repeats, device)))
+                points.append((SUFFIX_TOKENS, n, min(timings(over_context, repeats, device, warm_up=warm_each_shape))))
             if seconds > budget_s and sum(1 for p in points if p[1] == 0) >= 3:  # three lengths: a, b and c
                 break
             n *= 2
     return points
 
 
+def synthetic_prefix(geometry: codec.BlockGeometry, kv_format: str, blocks: int, *, pin: bool = False,
+                     block: bytes | None = None) -> tuple[torch.Tensor, int]:
+    """`blocks` copies of one encoded block of random KV, landed as a store lands them ([blocks, block_bytes]
+    host tensor, pinned if asked), and the block's CRC32C. For timing: the content does not matter."""
+    if block is None:
+        g = geometry
+        gen = torch.Generator().manual_seed(1)
+        block = codec.encode_block([(torch.randn(g.kv_heads, g.tokens, g.head_dim, generator=gen),
+                                     torch.randn(g.kv_heads, g.tokens, g.head_dim, generator=gen))
+                                    for _ in range(g.layers)], kv_format)
+    host = torch.empty((blocks, len(block)), dtype=torch.uint8, pin_memory=pin)
+    host.copy_(torch.frombuffer(bytearray(block), dtype=torch.uint8).expand(blocks, -1))
+    return host, native.crc32c(block)
+
+
 def _measure_rebuild(model, kv_format: str, block_tokens: int, repeats: int) -> RebuildModel:
     """Check + copy to the device + relayout of 1 and 4 synthetic blocks of this model's geometry."""
     geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
-    g = geometry
-    gen = torch.Generator().manual_seed(1)
-    layers = [(torch.randn(g.kv_heads, g.tokens, g.head_dim, generator=gen),
-               torch.randn(g.kv_heads, g.tokens, g.head_dim, generator=gen)) for _ in range(g.layers)]
-    block = codec.encode_block(layers, kv_format)
-    crc = native.crc32c(block)
-    pin = model.device.type == "cuda"
     sizes, times = [], []
     for blocks in (1, 4):
-        host = torch.empty((blocks, len(block)), dtype=torch.uint8, pin_memory=pin)
-        host.copy_(torch.frombuffer(bytearray(block), dtype=torch.uint8).expand(blocks, -1))
+        host, crc = synthetic_prefix(geometry, kv_format, blocks, pin=model.device.type == "cuda")
 
         def run():
             rebuild.check_blocks(host, [crc] * blocks, geometry, kv_format)
             rebuild.prefix_cache(host, geometry, kv_format, model.dtype, model.device, model.config)
 
-        run()
-        sizes.append(blocks * len(block))
-        times.append(_fastest(run, repeats, model.device))
+        sizes.append(host.numel())
+        times.append(min(timings(run, repeats, model.device)))
     rate = (sizes[1] - sizes[0]) / max(times[1] - times[0], 1e-9)
     return RebuildModel(max(0.0, times[0] - sizes[0] / rate), rate)
 

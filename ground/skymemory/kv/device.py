@@ -1,13 +1,20 @@
-"""Where the model runs and in which precision.
+"""Where the model runs and in which precision, and how to time work there.
 
 Default: CUDA with fp16 when a GPU is visible, otherwise CPU with fp32 (fp16
 matmuls on CPU are slow and fp32 is what CPUs do well). Both are overridable,
 by argument or by the environment (SKYMEMORY_DEVICE, SKYMEMORY_DTYPE).
+
+`timings(run, repeats, device)` times calls the way every benchmark here does:
+synchronised on a GPU (its work is asynchronous), after a warm-up call when
+asked (the first call of a shape can cost 10-50x a warm one on CUDA).
 """
 
 from __future__ import annotations
 
 import os
+import platform
+import time
+from pathlib import Path
 
 import torch
 
@@ -55,3 +62,34 @@ def pick_dtype(device: torch.device, dtype: str | torch.dtype | None = None) -> 
     if chosen is not None:
         return parse_dtype(chosen)
     return torch.float16 if device.type == "cuda" else torch.float32
+
+
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timings(run, repeats: int, device: torch.device, *, warm_up: bool = True) -> list[float]:
+    """Seconds of `repeats` calls of `run`, each synchronised on the device, after one untimed call if warm_up."""
+    if warm_up:
+        run()
+    out = []
+    for _ in range(repeats):
+        synchronize(device)
+        started = time.perf_counter()
+        run()
+        synchronize(device)
+        out.append(time.perf_counter() - started)
+    return out
