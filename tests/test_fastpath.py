@@ -198,3 +198,14 @@ def test_crc_fold_matches_the_reference_for_any_chunking():
         head, tail = native.crc32c(data[:cut]), native.crc32c(data[cut:])
         assert native.crc32c_combine(head, tail, len(data) - cut) == native.crc32c(data)
         assert native.crc32c_combine_py(head, tail, len(data) - cut) == native.crc32c(data)
+
+
+def test_get_blocks_into_without_the_fast_path_reads_and_checks_block_by_block(sats):
+    blocks = [os.urandom(3_333 + i) for i in range(2)]
+    with ConstellationBlockStore({s.me: s.address for s in sats}, [s.me for s in sats], chunk_bytes=1000,
+                                 client_options={"timeout": 0.2}, fast=False) as store:
+        records = [store.put_block(hashlib.sha256(b).digest(), b) for b in blocks]
+        buffers = [bytearray(len(b)) for b in blocks]
+        landed = store.get_blocks_into(records, buffers)
+        assert (landed.complete, landed.miss) == (2, None) and buffers == [bytearray(b) for b in blocks]
+        assert landed.block_crcs == [native.crc32c(b) for b in blocks] and landed.first_reply_s is None

@@ -74,11 +74,24 @@ class Landed:
     first_reply_s: float | None = None  # the transport's round trip to its first reply, when it measured one
 
 
-def _copy_into(buffer, payload) -> None:
-    target = memoryview(buffer).cast("B")
-    if len(target) < len(payload):
-        raise ValueError(f"a buffer of {len(target)} bytes cannot hold a block of {len(payload)}")
-    target[:len(payload)] = payload
+def _land_one_by_one(records: Sequence["BlockRecord"], buffers: Sequence,
+                     read: Callable[["BlockRecord"], tuple[bytes, int]]) -> Landed:
+    """get_blocks_into for a store that reads blocks whole: read(record) -> (payload, its CRC32C)."""
+    crcs: list[int] = []
+    for record, buffer in zip(records, buffers, strict=True):
+        try:
+            payload, crc = read(record)
+        except BlockMiss as miss:
+            return Landed(len(crcs), crcs, miss)
+        if record.n_bytes >= 0 and len(payload) != record.n_bytes:
+            return Landed(len(crcs), crcs, BlockMiss("incomplete", f"{len(payload)} bytes, the record says "
+                                                                     f"{record.n_bytes}"))
+        target = memoryview(buffer).cast("B")
+        if len(target) < len(payload):
+            raise ValueError(f"a buffer of {len(target)} bytes cannot hold a block of {len(payload)}")
+        target[:len(payload)] = payload
+        crcs.append(crc)
+    return Landed(len(crcs), crcs)
 
 
 class BlockStore(Protocol):
@@ -132,18 +145,7 @@ class LocalBlockStore:
 
     def get_blocks_into(self, records: Sequence[BlockRecord], buffers: Sequence) -> Landed:
         """Copy each block into its buffer (one memcpy) with the CRC32C taken when it was put."""
-        crcs: list[int] = []
-        for record, buffer in zip(records, buffers, strict=True):
-            try:
-                payload, crc = self._stored(record)
-            except BlockMiss as miss:
-                return Landed(len(crcs), crcs, miss)
-            if record.n_bytes >= 0 and len(payload) != record.n_bytes:
-                return Landed(len(crcs), crcs, BlockMiss("incomplete", f"stored {len(payload)} bytes, "
-                                                                         f"the record says {record.n_bytes}"))
-            _copy_into(buffer, payload)
-            crcs.append(crc)
-        return Landed(len(crcs), crcs)
+        return _land_one_by_one(records, buffers, self._stored)
 
     def probe_block(self, block_hash: bytes) -> BlockRecord | None:
         with self._lock:
@@ -308,15 +310,12 @@ class ConstellationBlockStore:
         verified on receipt; the first incomplete block ends the prefix (its miss says why).
         """
         if self.fast is None:  # the asyncio client: block by block, one CRC pass each
-            crcs: list[int] = []
-            for record, buffer in zip(records, buffers, strict=True):
-                try:
-                    payload = self._run(self._get(record))
-                except BlockMiss as miss:
-                    return Landed(len(crcs), crcs, miss)
-                _copy_into(buffer, payload)
-                crcs.append(native.crc32c(payload))
-            return Landed(len(crcs), crcs)
+
+            def read(record: BlockRecord) -> tuple[bytes, int]:
+                payload = self._run(self._get(record))
+                return payload, native.crc32c(payload)
+
+            return _land_one_by_one(records, buffers, read)
         jobs = self.block_jobs(records, buffers)
         for job in jobs:
             job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
