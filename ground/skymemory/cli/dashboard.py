@@ -1,0 +1,91 @@
+"""`skymemory dashboard`: serve the live web view of a constellation on http://127.0.0.1:PORT/.
+
+    skymemory dashboard --manifest run/manifest.json              # a running constellation
+    skymemory dashboard --events out/ttft.jsonl                    # follow a bench ttft / demo run (--events FILE)
+    skymemory dashboard --manifest M --kv-index ~/.cache/skymemory/index   # another ground KV index
+
+The page shows the planes x sats torus live (every satellite's STATS, four
+times a second), the line-of-sight box and the overhead satellite turning,
+MIGRATE and eviction activity, the ground KV index and where a selected
+block's chunks are, and the TTFT of a running benchmark. It listens on
+127.0.0.1 only; Ctrl-C stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import signal
+import sys
+from pathlib import Path
+
+from skymemory import placement
+from skymemory.cli._common import int_range, positive_int
+from skymemory.manifest import Manifest, default_manifest_path
+
+DEFAULT_PORT = 8050
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("dashboard", help="live web view: satellites, chunks, migrations, KV cache, TTFT",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--manifest", type=Path, default=None,
+                   help="launch manifest (default: the one a benchmark announces in --events; without --events, "
+                        "$SKYMEM_MANIFEST or run/manifest.json)")
+    p.add_argument("--events", type=Path, default=None, metavar="FILE",
+                   help="the JSON-lines event file of a running `bench ttft` / `demo` (--events FILE) to follow")
+    p.add_argument("--kv-index", type=Path, default=None, metavar="PATH",
+                   help="the ground KV index (kv-index.json or its directory; default: kv-index.json beside the "
+                        "manifest)")
+    p.add_argument("--port", type=int_range(0, 65535), default=DEFAULT_PORT,
+                   help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free port)")
+    p.add_argument("--servers", type=positive_int, default=None,
+                   help="servers a block is striped over, which sizes the line-of-sight box (default: the "
+                        "benchmark's, else 9)")
+    p.add_argument("--strategy", choices=placement.STRATEGIES, default="rotation-hop",
+                   help="placement strategy of the line-of-sight box (default rotation-hop)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    manifest = args.manifest
+    if manifest is None and args.events is None:
+        manifest = default_manifest_path()
+    if manifest is not None:
+        try:
+            Manifest.load(manifest)  # a bad path or file is said now, not on the page
+        except (FileNotFoundError, ValueError, TypeError) as exc:
+            print(f"skymemory dashboard: {exc}", file=sys.stderr)
+            return 1
+    if args.events is not None and not args.events.parent.is_dir():
+        print(f"skymemory dashboard: no directory {args.events.parent} for the event file", file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(_serve(args, manifest))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _serve(args, manifest: Path | None) -> int:
+    from skymemory.dashboard import Dashboard
+
+    dashboard = Dashboard(manifest=manifest, events=args.events, kv_index=args.kv_index, strategy=args.strategy,
+                          servers=args.servers)
+    try:
+        port = await dashboard.start(args.port)
+    except OSError as exc:
+        why = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        print(f"skymemory dashboard: cannot listen on 127.0.0.1:{args.port}: {why} (choose another with --port)",
+              file=sys.stderr)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for s in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(s, stop.set)
+    print(f"dashboard: http://127.0.0.1:{port}/", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await dashboard.stop()
+    return 0

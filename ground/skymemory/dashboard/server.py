@@ -1,0 +1,285 @@
+"""The dashboard server: one asyncio loop keeps the picture current and pushes it to every open page.
+
+Why aiohttp: the ground library is asyncio (SkyMemoryClient, the migration
+driver), and aiohttp serves static files, JSON and WebSockets from the same
+event loop as the telemetry poller and the file followers: no threads, no
+second server process, no build step for the page.
+
+`Dashboard` wires the parts:
+
+* the constellation: `--manifest`, or else the newest one a running
+  benchmark announced in its event file (and again whenever the manifest
+  file changes: a relaunch); each one gets a fresh `Fleet` and `StatsPoller`;
+* `sky.sky_view`: overhead satellite, LOS box, next step, leaving column;
+* `blocks.IndexFile`: the ground KV index (`--kv-index`, default the
+  kv-index.json beside the manifest); for the block a page selected, its
+  holders and the +GRID routes of a get, and once a second a PROBE of each
+  holder for the first chunk it should hold (confirmed or missing);
+* `bench_events.BenchEvents`: the TTFT panel and the cache hits and misses.
+
+HTTP: `/` the page, `/static/...` its script and style, `/ws` the WebSocket
+(a snapshot every PUSH_PERIOD_S; the page sends {"select": block hash or
+null}), `/api/snapshot?block=HASH` the same snapshot once, as JSON. The
+server listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from pathlib import Path
+
+from aiohttp import WSMsgType, web
+
+from skymemory.client import SkyMemoryClient
+from skymemory.errors import SkyMemoryError
+from skymemory.manifest import Manifest
+
+from . import blocks, sky
+from .bench_events import BenchEvents
+from .fleet import POLL_PERIOD_S, PUSH_PERIOD_S, Fleet
+from .poller import DASHBOARD_STATION, StatsPoller
+
+LISTEN_HOST = "127.0.0.1"  # never another address
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+PROBE_STATION = DASHBOARD_STATION + 1  # its own return address on the satellites, apart from the poller's
+PROBE_PERIOD_S = 1.0
+SOURCES_PERIOD_S = 0.25
+DEFAULT_SERVERS = 9  # the LOS box when neither --servers nor a benchmark says (RotatingBlockStore's default)
+SEND_TIMEOUT_S = 5.0
+BLOCKS_SHOWN = 40
+MEASUREMENTS_SHOWN = 300
+
+
+class Dashboard:
+    def __init__(self, *, manifest: Path | None = None, events: Path | None = None, kv_index: Path | None = None,
+                 strategy: str = "rotation-hop", servers: int | None = None, poll_period_s: float = POLL_PERIOD_S,
+                 push_period_s: float = PUSH_PERIOD_S) -> None:
+        self.fixed_manifest = Path(manifest) if manifest is not None else None
+        self.bench = BenchEvents(events) if events is not None else None
+        self.fixed_index = kv_index
+        self.strategy = strategy
+        self.servers = servers
+        self.poll_period_s = poll_period_s
+        self.push_period_s = push_period_s
+        self.manifest: Manifest | None = None
+        self.manifest_path: Path | None = None
+        self.problem: str | None = None  # why there is no constellation to show
+        self.fleet: Fleet | None = None
+        self.poller: StatsPoller | None = None
+        self.index: blocks.IndexFile | None = None
+        self.pages: list[dict] = []  # one {"selected": hash or None} per open WebSocket
+        self.confirmed: dict[str, dict] = {}  # block hash -> {(plane, sat): True / False}
+        self.probes_sent: dict[tuple[int, int], int] = {}  # PROBEs sent per satellite (the fleet discounts them)
+        self._manifest_stamp: tuple | None = None
+        self._poller_stop: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._runner: web.AppRunner | None = None
+        self._stop = asyncio.Event()
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    async def start(self, port: int) -> int:
+        """Listen on 127.0.0.1:port (0: any free port); returns the port. OSError when it is taken."""
+        app = web.Application()
+        app.router.add_get("/", self._page)
+        app.router.add_get("/ws", self._websocket)
+        app.router.add_get("/api/snapshot", self._snapshot_json)
+        app.router.add_static("/static/", STATIC_DIR)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, LISTEN_HOST, port)
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            raise
+        self._refresh_sources()
+        self._tasks += [asyncio.ensure_future(self._follow_sources()), asyncio.ensure_future(self._probe_selected())]
+        return self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        self._stop.set()
+        self._stop_poller()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # ---- sources: manifest, event file, index file --------------------------------------------
+    async def _follow_sources(self) -> None:
+        while not self._stop.is_set():
+            await asyncio.sleep(SOURCES_PERIOD_S)
+            self._refresh_sources()
+
+    def _refresh_sources(self) -> None:
+        if self.bench is not None:
+            self.bench.poll()
+        path = self.fixed_manifest or (self.bench.manifest if self.bench is not None else None)
+        if path is None:
+            where = self.bench.path if self.bench is not None else "an event file"
+            self.problem = f"waiting for a benchmark to announce its constellation in {where}"
+        else:
+            self._attach(path)
+        if self.index is not None:
+            self.index.poll()
+
+    def _attach(self, path: Path) -> None:
+        """(Re)load the manifest when it is new or its file changed; restart the poller on it."""
+        try:
+            st = path.stat()
+            stamp = (str(path), st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = (str(path), None, None)
+        if stamp == self._manifest_stamp:
+            return
+        self._manifest_stamp = stamp
+        try:
+            manifest = Manifest.load(path)
+        except (FileNotFoundError, ValueError, TypeError) as exc:
+            self.problem = str(exc)
+            return
+        self._stop_poller()
+        self.manifest, self.manifest_path, self.problem = manifest, path, None
+        self.fleet = Fleet(manifest.planes, manifest.sats)
+        self.probes_sent = {}
+        self.poller = StatsPoller(manifest, self._on_stats, period_s=self.poll_period_s)
+        self._poller_stop = asyncio.Event()
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._tasks.append(asyncio.ensure_future(self._run_poller(self.poller, self._poller_stop)))
+        index_path = Path(self.fixed_index) if self.fixed_index is not None else path.parent
+        if index_path.is_dir() or self.fixed_index is None:
+            index_path = index_path / blocks.INDEX_FILE_NAME
+        if self.index is None or self.index.path != index_path:
+            self.index = blocks.IndexFile(index_path)
+        self.index.poll()
+
+    def _on_stats(self, sat, received_at: float, counters: dict, stats_requests: int) -> None:
+        # the satellite counts the dashboard's PROBEs as commands too: they are not the constellation's load
+        self.fleet.record(sat, received_at, counters, stats_requests + self.probes_sent.get(sat, 0))
+
+    async def _run_poller(self, poller: StatsPoller, stop: asyncio.Event) -> None:
+        try:
+            await poller.run(stop)
+        except OSError as exc:  # e.g. the manifest's ground address is not one of this host's
+            self.problem = f"cannot poll the satellites from {poller.bind[0]}: {exc}"
+
+    def _stop_poller(self) -> None:
+        if self._poller_stop is not None:
+            self._poller_stop.set()
+            self._poller_stop = None
+
+    # ---- the selected blocks' holders, checked with PROBE ----------------------------------------
+    async def _probe_selected(self) -> None:
+        while not self._stop.is_set():
+            await asyncio.sleep(PROBE_PERIOD_S)
+            wanted = {p["selected"] for p in self.pages if p["selected"]}
+            for gone in set(self.confirmed) - wanted:
+                del self.confirmed[gone]
+            if not wanted or self.manifest is None or self.index is None:
+                continue
+            m = self.manifest
+            async with SkyMemoryClient(m.ground_addresses(), station_id=PROBE_STATION, timeout=0.3, retries=1,
+                                       bind=(m.ground_host, 0)) as client:
+                for block_hash in wanted:
+                    block = self.index.find(block_hash)
+                    if block is not None:
+                        self.confirmed[block_hash] = await self._probe_block(client, block)
+
+    async def _probe_block(self, client: SkyMemoryClient, block: blocks.IndexedBlock) -> dict:
+        c = self.manifest.constellation()
+        try:
+            where = blocks.holders(block.record, c, c.mission_ms())
+        except ValueError:  # a record of another grid: nothing to probe
+            return {}
+
+        async def one(sat, chunk_ids):
+            self.probes_sent[sat] = self.probes_sent.get(sat, 0) + 1
+            try:
+                return sat, await client.probe(sat, block.record.block_hash, chunk_ids[0]) is not None
+            except SkyMemoryError:
+                return sat, None  # no answer: unknown, the fleet shows whether the satellite is up
+
+        return dict(await asyncio.gather(*(one(s, ids) for s, ids in where.items())))
+
+    # ---- the picture -----------------------------------------------------------------------------
+    def snapshot(self, selected: str | None = None, now: float | None = None) -> dict:
+        now = time.monotonic() if now is None else now
+        out: dict = {"time": time.time(), "problem": self.problem, "manifest": None, "sky": None, "fleet": None,
+                     "kv": None, "bench": None}
+        if self.bench is not None:
+            bench = self.bench.snapshot()
+            bench["measurements"] = bench["measurements"][-MEASUREMENTS_SHOWN:]
+            out["bench"] = bench
+        m = self.manifest
+        if m is None:
+            return out
+        c = m.constellation()
+        servers = self.servers or (self.bench.config.get("servers") if self.bench else None) or DEFAULT_SERVERS
+        out["manifest"] = {"path": str(self.manifest_path), "runtime": m.runtime, "planes": m.planes, "sats": m.sats,
+                           "time_scale": m.time_scale, "link": m.link}
+        out["sky"] = sky.sky_view(c, self.strategy, min(servers, m.planes * m.sats))
+        out["fleet"] = self.fleet.snapshot(now)
+        out["kv"] = self._kv(c, selected)
+        return out
+
+    def _kv(self, c, selected: str | None) -> dict:
+        index = self.index
+        kv = {"index": str(index.path) if index else None, "problem": index.problem if index else None,
+              "count": len(index.blocks) if index else 0, "blocks": [], "selected": None}
+        if index is None:
+            return kv
+        for b in index.blocks[:BLOCKS_SHOWN]:
+            kv["blocks"].append({"hash": b.block_hash, "chunks": b.record.chunk_count, "bytes": b.record.n_bytes,
+                                 "strategy": b.record.strategy, "servers": b.record.n_servers,
+                                 "position": b.meta.get("position"), "tokens": b.meta.get("tokens")})
+        block = index.find(selected) if selected else None
+        if block is None:
+            return kv
+        via = c.overhead()
+        try:
+            where = blocks.holders(block.record, c, c.mission_ms())
+        except ValueError as exc:  # a record of another grid (an old index file)
+            kv["selected"] = {"hash": block.block_hash, "problem": str(exc), "holders": [], "routes": []}
+            return kv
+        confirmed = self.confirmed.get(block.block_hash, {})
+        kv["selected"] = {
+            "hash": block.block_hash, "strategy": block.record.strategy, "chunks": block.record.chunk_count,
+            "centre": list(block.record.centre), "via": list(via),
+            "holders": [{"plane": s[0], "sat": s[1], "chunks": len(ids), "first": ids[0], "confirmed": confirmed.get(s)}
+                        for s, ids in sorted(where.items())],
+            "routes": [[list(x) for x in blocks.grid_route(via, s, c.planes, c.sats)] for s in sorted(where)],
+        }
+        return kv
+
+    # ---- HTTP ------------------------------------------------------------------------------------
+    async def _page(self, request: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATIC_DIR / "index.html")
+
+    async def _snapshot_json(self, request: web.Request) -> web.Response:
+        return web.json_response(self.snapshot(request.query.get("block")))
+
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(heartbeat=10.0)
+        await ws.prepare(request)
+        page = {"selected": None}
+        self.pages.append(page)
+        pusher = asyncio.ensure_future(self._push(ws, page))
+        try:
+            async for message in ws:
+                if message.type == WSMsgType.TEXT:
+                    with contextlib.suppress(ValueError, AttributeError):
+                        selected = json.loads(message.data).get("select")
+                        page["selected"] = selected if isinstance(selected, str) else None
+        finally:
+            pusher.cancel()
+            self.pages.remove(page)
+        return ws
+
+    async def _push(self, ws: web.WebSocketResponse, page: dict) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.TimeoutError, RuntimeError):
+            while not ws.closed:
+                await asyncio.wait_for(ws.send_json(self.snapshot(page["selected"])), SEND_TIMEOUT_S)
+                await asyncio.sleep(self.push_period_s)
