@@ -8,7 +8,7 @@ BUILD  := build
 # torch first, pinned: that version is the local CPU build (any other spec pulls CUDA wheels).
 TORCH_SPEC := torch==2.13.0
 
-.PHONY: all venv build test ctest pytest demo bench clean cosmos
+.PHONY: all venv build test ctest pytest demo bench clean cosmos browser
 
 all: build venv
 
@@ -30,7 +30,15 @@ build:
 ctest: build
 	ctest --test-dir $(BUILD) --output-on-failure
 
-pytest: build venv
+# Debian's Chromium and its WebDriver, for the dashboard's browser test (Selenium drives them; nothing is
+# downloaded besides the two packages). Installed only when missing; root as in CI, else through sudo.
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	    SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	    $$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	fi
+
+pytest: build venv browser
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -q -p no:cacheprovider
 
 test: ctest pytest

@@ -1,0 +1,152 @@
+"""The dashboard page in a real headless browser (Debian's chromium + chromium-driver) on a live 5x5 constellation.
+
+It must show 25 satellites; after a put, the holders' chunk counts rise on the
+page and the selected block's holders are marked (and confirmed by PROBE);
+a killed satellite is marked down; after a rotation step the overhead marker
+moves one column west; a benchmark's event file fills the TTFT panel. Every
+wait has a generous deadline and no timing is asserted: the 2-second
+staleness rule is checked on an injected clock in tests/test_dashboard.py.
+A screenshot is saved in the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from skymemory.bench.ttft import EventFile, Measurement
+from skymemory.blockstore import ConstellationBlockStore
+from skymemory.dashboard.browser import find_browser, headless_chromium
+from skymemory.kv.radix import RadixIndex
+from skymemory.manifest import Manifest
+
+from live import launched, time_scale_for
+
+SATS = 5
+STEP_WALL_S = 8.0  # a rotation step every 8 s of wall time, so the test sees one
+WAIT_S = 60.0  # generous bound for anything the page should show
+
+
+@pytest.fixture(scope="module")
+def browser_paths():
+    found = find_browser()
+    if found is None:
+        if os.environ.get("CI"):  # `make test` installs them: their absence in CI is a failure, not a skip
+            pytest.fail("chromium / chromedriver missing (make test installs them with apt-get)")
+        pytest.skip("chromium and chromium-driver are not installed (make test installs them)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def turning(node_path, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dashboard-sky")
+    with launched(tmp, 5, SATS, "--time-scale", repr(time_scale_for(STEP_WALL_S, SATS)),
+                  "--memory-budget", str(8 * 1024 * 1024)) as manifest:
+        yield manifest
+
+
+def start_dashboard(manifest: Path, events: Path) -> tuple[subprocess.Popen, str]:
+    """`skymemory dashboard` on a free port; returns the process and the URL it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "skymemory", "dashboard", "--manifest", str(manifest),
+                             "--events", str(events), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready, _, _ = select.select([proc.stdout], [], [], WAIT_S)
+    line = proc.stdout.readline() if ready else ""
+    if not line.startswith("dashboard: http://127.0.0.1:"):
+        proc.kill()
+        raise AssertionError(f"dashboard did not start: {line!r} {proc.stderr.read()}")
+    return proc, line.split(": ", 1)[1].strip()
+
+
+def wait_for(driver, condition, what: str):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(lambda d: condition(d), message=what)
+
+
+def cell(driver, plane: int, sat: int):
+    return driver.find_element("id", f"cell-{plane}-{sat}")
+
+
+def step_boundary_not_near(c, margin_s: float) -> None:
+    """Return when the next rotation step is at least margin_s away (waiting past the boundary if needed)."""
+    while (c.next_step_ms(c.mission_ms()) - c.mission_ms()) / c.time_scale / 1000 < margin_s:
+        time.sleep(0.05)
+
+
+def test_dashboard_page_follows_the_live_constellation(turning, browser_paths, tmp_path):
+    m = Manifest.load(turning)
+    c = m.constellation()
+    events = tmp_path / "events.jsonl"
+    proc, url = start_dashboard(turning, events)
+    try:
+        with headless_chromium() as driver:
+            driver.get(url)
+            # 25 cells, every satellite up: its own STATS arrived
+            wait_for(driver, lambda d: len(d.find_elements("css selector", "#grid .cell")) == 25, "25 cells")
+            wait_for(driver, lambda d: len(d.find_elements("css selector", '.cell[data-state="up"]')) == 25,
+                     "every satellite up")
+
+            # a put: the holders' chunk counts rise; the block, once indexed, shows its holders
+            step_boundary_not_near(c, 2.0)  # the servers are the nearest now and at the put's creation time
+            servers = c.nearest(9)
+            with ConstellationBlockStore.from_manifest(m, servers) as store:
+                record = store.put_block(os.urandom(32), os.urandom(100_000))
+            per_server = {s: len(range(i, record.chunk_count, len(servers))) for i, s in enumerate(servers)}
+            wait_for(driver, lambda d: all(int(cell(d, *s).get_attribute("data-chunks") or 0) >= n
+                                           for s, n in per_server.items()), "holders' chunk counts risen")
+            RadixIndex(turning.parent).insert(b"\0" * 32, record, {"position": 0})  # as KVCManager indexes it
+            item = f'#blocks li[data-hash="{record.block_hash.hex()}"]'
+            wait_for(driver, lambda d: d.find_elements("css selector", item), "the block in the index list")
+            driver.find_element("css selector", item).click()
+            holders = {(int(e.get_attribute("data-plane")), int(e.get_attribute("data-sat")))
+                       for e in wait_for(driver, lambda d: d.find_elements("css selector", ".cell.holder"), "holders")}
+            assert holders == set(servers)
+            wait_for(driver, lambda d: len(d.find_elements("css selector", "#holders .ok")) == len(servers),
+                     "every holder confirmed by PROBE")
+            assert len(driver.find_elements("css selector", "#overlay polyline.route")) == len(servers)
+
+            # the TTFT panel follows a benchmark's event file
+            writer = EventFile(events)
+            writer.write("start", config={"model": "embedded-tiny", "prefix_tokens": [256], "servers": 9})
+            for mode, cached in (("nocache", 0), ("sky-laser", 256)):
+                writer.write("measurement", **asdict(Measurement(256, mode, 0, 0, 290, 0.05, 1, cached_tokens=cached,
+                                                                 expected_cached_tokens=256)))
+            writer.close()
+            wait_for(driver, lambda d: len(d.find_elements("css selector", "#ttft-chart rect")) == 2, "TTFT bars")
+            assert "1 hits" in driver.find_element("id", "kv-summary").text
+
+            # a killed satellite is marked down
+            victim = next(e for e in m.satellites if (e.plane, e.sat) not in servers)
+            os.kill(victim.pid, signal.SIGKILL)
+            wait_for(driver, lambda d: cell(d, victim.plane, victim.sat).get_attribute("data-state") == "down",
+                     "the killed satellite marked down")
+            assert "DOWN" in cell(driver, victim.plane, victim.sat).text
+
+            # a rotation step: the overhead marker moves one column west
+            marker = driver.find_element("id", "overhead-marker")
+            before = (int(marker.get_attribute("data-plane")), int(marker.get_attribute("data-sat")))
+            wait_for(driver, lambda d: d.find_element("id", "overhead-marker").get_attribute("data-sat") != str(before[1]),
+                     "the overhead marker moved")
+            marker = driver.find_element("id", "overhead-marker")
+            after = (int(marker.get_attribute("data-plane")), int(marker.get_attribute("data-sat")))
+            assert after == (before[0], (before[1] - 1) % SATS)
+
+            shot = tmp_path / "dashboard.png"
+            driver.save_screenshot(str(shot))
+            assert shot.stat().st_size > 10_000
+    finally:
+        proc.terminate()
+        try:
+            assert proc.wait(timeout=30) == 0
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
