@@ -319,3 +319,21 @@ def test_cli_says_what_is_wrong_in_one_line(tmp_path):
             r = dashboard_cli("--manifest", str(manifest), "--port", str(port))
     assert r.returncode == 1 and r.stderr.count("\n") == 1
     assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in r.stderr
+
+
+def test_demo_dashboard_runs_beside_the_run_and_a_busy_port_stops_the_demo_before_it_boots(tmp_path):
+    import urllib.request
+
+    from skymemory.dashboard.alongside import DashboardProcess
+
+    events = tmp_path / "events.jsonl"
+    with DashboardProcess(events, port=0) as url:
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url + "api/snapshot", timeout=10) as r:
+            snap = json.load(r)
+        assert "waiting for a benchmark" in snap["problem"] and snap["bench"]["state"] == "waiting"
+        port = url.rstrip("/").rsplit(":", 1)[1]
+        r = subprocess.run([sys.executable, "-m", "skymemory", "demo", "--dashboard", "--dashboard-port", port,
+                            "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "the port is in use" in r.stderr and "Traceback" not in r.stderr
+    assert "booting" not in r.stderr

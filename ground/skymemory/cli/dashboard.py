@@ -76,7 +76,7 @@ async def _serve(args, manifest: Path | None) -> int:
         port = await dashboard.start(args.port)
     except OSError as exc:
         why = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
-        print(f"skymemory dashboard: cannot listen on 127.0.0.1:{args.port}: {why} (choose another with --port)",
+        print(f"skymemory dashboard: cannot listen on 127.0.0.1:{args.port}: {why} (choose another port)",
               file=sys.stderr)
         return 1
     stop = asyncio.Event()

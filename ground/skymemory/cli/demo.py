@@ -13,14 +13,20 @@ the table; tears the constellation down at the end, on errors and on Ctrl-C.
 
 The paper's configuration on a GPU:
     skymemory demo --model TinyLlama/TinyLlama-1.1B-Chat-v1.0 --device cuda --quantize qint8
+
+Watch it live: `skymemory demo --dashboard` serves the dashboard (skymemory
+dashboard) on http://127.0.0.1:8050/ for as long as the demo runs, fed by
+the run's event file (--events, default OUT/events.jsonl).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from skymemory.bench import options
+from skymemory.cli._common import int_range
 
 
 def register(subparsers) -> None:
@@ -32,8 +38,26 @@ def register(subparsers) -> None:
     options.add_constellation_args(parser, 19, 5)
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory (default out/demo)")
     options.add_events_arg(parser)
+    parser.add_argument("--dashboard", action="store_true",
+                        help="serve the live dashboard on 127.0.0.1 while the demo runs, and print its URL")
+    parser.add_argument("--dashboard-port", type=int_range(0, 65535), default=8050,
+                        help="the dashboard's port (default 8050; 0: any free port)")
     parser.set_defaults(func=_main)
 
 
 def _main(args) -> int:
-    return options.main(args, title="skymemory demo")
+    if not args.dashboard:
+        return options.main(args, title="skymemory demo")
+    from skymemory.dashboard.alongside import DashboardFailed, DashboardProcess
+
+    if args.events is None:  # a fresh event file for this run, beside its other outputs
+        args.events = args.out / "events.jsonl"
+        args.out.mkdir(parents=True, exist_ok=True)
+        args.events.write_text("")
+    try:
+        with DashboardProcess(args.events, port=args.dashboard_port) as url:
+            print(f"skymemory demo: dashboard at {url} (following {args.events})", file=sys.stderr, flush=True)
+            return options.main(args, title="skymemory demo")
+    except DashboardFailed as exc:
+        print(f"skymemory demo: {exc}", file=sys.stderr)
+        return 2
