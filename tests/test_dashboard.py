@@ -327,7 +327,7 @@ def test_demo_dashboard_runs_beside_the_run_and_a_busy_port_stops_the_demo_befor
     from skymemory.dashboard.alongside import DashboardProcess
 
     events = tmp_path / "events.jsonl"
-    with DashboardProcess(events, port=0) as url:
+    with DashboardProcess("--events", events, "--port", 0) as url:
         assert url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(url + "api/snapshot", timeout=10) as r:
             snap = json.load(r)

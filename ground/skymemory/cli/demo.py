@@ -55,7 +55,7 @@ def _main(args) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         args.events.write_text("")
     try:
-        with DashboardProcess(args.events, port=args.dashboard_port) as url:
+        with DashboardProcess("--events", args.events, "--port", args.dashboard_port) as url:
             print(f"skymemory demo: dashboard at {url} (following {args.events})", file=sys.stderr, flush=True)
             return options.main(args, title="skymemory demo")
     except DashboardFailed as exc:

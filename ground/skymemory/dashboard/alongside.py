@@ -4,9 +4,10 @@ A child process, not a thread: the benchmark's model work holds the GIL for
 long stretches, and the dashboard must keep polling and pushing while it
 does. The child follows the run's event file (it attaches to the
 constellation the run announces there), prints its URL once it listens, and
-dies with us (PR_SET_PDEATHSIG) even if we are killed.
+dies with us (PR_SET_PDEATHSIG) even if we are killed. tools/dashboard_cpu_cost.py
+starts it the same way on a manifest.
 
-    with DashboardProcess(events_path, port=8050) as url:
+    with DashboardProcess("--events", events_path, "--port", 8050) as url:
         print(url)
         ... run the benchmark ...
 """
@@ -40,9 +41,9 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 class DashboardProcess:
-    def __init__(self, events: Path, *, port: int, extra_args: tuple[str, ...] = ()) -> None:
-        self.args = [sys.executable, "-m", "skymemory", "dashboard", "--events", str(events), "--port", str(port),
-                     *extra_args]
+    def __init__(self, *dashboard_args: str | int | Path) -> None:
+        """`dashboard_args`: the options of `skymemory dashboard` (--events FILE, --manifest M, --port N, ...)."""
+        self.args = [sys.executable, "-m", "skymemory", "dashboard", *map(str, dashboard_args)]
         self.proc: subprocess.Popen | None = None
         self._stderr = None  # a file, not a pipe: nobody drains a pipe during the run, and a full one would block
 
