@@ -19,6 +19,7 @@ prompt token), so a prompt of exactly k blocks uses at most k-1 as prefix.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import weakref
 from collections.abc import Sequence
@@ -65,9 +66,13 @@ def chain_hashes(root: bytes, blocks: Sequence[Sequence[int]]) -> list[bytes]:
 
 # --------------------------------------------------------------------------- fingerprints
 
-# Per model object: (version stamp, digest). The stamp changes when any tensor is
-# replaced or modified in place through autograd-visible ops (torch bumps
+# Per model object: (version stamp, digest). The stamp changes when any parameter or
+# buffer is replaced or modified in place through autograd-visible ops (torch bumps
 # `_version`), so a cached digest is never served for changed weights that way.
+# The stamp watches parameters and buffers, not state_dict(): HQQ's state_dict builds
+# new tensors on every call (so their addresses never match) and costs 1.4 s on the
+# 1.1B model; state it keeps outside parameters (its scale/zero dicts) is hashed into
+# the digest but not watched for in-place changes.
 _weights_cache: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple, bytes]]" = weakref.WeakKeyDictionary()
 
 
@@ -94,9 +99,16 @@ def _version(tensor: torch.Tensor) -> int | None:
     return None if tensor.is_inference() else tensor._version
 
 
+def _watched_tensors(model: torch.nn.Module):
+    """Every parameter and buffer (the inner tensors of quantised ones): what the stamp watches."""
+    named = itertools.chain(model.named_parameters(remove_duplicate=False), model.named_buffers(remove_duplicate=False))
+    for name, tensor in named:
+        yield from _leaf_tensors(name, tensor.detach() if tensor.requires_grad else tensor)
+
+
 def _version_stamp(model: torch.nn.Module) -> tuple:
     return tuple(
-        (name, t.data_ptr(), _version(t), tuple(t.shape), str(t.dtype)) for name, t in _named_state(model)
+        (name, t.data_ptr(), _version(t), tuple(t.shape), str(t.dtype)) for name, t in _watched_tensors(model)
     )
 
 
