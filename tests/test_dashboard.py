@@ -141,7 +141,7 @@ def test_holders_come_from_the_placement():
 
 def test_index_file_follows_what_the_radix_index_writes(tmp_path):
     follower = blocks.IndexFile(tmp_path / blocks.INDEX_FILE_NAME)
-    assert follower.poll() and follower.blocks == [] and "no index file" in follower.problem
+    assert follower.poll() and follower.blocks == [] and "no ground index" in follower.problem
     index = RadixIndex(tmp_path)
     older = BlockRecord(b"\3" * 32, 100, 6144, 1, 1000, "rotation-hop", 9, (1, 1))
     newer = BlockRecord(b"\4" * 32, 200, 6144, 1, 2000, "explicit", 4, (1, 1))

@@ -2,8 +2,9 @@
 
 It must show 25 satellites; after a put, the holders' chunk counts rise on the
 page and the selected block's holders are marked (and confirmed by PROBE);
-a killed satellite is marked down; after a rotation step the overhead marker
-moves one column west; a benchmark's event file fills the TTFT panel. Every
+a benchmark's event file fills the TTFT panel; a killed satellite is marked
+down; after a rotation step the overhead marker moves one column west and a
+rotating store's MIGRATEs appear in the activity feed. Every
 wait has a generous deadline and no timing is asserted: the 2-second
 staleness rule is checked on an injected clock in tests/test_dashboard.py.
 A screenshot is saved in the test's temporary directory.
@@ -27,6 +28,7 @@ from skymemory.blockstore import ConstellationBlockStore
 from skymemory.dashboard.browser import find_browser, headless_chromium
 from skymemory.kv.radix import RadixIndex
 from skymemory.manifest import Manifest
+from skymemory.rotating_store import RotatingBlockStore
 
 from live import launched, time_scale_for
 
@@ -122,23 +124,28 @@ def test_dashboard_page_follows_the_live_constellation(turning, browser_paths, t
                                                                  expected_cached_tokens=256)))
             writer.close()
             wait_for(driver, lambda d: len(d.find_elements("css selector", "#ttft-chart rect")) == 2, "TTFT bars")
-            assert "1 hits" in driver.find_element("id", "kv-summary").text
+            assert "hits 1" in driver.find_element("id", "kv-summary").text
 
-            # a killed satellite is marked down
-            victim = next(e for e in m.satellites if (e.plane, e.sat) not in servers)
+            # a killed satellite is marked down (one far from the line-of-sight box, so migrations go on)
+            overhead_plane = c.overhead()[0]
+            victim = next(e for e in m.satellites if abs(c.hop_offset((overhead_plane, 0), (e.plane, 0))[1]) > 1)
             os.kill(victim.pid, signal.SIGKILL)
             wait_for(driver, lambda d: cell(d, victim.plane, victim.sat).get_attribute("data-state") == "down",
                      "the killed satellite marked down")
             assert "DOWN" in cell(driver, victim.plane, victim.sat).text
 
-            # a rotation step: the overhead marker moves one column west
-            marker = driver.find_element("id", "overhead-marker")
-            before = (int(marker.get_attribute("data-plane")), int(marker.get_attribute("data-sat")))
-            wait_for(driver, lambda d: d.find_element("id", "overhead-marker").get_attribute("data-sat") != str(before[1]),
-                     "the overhead marker moved")
-            marker = driver.find_element("id", "overhead-marker")
-            after = (int(marker.get_attribute("data-plane")), int(marker.get_attribute("data-sat")))
-            assert after == (before[0], (before[1] - 1) % SATS)
+            # a rotation step: the overhead marker moves one column west, and a rotating store's MIGRATEs show
+            with RotatingBlockStore(m, strategy="rotation-hop", n_servers=9) as rotating:
+                rotating.put_block(os.urandom(32), os.urandom(60_000))
+                marker = driver.find_element("id", "overhead-marker")
+                before = (int(marker.get_attribute("data-plane")), int(marker.get_attribute("data-sat")))
+                wait_for(driver, lambda d: d.find_element("id", "overhead-marker").get_attribute("data-sat")
+                         != str(before[1]), "the overhead marker moved")
+                marker = driver.find_element("id", "overhead-marker")
+                after = (int(marker.get_attribute("data-plane")), int(marker.get_attribute("data-sat")))
+                assert after == (before[0], (before[1] - 1) % SATS)
+                wait_for(driver, lambda d: "chunks migrated in" in d.find_element("id", "feed").text,
+                         "MIGRATE activity in the feed")
 
             shot = tmp_path / "dashboard.png"
             driver.save_screenshot(str(shot))

@@ -64,7 +64,8 @@ class IndexFile:
         except OSError:
             if self._seen is None and self.problem is not None:
                 return False
-            self.blocks, self._seen, self.problem = [], None, f"no index file at {self.path} yet"
+            self.blocks, self._seen = [], None
+            self.problem = f"no ground index at {self.path} (a KVCManager's index_dir holds one; --kv-index PATH)"
             return True
         stamp = (st.st_mtime_ns, st.st_size)
         if stamp == self._seen:

@@ -220,20 +220,11 @@ function renderKV(kv, bench) {
   }
   if (bench) {
     const o = bench.outcomes;
-    summary.push(`benchmark gets: <span class="good">${o.hit} hits</span> · ${o.partial} partial · <span class="bad">${o.miss} misses</span>`);
+    summary.push(`benchmark gets: <span class="good">hits ${o.hit}</span> · partial ${o.partial} · ` +
+      `<span class="bad">misses ${o.miss}</span>`);
   }
   $("kv-summary").innerHTML = summary.join("<br>");
-  const list = $("blocks");
-  list.innerHTML = "";
-  for (const b of (kv && kv.blocks) || []) {
-    const li = document.createElement("li");
-    li.dataset.hash = b.hash;
-    li.className = b.hash === selectedBlock ? "selected" : "";
-    const where = b.position === undefined || b.position === null ? "" : ` · block ${b.position}`;
-    li.textContent = `${b.hash.slice(0, 16)}…${where} · ${b.chunks} chunks · ${b.strategy}`;
-    li.onclick = () => selectBlock(b.hash === selectedBlock ? null : b.hash);
-    list.appendChild(li);
-  }
+  renderBlockList((kv && kv.blocks) || []);
   const detail = $("block-detail");
   const s = kv && kv.selected;
   if (!s) {
@@ -254,10 +245,34 @@ function renderKV(kv, bench) {
     `the +GRID routes drawn on the grid.</p><ul id="holders">${rows.join("")}</ul>`;
 }
 
+// rebuilt only when the index changes: an item replaced between mouse down and up would lose the click
+let blockListKey = "";
+function renderBlockList(blocks) {
+  const list = $("blocks");
+  const listKey = blocks.map((b) => b.hash).join(",");
+  if (listKey !== blockListKey) {
+    blockListKey = listKey;
+    list.innerHTML = "";
+    for (const b of blocks) {
+      const li = document.createElement("li");
+      li.dataset.hash = b.hash;
+      const where = b.position === undefined || b.position === null ? "" : ` · block ${b.position}`;
+      li.textContent = `${b.hash.slice(0, 16)}…${where} · ${b.chunks} chunks · ${b.strategy}`;
+      list.appendChild(li);
+    }
+  }
+  for (const li of list.children) li.classList.toggle("selected", li.dataset.hash === selectedBlock);
+}
+
 function selectBlock(hash) {
   selectedBlock = hash;
   send({ select: hash });
 }
+
+$("blocks").addEventListener("click", (event) => {
+  const li = event.target.closest("li");
+  if (li) selectBlock(li.dataset.hash === selectedBlock ? null : li.dataset.hash);
+});
 
 // ---- time to first token (a running bench ttft / demo) ------------------------------------------
 function renderBench(bench) {
