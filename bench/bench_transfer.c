@@ -141,7 +141,7 @@ int main(int argc, char **argv)
 
     for (unsigned b = 0; b < n_blocks; b++)
         blocks[b] = (skymem_bulk_block_t){hashes + 32 * b, src + bytes * b, bytes, (uint32_t)chunk, count, 0,
-                                          n_servers, 1, status + (size_t)count * b, NULL};
+                                          n_servers, 1, status + (size_t)count * b, NULL, NULL};
     memset(status, 0, (size_t)count * n_blocks);
     double t0 = now_s();
     int rc = skymem_bulk_set(servers, n_servers, blocks, (uint32_t)n_blocks, &o);
