@@ -88,9 +88,8 @@ def test_limits_read_from_a_probe():
 
 
 def test_failed_boot_shows_each_instance_first_log_error(tmp_path):
-    tiny = cfs_limits.InstanceCost(1, 1)
-    if cfs_limits.problem(3, cfs_limits.HostLimits.local(), tiny):
-        pytest.skip("this host's message-queue limits refuse even three tiny instances")
+    tiny = cfs_limits.InstanceCost(1, 1, 1)  # the fake core below creates no queue at all
+    assert cfs_limits.problem(3, cfs_limits.HostLimits.local(), tiny) is None
     exe = fake_core(tmp_path, 'echo "CFE_PSP: starting cpuid $2"\n'
                               'echo "OS_QueueCreate_Impl():119:OS_QueueCreate Error. errno = 24 (Too many open files)"\n'
                               'echo "SCH Error creating pipe!"\nexit 1\n')
@@ -99,7 +98,8 @@ def test_failed_boot_shows_each_instance_first_log_error(tmp_path):
                      "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
                      "--ground-port-base", str(ground), "--detach", "--health-timeout", "20",
                      "--cfs-first-cpuid", free_first_cpuid(3),
-                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1")
+                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1",
+                     "--cfs-queue-depth", "1")
     assert r.returncode == 1, r.stderr
     assert "first error line of each failed instance's log" in r.stderr
     assert "OS_QueueCreate Error. errno = 24 (Too many open files)" in r.stderr
@@ -110,9 +110,8 @@ def test_failed_boot_shows_each_instance_first_log_error(tmp_path):
 def test_instance_logging_an_error_stops_the_boot_without_waiting(tmp_path):
     """A failing instance may keep running (its lab apps spinning on broken pipes at real-time
     priority): the launcher reads the logs while it waits and stops at the first error line."""
-    tiny = cfs_limits.InstanceCost(1, 1)
-    if cfs_limits.problem(2, cfs_limits.HostLimits.local(), tiny):
-        pytest.skip("this host's message-queue limits refuse even two tiny instances")
+    tiny = cfs_limits.InstanceCost(1, 1, 1)
+    assert cfs_limits.problem(2, cfs_limits.HostLimits.local(), tiny) is None
     exe = fake_core(tmp_path, 'echo "OS_QueueCreate_Impl():119:OS_QueueCreate Error. errno = 28 (No space left on '
                               'device)"\nexec sleep 60\n')
     isl, ground = free_port_bases(2)
@@ -120,7 +119,8 @@ def test_instance_logging_an_error_stops_the_boot_without_waiting(tmp_path):
                      "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
                      "--ground-port-base", str(ground), "--detach", "--health-timeout", "600",
                      "--cfs-first-cpuid", free_first_cpuid(2),
-                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1")
+                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1",
+                     "--cfs-queue-depth", "1")
     assert r.returncode == 1, r.stderr
     assert "cFS instance(s) reported errors while booting" in r.stderr
     assert "errno 28 (ENOSPC): the host's fs.mqueue.queues_max is used up" in r.stderr

@@ -45,6 +45,7 @@ PROBE_SCRIPT = ("for f in queues_max msg_max; do echo \"$f $(cat /proc/sys/fs/mq
 class InstanceCost:
     queues: int = QUEUES_PER_INSTANCE
     slots: int = SLOTS_PER_INSTANCE
+    depth: int = DEEPEST_PIPE  # the deepest software-bus pipe: fs.mqueue.msg_max must allow it
 
     @property
     def bytes(self) -> int:
@@ -97,10 +98,10 @@ def fit(limits: HostLimits, cost: InstanceCost) -> Fit:
     """How many instances of this cost the host can start, with one line per limit that bounds it."""
     bounds: list[int] = []
     reasons, fixes = [], []
-    if limits.msg_max is not None and not limits.sys_resource and limits.msg_max < DEEPEST_PIPE:
+    if limits.msg_max is not None and not limits.sys_resource and limits.msg_max < cost.depth:
         bounds.append(0)
-        reasons.append(f"fs.mqueue.msg_max {limits.msg_max} is below the deepest software-bus pipe ({DEEPEST_PIPE})")
-        fixes.append(f"sudo sysctl -w fs.mqueue.msg_max={DEEPEST_PIPE}")
+        reasons.append(f"fs.mqueue.msg_max {limits.msg_max} is below the deepest software-bus pipe ({cost.depth})")
+        fixes.append(f"sudo sysctl -w fs.mqueue.msg_max={cost.depth}")
     if limits.sys_resource:
         reasons.append("fs.mqueue.queues_max does not apply (CAP_SYS_RESOURCE)")
     elif limits.queues_max is not None:

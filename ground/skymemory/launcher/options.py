@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the stock mission with the SkyMemory apps)")
     g.add_argument("--cfs-queue-slots-per-instance", type=int_range(1, 10**7), default=cfs_limits.SLOTS_PER_INSTANCE,
                    help=f"message slots of those queues together (default {cfs_limits.SLOTS_PER_INSTANCE})")
+    g.add_argument("--cfs-queue-depth", type=int_range(1, 100000), default=cfs_limits.DEEPEST_PIPE,
+                   help=f"the deepest software-bus pipe of the mission, which fs.mqueue.msg_max must allow "
+                        f"(default {cfs_limits.DEEPEST_PIPE}, TO_LAB's)")
     g = p.add_argument_group("telemetry (housekeeping of both apps)")
     g.add_argument("--tlm-address", type=_ipv4, default=None,
                    help="where housekeeping goes: on one host satellite i uses this address + i (default "

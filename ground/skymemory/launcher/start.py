@@ -196,7 +196,8 @@ def _entries(args, host_of) -> list[SatelliteEntry]:
 
 
 def _instance_cost(args) -> cfs_limits.InstanceCost:
-    return cfs_limits.InstanceCost(args.cfs_queues_per_instance, args.cfs_queue_slots_per_instance)
+    return cfs_limits.InstanceCost(args.cfs_queues_per_instance, args.cfs_queue_slots_per_instance,
+                                   args.cfs_queue_depth)
 
 
 def _cfs_config(args, common: list[str], e: SatelliteEntry, hosts: list[str] | None) -> dict[str, str]:
