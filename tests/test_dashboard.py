@@ -188,6 +188,10 @@ def test_bench_events_follow_a_growing_file_and_start_over_when_it_is_replaced(t
     assert snap["state"] == "done" and snap["logs"][-1]["message"] == "half a line"
     assert snap["outcomes"] == {"hit": 1, "partial": 1, "miss": 1}
     assert [m["mode"] for m in snap["measurements"]] == ["nocache", "sky-laser", "sky-laser-auto", "local"]
+    with open(path, "a") as f:  # another run appended to the same file: it is the one shown
+        f.write(json.dumps({"event": "start", "time": 2, "config": {"model": "other"}}) + "\n")
+    assert follower.poll() == 1
+    assert follower.config == {"model": "other"} and follower.measurements == [] and follower.manifest is None
     path.write_text(json.dumps({"event": "start", "time": 1, "config": {}}) + "\n")  # a new, shorter file
     assert follower.poll() == 1 and follower.measurements == [] and follower.manifest is None
 

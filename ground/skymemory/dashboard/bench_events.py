@@ -44,7 +44,7 @@ class BenchEvents:
         self._inode: tuple[int, int] | None = None
         self._partial = b""
         self._reset_run()
-        self.constellations: list[dict] = []  # every constellation event seen, across runs
+        self.constellations: list[dict] = []  # the constellations the current run announced
 
     def _reset_run(self) -> None:
         self.state = "waiting"  # waiting (no run yet), running, done
@@ -89,8 +89,9 @@ class BenchEvents:
 
     def _apply(self, event: dict) -> None:
         kind, when = event.get("event"), event.get("time")
-        if kind == "start":
+        if kind == "start":  # a new run: the previous run's constellation is gone or not its concern
             self._reset_run()
+            self.constellations = []
             self.state, self.started = "running", when
             self.config = event.get("config") or {}
         elif kind == "constellation":
