@@ -389,13 +389,15 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             tempfile.TemporaryDirectory(prefix="skymemory-ttft-")))
 
         # ---- constellations first (seconds), then the model (may take a minute)
-        skies: list[tuple[LinkProfile, Manifest]] = []
+        # (profile, manifest, where that constellation's KV index is kept: beside the manifest of a
+        # constellation this run booted, so a live view can show its blocks; in memory when attached)
+        skies: list[tuple[LinkProfile, Manifest, Path | None]] = []
         if cfg.manifest is not None:
             manifest = Manifest.load(cfg.manifest)
             profile = profile_of_manifest(manifest.link)
             log(f"attached to the {manifest.planes}x{manifest.sats} constellation of {cfg.manifest} "
                 f"({profile.description})")
-            skies.append((profile, manifest))
+            skies.append((profile, manifest, None))
             events.write("constellation", profile=profile.name, manifest=str(cfg.manifest))
         else:
             used: set[int] = set()
@@ -410,7 +412,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                 events.write("constellation", profile=profile.name, manifest=str(sky.manifest_path))
                 log(f"  {cfg.planes * cfg.sats} satellites healthy in {sky.boot_s:.1f} s "
                     f"(ground ports {40000 + sky.port_offset}..{40000 + sky.port_offset + cfg.planes * cfg.sats - 1})")
-                skies.append((profile, sky.manifest))
+                skies.append((profile, sky.manifest, sky.manifest_path.parent))
 
         log(f"loading model {cfg.model} ...")
         t = time.perf_counter()
@@ -424,7 +426,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
         modes.append(CachedMode("local", KVCManager(model, tokenizer, local, kv_dtype=cfg.kv_dtype, policy="fetch",
                                                     index=RadixIndex()), None, local))
         servers_used = {}
-        for profile, manifest in skies:
+        for profile, manifest, index_dir in skies:
             constellation = manifest.constellation()
             servers = constellation.nearest(min(cfg.servers, manifest.planes * manifest.sats))
             servers_used[profile.name] = [list(s) for s in servers]
@@ -434,7 +436,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             store = ConstellationBlockStore.from_manifest(manifest, servers, via=None,
                                                           client_options={"timeout": 2.0})
             stack.callback(store.close)
-            index = RadixIndex()
+            index = RadixIndex(index_dir)
             manager = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="fetch")
             if cfg.streaming in ("off", "both"):
                 modes.append(CachedMode(f"sky-{profile.name}", manager, profile, store))
@@ -523,7 +525,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             "environment": _environment(model, model_info, cfg),
             "block_tokens": block_tokens,
             "servers": servers_used,
-            "profiles": {p.name: p.as_dict() for p, _ in skies},
+            "profiles": {p.name: p.as_dict() for p, _, _ in skies},
             "measurements": [asdict(m) for m in measurements],
             "summary": summary,
         }
