@@ -18,8 +18,9 @@ for p in (REPO / "ground", Path(__file__).resolve().parent):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from skymemory.orbit.manifest import Manifest  # noqa: E402
+
 from live import launched, node_binary  # noqa: E402
-from skymemory.manifest import Manifest  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 
-from skymemory import wire
+from skymemory.protocol import wire
 
 
 class FakeSatellite:

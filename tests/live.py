@@ -111,6 +111,6 @@ def launched(tmp: Path, planes: int, sats: int, *extra: str):
 
 def time_scale_for(step_wall_s: float, sats: int, altitude_km: float = 550.0) -> float:
     """--time-scale that makes one rotation step (1/sats of an orbit) last step_wall_s of wall time."""
-    from skymemory import geometry
+    from skymemory.orbit import geometry
 
     return geometry.orbital_period_s(altitude_km * 1000.0) / sats / step_wall_s

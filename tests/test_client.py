@@ -7,9 +7,9 @@ import hashlib
 
 import pytest
 
-from skymemory.client import SkyMemoryClient
-from skymemory.errors import ChunkNotFound, RequestTimeout
-from skymemory import wire
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol import wire
+from skymemory.protocol.errors import ChunkNotFound, RequestTimeout
 
 from fakesat import FakeSatellite
 

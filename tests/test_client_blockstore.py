@@ -8,7 +8,9 @@ import os
 
 import pytest
 
-from skymemory.blockstore import BlockMiss, ConstellationBlockStore, LocalBlockStore, split_chunks
+from skymemory.store.constellation import ConstellationBlockStore
+from skymemory.store.contract import BlockMiss, split_chunks
+from skymemory.store.local import LocalBlockStore
 
 from fakesat import FakeSatellite
 
@@ -80,7 +82,7 @@ def test_rejects_bad_configuration():
 
 
 def test_kvstore_keys_and_home_satellite():
-    from skymemory.kvstore import home_satellite, key_of, meta_hash, parse_key
+    from skymemory.store.objects import home_satellite, key_of, meta_hash, parse_key
 
     k = key_of("report.pdf")
     assert k == hashlib.sha256(b"report.pdf").digest()

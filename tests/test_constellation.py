@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from skymemory import geometry
-from skymemory.constellation import Constellation
-from skymemory.manifest import Manifest, SatelliteEntry
+from skymemory.orbit import geometry
+from skymemory.orbit.constellation import Constellation
+from skymemory.orbit.manifest import Manifest, SatelliteEntry
 
 
 def make(**kw) -> Constellation:

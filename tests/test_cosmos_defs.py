@@ -4,7 +4,7 @@
 * every field's offset and size is the C compiler's (a probe built against skymem_wire.h and
   the apps' msgdefs headers), every command's message ID and function code the headers';
 * housekeeping of a live node, sent on its TO_LAB path (--tlm-dest), decodes field for field
-  the same with the COSMOS definitions as with ccsdspy (skymemory.telemetry), and every COSMOS
+  the same with the COSMOS definitions as with ccsdspy (skymemory.protocol.telemetry), and every COSMOS
   command, sent as COSMOS sends it by default, is accepted by the node.
 """
 
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from skymemory.protocol import telemetry, wire
+
 import cosmos_defs
-from skymemory import telemetry, wire
 
 REPO = Path(__file__).resolve().parents[1]
 HK_PREFIX = {"SKYMEM_HK": "SKYMEM_ST_", "ISL_ROUTER_HK": "ISL_ROUTER_HK_"}  # packet -> its offset macros

@@ -13,16 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from skymemory import placement, wire
 from skymemory.bench.ttft import EventFile, Measurement
-from skymemory.blockstore import BlockRecord
-from skymemory.constellation import Constellation
 from skymemory.dashboard import blocks, fleet, poller, sky
 from skymemory.dashboard.bench_events import BenchEvents, cache_outcome
 from skymemory.dashboard.fleet import Fleet
 from skymemory.dashboard.server import Dashboard
 from skymemory.kv.radix import RadixIndex
-from skymemory.manifest import Manifest, SatelliteEntry
+from skymemory.orbit import placement
+from skymemory.orbit.constellation import Constellation
+from skymemory.orbit.manifest import Manifest, SatelliteEntry
+from skymemory.protocol import wire
+from skymemory.store.contract import BlockRecord
 
 from fakesat import FakeSatellite
 

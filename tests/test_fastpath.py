@@ -9,9 +9,10 @@ import socket
 import numpy as np
 import pytest
 
-from skymemory import native
-from skymemory.blockstore import BlockMiss, ConstellationBlockStore
-from skymemory.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, require_native
+from skymemory.link.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, require_native
+from skymemory.protocol import native
+from skymemory.store.constellation import ConstellationBlockStore
+from skymemory.store.contract import BlockMiss
 
 from fakesat import FakeSatellite
 
@@ -110,7 +111,7 @@ def test_put_blocks_stores_several_blocks_in_one_call(sats):
 
 
 def test_window_fits_the_receive_buffer_the_socket_got(sats, monkeypatch):
-    from skymemory import fastpath
+    from skymemory.link import fastpath
 
     bulk = BulkTransfer({s.me: s.address for s in sats})
     with bulk._socket() as sock:  # the size the kernel granted (forced, or capped at net.core.rmem_max)

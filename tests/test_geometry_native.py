@@ -1,4 +1,4 @@
-"""skymemory.geometry (Python) and skymem_geometry.c (what the satellites use) compute the same numbers."""
+"""skymemory.orbit.geometry (Python) and skymem_geometry.c (what the satellites use) compute the same numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skymemory import geometry, native
+from skymemory.orbit import geometry
+from skymemory.protocol import native
 
 pytestmark = pytest.mark.skipif(not native.AVAILABLE or not hasattr(native.lib, "skymem_orbital_period_s"),
                                 reason="skymemory._native (with geometry) not built")

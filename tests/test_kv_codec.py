@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from skymemory import native
 from skymemory.kv import codec, rebuild
+from skymemory.protocol import native
 
 
 def _layers(n_layers=3, heads=4, tokens=16, dim=8, seed=0, scale=1.0):
@@ -22,7 +22,7 @@ def test_round_trip_and_size(fmt):
     data = codec.encode_block(layers, fmt)
     geometry = codec.BlockGeometry(3, 4, 8, 16)
     assert len(data) == codec.block_bytes(geometry, fmt)
-    block = codec.decode_block(data, geometry)
+    block = rebuild.decode_block(data, geometry)
     assert block.header.kv_format == fmt
     tolerance = {"fp32": 0.0, "fp16": 2e-3, "bf16": 2e-2, "int8": 3e-2}[fmt]
     for (k, v), (k2, v2) in zip(layers, block.layers):
@@ -32,7 +32,7 @@ def test_round_trip_and_size(fmt):
 
 def test_fp16_is_exact_for_fp16_values():
     layers = [(k.half().float(), v.half().float()) for k, v in _layers()]
-    block = codec.decode_block(codec.encode_block(layers, "fp16"))
+    block = rebuild.decode_block(codec.encode_block(layers, "fp16"))
     assert all(torch.equal(k, k2) and torch.equal(v, v2) for (k, v), (k2, v2) in zip(layers, block.layers))
 
 
@@ -57,7 +57,7 @@ def test_int8_about_halves_the_bytes():
 def test_int8_uses_per_channel_key_scales():
     keys, values = _layers(n_layers=1)[0]
     keys[:, :, 0] *= 100.0  # an outlier channel must not wreck the other channels
-    block = codec.decode_block(codec.encode_block([(keys, values)], "int8"))
+    block = rebuild.decode_block(codec.encode_block([(keys, values)], "int8"))
     k2 = block.layers[0][0]
     assert (keys[:, :, 1:] - k2[:, :, 1:]).abs().max().item() < 0.05
 
@@ -78,7 +78,7 @@ def test_int8_uses_per_channel_key_scales():
 def test_damaged_blocks_are_rejected(damage):
     data = codec.encode_block(_layers(), "fp16")
     with pytest.raises(codec.CodecError):
-        codec.decode_block(damage(data))
+        rebuild.decode_block(damage(data))
 
 
 def test_the_block_crc_from_the_transport_is_checked_without_reading_the_payload():
@@ -103,7 +103,7 @@ def test_sha256_is_optional_and_checked_when_asked():
 def test_geometry_mismatch_is_rejected():
     data = codec.encode_block(_layers(), "fp16")
     with pytest.raises(codec.CodecError):
-        codec.decode_block(data, codec.BlockGeometry(3, 4, 8, 32))
+        rebuild.decode_block(data, codec.BlockGeometry(3, 4, 8, 32))
 
 
 def test_values_out_of_fp16_range_are_refused():
@@ -123,7 +123,7 @@ def test_rebuild_concatenates_the_blocks_of_every_layer(fmt, dtype):
     first, second = _layers(seed=1), _layers(seed=2)
     encoded = [codec.encode_block(b, fmt) for b in (first, second)]
     layers = rebuild.rebuild_layers(_landed(*encoded), codec.BlockGeometry(3, 4, 8, 16), fmt, dtype)
-    singles = [codec.decode_block(e, dtype=torch.float32).layers for e in encoded]
+    singles = [rebuild.decode_block(e, dtype=torch.float32).layers for e in encoded]
     assert len(layers) == 3
     for i, (keys, values) in enumerate(layers):
         assert keys.shape == values.shape == (1, 4, 32, 8) and keys.dtype == dtype

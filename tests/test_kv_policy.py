@@ -7,13 +7,15 @@ import math
 import pytest
 import torch
 
-from kv_support import MemoryBlockStore, random_prompt, tiny
-from skymemory.blockstore import BlockMiss, LocalBlockStore
 from skymemory.kv import calibration, landing
 from skymemory.kv.costmodel import LinkModel, PrefillModel, RebuildModel
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.policy import FetchPolicy, LinkEstimate
 from skymemory.kv.report import compare_generation
+from skymemory.store.contract import BlockMiss
+from skymemory.store.local import LocalBlockStore
+
+from kv_support import MemoryBlockStore, random_prompt, tiny
 
 BLOCK = 16
 TINYLLAMA = dict(block_tokens=128, block_bytes=2_883_648, layers=22)  # fp16 blocks

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from skymemory import native
-from skymemory.blockstore import ConstellationBlockStore
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.streaming import StreamFailed, StreamingCache, generate_streaming, get_cache_streaming
+from skymemory.protocol import native
+from skymemory.store.constellation import ConstellationBlockStore
 
 from fakesat import FakeSatellite
 from kv_support import random_prompt, tiny

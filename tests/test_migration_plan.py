@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skymemory import migration, placement
+from skymemory.orbit import migration, placement
 
 
 @dataclass(frozen=True)
-class Record:  # the fields of skymemory.blockstore.BlockRecord the planner reads
+class Record:  # the fields of skymemory.store.BlockRecord the planner reads
     block_hash: bytes
     n_bytes: int
     chunk_bytes: int
@@ -135,7 +135,7 @@ def test_plan_turns_step_k_positions_into_step_k_plus_1(strategy, n_servers, pla
 
 
 def test_previous_step_time_is_the_last_millisecond_of_the_previous_step():
-    from skymemory.placed_store import previous_step_time
+    from skymemory.store.placed import previous_step_time
 
     rec = fig7_block(created_ms=500)  # created in step 0 (1000 ms steps)
     assert previous_step_time(rec, 2500, 1000) == 1999
@@ -150,7 +150,7 @@ def test_previous_step_time_is_the_last_millisecond_of_the_previous_step():
 
 
 def test_driver_table_counts_and_totals():
-    from skymemory.rotation import MigrationDriver, StepStats
+    from skymemory.store.rotation import MigrationDriver, StepStats
 
     driver = MigrationDriver.__new__(MigrationDriver)  # only the reporting half, no client or clock
     driver.steps = {7: StepStats(7, blocks=2, ops=3, messages=4, chunks=9, bytes=900, replans=1),
@@ -172,7 +172,7 @@ def test_rotate_cli_without_a_constellation_says_why(tmp_path, capsys):
 
 
 def test_candidate_times_cover_now_previous_and_a_lagging_driver():
-    from skymemory.placed_store import candidate_times
+    from skymemory.store.placed import candidate_times
 
     rec = fig7_block(created_ms=500)  # step 0, 1000 ms steps
     steps = lambda ts: [placement.rotation_step_index(t, 1000) for t in ts]  # noqa: E731

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skymemory import placement
+from skymemory.orbit import placement
 
 # ---- the paper's figures, transcribed ------------------------------------------------
 # Each grid is square with the centre satellite (the one overhead) in the middle;

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from skymemory import geometry, sim
 from skymemory.cli import main
+from skymemory.orbit import geometry, sim
 
 C = geometry.SPEED_OF_LIGHT_M_S
 

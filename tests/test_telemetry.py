@@ -7,8 +7,8 @@ import hashlib
 import pytest
 from spacepacket import SpacePacket
 
-from skymemory import telemetry, wire
-from skymemory.errors import WireError
+from skymemory.protocol import telemetry, wire
+from skymemory.protocol.errors import WireError
 
 
 def stats(i: int) -> wire.Stats:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skymemory import wire
-from skymemory.errors import WireError
-from skymemory.native import crc32c_py
+from skymemory.protocol import wire
+from skymemory.protocol.errors import WireError
+from skymemory.protocol.native import crc32c_py
 
 HEADER = Path(__file__).resolve().parents[1] / "cfs_apps/skymem_core/fsw/inc/skymem_wire.h"
 
@@ -28,7 +28,7 @@ def test_every_header_define_is_mirrored():
     assert len(defines) > 100  # the parser found the header's constants
     missing = [n for n in defines if not hasattr(wire, n)]
     wrong = {n: (v, getattr(wire, n)) for n, v in defines.items() if hasattr(wire, n) and getattr(wire, n) != v}
-    assert not missing, f"not mirrored in skymemory.wire: {missing}"
+    assert not missing, f"not mirrored in skymemory.protocol.wire: {missing}"
     assert not wrong, f"differ (header, python): {wrong}"
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skymemory import native, wire
+from skymemory.protocol import native, wire
 
 pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="skymemory._native not built (pip install -e .)")
 
@@ -195,7 +195,7 @@ def test_mutated_packets_accepted_alike(which, cut, pos, value, mode):
     pkt = bytes(pkt)
     rc, _ = c_parse(pkt)
     if pkt[:2] not in DECODED_MIDS:
-        return  # other message ids (SEND_HK, ISL_ROUTER...) are outside skymemory.wire
+        return  # other message ids (SEND_HK, ISL_ROUTER...) are outside skymemory.protocol.wire
     try:
         wire.decode_any(pkt)
         py_ok = True

@@ -21,9 +21,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ground"))
-
-from skymemory.dashboard.browser import headless_chromium  # noqa: E402
+from skymemory.dashboard.browser import headless_chromium
 
 
 def snapshot(url: str) -> dict:

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-import cosmos_defs
-from skymemory import telemetry, wire
-from skymemory.housekeeping import HousekeepingListener
 from skymemory.launcher import cfs_limits
-from skymemory.manifest import Manifest
+from skymemory.orbit.manifest import Manifest
+from skymemory.protocol import telemetry, wire
+from skymemory.protocol.housekeeping import HousekeepingListener
 
+import cosmos_defs
 from live import LAUNCHER, fake_ssh_env, free_first_cpuid, free_port_bases, free_tlm_addresses, launched
 
 EXE = os.environ.get("SKYMEM_CFS_EXE")
@@ -95,7 +95,7 @@ def test_instances_spread_over_hosts_reach_each_other(tmp_path):
         assert [e.host for e in m.satellites] == ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
         cfg = (tmp_path / "remote" / "cfs" / "1-0" / "cf" / "skymemory.cfg").read_text()
         assert "hosts = 127.0.0.2, 127.0.0.3" in cfg and "bind = 127.0.0.3" in cfg
-        from skymemory.blockstore import ConstellationBlockStore
+        from skymemory.store.constellation import ConstellationBlockStore
 
         # up the overhead satellite's ground link: chunks for the other host's satellites cross over ISL
         with ConstellationBlockStore.from_manifest(m, [(0, 1), (1, 0), (1, 1)]) as store:

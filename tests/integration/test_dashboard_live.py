@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 
 from skymemory.bench.ttft import EventFile, Measurement
-from skymemory.blockstore import ConstellationBlockStore
 from skymemory.dashboard.browser import find_browser, headless_chromium
 from skymemory.kv.radix import RadixIndex
-from skymemory.manifest import Manifest
-from skymemory.rotating_store import RotatingBlockStore
+from skymemory.orbit.manifest import Manifest
+from skymemory.store.constellation import ConstellationBlockStore
+from skymemory.store.rotating import RotatingBlockStore
 
 from live import launched, time_scale_for
 

@@ -18,12 +18,12 @@ import time
 
 import pytest
 
-from skymemory import migration, placement
-from skymemory.blockstore import BlockMiss
-from skymemory.eviction import Evictions
-from skymemory.manifest import Manifest
-from skymemory.placed_store import BlockIndex, HopCountingClient, PlacedStore, block_hash_of
-from skymemory.rotation import MigrationDriver
+from skymemory.orbit import migration, placement
+from skymemory.orbit.manifest import Manifest
+from skymemory.store.contract import BlockMiss
+from skymemory.store.eviction import Evictions
+from skymemory.store.placed import BlockIndex, HopCountingClient, PlacedStore, block_hash_of
+from skymemory.store.rotation import MigrationDriver
 
 from live import launched
 

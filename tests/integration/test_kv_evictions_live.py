@@ -10,9 +10,9 @@ import time
 import pytest
 
 from skymemory.kv.manager import KVCManager
-from skymemory.manifest import Manifest
-from skymemory.placed_store import block_hash_of
-from skymemory.rotating_store import RotatingBlockStore
+from skymemory.orbit.manifest import Manifest
+from skymemory.store.placed import block_hash_of
+from skymemory.store.rotating import RotatingBlockStore
 
 from kv_support import random_prompt, tiny
 from live import launched

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from skymemory.launcher import netns, processes
-from skymemory.manifest import Manifest
+from skymemory.orbit.manifest import Manifest
 
 from live import LAUNCHER, launch, stop
 
@@ -69,7 +69,7 @@ def test_netns_round_trip(node_path, tmp_path):
         m = Manifest.load(manifest)
         assert {e.host for e in m.satellites} == {"10.77.0.1", "10.77.0.2", "10.77.0.3"}
         assert len(m.backend["namespaces"]) == 3
-        from skymemory.blockstore import ConstellationBlockStore
+        from skymemory.store.constellation import ConstellationBlockStore
 
         with ConstellationBlockStore.from_manifest(m, m.constellation().nearest(4)) as store:
             payload = bytes(range(256)) * 300
@@ -116,7 +116,7 @@ def test_cfs_runtime_round_trip(tmp_path):
         assert (tmp_path / "cfs" / "1-1" / "cf" / "skymemory.cfg").read_text().count("plane = 1") == 1
         assert [e.cpuid for e in m.satellites] == [first + i for i in range(4)]
         assert [e.command_port for e in m.satellites] == [1233 + first + i for i in range(4)]  # CI_LAB's rule
-        from skymemory.blockstore import ConstellationBlockStore
+        from skymemory.store.constellation import ConstellationBlockStore
 
         with ConstellationBlockStore.from_manifest(m, [(0, 0), (0, 1), (1, 0), (1, 1)]) as store:
             payload = os.urandom(100_000)

@@ -17,7 +17,7 @@ import pytest
 
 from skymemory.launcher import cfs_limits, processes
 from skymemory.launcher.options import parse_args
-from skymemory.manifest import Manifest
+from skymemory.orbit.manifest import Manifest
 
 from live import LAUNCHER, fake_ssh_env, free_first_cpuid, free_port_bases
 
@@ -144,7 +144,7 @@ def test_hosts_over_ssh_start_put_get_stop(node_path, tmp_path, fake_ssh):
     m = Manifest.load(manifest)
     try:
         assert [e.host for e in m.satellites] == ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
-        from skymemory.blockstore import ConstellationBlockStore
+        from skymemory.store.constellation import ConstellationBlockStore
 
         with ConstellationBlockStore.from_manifest(m, [(0, 0), (1, 1)]) as store:
             payload = os.urandom(30_000)

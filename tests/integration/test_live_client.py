@@ -10,9 +10,9 @@ import time
 import pytest
 from spacepacket import SpacePacket
 
-from skymemory import telemetry, wire
-from skymemory.client import SkyMemoryClient
-from skymemory.errors import ChunkNotFound
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol import telemetry, wire
+from skymemory.protocol.errors import ChunkNotFound
 
 H = hashlib.sha256(b"live").digest()
 

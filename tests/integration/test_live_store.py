@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from skymemory.blockstore import BlockMiss, ConstellationBlockStore
-from skymemory.kvstore import home_satellite, key_of
+from skymemory.store.constellation import ConstellationBlockStore
+from skymemory.store.contract import BlockMiss
+from skymemory.store.objects import home_satellite, key_of
 
 from live import REPO
 

@@ -8,9 +8,9 @@ import os
 
 import torch
 
-from skymemory.blockstore import ConstellationBlockStore
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.streaming import generate_streaming
+from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt, tiny
 
@@ -80,7 +80,7 @@ def test_bench_transfer_runs_python_and_c_with_the_same_windows(node_path, tmp_p
     import argparse
 
     from skymemory.bench import transfer
-    from skymemory.fastpath import SET_WINDOW
+    from skymemory.link.fastpath import SET_WINDOW
 
     binary = transfer.bench_binary(None)
     if binary is None:

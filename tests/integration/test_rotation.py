@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from skymemory import placement
 from skymemory.cli.rotate import format_report, run_rotation
-from skymemory.manifest import Manifest
+from skymemory.orbit import placement
+from skymemory.orbit.manifest import Manifest
 
 from live import REPO, launched, time_scale_for
 

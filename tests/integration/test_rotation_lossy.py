@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from skymemory.cli.rotate import format_report, run_rotation
-from skymemory.manifest import Manifest
+from skymemory.orbit.manifest import Manifest
 
 from live import launched, time_scale_for
 

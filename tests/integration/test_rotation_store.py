@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from skymemory.blockstore import BlockMiss
-from skymemory.manifest import Manifest
-from skymemory.placed_store import block_hash_of
-from skymemory.rotating_store import RotatingBlockStore
+from skymemory.orbit.manifest import Manifest
+from skymemory.store.contract import BlockMiss
+from skymemory.store.placed import block_hash_of
+from skymemory.store.rotating import RotatingBlockStore
 
 from live import launched, time_scale_for
 

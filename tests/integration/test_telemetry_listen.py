@@ -8,7 +8,7 @@ import random
 import subprocess
 import sys
 
-from skymemory.manifest import Manifest
+from skymemory.orbit.manifest import Manifest
 
 from live import free_tlm_addresses, launched
 

@@ -1,15 +1,8 @@
-"""Fixtures for the reliability tests: real skymem_node processes through tools/cluster.py."""
+"""Fixtures for the reliability tests: real skymem_node processes through skymemory.launcher.cluster."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-TOOLS = Path(__file__).resolve().parents[2] / "tools"
-if str(TOOLS) not in sys.path:
-    sys.path.insert(0, str(TOOLS))
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,12 @@ import asyncio
 import hashlib
 
 import pytest
-from cluster import Cluster
 
-from skymemory import auth, wire
-from skymemory.blockstore import ConstellationBlockStore
-from skymemory.client import SkyMemoryClient
-from skymemory.errors import NakError
+from skymemory.launcher.cluster import Cluster
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol import auth, wire
+from skymemory.protocol.errors import NakError
+from skymemory.store.constellation import ConstellationBlockStore
 
 SERVERS = [(0, 0), (0, 1), (1, 0), (1, 1)]
 CHUNK = 1024

@@ -10,11 +10,11 @@ import socket
 import subprocess
 
 import pytest
-from cluster import Cluster
 
-from skymemory import auth, wire
-from skymemory.client import SkyMemoryClient
-from skymemory.errors import ChunkNotFound, NakError
+from skymemory.launcher.cluster import Cluster
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol import auth, wire
+from skymemory.protocol.errors import ChunkNotFound, NakError
 
 H = hashlib.sha256(b"auth-live").digest()
 DATA = bytes(range(256)) * 8

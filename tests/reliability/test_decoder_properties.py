@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skymemory import auth, wire
-from skymemory.client import SkyMemoryClient
-from skymemory.errors import WireError
-from skymemory.native import xor_checksum
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol import auth, wire
+from skymemory.protocol.errors import WireError
+from skymemory.protocol.native import xor_checksum
 
 H = hashlib.sha256(b"prop").digest()
 ROUTE = wire.RouteHeader(dst_plane=1, dst_sat=2, src_plane=wire.SKYMEM_GROUND_PLANE, src_sat=3,

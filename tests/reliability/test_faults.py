@@ -1,4 +1,4 @@
-"""Link and node faults (a fast subset of tools/fault_matrix.py): under loss,
+"""Link and node faults (a fast subset of `skymemory bench faults`): under loss,
 duplication, reordering, corruption and satellites killed mid-operation, every
 operation completes (acknowledged, failed, exact or missed) and no get ever
 returns wrong bytes. No timing thresholds: "completes" means the workload
@@ -7,7 +7,8 @@ returns and no operation hit its (generous) bound."""
 from __future__ import annotations
 
 import pytest
-from fault_matrix import run_matrix
+
+from skymemory.bench.faults import run_matrix
 
 
 @pytest.mark.parametrize("cell", ["mixed", "mixed+auth", "loss10", "kill"])

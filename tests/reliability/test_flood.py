@@ -12,10 +12,9 @@ import socket
 import subprocess
 from pathlib import Path
 
-from cluster import Cluster
-
-from skymemory import auth, wire
-from skymemory.client import SkyMemoryClient
+from skymemory.launcher.cluster import Cluster
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol import auth, wire
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET = 1 << 20

@@ -10,12 +10,12 @@ import hashlib
 
 import pytest
 import torch
-from cluster import Cluster
 
-from skymemory import wire
-from skymemory.client import SkyMemoryClient
-from skymemory.errors import NakError
-from skymemory.kv import codec
+from skymemory.kv import codec, rebuild
+from skymemory.launcher.cluster import Cluster
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol import wire
+from skymemory.protocol.errors import NakError
 
 H = hashlib.sha256(b"integrity").digest()
 N = 16
@@ -83,5 +83,5 @@ def test_crc_valid_but_altered_kv_block_is_refused(node_built):
         fetched = run(go())
     assert len(fetched) == len(block) and fetched != block
     with pytest.raises(codec.CodecError, match="CRC32C"):  # the block-level check, in the header
-        codec.decode_block(fetched)
-    assert len(codec.decode_block(block).layers) == 2  # the intact block decodes
+        rebuild.decode_block(fetched)
+    assert len(rebuild.decode_block(block).layers) == 2  # the intact block decodes

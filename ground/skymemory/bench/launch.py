@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import skymemory
-from skymemory.manifest import Manifest
+from skymemory.orbit.manifest import Manifest
 
 from .profiles import LinkProfile
 
@@ -102,7 +102,7 @@ class LocalConstellation:
 
     def argv(self) -> list[str]:
         args = [
-            sys.executable, "-c", "import sys; from skymemory.launcher import main; sys.exit(main())",
+            sys.executable, "-m", "skymemory.launcher",
             "start", "--planes", str(self.planes), "--sats", str(self.sats),
             "--manifest", str(self.manifest_path), "--run-dir", str(self.run_dir),
             "--isl-port-base", str(20000 + self.port_offset), "--ground-port-base", str(40000 + self.port_offset),

@@ -1,19 +1,15 @@
-"""Command-line options shared by `skymemory bench ttft` and `skymemory demo`, and running them.
+"""Command-line options shared by the benchmarks (`skymemory bench ...`) and `skymemory demo`.
 
-Every value is validated by argparse with a clear message; `config_from_args`
-turns the parsed options into a TTFTConfig, `execute` runs it and writes the
-outputs (JSON, markdown, PNG) while printing progress and the final table.
+Argument types and argument groups only; every value is validated by argparse
+with a clear message. Running the TTFT benchmark from them is bench.ttft_command.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
-import sys
-import time
 from pathlib import Path
 
-from skymemory.cli._common import nonnegative_int, positive_int  # noqa: F401 (re-exported)
+from skymemory.argtypes import nonnegative_int, positive_int  # noqa: F401 (re-exported)
 
 from .profiles import PROFILES, parse_profiles
 
@@ -92,80 +88,6 @@ def add_events_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=Path, default=None, metavar="FILE",
                         help="append the run's progress to FILE as JSON lines (start, constellations, log lines, "
                              "every measurement, summary) for a live view")
-
-
-def config_from_args(args: argparse.Namespace):
-    from .ttft import TTFTConfig
-
-    cfg = TTFTConfig(
-        model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize, kv_dtype=args.kv_dtype,
-        prefix_tokens=args.prefix_tokens, suffix_tokens=args.suffix_tokens, suffixes=args.suffixes,
-        repeats=args.repeats, gen_tokens=args.gen_tokens, gen_repeats=args.gen_repeats,
-        profiles=args.profiles, planes=args.planes, sats=args.sats, servers=args.servers, chunk_size=args.chunk_size,
-        manifest=getattr(args, "manifest", None), node=args.node, work_dir=args.work_dir,
-        streaming=getattr(args, "streaming", "off"), events=getattr(args, "events", None),
-    )
-    if cfg.manifest is None and cfg.servers > cfg.planes * cfg.sats:
-        raise ValueError(f"--servers {cfg.servers} is more than the {cfg.planes}x{cfg.sats} satellites")
-    return cfg
-
-
-def main(args: argparse.Namespace, *, title: str) -> int:
-    """A command's body: the options as a TTFTConfig (exit 2 on a bad combination), then execute."""
-    try:
-        cfg = config_from_args(args)
-    except ValueError as exc:
-        print(f"{title}: {exc}", file=sys.stderr)
-        return 2
-    return execute(cfg, args.out, title=title)
-
-
-def execute(cfg, out_dir: Path, *, title: str) -> int:
-    """Run the benchmark with progress on stderr; the table on stdout; outputs under out_dir."""
-    from . import report
-    from .ttft import run
-
-    started = time.monotonic()
-
-    def log(message: str) -> None:
-        print(f"[{time.monotonic() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
-
-    if cfg.manifest is None:
-        from skymemory.launcher.nodes import find_node
-
-        try:
-            find_node(cfg.node)
-        except FileNotFoundError as exc:
-            print(f"{title}: {exc}", file=sys.stderr)
-            return 2
-    def stop_on_signal(signum, _frame):  # SIGTERM / SIGHUP end the run like Ctrl-C: through the teardown
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {s: signal.signal(s, stop_on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        cfg.check()
-        result = run(cfg, log)
-    except KeyboardInterrupt:
-        log("interrupted; the constellation has been torn down")
-        return 130
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        log(f"failed: {exc}")
-        print(f"{title}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    paths = report.write_all(result, out_dir)
-    log(f"done in {result['wall_s']:.0f} s; constellation torn down")
-    print(report.markdown(result))
-    print("outputs: " + ", ".join(str(p) for p in paths.values()))
-    bad = [r for r in result["summary"] if r["mode"] != "nocache" and not (r["tokens_equal"] and r["first_token_equal"])]
-    short = [r for r in result["summary"] if r["mode"] != "nocache" and r["cached_tokens"] != [r["expected_cached_tokens"]]]
-    if bad:
-        print(f"{title}: generated tokens differ from the no-cache run in {len(bad)} cell(s)", file=sys.stderr)
-    if short:
-        print(f"{title}: the cache did not cover the expected prefix in {len(short)} cell(s)", file=sys.stderr)
-    return 0
 
 
 def add_workload_args(parser: argparse.ArgumentParser, *, prefixes: tuple[int, ...], repeats: int,

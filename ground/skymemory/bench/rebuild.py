@@ -31,6 +31,7 @@ import statistics
 from pathlib import Path
 
 from .options import positive_int, token_list
+from .report import command_line, regenerate
 
 
 def measure(config, *, device, dtype, prefix_tokens: int, kv_format: str, block_tokens: int, repeats: int,
@@ -119,7 +120,7 @@ def run(args, log=print) -> dict:
 
 
 def register(subparsers) -> None:
-    from skymemory.cli.model import kv_format_list
+    from skymemory.argtypes import kv_format_list
 
     parser = subparsers.add_parser("rebuild", help="landed KV bytes -> cache on the device, beside memcpy and "
                                                   "host->device", description=__doc__,
@@ -151,7 +152,7 @@ def _main(args) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rebuild.json").write_text(json.dumps(result, indent=1))
     table = markdown(result["rows"])
-    (args.out / "rebuild.md").write_text(table + "\n")
+    (args.out / "rebuild.md").write_text(regenerate(command_line()) + table + "\n")
     print(table)
     print(f"wrote {args.out / 'rebuild.json'} and {args.out / 'rebuild.md'}")
     return 0

@@ -2,6 +2,7 @@
 
     write_all(result, out_dir)  -> ttft.json, ttft.md, ttft_by_prefix.png, ttft_breakdown.png
     markdown(result)            -> the tables printed to stdout (and copied into BENCHMARKS.md)
+    command_line()              -> the running command, as typed; every benchmark's result file starts with it
 
 Timings are medians over the measured rounds, with [min-max] after them.
 """
@@ -9,6 +10,8 @@ Timings are medians over the measured rounds, with [min-max] after them.
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 # The paper's Jetson Nano testbed (Table 3): 30-token generation, seconds.
@@ -113,8 +116,18 @@ def generation_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def command_line() -> str:
+    """The command that is running, as a user would type it."""
+    return shlex.join(["skymemory", *sys.argv[1:]])
+
+
+def regenerate(command: str | None) -> str:
+    """The first line of a result file: how to make it again."""
+    return f"Regenerate: `{command}`\n\n" if command else ""
+
+
 def markdown(result: dict) -> str:
-    parts = [header(result), "", ttft_table(result)]
+    parts = [regenerate(result.get("command")) + header(result), "", ttft_table(result)]
     gen = generation_table(result)
     if gen:
         parts += ["", gen]

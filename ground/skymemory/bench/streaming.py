@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .options import positive_int
 from .profiles import parse_profiles
+from .report import command_line, regenerate
 
 ASSUMED_ACCELERATOR = (0.004, 25e-6, 4e-9)  # T(n) = a + b n + c n^2: ~30 ms for 1k tokens (assumed, not measured)
 
@@ -100,11 +101,12 @@ def measure_link(store, records, repeats: int = 3) -> tuple[float, float]:
 def run(args, log=print) -> dict:
     import torch
 
-    from skymemory.blockstore import ConstellationBlockStore, LocalBlockStore
     from skymemory.kv import codec
     from skymemory.kv.costmodel import LinkModel, PrefillModel, decide, format_table
     from skymemory.kv.manager import KVCManager
     from skymemory.kv.models import load_model
+    from skymemory.store.constellation import ConstellationBlockStore
+    from skymemory.store.local import LocalBlockStore
 
     from .launch import LocalConstellation, free_port_offset
 
@@ -293,7 +295,7 @@ def _main(args) -> int:
     results = run(args)
     (out / "streaming.json").write_text(json.dumps(results, indent=1, default=str))
     table = markdown(results)
-    (out / "streaming.md").write_text(table + "\n")
+    (out / "streaming.md").write_text(regenerate(command_line()) + table + "\n")
     print(table)
     print(f"wrote {out / 'streaming.json'} and {out / 'streaming.md'}")
     return 0

@@ -35,6 +35,7 @@ import skymemory
 
 from .options import positive_int
 from .profiles import parse_profiles
+from .report import command_line, regenerate
 
 KV_BLOCK_BYTES = 64 + 22 * 2 * 4 * 128 * 64 * 2  # TinyLlama-1.1B, 128 tokens, fp16 (kv/codec.py layout)
 KV_BLOCKS = 8
@@ -110,7 +111,7 @@ def measure_c(binary: Path, manifest, servers, n_bytes: int, blocks: int, chunk:
 
 
 def run(args, log=print) -> list[dict]:
-    from skymemory.blockstore import ConstellationBlockStore
+    from skymemory.store.constellation import ConstellationBlockStore
 
     from .launch import LocalConstellation, free_port_offset
 
@@ -208,7 +209,7 @@ def _main(args) -> int:
     rows = run(args)
     (out / "transfer.json").write_text(json.dumps(rows, indent=1))
     table = markdown(rows)
-    (out / "transfer.md").write_text(table + "\n")
+    (out / "transfer.md").write_text(regenerate(command_line()) + table + "\n")
     print(table)
     print(f"wrote {out / 'transfer.json'} and {out / 'transfer.md'}")
     return 0

@@ -242,8 +242,8 @@ class CachedMode:
 def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
     import torch
 
-    from skymemory import native
     from skymemory.kv.device import cpu_name
+    from skymemory.protocol import native
 
     return {
         "native_codec": native.AVAILABLE, "cpu": cpu_name(), "cpu_count": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
@@ -369,15 +369,15 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
 
 
 def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
-    from skymemory.blockstore import ConstellationBlockStore, LocalBlockStore
     from skymemory.kv.manager import KVCManager
     from skymemory.kv.models import load_model
     from skymemory.kv.radix import RadixIndex
-    from skymemory.manifest import Manifest
+    from skymemory.orbit.manifest import Manifest
+    from skymemory.protocol import native
+    from skymemory.store.constellation import ConstellationBlockStore
+    from skymemory.store.local import LocalBlockStore
 
     from .launch import boot
-
-    from skymemory import native
 
     started_all = time.perf_counter()
     if not native.AVAILABLE:
@@ -565,36 +565,3 @@ def _config_dict(cfg: TTFTConfig) -> dict:
     for key in ("manifest", "node", "work_dir", "events"):
         d[key] = str(d[key]) if d[key] is not None else None
     return d
-
-
-# ---------------------------------------------------------------------------- command line
-
-
-def register(subparsers) -> None:
-    """`skymemory bench ttft` (found by skymemory/cli/bench.py)."""
-    from . import options
-
-    parser = subparsers.add_parser(
-        "ttft", help="time to first token: no cache vs SkyMemory vs local RAM, per prefix length and link",
-        description="Boots one constellation per link profile (or attaches to one with --manifest), runs "
-                    "prompts sharing a long prefix with different suffixes, and measures TTFT and the "
-                    "30-token generation time with no cache, with the KV from the constellation, and with "
-                    "the same KV from local RAM. Writes JSON, markdown and PNG plots under --out.")
-    options.add_workload_args(parser, prefixes=(256, 512, 1024), repeats=3, gen_repeats=1, profiles="none,laser,rf")
-    options.add_model_args(parser, "embedded-tinyllama")
-    options.add_constellation_args(parser, 19, 5)
-    parser.add_argument("--manifest", type=options.existing_file, default=None,
-                        help="attach to a running constellation (its link profile is read from the manifest) "
-                             "instead of booting one per --profiles")
-    parser.add_argument("--streaming", choices=STREAMING_CHOICES, default="off",
-                        help="constellation modes: fetch the prefix then compute (off, the default), stream it "
-                             "layer by layer into the forward pass (on), or both side by side")
-    parser.add_argument("--out", type=Path, default=Path("out/ttft"), help="output directory (default out/ttft)")
-    options.add_events_arg(parser)
-    parser.set_defaults(func=_main)
-
-
-def _main(args) -> int:
-    from . import options
-
-    return options.main(args, title="skymemory bench ttft")

@@ -20,9 +20,9 @@ import signal
 import sys
 from pathlib import Path
 
-from skymemory import placement
-from skymemory.cli._common import int_range, positive_int
-from skymemory.manifest import Manifest, default_manifest_path
+from skymemory.argtypes import int_range, positive_int
+from skymemory.orbit import placement
+from skymemory.orbit.manifest import Manifest, default_manifest_path
 
 DEFAULT_PORT = 8050
 

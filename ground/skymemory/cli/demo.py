@@ -25,8 +25,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from skymemory.bench import options
-from skymemory.cli._common import int_range
+from skymemory.argtypes import int_range
+from skymemory.bench import options, ttft_command
 
 
 def register(subparsers) -> None:
@@ -47,7 +47,7 @@ def register(subparsers) -> None:
 
 def _main(args) -> int:
     if not args.dashboard:
-        return options.main(args, title="skymemory demo")
+        return ttft_command.main(args, title="skymemory demo")
     from skymemory.dashboard.alongside import DashboardFailed, DashboardProcess
 
     if args.events is None:  # a fresh event file for this run, beside its other outputs
@@ -57,7 +57,7 @@ def _main(args) -> int:
     try:
         with DashboardProcess("--events", args.events, "--port", args.dashboard_port) as url:
             print(f"skymemory demo: dashboard at {url} (following {args.events})", file=sys.stderr, flush=True)
-            return options.main(args, title="skymemory demo")
+            return ttft_command.main(args, title="skymemory demo")
     except DashboardFailed as exc:
         print(f"skymemory demo: {exc}", file=sys.stderr)
         return 2

@@ -9,9 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from skymemory import placement
-from skymemory.cli._common import positive_int
+from skymemory.argtypes import positive_int
 from skymemory.cli.sim import _servers
+from skymemory.orbit import placement
 
 
 def _centre(text: str) -> tuple[int, int]:
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"skymemory layout: error: directory {args.output.parent} does not exist", file=sys.stderr)
         return 2
     try:
-        from skymemory.layout_plot import draw_layout
+        from skymemory.orbit.layout_plot import draw_layout
 
         draw_layout(args.output, args.strategy, args.servers, args.planes, args.sats, centre, args.step)
     except ValueError as exc:

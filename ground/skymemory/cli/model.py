@@ -15,29 +15,9 @@ import argparse
 import sys
 import time
 
+from skymemory.argtypes import KV_FORMATS, kv_format_list, positive_int
+
 PAPER_BLOCK_MB = 2.9  # §5: "4x 128 token blocks of about 2.9MB each"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {value}")
-    return value
-
-
-KV_FORMATS = ("fp16", "bf16", "fp32", "int8")  # skymemory.kv.codec.KV_FORMATS (not imported: keeps the CLI light)
-
-
-def kv_format_list(text: str) -> list[str]:
-    """'fp16,int8' -> ['fp16', 'int8'] (an argparse type)."""
-    formats = [f.strip() for f in text.split(",") if f.strip()]
-    unknown = [f for f in formats if f not in KV_FORMATS]
-    if not formats or unknown:
-        raise argparse.ArgumentTypeError(f"KV formats must be a comma-separated subset of {','.join(KV_FORMATS)}")
-    return formats
 
 
 def _clear_errors(command):
@@ -64,23 +44,23 @@ def register(subparsers) -> None:
     common.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16"], help="model dtype (default: fp16 on cuda, fp32 on cpu)")
 
     info = commands.add_parser("info", parents=[common], help="architecture and KV block byte sizes")
-    info.add_argument("--block-tokens", type=_positive, default=128)
+    info.add_argument("--block-tokens", type=positive_int, default=128)
     info.set_defaults(func=_clear_errors(_info))
 
     bench = commands.add_parser("bench", parents=[common], help="time building/loading, fingerprinting and prefill")
-    bench.add_argument("--prefill-tokens", type=_positive, default=1056)
+    bench.add_argument("--prefill-tokens", type=positive_int, default=1056)
     bench.add_argument("--quantize", choices=["qint8", "qint4", "hqq"], default=None)
-    bench.add_argument("--block-tokens", type=_positive, default=128)
+    bench.add_argument("--block-tokens", type=positive_int, default=128)
     bench.add_argument("--kv", default="fp16", choices=KV_FORMATS, help="KV format for the cached-prefix measurement")
-    bench.add_argument("--repeats", type=_positive, default=3, help="timed calls per step, after a warm-up (default 3)")
+    bench.add_argument("--repeats", type=positive_int, default=3, help="timed calls per step, after a warm-up (default 3)")
     bench.set_defaults(func=_clear_errors(_bench))
 
     verify = commands.add_parser("verify", parents=[common], help="cached vs uncached greedy generation")
-    verify.add_argument("--block-tokens", type=_positive, default=128)
-    verify.add_argument("--blocks", type=_positive, default=4, help="cached blocks per prompt")
-    verify.add_argument("--suffix-tokens", type=_positive, default=16)
-    verify.add_argument("--new-tokens", type=_positive, default=16)
-    verify.add_argument("--prompts", type=_positive, default=4)
+    verify.add_argument("--block-tokens", type=positive_int, default=128)
+    verify.add_argument("--blocks", type=positive_int, default=4, help="cached blocks per prompt")
+    verify.add_argument("--suffix-tokens", type=positive_int, default=16)
+    verify.add_argument("--new-tokens", type=positive_int, default=16)
+    verify.add_argument("--prompts", type=positive_int, default=4)
     verify.add_argument("--formats", type=kv_format_list, default="fp16,int8", help="comma-separated KV formats (fp16,bf16,fp32,int8)")
     verify.set_defaults(func=_clear_errors(_verify))
 

@@ -1,6 +1,6 @@
 """`skymemory put FILE` and `skymemory get KEY`: the general key-value store (paper §3.10).
 
-See skymemory.kvstore for where objects and their metadata live.
+See skymemory.store.objects for where objects and their metadata live.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.blockstore import BlockMiss
-from skymemory.cli._common import add_manifest_arg, load_manifest, positive_float, positive_int
-from skymemory.errors import SkyMemoryError
-from skymemory.kvstore import KVStore, parse_key
+from skymemory.argtypes import positive_float, positive_int
+from skymemory.cli._common import add_manifest_arg, load_manifest
+from skymemory.protocol.errors import SkyMemoryError
+from skymemory.store.contract import BlockMiss
+from skymemory.store.objects import KVStore, parse_key
 
 
 def register(subparsers) -> None:

@@ -1,7 +1,7 @@
 """`skymemory rotate`: store blocks, let the launched constellation turn, keep them in reach.
 
 Stores `--blocks` blocks with a placement strategy, then for `--duration`
-seconds runs the migration driver (skymemory.rotation) while a reader keeps
+seconds runs the migration driver (skymemory.store.rotation) while a reader keeps
 getting random blocks and a writer keeps adding new ones; at the end every
 block is read back and compared byte for byte, and the most ISL hops any get
 took (reply route header) is compared with the layout's bound.  Prints the
@@ -20,14 +20,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from skymemory import placement
-from skymemory.blockstore import BlockMiss, BlockRecord
-from skymemory.cli._common import add_manifest_arg, int_range, load_manifest, positive_float
-from skymemory.errors import SkyMemoryError
-from skymemory.eviction import Evictions
-from skymemory.manifest import Manifest
-from skymemory.placed_store import BlockIndex, HopCountingClient, PlacedStore, block_hash_of
-from skymemory.rotation import MigrationDriver
+from skymemory.argtypes import int_range, positive_float
+from skymemory.cli._common import add_manifest_arg, load_manifest
+from skymemory.orbit import placement
+from skymemory.orbit.manifest import Manifest
+from skymemory.protocol.errors import SkyMemoryError
+from skymemory.store.contract import BlockMiss, BlockRecord
+from skymemory.store.eviction import Evictions
+from skymemory.store.placed import BlockIndex, HopCountingClient, PlacedStore, block_hash_of
+from skymemory.store.rotation import MigrationDriver
 
 
 @dataclass

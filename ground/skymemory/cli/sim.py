@@ -2,7 +2,7 @@
 
     skymemory sim --strategy rotation-hop --servers 25 --altitude 550 \\
         --kvc-bytes 10000000 --chunk-bytes 6144 --processing-time 0.01 --json
-    skymemory sim sweep --out docs/sim
+    skymemory sim sweep --out docs/results/sim
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 import sys
 from pathlib import Path
 
-from skymemory import placement, sim
-from skymemory.cli._common import positive_int
+from skymemory.argtypes import positive_int
+from skymemory.orbit import placement, sim
 
 
 def _servers(text: str) -> int:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from skymemory.cli._common import add_manifest_arg, client_bind, load_manifest, positive_float, table
-from skymemory.client import SkyMemoryClient
-from skymemory.errors import SkyMemoryError
+from skymemory.argtypes import positive_float
+from skymemory.cli._common import add_manifest_arg, client_bind, load_manifest, table
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol.errors import SkyMemoryError
 
 
 def register(subparsers) -> None:

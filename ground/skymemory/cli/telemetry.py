@@ -11,9 +11,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from skymemory import wire
-from skymemory.cli._common import positive_float, table
-from skymemory.errors import WireError
+from skymemory.argtypes import positive_float
+from skymemory.cli._common import table
+from skymemory.protocol import wire
+from skymemory.protocol.errors import WireError
 
 _HK_COLUMNS = ("TLM_SECONDS", "STATS_PLANE", "STATS_SAT", "STATS_CHUNKS", "STATS_BYTES_USED", "STATS_CMD_COUNT",
                "STATS_ERR_COUNT", "STATS_RX_PACKETS", "STATS_TX_PACKETS", "STATS_FORWARDED", "STATS_DROPPED")
@@ -70,8 +71,8 @@ def run_record(args) -> int:
     import asyncio
 
     from skymemory.cli._common import load_manifest
-    from skymemory.client import SkyMemoryClient
-    from skymemory.errors import SkyMemoryError
+    from skymemory.link.client import SkyMemoryClient
+    from skymemory.protocol.errors import SkyMemoryError
 
     if not args.timeout > 0:
         print("skymemory telemetry record: --timeout must be > 0", file=sys.stderr)
@@ -106,7 +107,7 @@ def run_decode(args) -> int:
     if args.limit < 0:
         print("skymemory telemetry: --limit must be >= 0", file=sys.stderr)
         return 2
-    from skymemory import telemetry  # imported here: ccsdspy is slow to import for the other commands
+    from skymemory.protocol import telemetry  # imported here: ccsdspy is slow to import for the other commands
 
     try:
         decoded = telemetry.decode_file(args.file)
@@ -134,7 +135,7 @@ def run_decode(args) -> int:
 
 def run_listen(args) -> int:
     from skymemory.cli._common import load_manifest
-    from skymemory.housekeeping import APPS, HousekeepingListener
+    from skymemory.protocol.housekeeping import APPS, HousekeepingListener
 
     try:
         m = load_manifest(args)

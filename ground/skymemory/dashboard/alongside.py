@@ -4,7 +4,7 @@ A child process, not a thread: the benchmark's model work holds the GIL for
 long stretches, and the dashboard must keep polling and pushing while it
 does. The child follows the run's event file (it attaches to the
 constellation the run announces there), prints its URL once it listens, and
-dies with us (PR_SET_PDEATHSIG) even if we are killed. tools/dashboard_cpu_cost.py
+dies with us (PR_SET_PDEATHSIG) even if we are killed. `skymemory bench dashboard`
 starts it the same way on a manifest.
 
     with DashboardProcess("--events", events_path, "--port", 8050) as url:

@@ -6,7 +6,7 @@
   size or modification time changes; a missing or damaged file is an empty
   index with a reason, never an error.
 * `holders` says which satellite holds which chunks of a block now, from the
-  block's record and the placement rules (skymemory.placement), without any
+  block's record and the placement rules (skymemory.orbit.placement), without any
   network: a migrating layout is where the rotation has moved it. A block of
   the "explicit" strategy (a fixed server list: ConstellationBlockStore,
   `skymemory put`) is taken to be on the satellites nearest the ground host
@@ -24,9 +24,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from skymemory import placement
-from skymemory.blockstore import BlockRecord
-from skymemory.constellation import Constellation
+from skymemory.orbit import placement
+from skymemory.orbit.constellation import Constellation
+from skymemory.store.contract import BlockRecord
 
 Sat = tuple[int, int]
 INDEX_FILE_NAME = "kv-index.json"  # as skymemory.kv.radix names it

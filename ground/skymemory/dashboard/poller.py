@@ -8,7 +8,7 @@ One UDP socket, bound where the manifest says the ground client binds. Every
    the launcher starts: native nodes, cFS, network namespaces, ssh hosts,
    containers);
 2. `REPLY_WAIT_S` later, decodes the STATS replies that arrived in one go
-   with the ccsdspy definition of skymemory.telemetry (a poll round is a
+   with the ccsdspy definition of skymemory.protocol.telemetry (a poll round is a
    stream of identical packets: what ccsdspy is for) and hands each
    satellite's fields to `on_stats(sat, received_at, fields, own_requests)`.
 
@@ -32,9 +32,9 @@ import socket
 import time
 from typing import Callable
 
-from skymemory import telemetry, wire
-from skymemory.errors import WireError
-from skymemory.manifest import Manifest
+from skymemory.orbit.manifest import Manifest
+from skymemory.protocol import telemetry, wire
+from skymemory.protocol.errors import WireError
 
 from .fleet import POLL_PERIOD_S
 

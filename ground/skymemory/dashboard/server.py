@@ -33,9 +33,9 @@ from pathlib import Path
 
 from aiohttp import WSMsgType, web
 
-from skymemory.client import SkyMemoryClient
-from skymemory.errors import SkyMemoryError
-from skymemory.manifest import Manifest
+from skymemory.link.client import SkyMemoryClient
+from skymemory.orbit.manifest import Manifest
+from skymemory.protocol.errors import SkyMemoryError
 
 from . import blocks, sky
 from .bench_events import BenchEvents

@@ -1,7 +1,7 @@
 """Where the sky is now: the overhead satellite, the line-of-sight box, the next rotation step and the column it moves.
 
-Pure functions of the constellation model (skymemory.constellation) and the
-placement rules (skymemory.placement), so the page shows exactly what the
+Pure functions of the constellation model (skymemory.orbit.constellation) and the
+placement rules (skymemory.orbit.placement), so the page shows exactly what the
 ground library computes. The LOS box is the layout box of `n_servers`
 servers of a strategy around the overhead satellite: `w = ceil(sqrt(n))`
 columns, and the rows its offsets use. At the next step boundary the overhead
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 
-from skymemory import placement
-from skymemory.constellation import Constellation
+from skymemory.orbit import placement
+from skymemory.orbit.constellation import Constellation
 
 
 def los_box(strategy: str, n_servers: int, planes: int, sats: int) -> tuple[tuple[int, int], tuple[int, int]] | None:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from skymemory import native
+from skymemory.protocol import native
 
 from . import codec, rebuild
 from .costmodel import PrefillModel, RebuildModel

@@ -32,8 +32,8 @@ path. Version 1 blocks (SHA-256 only) are refused as unsupported: an old
 block is a clean miss, never a wrong cache (the chain root also names the
 version, so they are not even looked up).
 
-Decoding bytes into tensors is `skymemory.kv.rebuild`; `decode_block` here
-is the one-block convenience for tools and tests.
+Decoding bytes into tensors is `skymemory.kv.rebuild` (with `decode_block`,
+the one-block convenience for tools and tests).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import torch
 
-from skymemory import native
+from skymemory.protocol import native
 
 MAGIC = b"SKKV"
 VERSION = 2
@@ -292,25 +292,3 @@ def check_block(block: bytes | bytearray | memoryview, *, block_crc32c: int | No
         if hashlib.sha256(view[HEADER_BYTES:]).digest() != header.sha256:
             raise CodecError("payload SHA-256 digest mismatch")
     return header
-
-
-@dataclass
-class DecodedBlock:
-    header: BlockHeader
-    layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer K, V: [heads, tokens, head_dim]
-
-
-def decode_block(
-    data: bytes | bytearray | memoryview,
-    expect: BlockGeometry | None = None,
-    dtype: torch.dtype = torch.float32,
-    *,
-    verify_sha256: bool = False,
-) -> DecodedBlock:
-    """Check and decode one block on the CPU (tools and tests; the KV path uses kv.rebuild directly)."""
-    from .rebuild import rebuild_layers  # late: rebuild builds on this module
-
-    header = check_block(data, expect=expect, verify_sha256=verify_sha256)
-    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(1, -1)
-    layers = rebuild_layers(raw, header.geometry, header.kv_format, dtype)
-    return DecodedBlock(header, [(k[0], v[0]) for k, v in layers])

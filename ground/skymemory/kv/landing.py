@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from skymemory import native
-from skymemory.blockstore import BlockMiss, BlockRecord, Landed
+from skymemory.protocol import native
+from skymemory.store.contract import BlockMiss, BlockRecord, Landed
 
 __all__ = ["Arrival", "Landed", "LandingBuffers", "Lease", "land"]
 

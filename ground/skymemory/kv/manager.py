@@ -48,48 +48,13 @@ from .costmodel import Decision
 from .models import cache_dir
 from .policy import FetchPolicy, LinkEstimate
 from .radix import RadixIndex
+from .result import CacheResult, PrefixLookup
 from .store import BlockRecord, make_miss
+from .streaming import get_cache_streaming
 
 log = logging.getLogger(__name__)
 
 INTEGRITY = ("crc32c", "sha256")
-
-
-@dataclass
-class CacheResult:
-    """What get_cache found. `cache` is single-use: generate() appends to it."""
-
-    cache: DynamicCache
-    input_ids: torch.Tensor  # [1, n] the whole prompt, on the model's device
-    prefix_tokens: int  # tokens covered by `cache`
-    blocks: list[bytes]  # hashes of the blocks in `cache`, in order
-    usable_blocks: int  # full blocks the prompt could have used
-    miss_reason: str | None  # None: every usable block was found
-    source: str  # "index", "probe" or "none"
-    lookup_s: float = 0.0
-    retrieval_s: float = 0.0
-    decode_s: float = 0.0  # check + copy to the device + relayout
-    bytes_retrieved: int = 0
-    decision: Decision | None = None  # fetch / partial / recompute and its inputs (None: nothing was cached)
-
-    @property
-    def hit(self) -> bool:
-        return self.prefix_tokens > 0
-
-    @property
-    def attention_mask(self) -> torch.Tensor:
-        return torch.ones_like(self.input_ids)
-
-
-@dataclass
-class PrefixLookup:
-    """A prompt's tokens and the records of its longest cached prefix (nothing fetched yet)."""
-
-    input_ids: torch.Tensor  # [1, n] the whole prompt, on the model's device
-    usable_blocks: int  # full blocks the prompt could use
-    records: list[BlockRecord]  # the longest cached prefix, in order
-    source: str  # "index", "probe" or "none"
-    lookup_s: float
 
 
 @dataclass
@@ -308,8 +273,6 @@ class KVCManager:
         prefix here: `streaming.generate_streaming` handles that (evict, recompute).
         """
         if streaming:
-            from .streaming import get_cache_streaming  # late import: streaming imports this module
-
             return get_cache_streaming(self, prompt, policy=policy)
         found = self.find_prefix(prompt)
         decision = self.plan(found, policy=policy)

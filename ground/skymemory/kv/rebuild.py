@@ -32,8 +32,8 @@ from transformers.cache_utils import DynamicLayer
 
 from . import codec
 
-__all__ = ["PayloadViews", "check_blocks", "payload_views", "prefix_cache", "rebuild_layer", "rebuild_layers",
-           "to_device", "to_cache"]
+__all__ = ["DecodedBlock", "PayloadViews", "check_blocks", "decode_block", "payload_views", "prefix_cache",
+           "rebuild_layer", "rebuild_layers", "to_device", "to_cache"]
 
 
 def _typed(part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -173,3 +173,23 @@ def prefix_cache(raw: torch.Tensor, geometry: codec.BlockGeometry, kv_format: st
         event = torch.cuda.Event()
         event.record()
     return to_cache(rebuild_layers(on_device, geometry, kv_format, dtype), config), event
+
+
+@dataclass
+class DecodedBlock:
+    header: codec.BlockHeader
+    layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer K, V: [heads, tokens, head_dim]
+
+
+def decode_block(
+    data: bytes | bytearray | memoryview,
+    expect: codec.BlockGeometry | None = None,
+    dtype: torch.dtype = torch.float32,
+    *,
+    verify_sha256: bool = False,
+) -> DecodedBlock:
+    """Check and decode one block on the CPU (tools and tests; the KV path rebuilds whole prefixes)."""
+    header = codec.check_block(data, expect=expect, verify_sha256=verify_sha256)
+    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(1, -1)
+    layers = rebuild_layers(raw, header.geometry, header.kv_format, dtype)
+    return DecodedBlock(header, [(k[0], v[0]) for k, v in layers])

@@ -1,7 +1,7 @@
 """The block-store contract as the KV layer sees it (docs/CONTRACTS.md, "Block store").
 
 BlockRecord, BlockMiss and the BlockStore protocol are defined once, in
-`skymemory.blockstore`; this module re-exports them for the KV layer.
+`skymemory.store`; this module re-exports them for the KV layer.
 
 `MemoryBlockStore` is the in-process `LocalBlockStore` with call counters, so
 the KV layer's tests and the `skymemory model verify` report can see how often
@@ -10,7 +10,8 @@ the store was asked (e.g. that a changed model fetched nothing).
 
 from __future__ import annotations
 
-from skymemory.blockstore import BlockMiss, BlockRecord, BlockStore, LocalBlockStore
+from skymemory.store.contract import BlockMiss, BlockRecord, BlockStore
+from skymemory.store.local import LocalBlockStore
 
 __all__ = ["BlockMiss", "BlockRecord", "BlockStore", "MemoryBlockStore", "make_miss"]
 

@@ -56,6 +56,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 
 from . import codec, rebuild
+from .result import CacheResult
 from .store import BlockMiss
 
 log = logging.getLogger(__name__)
@@ -346,8 +347,6 @@ def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: floa
     model waited for. `pace_Bps` > 0 asks the layers after the first no faster than
     that (0: unpaced). The fetch-or-recompute decision assumes the overlap.
     """
-    from .manager import CacheResult
-
     if pace_Bps < 0:
         raise ValueError("pace_Bps must be >= 0")
     found = manager.find_prefix(prompt)

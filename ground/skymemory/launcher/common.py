@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from skymemory.launcher import processes
-from skymemory.manifest import Manifest
+from skymemory.orbit.manifest import Manifest
 
 
 class LaunchError(RuntimeError):

@@ -7,8 +7,8 @@ import sys
 import time
 from typing import Callable
 
-from skymemory.client import SkyMemoryClient
-from skymemory.errors import SkyMemoryError
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol.errors import SkyMemoryError
 
 Sat = tuple[int, int]
 

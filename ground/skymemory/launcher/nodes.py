@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from skymemory.manifest import SatelliteEntry
+from skymemory.orbit.manifest import SatelliteEntry
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -8,9 +8,9 @@ import math
 import os
 from pathlib import Path
 
-from skymemory.cli._common import int_range
+from skymemory.argtypes import int_range
 from skymemory.launcher import cfs, cfs_limits
-from skymemory.manifest import DEFAULT_PATH
+from skymemory.orbit.manifest import DEFAULT_PATH
 
 MAX_SATELLITES = 4096
 RUNTIMES = ("native", "cfs", "docker")

@@ -16,7 +16,7 @@ from skymemory.launcher import cfs, cfs_limits, docker, netns, nodes, processes,
 from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, pss_kib, rss_kib, self_pid
 from skymemory.launcher.health import wait_healthy
 from skymemory.launcher.stop import summary_table, teardown
-from skymemory.manifest import Manifest, SatelliteEntry
+from skymemory.orbit.manifest import Manifest, SatelliteEntry
 
 
 def start(args) -> int:

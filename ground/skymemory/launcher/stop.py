@@ -11,7 +11,7 @@ from pathlib import Path
 
 from skymemory.launcher import cfs, docker, netns, nodes, processes, ssh
 from skymemory.launcher.common import rss_kib, self_pid
-from skymemory.manifest import Manifest
+from skymemory.orbit.manifest import Manifest
 
 
 def teardown(m: Manifest) -> list:

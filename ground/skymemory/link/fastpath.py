@@ -1,0 +1,267 @@
+"""The fast block path: whole blocks in one C call (`skymem_bulk_get` / `skymem_bulk_set`).
+
+The C side (csrc/skymem_bulk.c, compiled into `skymemory._native`) sends
+GET_CHUNKS per server (or SET_CHUNK per chunk) with sendmmsg, receives the
+replies with recvmmsg straight into the caller's buffer, checks request id,
+block hash, chunk id, length and CRC32C, re-asks for what is overdue, and
+fills a per-chunk status array. Python only builds the job description
+(a few objects per *block*) and reads the result; the GIL is released
+during the call, so a streaming reader can watch `prefix` advance.
+
+Each call uses its own UDP socket: calls from several threads never see each
+other's replies, and late replies of a finished call land nowhere.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from skymemory.protocol import auth, native, wire
+
+Sat = tuple[int, int]
+
+PENDING, OK, NOT_FOUND = 0, 1, 2
+DONE, INCOMPLETE, REFUSED = 0, 1, 2
+_ERRORS = {-1: "bad arguments", -2: "out of memory", -3: "socket error"}
+RCVBUF = 32 * 1024 * 1024
+GET_WINDOW_MAX = 24 * 1024 * 1024  # a get's default bytes in flight, at most (the socket's buffer may cap it)
+SET_WINDOW = 8 * 1024 * 1024  # a set's default: the satellites' receive buffers bound it, and we cannot see them
+MIN_WINDOW = 64 * 1024
+
+
+def require_native():
+    """The compiled module, or a loud error: the block store has no slow fallback."""
+    if not native.AVAILABLE or not hasattr(native.lib, "skymem_bulk_get"):
+        raise ImportError("skymemory._native (with skymem_bulk) is not built: install the package with "
+                          "`pip install -e .` (or `make venv`), which compiles it; the pure-Python path is "
+                          "only for single-chunk commands")
+    return native.ffi, native.lib
+
+
+@dataclass
+class BlockJob:
+    """One block to move: where its bytes are, and which satellites hold its chunks."""
+
+    block_hash: bytes
+    buf: bytearray | memoryview | np.ndarray  # get: filled; set: read
+    n_bytes: int
+    chunk_bytes: int
+    servers: Sequence[Sat]  # chunk i -> servers[i % len(servers)]
+    created_ms: int = 0
+    status: np.ndarray = field(default=None)  # uint8 per chunk, PENDING / OK / NOT_FOUND
+    chunk_crcs: np.ndarray | None = None  # get, optional: uint32 per chunk, its verified CRC32C as it arrived
+
+    @property
+    def chunk_count(self) -> int:
+        return max(1, -(-self.n_bytes // self.chunk_bytes))
+
+    def __post_init__(self) -> None:
+        if len(self.block_hash) != wire.SKYMEM_BLOCK_HASH_LEN:
+            raise ValueError("block hash must be 32 bytes")
+        if not 1 <= self.chunk_bytes <= wire.SKYMEM_MAX_CHUNK_DATA:
+            raise ValueError(f"chunk_bytes must be 1..{wire.SKYMEM_MAX_CHUNK_DATA}")
+        if len(memoryview(self.buf).cast("B")) < self.n_bytes:
+            raise ValueError("buffer shorter than n_bytes")
+        if not self.servers:
+            raise ValueError("a block needs at least one server")
+        if self.status is None:
+            self.status = np.zeros(self.chunk_count, dtype=np.uint8)
+        if self.chunk_crcs is not None and (self.chunk_crcs.dtype != np.uint32 or len(self.chunk_crcs) < self.chunk_count
+                                            or not self.chunk_crcs.flags.c_contiguous):
+            raise ValueError("chunk_crcs must be a contiguous uint32 array with one entry per chunk")
+
+    def block_crc32c(self) -> int:
+        """CRC32C of the whole block, folded from the chunks' CRCs (every chunk must have arrived)."""
+        if self.chunk_crcs is None:
+            raise ValueError("the job was fetched without chunk_crcs")
+        ffi, lib = require_native()
+        return int(lib.skymem_crc32c_fold(ffi.from_buffer("uint32_t[]", self.chunk_crcs), self.chunk_count,
+                                          self.chunk_bytes, self.n_bytes))
+
+
+@dataclass
+class TransferStats:
+    rc: int
+    packets_rx: int
+    packets_tx: int
+    bytes_rx: int
+    crc_failures: int
+    retransmits: int
+    ignored: int
+    nak_status: int = 0  # SKYMEM_NAK_* of the refusal when rc == REFUSED (set only)
+    window_bytes: int = 0  # bytes in flight the call allowed
+    first_reply_s: float = 0.0  # get: start -> first valid reply (a round trip plus service time)
+
+    @property
+    def outcome(self) -> str:
+        return {DONE: "done", INCOMPLETE: "incomplete", REFUSED: "refused"}.get(self.rc, _ERRORS.get(self.rc, "?"))
+
+
+class BulkTransfer:
+    """Moves blocks between this host and the satellites with the C fast path."""
+
+    def __init__(
+        self,
+        addresses: Mapping[Sat, tuple[str, int]],
+        *,
+        via: Sat | Callable[[Sat], Sat] | None = None,
+        station_id: int = 0,
+        bind_host: str = "127.0.0.1",
+        rto_s: float = 0.2,
+        retries: int = 8,
+        deadline_s: float = 120.0,
+        window_bytes: int | None = None,
+        signer: auth.Signer | None = None,
+    ) -> None:
+        self.ffi, self.lib = require_native()
+        if rto_s <= 0 or deadline_s <= 0 or retries < 0 or (window_bytes is not None and window_bytes < 1):
+            raise ValueError("rto_s and deadline_s must be > 0, retries >= 0, window_bytes >= 1 (or None)")
+        self.addresses = dict(addresses)
+        self.via = via
+        self.station_id = station_id
+        self.bind_host = bind_host
+        self.rto_s = rto_s
+        self.retries = retries
+        self.deadline_s = deadline_s
+        self.window_bytes = window_bytes  # None: chosen per call (_window)
+        # with a signer every SET_CHUNK is signed in C (keyed satellites refuse unsigned ones)
+        self.signer = signer
+        self._ids = random.Random()
+        self._ids_lock = threading.Lock()
+        self._ipv4: dict[str, int] = {}  # host -> IPv4 as an integer (resolved once)
+
+    def _via(self, dst: Sat) -> Sat:
+        if self.via is None:
+            return dst
+        return self.via(dst) if callable(self.via) else self.via
+
+    def _socket(self) -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:  # SO_RCVBUFFORCE (33): a burst of replies from ten satellites must not overflow
+            sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), RCVBUF)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+        sock.bind((self.bind_host, 0))
+        return sock
+
+    def _window(self, fn_name: str, sock: socket.socket, asked: int | None = None) -> int:
+        """Bytes in flight for one call: as asked or configured, else for a get what this socket can hold.
+
+        A get's replies may all arrive before the C loop reads any, so the window must fit the
+        receive buffer the kernel actually granted (SO_RCVBUFFORCE needs CAP_NET_ADMIN; without
+        it the buffer is net.core.rmem_max). Linux reports twice the size set, the other half
+        covering each datagram's overhead, so half the reported size bounds the payload.
+        On a 70 ms link a window is what limits a get: 8 MiB per round trip is ~120 MB/s.
+        """
+        if asked is not None or self.window_bytes is not None:
+            return asked if asked is not None else self.window_bytes
+        if fn_name == "skymem_bulk_set":
+            return SET_WINDOW
+        granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        return max(MIN_WINDOW, min(GET_WINDOW_MAX, granted // 2))
+
+    def _servers(self, jobs: Sequence[BlockJob]):
+        """The C server table (one entry per distinct satellite) and each job's first entry."""
+        ffi = self.ffi
+        table: list[Sat] = []
+        firsts = []
+        for job in jobs:
+            firsts.append(len(table))
+            table.extend(tuple(s) for s in job.servers)
+        servers = ffi.new("skymem_bulk_server_t[]", max(1, len(table)))
+        for i, sat in enumerate(table):
+            via = tuple(self._via(sat))
+            try:
+                host, port = self.addresses[via]
+            except KeyError:
+                raise ValueError(f"no ground address for satellite {via}") from None
+            s = servers[i]
+            s.plane, s.sat = sat
+            s.via_plane, s.via_sat = via
+            if host not in self._ipv4:
+                self._ipv4[host] = int(ipaddress.IPv4Address(socket.gethostbyname(host)))
+            s.ipv4 = self._ipv4[host]
+            s.port = port
+        return servers, len(table), firsts
+
+    def _run(self, fn_name: str, jobs: Sequence[BlockJob], prefix: np.ndarray | None, wave_chunks: int,
+             deadline_s: float | None, pace_Bps: float = 0.0, window_bytes: int | None = None) -> TransferStats:
+        ffi, lib = self.ffi, self.lib
+        servers, n_servers, firsts = self._servers(jobs)
+        blocks = ffi.new("skymem_bulk_block_t[]", max(1, len(jobs)))
+        keep = []  # cffi buffers must outlive the call
+        prefix_ptr = ffi.NULL
+        if prefix is not None:
+            if prefix.dtype != np.uint32 or len(prefix) < len(jobs) or not prefix.flags.c_contiguous:
+                raise ValueError("prefix must be a contiguous uint32 array with one entry per block")
+            prefix_buf = ffi.from_buffer(prefix, require_writable=True)
+            keep.append(prefix_buf)
+            prefix_ptr = ffi.cast("uint32_t *", prefix_buf)
+        for i, job in enumerate(jobs):
+            b = blocks[i]
+            h = ffi.new("uint8_t[]", bytes(job.block_hash))
+            buf = ffi.from_buffer(job.buf, require_writable=fn_name == "skymem_bulk_get")
+            st = ffi.from_buffer(job.status, require_writable=True)
+            keep += [h, buf, st]
+            b.hash, b.buf, b.n_bytes = h, buf, job.n_bytes
+            b.chunk_bytes, b.chunk_count = job.chunk_bytes, job.chunk_count
+            b.server0, b.n_servers = firsts[i], len(job.servers)
+            b.created_ms, b.status = job.created_ms, st
+            b.prefix = prefix_ptr + i if prefix is not None else ffi.NULL
+            if job.chunk_crcs is not None:
+                crcs = ffi.from_buffer("uint32_t[]", job.chunk_crcs, require_writable=True)
+                keep.append(crcs)
+                b.chunk_crcs = crcs
+        opts = ffi.new("skymem_bulk_opts_t *")
+        with self._ids_lock:
+            opts.request_id = self._ids.randrange(1, 2**31)
+        opts.station_id = self.station_id
+        opts.wave_chunks = wave_chunks
+        opts.pace_Bps = pace_Bps
+        opts.rto_s = self.rto_s
+        opts.deadline_s = deadline_s or self.deadline_s
+        opts.max_retries = self.retries
+        if fn_name == "skymem_bulk_set" and self.signer is not None:
+            # every send may be a resend: reserve a fresh sequence for each possible one
+            key = ffi.new("uint8_t[]", self.signer.key)
+            keep.append(key)
+            opts.auth_key, opts.auth_key_len, opts.auth_key_id = key, len(self.signer.key), self.signer.key_id
+            opts.auth_seq_count = sum(job.chunk_count for job in jobs) * (self.retries + 1)
+            opts.auth_seq_first = self.signer.reserve(opts.auth_seq_count)
+        with self._socket() as sock:
+            opts.fd = sock.fileno()
+            opts.window_bytes = self._window(fn_name, sock, window_bytes)
+            rc = getattr(lib, fn_name)(servers, n_servers, blocks, len(jobs), opts)
+        if rc < 0:
+            raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
+        return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
+                             opts.retransmits, opts.ignored, opts.nak_status, opts.window_bytes, opts.first_reply_s)
+
+    def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
+            deadline_s: float | None = None, pace_Bps: float = 0.0,
+            window_bytes: int | None = None) -> TransferStats:
+        """Fill each job's buffer; `status` says which chunks came (OK) or are gone (NOT_FOUND).
+
+        `prefix[i]` (optional) is advanced, while the call runs, to the number of
+        chunks of block i received contiguously from chunk 0; `wave_chunks` > 0
+        asks chunk ids in waves across blocks (chunks 0..wave-1 of every block first);
+        `pace_Bps` > 0 asks the waves after the first no faster than that many
+        bytes per second, so that replies arrive in the order asked; `window_bytes`
+        overrides the bytes in flight for this call.
+        """
+        if pace_Bps < 0:
+            raise ValueError("pace_Bps must be >= 0")
+        if window_bytes is not None and window_bytes < 1:
+            raise ValueError("window_bytes must be >= 1")
+        return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps, window_bytes)
+
+    def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None) -> TransferStats:
+        """Store every chunk; `status` OK = acknowledged, NOT_FOUND = given up after the retries."""
+        return self._run("skymem_bulk_set", jobs, None, 0, deadline_s)

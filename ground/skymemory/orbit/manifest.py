@@ -1,0 +1,132 @@
+"""The launch manifest: what the launcher started and how the ground reaches it.
+
+A JSON file written by tools/launch_constellation.py and read by every ground
+command (`--manifest PATH`). It holds the grid, the orbit, the mission clock
+(epoch + time scale, so every process computes the same mission time), the
+ground station, the link-emulation options the nodes were given, and one entry
+per satellite (host, ISL port, ground port, pid, network namespace; for cFS also
+its cpuid and CI_LAB command port; where its telemetry goes, when it is sent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+FORMAT_VERSION = 1
+DEFAULT_DIR = Path("run")
+DEFAULT_PATH = DEFAULT_DIR / "manifest.json"
+
+
+@dataclass
+class SatelliteEntry:
+    plane: int
+    sat: int
+    host: str  # address the ground sends to (ground port) and peers send to (ISL port)
+    isl_port: int
+    ground_port: int
+    pid: int = 0  # local pid of the process we started (0 when not local)
+    netns: str = ""  # network namespace the node runs in ("" = the host's)
+    remote: str = ""  # ssh destination when started over ssh
+    cpuid: int = 0  # cFS: the PSP's --cpuid
+    command_port: int = 0  # cFS: CI_LAB's port on host (control commands, as cmdUtil sends them); 0 = ground_port
+    tlm_host: str = ""  # where its housekeeping goes (cFS: TO_LAB's destination; native: --tlm-dest); "" = to the asker
+    tlm_port: int = 0
+
+
+@dataclass
+class Manifest:
+    planes: int
+    sats: int
+    altitude_km: float = 550.0
+    inclination_deg: float = 53.0
+    walker_phase: int = 0
+    epoch_ms: int = 0  # Unix ms at launch; mission time = epoch + scale * (now - epoch)
+    time_scale: float = 1.0
+    runtime: str = "native"
+    ground_station: int = 0
+    ground_overhead: tuple[int, int] = (0, 0)  # satellite overhead the ground host at epoch
+    ground_host: str = "127.0.0.1"  # where the ground client binds
+    chunk_size: int = 6144
+    memory_budget: int = 64 * 1024 * 1024
+    link: dict = field(default_factory=dict)  # delay_scale, ground_delay_ms, loss, dup, reorder, corrupt, ...
+    satellites: list[SatelliteEntry] = field(default_factory=list)
+    backend: dict = field(default_factory=dict)  # what teardown needs (namespaces, bridge, ssh hosts, compose file)
+    run_dir: str = ""
+    launcher_pid: int = 0
+    process_group: int = 0
+    created_unix: float = 0.0
+    format_version: int = FORMAT_VERSION
+
+    # ---- lookups --------------------------------------------------------------
+    def entry(self, plane: int, sat: int) -> SatelliteEntry:
+        index = plane * self.sats + sat
+        if not (0 <= plane < self.planes and 0 <= sat < self.sats):
+            raise KeyError(f"satellite ({plane}, {sat}) is outside the {self.planes}x{self.sats} grid")
+        e = self.satellites[index]
+        if (e.plane, e.sat) != (plane, sat):
+            raise ValueError("manifest satellites are not in plane-major order")
+        return e
+
+    def ground_addresses(self) -> dict[tuple[int, int], tuple[str, int]]:
+        return {(e.plane, e.sat): (e.host, e.ground_port) for e in self.satellites}
+
+    def command_addresses(self) -> dict[tuple[int, int], tuple[str, int]]:
+        """Where each satellite takes control commands: CI_LAB on cFS, the ground port on a native node."""
+        return {(e.plane, e.sat): (e.host, e.command_port or e.ground_port) for e in self.satellites}
+
+    def mission_ms(self, unix_ms: float | None = None) -> int:
+        now = time.time() * 1000.0 if unix_ms is None else unix_ms
+        return int(self.epoch_ms + self.time_scale * (now - self.epoch_ms))
+
+    def constellation(self):
+        from skymemory.orbit.constellation import Constellation
+
+        return Constellation(planes=self.planes, sats=self.sats, altitude_km=self.altitude_km,
+                             inclination_deg=self.inclination_deg, walker_phase=self.walker_phase,
+                             epoch_ms=self.epoch_ms, time_scale=self.time_scale,
+                             overhead_at_epoch=tuple(self.ground_overhead))
+
+    # ---- (de)serialisation ------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write atomically (a reader never sees half a file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(self.to_json())
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Manifest":
+        if d.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"manifest format {d.get('format_version')} is not {FORMAT_VERSION}")
+        d = dict(d)
+        d["satellites"] = [SatelliteEntry(**s) for s in d.get("satellites", [])]
+        d["ground_overhead"] = tuple(d.get("ground_overhead", (0, 0)))
+        m = cls(**d)
+        if len(m.satellites) != m.planes * m.sats:
+            raise ValueError(f"manifest lists {len(m.satellites)} satellites for a {m.planes}x{m.sats} grid")
+        return m
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Manifest":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no manifest at {path} (start a constellation with "
+                                    "tools/launch_constellation.py)") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"manifest {path} is not valid JSON: {exc}") from None
+        return cls.from_dict(data)
+
+
+def default_manifest_path() -> Path:
+    return Path(os.environ.get("SKYMEM_MANIFEST", DEFAULT_PATH))

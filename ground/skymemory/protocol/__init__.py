@@ -1,0 +1,12 @@
+"""Bytes on the wire: the CCSDS packets satellites and ground exchange, and their checks.
+
+wire           encode / decode every command, reply and telemetry packet (docs/PROTOCOL.md), on spacepacket
+native         the flight core's C codec and CRC32C through cffi (skymemory._native), pure-Python fallbacks
+auth           HMAC-SHA256 command authentication (keys, signer, replay floor)
+telemetry      ccsdspy definitions of the housekeeping and STATS packets
+housekeeping   the apps' housekeeping as it reaches the ground (TO_LAB or --tlm-dest)
+lab_apps       the cFS lab apps' commands the ground needs (TO_LAB enable, SCH_LAB)
+errors         SkyMemoryError and its kinds (NAK, timeout, bad reply, ...)
+
+Above skymemory.orbit (housekeeping reads a manifest); below everything that sends.
+"""

@@ -1,0 +1,176 @@
+"""Authenticated commands, ground side: the trailer of skymem_wire.h.
+
+A signed data-plane command ends with 44 bytes: u32 key_id, u64 sequence and
+HMAC-SHA256 over every byte before the tag, with the bytes satellites rewrite on
+the way taken as zero -- the cFS checksum (byte 7), the route header's via
+(4 bytes), ttl and hops -- so the tag still holds after any number of ISL hops.
+The route flag AUTH (0x01) is set, the length field grows by 44 and the
+checksum is recomputed. The C side is cfs_apps/skymem_core/fsw/src/skymem_auth.c.
+
+Sequence numbers are microseconds of Unix time made strictly increasing per
+signer: several clients sharing a key need no shared counter, and a satellite
+refuses anything signed before it started. A retry is signed afresh (a resend
+of the same bytes would be a replay).
+
+Key files are lines "key_id hex_key" (16..64 bytes, '#' comments). Key id 0 is
+the constellation key, for satellites only; a ground station signs with its own
+id. `SKYMEM_AUTH_KEY_FILE` (and `SKYMEM_AUTH_KEY_ID` when the file holds
+several ground keys) turn signing on for every `SkyMemoryClient`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import struct
+import threading
+import time
+from pathlib import Path
+
+from skymemory.protocol import wire
+from skymemory.protocol.native import xor_checksum
+
+TRAILER_LEN = 44
+TAG_LEN = 32
+CONSTELLATION_KEY_ID = 0
+KEY_MIN, KEY_MAX = 16, 64
+# commands a keyed satellite refuses unsigned (skymem_auth_required)
+SIGNED_CCS = frozenset({wire.SKYMEM_SET_CHUNK_CC, wire.SKYMEM_EVICT_BLOCK_CC, wire.SKYMEM_MIGRATE_CC,
+                        wire.SKYMEM_SET_PARAM_CC, wire.SKYMEM_RESET_COUNTERS_CC})
+
+_FLAGS = wire.SKYMEM_CMD_HDR_LEN + 18        # route flags byte
+_VIA = wire.SKYMEM_CMD_HDR_LEN + 8           # via plane + via sat (4 bytes)
+_TTL = wire.SKYMEM_CMD_HDR_LEN + 16          # ttl + hops (2 bytes)
+
+
+class AuthError(ValueError):
+    """A key file or a packet that cannot be signed."""
+
+
+def load_keys(path: str | os.PathLike) -> dict[int, bytes]:
+    """Parses a key file into {key_id: key}; raises AuthError naming the line."""
+    keys: dict[int, bytes] = {}
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise AuthError(f"cannot read auth key file {path}: {exc.strerror}") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[0].isdigit():
+            raise AuthError(f"{path} line {lineno}: expected \"key_id hex_key\"")
+        key_id = int(parts[0])
+        if key_id > 0xFFFFFFFF:
+            raise AuthError(f"{path} line {lineno}: key id is not a u32")
+        try:
+            key = bytes.fromhex(parts[1])
+        except ValueError:
+            raise AuthError(f"{path} line {lineno}: key is not an even number of hex digits") from None
+        if not KEY_MIN <= len(key) <= KEY_MAX:
+            raise AuthError(f"{path} line {lineno}: key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
+        if key_id in keys:
+            raise AuthError(f"{path} line {lineno}: duplicate key id {key_id}")
+        keys[key_id] = key
+    return keys
+
+
+def mac(key: bytes, packet_before_tag: bytes | bytearray) -> bytes:
+    """The tag over a signed packet's bytes before the tag, mutable bytes zeroed."""
+    b = bytearray(packet_before_tag)
+    if len(b) < wire.SKYMEM_CMD_HDR_LEN + wire.SKYMEM_ROUTE_HDR_LEN:
+        raise AuthError("too short to be a data-plane command")
+    b[7] = 0
+    b[_VIA:_VIA + 4] = b"\0\0\0\0"
+    b[_TTL:_TTL + 2] = b"\0\0"
+    return hmac.new(key, b, hashlib.sha256).digest()
+
+
+class Signer:
+    """Signs data-plane commands with one ground-station key."""
+
+    def __init__(self, key_id: int, key: bytes) -> None:
+        if not 0 < key_id <= 0xFFFFFFFF:
+            raise AuthError(f"ground key id must be 1..2^32-1 (0 is the constellation key), got {key_id}")
+        if not KEY_MIN <= len(key) <= KEY_MAX:
+            raise AuthError(f"key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
+        self.key_id = key_id
+        self._key = key
+        self._last_seq = 0
+        self._seq_lock = threading.Lock()  # the client's loop and fast-path threads sign at once
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, key_id: int | None = None) -> "Signer":
+        keys = load_keys(path)
+        if key_id is None:
+            ground = sorted(k for k in keys if k != CONSTELLATION_KEY_ID)
+            if len(ground) != 1:
+                raise AuthError(f"{path}: holds {len(ground)} ground keys; say which (SKYMEM_AUTH_KEY_ID)")
+            key_id = ground[0]
+        if key_id not in keys:
+            raise AuthError(f"{path}: no key id {key_id}")
+        return cls(key_id, keys[key_id])
+
+    @property
+    def key(self) -> bytes:
+        """The key itself: for the C fast path, which signs in place (skymem_bulk_set)."""
+        return self._key
+
+    def next_seq(self) -> int:
+        return self.reserve(1)
+
+    def reserve(self, count: int) -> int:
+        """The first of `count` consecutive fresh sequences, none of which this signer gives out again."""
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        with self._seq_lock:
+            first = max(self._last_seq + 1, time.time_ns() // 1000)
+            self._last_seq = first + count - 1
+            return first
+
+    def sign(self, packet: bytes, seq: int | None = None) -> bytes:
+        """Returns packet (an unsigned data-plane command) with the trailer appended."""
+        if len(packet) < wire.SKYMEM_CMD_HDR_LEN + wire.SKYMEM_ROUTE_HDR_LEN or \
+                int.from_bytes(packet[:2], "big") != wire.SKYMEM_DATA_CMD_MID:
+            raise AuthError("only data-plane commands can be signed")
+        if packet[_FLAGS] & wire.SKYMEM_RF_AUTH:
+            raise AuthError("packet is already signed")
+        if len(packet) + TRAILER_LEN > wire.SKYMEM_MAX_PACKET:
+            raise AuthError("no room for the trailer")
+        b = bytearray(packet)
+        b[_FLAGS] |= wire.SKYMEM_RF_AUTH
+        b += struct.pack(">IQ", self.key_id, self.next_seq() if seq is None else seq)
+        struct.pack_into(">H", b, 4, len(b) + TAG_LEN - 7)
+        b += mac(self._key, b)
+        b[7] = 0
+        b[7] = xor_checksum(bytes(b))
+        return bytes(b)
+
+    def maybe_sign(self, cc: int, packet: bytes) -> bytes:
+        """Signs the commands satellites require signed; passes reads through."""
+        return self.sign(packet) if cc in SIGNED_CCS else packet
+
+
+def signer_from_env(env: dict[str, str] | None = None) -> Signer | None:
+    """A Signer from SKYMEM_AUTH_KEY_FILE (+ SKYMEM_AUTH_KEY_ID), or None when unset."""
+    env = os.environ if env is None else env
+    path = env.get("SKYMEM_AUTH_KEY_FILE")
+    if not path:
+        return None
+    key_id = env.get("SKYMEM_AUTH_KEY_ID")
+    if key_id is not None and not key_id.isdigit():
+        raise AuthError(f"SKYMEM_AUTH_KEY_ID must be a number, got {key_id!r}")
+    return Signer.from_file(path, int(key_id) if key_id else None)
+
+
+def write_key_file(path: str | os.PathLike, key_ids: list[int]) -> dict[int, bytes]:
+    """Writes fresh random 32-byte keys (mode 0600) and returns them: for tests and the launcher."""
+    keys = {k: os.urandom(32) for k in key_ids}
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("# SkyMemory auth keys: key_id hex_key (0 = constellation key)\n")
+        for k, v in keys.items():
+            f.write(f"{k} {v.hex()}\n")
+    return keys

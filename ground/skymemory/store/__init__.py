@@ -1,0 +1,23 @@
+"""Blocks kept on satellites (or in RAM): the block-store contract and the stores that keep it.
+
+contract       BlockRecord, BlockMiss, Landed, the BlockStore protocol (docs/CONTRACTS.md)
+local          LocalBlockStore: process memory, the "no network" limit
+constellation  ConstellationBlockStore: chunks striped over a fixed or placed set of satellites
+placed         PlacedStore: sets with a placement strategy, gets from where the chunks are now
+rotation       MigrationDriver: MIGRATEs every block's leaving column at each rotation step
+eviction       Evictions: REPLY_EVICTED notices, lazy eviction, the cleaner
+rotating       RotatingBlockStore: the contract over a turning constellation (placed + rotation + eviction)
+objects        KVStore: named objects of any size (the paper's key-value store, §3.10)
+
+The public face: `from skymemory.store import ConstellationBlockStore` (and the names below). Inside
+the package, modules import each other by their own paths. Above skymemory.link; below skymemory.kv.
+"""
+
+from skymemory.store.constellation import ConstellationBlockStore
+from skymemory.store.contract import BlockMiss, BlockRecord, BlockStore, Landed
+from skymemory.store.local import LocalBlockStore
+from skymemory.store.objects import KVStore
+from skymemory.store.rotating import RotatingBlockStore
+
+__all__ = ["BlockMiss", "BlockRecord", "BlockStore", "ConstellationBlockStore", "KVStore", "Landed",
+           "LocalBlockStore", "RotatingBlockStore"]

@@ -1,0 +1,397 @@
+"""`ConstellationBlockStore`: blocks striped over satellites (the contract: skymemory.store.contract).
+
+A block (one KV-cache block, or any byte string) is cut into chunks of
+`chunk_bytes`; chunk i goes to server i mod n, i.e. `servers[i % n]`. The
+server list comes either from an explicit list of satellites or from a
+placement callable `locate(record, now_ms) -> [satellite of server 1, ...]`
+(skymemory.orbit.placement provides strategies; this module has none of its own).
+
+`get_blocks_into(records, buffers)` puts blocks straight into the caller's
+buffers; each block's CRC32C is folded from the chunks' CRCs the C path
+verified, so nobody reads the bytes again to check them.
+
+`ConstellationBlockStore` stores blocks on satellites: put_block / get_block go
+through the C fast path (`skymemory.link.fastpath`: one GET_CHUNKS per server,
+datagrams moved in batches straight into the block's buffer; SET_CHUNK with a
+window). It needs the compiled `skymemory._native` and says so loudly when it
+is missing (fast=False selects the pure-Python asyncio client instead, for
+comparison). Probe and evict use `SkyMemoryClient` on a private event-loop
+thread; `aput_block` / `aget_block` / ... can be awaited from any event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from dataclasses import replace
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from skymemory.link.client import SkyMemoryClient
+from skymemory.link.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, TransferStats
+from skymemory.link.loop_thread import LoopThread
+from skymemory.protocol import native, wire
+from skymemory.protocol.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
+from skymemory.store.contract import BlockMiss, BlockRecord, Landed, Sat, check_hash, land_one_by_one, split_chunks
+
+Locate = Callable[[BlockRecord, int], Sequence[Sat]]
+
+
+class ConstellationBlockStore:
+    """Blocks striped over satellites: chunk i -> servers[i % n]."""
+
+    def __init__(
+        self,
+        addresses: Mapping[Sat, tuple[str, int]],
+        servers: Sequence[Sat] | None = None,
+        *,
+        locate: Locate | None = None,
+        strategy: str = "explicit",
+        n_servers: int | None = None,
+        centre: Callable[[int], Sat] | None = None,
+        mission_ms: Callable[[], int] | None = None,
+        chunk_bytes: int = wire.SKYMEM_DEFAULT_CHUNK_DATA,
+        via: Sat | Callable[[Sat], Sat] | None = None,
+        bind_host: str = "127.0.0.1",
+        client_options: dict | None = None,
+        request_timeout_s: float = 120.0,
+        fast: bool = True,
+        fast_options: dict | None = None,
+    ) -> None:
+        if (servers is None) == (locate is None):
+            raise ValueError("give exactly one of `servers` (a list of satellites) or `locate` (a placement)")
+        if servers is not None:
+            if not servers:
+                raise ValueError("servers must not be empty")
+            fixed = [tuple(s) for s in servers]
+            if len(set(fixed)) != len(fixed):
+                raise ValueError("a satellite appears twice in servers")
+            locate = lambda _record, _now: fixed  # noqa: E731
+            n_servers = len(fixed)
+        if not n_servers or n_servers < 1:
+            raise ValueError("n_servers is needed with a placement callable")
+        if not 1 <= chunk_bytes <= wire.SKYMEM_MAX_CHUNK_DATA:
+            raise ValueError(f"chunk_bytes must be 1..{wire.SKYMEM_MAX_CHUNK_DATA}")
+        self.locate = locate
+        self.strategy = strategy
+        self.n_servers = n_servers
+        self.centre = centre or (lambda _now: (0, 0))
+        self.mission_ms = mission_ms or (lambda: int(time.time() * 1000))
+        self.chunk_bytes = chunk_bytes
+        self.request_timeout_s = request_timeout_s
+        self.client = SkyMemoryClient(addresses, via=via, mission_ms=self.mission_ms, bind=(bind_host, 0),
+                                      **(client_options or {}))
+        # the C fast path for whole blocks (raises ImportError when skymemory._native is not built)
+        self.fast: BulkTransfer | None = None
+        if fast:
+            # the client's signer (SKYMEM_AUTH_KEY_FILE or client_options) signs the fast path's SETs too
+            self.fast = BulkTransfer(addresses, via=via, bind_host=bind_host, station_id=self.client.station_id,
+                                     signer=self.client.signer,
+                                     **{"deadline_s": request_timeout_s, **(fast_options or {})})
+        self.last_transfer: TransferStats | None = None  # counters of the latest fast-path call
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: LoopThread | None = None
+        self._loop_lock = threading.Lock()  # the KV layer calls get_block from several threads
+
+    @classmethod
+    def from_manifest(cls, manifest, servers: Sequence[Sat] | None = None, **kw) -> "ConstellationBlockStore":
+        """Addresses, clock, centre and ground-link satellite (overhead) from a launch manifest."""
+        c = manifest.constellation()
+        kw.setdefault("chunk_bytes", manifest.chunk_size)
+        kw.setdefault("via", lambda _dst: c.overhead())
+        return cls(manifest.ground_addresses(), servers, mission_ms=c.mission_ms, centre=c.overhead,
+                   bind_host=manifest.ground_host, **kw)
+
+    # ---- private event loop thread ------------------------------------------------------
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._loop_lock:
+            return self._start_loop_locked()
+
+    def _start_loop_locked(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop_thread = LoopThread("skymemory-blockstore")
+            self._loop_thread.run(self.client.open(), 10)
+            self._loop = self._loop_thread.loop
+        return self._loop
+
+    def _run(self, coro):
+        loop = self._ensure_loop()
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(self.request_timeout_s)
+
+    async def _on_loop(self, coro):
+        """Await `coro` on the store's loop from any other running loop."""
+        loop = self._ensure_loop()
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    def close(self) -> None:
+        with self._loop_lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._loop is not None:
+            assert self._loop_thread is not None
+            self._loop_thread.run(self.client.close(), 10)
+            self._loop_thread.stop()
+            self._loop = None
+
+    def __enter__(self) -> "ConstellationBlockStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- sync API ----------------------------------------------------------------------------
+    def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        if self.fast is not None:
+            return self._fast_put(block_hash, payload)
+        return self._run(self._put(block_hash, payload))
+
+    def put_blocks(self, items: Sequence[tuple[bytes, bytes]]) -> list[BlockRecord]:
+        """Several (block hash, payload) in one fast-path call, their chunks in flight together.
+
+        Raises like put_block if any chunk is refused or unacknowledged (some blocks may
+        then be stored all the same; they are unindexed and age out by LRU).
+        """
+        if not items:
+            return []
+        if self.fast is None:
+            return [self.put_block(h, p) for h, p in items]
+        return self._fast_put_many(items)
+
+    def get_block(self, record: BlockRecord) -> bytes:
+        if self.fast is not None and record.n_bytes >= 0:
+            return self.get_blocks([record])[0]
+        return self._run(self._get(record))
+
+    def get_blocks(self, records: Sequence[BlockRecord], buffers: Sequence | None = None) -> list:
+        """Several blocks in one fast-path call (their requests interleaved); BlockMiss if any is missing.
+
+        `buffers` (optional, one writable buffer of at least n_bytes per record) are filled
+        in place and returned; reusing them saves the page faults of fresh memory, which
+        on loopback cost about as much as the transfer itself.
+        """
+        jobs = self.block_jobs(records, buffers)
+        self.fetch_jobs(jobs)
+        return [job.buf for job in jobs]
+
+    def get_blocks_into(self, records: Sequence[BlockRecord], buffers: Sequence) -> Landed:
+        """Fill `buffers` (one per record, n_bytes each at least) in one fast-path call.
+
+        Each complete block's CRC32C is folded from its chunks' CRCs, which the C path
+        verified on receipt; the first incomplete block ends the prefix (its miss says why).
+        """
+        if self.fast is None:  # the asyncio client: block by block, one CRC pass each
+
+            def read(record: BlockRecord) -> tuple[bytes, int]:
+                payload = self._run(self._get(record))
+                return payload, native.crc32c(payload)
+
+            return land_one_by_one(records, buffers, read)
+        jobs = self.block_jobs(records, buffers)
+        for job in jobs:
+            job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
+        stats = self.fast.get(jobs)
+        self.last_transfer = stats
+        crcs = []
+        for job in jobs:
+            if not bool(np.all(job.status == OK)):
+                return Landed(len(crcs), crcs, self._job_miss(job, stats), stats.first_reply_s or None)
+            crcs.append(job.block_crc32c())
+        return Landed(len(crcs), crcs, None, stats.first_reply_s or None)
+
+    @staticmethod
+    def _job_miss(job: BlockJob, stats: TransferStats) -> BlockMiss:
+        """Why a fast-path job did not complete."""
+        gone = int(np.count_nonzero(job.status == NOT_FOUND))
+        if gone:
+            return BlockMiss("not-found", f"{gone} of {job.chunk_count} chunks of block "
+                             f"{job.block_hash.hex()[:16]} missing")
+        if stats.outcome == "refused":
+            return BlockMiss("nak", "a satellite refused GET_CHUNKS")
+        missing = int(np.count_nonzero(job.status != OK))
+        reason = "crc" if stats.crc_failures and not stats.packets_rx - stats.crc_failures else "timeout"
+        return BlockMiss(reason, f"{missing} chunks of block {job.block_hash.hex()[:16]} did not arrive "
+                         f"({stats.crc_failures} failed CRC32C, {stats.retransmits} re-requests)")
+
+    # ---- fast path --------------------------------------------------------------------------
+    def block_jobs(self, records: Sequence[BlockRecord], buffers: Sequence | None = None) -> list[BlockJob]:
+        """Buffers (new ones unless given) and server lists for `records` (for callers that watch the transfer)."""
+        if self.fast is None:
+            raise RuntimeError("the fast path is off (fast=False)")
+        if buffers is not None and len(buffers) != len(records):
+            raise ValueError("one buffer per record")
+        now = self.mission_ms()
+        jobs = []
+        for i, r in enumerate(records):
+            if r.n_bytes < 0:
+                raise ValueError("the record does not know the block size (n_bytes = -1)")
+            buf = bytearray(r.n_bytes) if buffers is None else buffers[i]
+            jobs.append(BlockJob(r.block_hash, buf, r.n_bytes, r.chunk_bytes, self._servers(r, now)))
+        return jobs
+
+    def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None,
+                   wave_chunks: int = 0, pace_Bps: float = 0.0, window_bytes: int | None = None) -> TransferStats:
+        """Run the C get for `jobs`; raises BlockMiss unless every chunk of every block arrived intact."""
+        assert self.fast is not None
+        stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks, pace_Bps=pace_Bps,
+                              window_bytes=window_bytes)
+        self.last_transfer = stats
+        for job in jobs:
+            if not bool(np.all(job.status == OK)):
+                raise self._job_miss(job, stats)
+        if stats.outcome == "refused":
+            raise BlockMiss("nak", "a satellite refused GET_CHUNKS")
+        return stats
+
+    def _fast_put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        return self._fast_put_many([(block_hash, payload)])[0]
+
+    def _fast_put_many(self, items: Sequence[tuple[bytes, bytes]]) -> list[BlockRecord]:
+        """One C set call for all `items` (block hash, payload); raises unless every chunk was acknowledged."""
+        now = self.mission_ms()
+        records, jobs = [], []
+        for block_hash, payload in items:
+            check_hash(block_hash)
+            payload = bytes(payload)
+            count = max(1, -(-len(payload) // self.chunk_bytes))
+            record = BlockRecord(block_hash, len(payload), self.chunk_bytes, count, now, self.strategy,
+                                 self.n_servers, tuple(self.centre(now)))
+            records.append(record)
+            jobs.append(BlockJob(block_hash, payload, len(payload), self.chunk_bytes, self._servers(record, now),
+                                 created_ms=now))
+        assert self.fast is not None
+        stats = self.fast.set(jobs)
+        self.last_transfer = stats
+        names = ", ".join(h.hex()[:16] for h, _ in items)
+        if stats.outcome == "refused":
+            status = stats.nak_status or wire.SKYMEM_NAK_NO_SPACE
+            hint = (" (command authentication: the satellites need SET_CHUNK signed with a ground key they hold; "
+                    "set SKYMEM_AUTH_KEY_FILE)" if status == wire.SKYMEM_NAK_AUTH_FAILED else "")
+            name = wire.nak_name(status)
+            raise NakError(status, name, f"SET_CHUNK of block {names} refused: NAK {name}{hint}")
+        if stats.outcome != "done":
+            missing = sum(int(np.count_nonzero(job.status != OK)) for job in jobs)
+            raise RequestTimeout(f"SET_CHUNK: {missing} of {sum(j.chunk_count for j in jobs)} chunks "
+                                 f"of block {names} not acknowledged")
+        return records
+
+    def probe_block(self, block_hash: bytes) -> BlockRecord | None:
+        return self._run(self._probe(block_hash))
+
+    def evict_block(self, record: BlockRecord) -> None:
+        self._run(self._evict(record))
+
+    # ---- async API ---------------------------------------------------------------------------
+    async def aput_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        if self.fast is not None:  # the C call releases the GIL: run it on a worker thread
+            return await asyncio.to_thread(self._fast_put, block_hash, payload)
+        return await self._on_loop(self._put(block_hash, payload))
+
+    async def aget_block(self, record: BlockRecord) -> bytes:
+        if self.fast is not None and record.n_bytes >= 0:
+            return await asyncio.to_thread(self.get_block, record)
+        return await self._on_loop(self._get(record))
+
+    async def aprobe_block(self, block_hash: bytes) -> BlockRecord | None:
+        return await self._on_loop(self._probe(block_hash))
+
+    async def aevict_block(self, record: BlockRecord) -> None:
+        await self._on_loop(self._evict(record))
+
+    # ---- implementation (runs on the store's loop) ------------------------------------------------
+    def _servers(self, record: BlockRecord, now: int) -> list[Sat]:
+        servers = [tuple(s) for s in self.locate(record, now)]
+        if len(servers) < record.n_servers:
+            raise ValueError(f"placement gave {len(servers)} satellites for {record.n_servers} servers")
+        return servers[:record.n_servers]
+
+    async def _put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        check_hash(block_hash)
+        chunks = split_chunks(bytes(payload), self.chunk_bytes)
+        now = self.mission_ms()
+        record = BlockRecord(block_hash, len(payload), self.chunk_bytes, len(chunks), now, self.strategy,
+                             self.n_servers, tuple(self.centre(now)))
+        servers = self._servers(record, now)
+        n = len(servers)
+        results = await asyncio.gather(*(
+            self.client.set_chunk(servers[i % n], block_hash, i, len(chunks), c, created_ms=now)
+            for i, c in enumerate(chunks)), return_exceptions=True)  # let every request finish first
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+        return record
+
+    async def _get(self, record: BlockRecord) -> bytes:
+        servers = self._servers(record, self.mission_ms())
+        n = len(servers)
+        count = record.chunk_count
+
+        async def from_server(k: int) -> dict[int, bytes]:
+            ids_left = math.ceil((count - k) / n) if k < count else 0
+            got: dict[int, bytes] = {}
+            first = k
+            while ids_left > 0:  # GET_CHUNKS asks for at most SKYMEM_MAX_GET_CHUNKS at once
+                batch = min(ids_left, wire.SKYMEM_MAX_GET_CHUNKS)
+                got.update(await self.client.get_chunks(servers[k], record.block_hash, first, batch, n))
+                first += batch * n
+                ids_left -= batch
+            return got
+
+        parts = await asyncio.gather(*(from_server(k) for k in range(min(n, count))), return_exceptions=True)
+        for p in parts:  # every server's requests have finished; report the first failure
+            if isinstance(p, RequestTimeout):
+                raise BlockMiss("crc" if "CRC32C" in str(p) else "timeout", str(p)) from None
+            if isinstance(p, NakError):
+                raise BlockMiss(f"nak-{p.reason_name.lower()}", str(p)) from None
+            if isinstance(p, BaseException):
+                raise p
+        chunks: dict[int, bytes] = {}
+        for p in parts:
+            chunks.update(p)
+        missing = [i for i in range(count) if i not in chunks]
+        if missing:
+            raise BlockMiss("not-found", f"{len(missing)} of {count} chunks missing, e.g. chunk {missing[0]}")
+        data = b"".join(chunks[i] for i in range(count))
+        if record.n_bytes >= 0 and len(data) != record.n_bytes:
+            raise BlockMiss("incomplete", f"read {len(data)} bytes, the record says {record.n_bytes}")
+        return data
+
+    async def _probe(self, block_hash: bytes) -> BlockRecord | None:
+        """Chunk 0 at the first server of the placement now (the nearest for ground strategies).
+
+        Its descriptor gives the chunk count and creation time; for a block of several
+        chunks the last chunk is read too, which gives the exact size (and a block
+        whose last chunk is gone is reported absent, as it could not be read anyway).
+        """
+        now = self.mission_ms()
+        guess = BlockRecord(block_hash, -1, self.chunk_bytes, 1, now, self.strategy, self.n_servers,
+                            tuple(self.centre(now)))
+        servers = self._servers(guess, now)
+        try:
+            desc, data = await self.client.get_chunk_desc(servers[0], block_hash, 0)
+            count = desc.chunk_count
+            if count < 1:
+                return None
+            last_len = len(data)
+            if count > 1:
+                last_len = len(await self.client.get_chunk(servers[(count - 1) % len(servers)], block_hash,
+                                                           count - 1))
+        except (ChunkNotFound, RequestTimeout, NakError):
+            return None
+        chunk_bytes = len(data) if count > 1 else self.chunk_bytes
+        return replace(guess, chunk_count=count, created_ms=desc.created_ms, chunk_bytes=chunk_bytes,
+                       n_bytes=(count - 1) * chunk_bytes + last_len)
+
+    async def _evict(self, record: BlockRecord) -> None:
+        servers = self._servers(record, self.mission_ms())
+
+        async def one(s: Sat) -> None:
+            try:
+                await self.client.evict_block(s, record.block_hash)
+            except (ChunkNotFound, SkyMemoryError):
+                pass  # already gone or unreachable: eviction is best effort
+
+        await asyncio.gather(*(one(s) for s in servers[:min(len(servers), record.chunk_count)]))

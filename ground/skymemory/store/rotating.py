@@ -1,0 +1,207 @@
+"""`RotatingBlockStore`: the block-store contract (docs/CONTRACTS.md) over a turning constellation.
+
+One object the KV layer can use in place of `ConstellationBlockStore` when the
+constellation rotates.  On a private event-loop thread it runs, over one
+client:
+
+* `PlacedStore` — sets with a placement strategy around the overhead
+  satellite, gets from where the chunks are *now* (and where a lagging
+  migration may have left them);
+* `MigrationDriver` — MIGRATEs every block's leaving column at each rotation
+  step boundary;
+* `Evictions` — drains REPLY_EVICTED notices, evicts blocks a get or a
+  MIGRATE found incomplete, and (if `cleaner_period_s`) probes for incomplete
+  blocks; every eviction ends in `on_evicted(block_hash)` and in every callback
+  given to `subscribe_evictions`: there the KV layer (KVCManager subscribes
+  itself) drops the block and its descendants from its radix index.
+
+Only blocks set through this store are migrated (they are in its index).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import replace
+from typing import Callable
+
+from skymemory.link.loop_thread import LoopThread
+from skymemory.orbit import placement
+from skymemory.orbit.manifest import Manifest
+from skymemory.protocol.errors import ChunkNotFound, RequestTimeout
+from skymemory.store.contract import BlockMiss, BlockRecord
+from skymemory.store.eviction import Evictions
+from skymemory.store.placed import BlockIndex, HopCountingClient, PlacedStore
+from skymemory.store.rotation import MigrationDriver
+
+log = logging.getLogger(__name__)
+
+
+class RotatingBlockStore:
+    def __init__(self, manifest: Manifest, *, strategy: str = "rotation-hop", n_servers: int = 9,
+                 on_evicted: Callable[[bytes], object] | None = None, cleaner_period_s: float = 0.0,
+                 client_options: dict | None = None, request_timeout_s: float = 120.0) -> None:
+        if cleaner_period_s < 0:
+            raise ValueError(f"cleaner period must be >= 0 (0 = no cleaner), got {cleaner_period_s}")
+        self.manifest = manifest
+        self.constellation = manifest.constellation()
+        placement.check_fits(strategy, n_servers, self.constellation.planes, self.constellation.sats)
+        self.strategy = strategy
+        self.n_servers = n_servers
+        self.on_evicted = on_evicted
+        # everyone told of an eviction: on_evicted first, then subscribe_evictions callbacks
+        self._eviction_listeners: list[Callable[[bytes], object]] = [on_evicted] if on_evicted is not None else []
+        self._listeners_lock = threading.Lock()
+        self.cleaner_period_s = cleaner_period_s
+        self.client_options = dict(client_options or {})
+        self.request_timeout_s = request_timeout_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: LoopThread | None = None
+        self._stop: asyncio.Event | None = None
+        self._background: list[asyncio.Future] = []
+
+    # ---- eviction listeners --------------------------------------------------------------------------
+    def subscribe_evictions(self, callback: Callable[[bytes], object]) -> None:
+        """Call `callback(block_hash)` for every block this store drops: LRU notices from the
+        satellites, lazy evictions after a failed get or MIGRATE, the cleaner, evict_block.
+
+        Callbacks run on the store's loop thread; one that raises is logged, the others still run.
+        """
+        if not callable(callback):
+            raise TypeError("subscribe_evictions needs a callable taking the block hash")
+        with self._listeners_lock:
+            self._eviction_listeners.append(callback)
+
+    def _evicted(self, block_hash: bytes) -> None:
+        with self._listeners_lock:
+            listeners = list(self._eviction_listeners)
+        for callback in listeners:
+            try:
+                callback(block_hash)
+            except Exception:  # noqa: BLE001 - one bad listener must not starve the others
+                log.exception("eviction listener %r failed for block %s", callback, block_hash.hex()[:16])
+
+    # ---- private loop with the client, driver and eviction tasks --------------------------------
+    def _ensure_started(self) -> asyncio.AbstractEventLoop:
+        if self._loop is not None:
+            return self._loop
+        self._loop_thread = LoopThread("skymemory-rotating-store")
+        self._loop = self._loop_thread.loop
+        self._loop_thread.run(self._start(), 10)
+        return self._loop
+
+    async def _start(self) -> None:
+        m, c = self.manifest, self.constellation
+        self.client = HopCountingClient(m.ground_addresses(), station_id=m.ground_station, mission_ms=c.mission_ms,
+                                        bind=(m.ground_host, 0), **self.client_options)
+        await self.client.open()
+        self.index = BlockIndex()
+        self.evictions = Evictions(self.client, c, self.index, on_evicted=self._evicted)
+        self.driver = MigrationDriver(self.client, c, self.index, on_broken=self.evictions.evict_everywhere)
+        self.evictions.layout_step = self.driver.layout_step
+        self.store = PlacedStore(self.client, c, strategy=self.strategy, n_servers=self.n_servers,
+                                 chunk_bytes=m.chunk_size, index=self.index, on_miss=self.evictions.evict_everywhere,
+                                 layout_step=self.driver.layout_step)
+        self._stop = asyncio.Event()
+        self._background = [asyncio.ensure_future(self.driver.run(self._stop)),
+                            asyncio.ensure_future(self.evictions.listen(self._stop))]
+        if self.cleaner_period_s > 0:
+            self._background.append(asyncio.ensure_future(self.evictions.run_cleaner(self._stop,
+                                                                                     self.cleaner_period_s)))
+
+    async def _shutdown(self) -> None:
+        assert self._stop is not None
+        self._stop.set()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.client.close()
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        assert self._loop_thread is not None
+        self._loop_thread.run(self._shutdown(), 60)
+        self._loop_thread.stop()
+        self._loop = None
+
+    def __enter__(self) -> "RotatingBlockStore":
+        self._ensure_started()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self._ensure_started()).result(self.request_timeout_s)
+
+    async def _on_loop(self, coro):
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._ensure_started()))
+
+    # ---- the BlockStore contract ------------------------------------------------------------------------
+    def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        return self._run(self._put(block_hash, payload))
+
+    def get_block(self, record: BlockRecord) -> bytes:
+        return self._run(self.store.get(record))
+
+    def probe_block(self, block_hash: bytes) -> BlockRecord | None:
+        return self._run(self._probe(block_hash))
+
+    def evict_block(self, record: BlockRecord) -> None:
+        self._run(self.evictions.evict_everywhere(record, "requested"))
+
+    async def aput_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        return await self._on_loop(self._put(block_hash, payload))
+
+    async def aget_block(self, record: BlockRecord) -> bytes:
+        return await self._on_loop(self.store.get(record))
+
+    async def _put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
+        try:
+            return await self.store.put(block_hash, payload)
+        except (RequestTimeout, ChunkNotFound) as exc:
+            raise BlockMiss("timeout", f"put failed: {exc}") from None
+
+    def records(self) -> list[BlockRecord]:
+        return self._run(self._records())
+
+    async def _records(self) -> list[BlockRecord]:
+        return self.index.records()
+
+    async def _probe(self, block_hash: bytes) -> BlockRecord | None:
+        """Chunk 0 (server 1) of a block set with this store's layout, wherever the rotation has put it.
+
+        Server 1's current satellite depends on the step the block was set in
+        (mod the box width), so every possible phase is asked; the descriptor
+        found gives the real creation time and chunk count.
+        """
+        known = self.index.get(block_hash)
+        if known is not None:
+            return known
+        c, rot = self.constellation, self.store.rotation
+        now = c.mission_ms()
+        now_step = placement.rotation_step_index(now, rot.step_ms)
+        width = placement.box_width(self.n_servers) if self.strategy in placement.MIGRATING_STRATEGIES else 1
+        guesses = {}
+        for back in range(min(width, now_step + 1)):
+            created = int(now - back * rot.step_ms)
+            guess = BlockRecord(block_hash, -1, self.store.chunk_bytes, 1, created, self.strategy, self.n_servers,
+                                c.overhead(created))
+            guesses.setdefault(self.store.servers_at(guess, now)[0], guess)
+
+        async def ask(sat):
+            try:
+                return await self.client.get_chunk_desc(sat, block_hash, 0, via=c.overhead(now))
+            except (ChunkNotFound, RequestTimeout):
+                return None
+
+        for found in await asyncio.gather(*(ask(s) for s in guesses)):
+            if found is None:
+                continue
+            desc, data = found
+            record = replace(next(iter(guesses.values())), chunk_count=desc.chunk_count, created_ms=desc.created_ms,
+                             centre=c.overhead(desc.created_ms),
+                             n_bytes=len(data) if desc.chunk_count == 1 else -1,
+                             chunk_bytes=max(len(data), 1) if desc.chunk_count > 1 else self.store.chunk_bytes)
+            return record
+        return None
