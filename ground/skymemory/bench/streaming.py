@@ -26,6 +26,7 @@ import argparse
 import json
 import random
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -116,7 +117,9 @@ def run(args, log=print) -> dict:
     rng = random.Random(args.seed)
     prompt = [1] + [rng.randrange(3, int(model.config.vocab_size)) for _ in range(args.prefix_blocks * block +
                                                                                args.suffix - 1)]
-    index_root = Path(args.out) / "index"
+    # the constellations' run directories and the managers' indexes: temporary (results go to --out)
+    work = tempfile.TemporaryDirectory(prefix="skymemory-bench-streaming-")
+    index_root = Path(work.name) / "index"
     results: dict = {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
                                 if k not in ("func", "profiles")},
                      "profiles": [p.name for p in args.profiles], "modes": {}}
@@ -139,7 +142,7 @@ def run(args, log=print) -> dict:
     try:
         for profile in args.profiles:
             sky = LocalConstellation(planes=args.planes, sats=args.sats, profile=profile,
-                                     run_dir=Path(args.out) / f"sky-{profile.name}", port_offset=free_port_offset(n),
+                                     run_dir=Path(work.name) / f"sky-{profile.name}", port_offset=free_port_offset(n),
                                      node=args.node, chunk_size=max(args.chunk_bytes, 6144),
                                      memory_budget=256 * 1024 * 1024)
             manifest = sky.start()

@@ -28,6 +28,7 @@ import json
 import os
 import statistics
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -119,14 +120,15 @@ def run(args, log=print) -> list[dict]:
     binary = None if args.no_c_ceiling else bench_binary(args.bench_binary)
     if not args.no_c_ceiling and binary is None:
         log("note: build/bench_transfer not found (cmake --build build --target bench_transfer); no C ceiling")
-    out_dir = Path(args.out)
+    # the constellations' run directories: temporary (the results go to --out, the nodes' logs do not)
+    work = tempfile.TemporaryDirectory(prefix="skymemory-bench-transfer-")
     cases = [(f"{mb}MB", [os.urandom(mb * 1_000_000)]) for mb in args.sizes_mb]
     if not args.no_kv:
         cases.insert(0, (f"kv-{KV_BLOCKS}x{KV_BLOCK_BYTES}", [os.urandom(KV_BLOCK_BYTES) for _ in range(KV_BLOCKS)]))
     for profile in args.profiles:
         n = args.planes * args.sats
         sky = LocalConstellation(planes=args.planes, sats=args.sats, profile=profile,
-                                 run_dir=out_dir / f"sky-{profile.name}", port_offset=free_port_offset(n),
+                                 run_dir=Path(work.name) / f"sky-{profile.name}", port_offset=free_port_offset(n),
                                  node=args.node, chunk_size=max(args.chunk_sizes),
                                  memory_budget=args.memory_budget_mb * 1024 * 1024)
         with sky:
