@@ -45,6 +45,24 @@ def launch(tmp: Path, planes: int, sats: int, *extra: str) -> Path:
     return manifest
 
 
+def launch_netns(tmp: Path, planes: int, sats: int, hosts: int) -> Path:
+    """`launch(... --netns hosts)`, or skip the test where network namespaces cannot be made or the
+    launcher's subnet is taken by another run right now."""
+    import pytest
+
+    from skymemory.launcher import netns
+
+    why = netns.probe()
+    if why:
+        pytest.skip(why)
+    try:
+        return launch(tmp, planes, sats, "--netns", str(hosts))
+    except RuntimeError as exc:
+        if "already in use on this host" in str(exc):
+            pytest.skip("the --netns subnet is taken by another run right now")
+        raise
+
+
 def free_first_cpuid(n: int) -> str:
     """A --cfs-first-cpuid whose n CI_LAB ports (1234 + cpuid - 1) are free on every address right now."""
     from skymemory.launcher.processes import busy_udp_port

@@ -16,9 +16,8 @@ import time
 import pytest
 
 from skymemory.dashboard import Dashboard
-from skymemory.launcher import netns
 
-from live import LAUNCHER, fake_ssh_env, free_port_bases, launch, stop
+from live import LAUNCHER, fake_ssh_env, free_port_bases, launch, launch_netns, stop
 
 
 def every_satellite_up(manifest, timeout_s: float = 60.0) -> dict:
@@ -40,15 +39,7 @@ def every_satellite_up(manifest, timeout_s: float = 60.0) -> dict:
 
 
 def test_dashboard_sees_satellites_in_network_namespaces(node_path, tmp_path):
-    why = netns.probe()
-    if why:
-        pytest.skip(why)
-    try:
-        manifest = launch(tmp_path, 3, 3, "--netns", "3")
-    except RuntimeError as exc:
-        if "already in use on this host" in str(exc):
-            pytest.skip("the --netns subnet is taken by another run right now")
-        raise
+    manifest = launch_netns(tmp_path, 3, 3, 3)
     try:
         snap = every_satellite_up(manifest)
         assert len(snap["fleet"]["cells"]) == 9
