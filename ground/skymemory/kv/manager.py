@@ -298,7 +298,7 @@ class KVCManager:
             decision=decision,
         )
 
-    def sized(self, records: list[BlockRecord]) -> list[BlockRecord]:
+    def _sized(self, records: list[BlockRecord]) -> list[BlockRecord]:
         """Records with this model's block size (a probe may not know it: n_bytes -1)."""
         return [r if r.n_bytes >= 0 else dataclasses.replace(r, n_bytes=self.block_bytes) for r in records]
 
@@ -313,7 +313,7 @@ class KVCManager:
         # a record of another size cannot be this model's block: the prefix ends before it
         usable = next((i for i, r in enumerate(records) if r.n_bytes not in (-1, self.block_bytes)), len(records))
         wrong_size = records[usable] if usable < len(records) else None
-        records = self.sized(records[:usable])
+        records = self._sized(records[:usable])
         lease = self.landing.lease(max(1, len(records)), self.block_bytes)
         if records:
             arrival = landing.land(self.store, records, lease.raw, workers=self.fetch_workers)
