@@ -94,4 +94,6 @@ def test_cli_decode(tmp_path, capsys):
     assert "SKYMEM_HK_TLM: 3 packets" in out and out.count("\n") == 5
     f.write_bytes(f.read_bytes()[:-1])
     assert main(["telemetry", "decode", str(f)]) == 1
-    assert main(["telemetry", "decode", str(tmp_path / "missing")]) == 1
+    with pytest.raises(SystemExit) as missing:  # refused when the command line is read
+        main(["telemetry", "decode", str(tmp_path / "missing")])
+    assert missing.value.code == 2

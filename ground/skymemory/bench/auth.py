@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from skymemory.argtypes import int_range
 from skymemory.launcher.cluster import Cluster
 from skymemory.link.client import SkyMemoryClient, gather_limited
 from skymemory.protocol import auth, wire
@@ -45,9 +46,9 @@ async def workload(cl: Cluster, signer, ops: int, window: int, salt: bytes) -> t
 
 
 def _arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("--ops", type=int, default=3000)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--window", type=int, default=64)
+    p.add_argument("--ops", type=int_range(1, 10_000_000), default=3000)
+    p.add_argument("--rounds", type=int_range(1, 1000), default=3)
+    p.add_argument("--window", type=int_range(1, 4096), default=64)
     return p
 
 

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from skymemory.argtypes import float_range, int_range, positive_int
 from skymemory.launcher import processes, rss_kib
 from skymemory.launcher.common import pss_kib
 from skymemory.orbit.manifest import Manifest
@@ -27,10 +28,11 @@ LAUNCHER = ["-m", "skymemory.launcher"]
 
 
 def _arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("--planes", type=int, default=19)
-    p.add_argument("--sats", type=int, default=5)
-    p.add_argument("--object-mb", type=float, default=0.0, help="round-trip an object of this size (0 = skip)")
-    p.add_argument("--servers", type=int, default=10)
+    p.add_argument("--planes", type=int_range(1, 1024), default=19)
+    p.add_argument("--sats", type=int_range(1, 1024), default=5)
+    p.add_argument("--object-mb", type=float_range(0, 4096), default=0.0,
+                   help="round-trip an object of this size (0 = skip)")
+    p.add_argument("--servers", type=positive_int, default=10)
     p.add_argument("launcher_args", nargs="*", help="after --: passed to the launcher")
     return p
 

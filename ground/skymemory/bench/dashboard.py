@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from skymemory.argtypes import float_range, input_file, int_range
 from skymemory.dashboard.alongside import DashboardProcess
 from skymemory.kv.radix import RadixIndex
 from skymemory.launcher.processes import free_port_bases
@@ -110,11 +111,12 @@ def with_dashboard(manifest: Path, block: str, node_pids: list[int], seconds: fl
 
 
 def _arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    ap.add_argument("--manifest", type=Path, default=None, help="a running constellation (default: boot one)")
-    ap.add_argument("--planes", type=int, default=19)
-    ap.add_argument("--sats", type=int, default=5)
-    ap.add_argument("--seconds", type=float, default=20.0, help="length of each phase (default 20)")
-    ap.add_argument("--rounds", type=int, default=2, help="without/with pairs (default 2)")
+    ap.add_argument("--manifest", type=input_file, default=None, help="a running constellation (default: boot one)")
+    ap.add_argument("--planes", type=int_range(1, 1024), default=19)
+    ap.add_argument("--sats", type=int_range(1, 1024), default=5)
+    ap.add_argument("--seconds", type=float_range(0, 86_400, open_minimum=True), default=20.0,
+                    help="length of each phase (default 20)")
+    ap.add_argument("--rounds", type=int_range(1, 1000), default=2, help="without/with pairs (default 2)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     return ap
 

@@ -34,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from skymemory.argtypes import int_range, nonnegative_int
 from skymemory.launcher.cluster import Cluster
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol import auth, wire
@@ -247,12 +248,12 @@ def table(results: dict[str, tuple[Tally, float]]) -> str:
 
 def _arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--cells", default=",".join(CELLS), help=f"comma-separated, from {','.join(CELLS)}")
-    p.add_argument("--planes", type=int, default=3)
-    p.add_argument("--sats", type=int, default=3)
-    p.add_argument("--blocks", type=int, default=24)
-    p.add_argument("--chunks", type=int, default=4)
-    p.add_argument("--chunk-bytes", type=int, default=6144)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--planes", type=int_range(1, 1024), default=3)
+    p.add_argument("--sats", type=int_range(1, 1024), default=3)
+    p.add_argument("--blocks", type=int_range(1, 100_000), default=24)
+    p.add_argument("--chunks", type=int_range(1, 4096), default=4)
+    p.add_argument("--chunk-bytes", type=int_range(1, 60000), default=6144)
+    p.add_argument("--seed", type=nonnegative_int, default=1)
     return p
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from skymemory.argtypes import nonnegative_int, positive_int  # noqa: F401 (re-exported)
+from skymemory.argtypes import nonnegative_int, output_file, positive_int  # noqa: F401 (re-exported)
 
 from .profiles import PROFILES, parse_profiles
 
@@ -85,7 +85,7 @@ def add_constellation_args(parser: argparse.ArgumentParser, default_planes: int,
 
 
 def add_events_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--events", type=Path, default=None, metavar="FILE",
+    parser.add_argument("--events", type=output_file, default=None, metavar="FILE",
                         help="append the run's progress to FILE as JSON lines (start, constellations, log lines, "
                              "every measurement, summary) for a live view")
 

@@ -30,6 +30,8 @@ import json
 import statistics
 from pathlib import Path
 
+from skymemory.argtypes import output_dir
+
 from .options import positive_int, token_list
 from .report import command_line, regenerate
 
@@ -137,7 +139,7 @@ def register(subparsers) -> None:
     parser.add_argument("--block-tokens", type=positive_int, default=128)
     parser.add_argument("--repeats", type=positive_int, default=20)
     parser.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
-    parser.add_argument("--out", type=Path, default=Path("out/bench-rebuild"), help="output directory")
+    parser.add_argument("--out", type=output_dir, default=Path("out/bench-rebuild"), help="output directory")
     parser.set_defaults(func=_main)
 
 

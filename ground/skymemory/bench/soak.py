@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from skymemory.argtypes import float_range, int_range
 from skymemory.launcher.cluster import Cluster
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol import wire
@@ -179,14 +180,15 @@ def rss_table(start: dict, mid: dict, end: dict) -> str:
 
 
 def _arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("--planes", type=int, default=19)
-    p.add_argument("--sats", type=int, default=5)
-    p.add_argument("--clients", type=int, default=3)
-    p.add_argument("--minutes", type=float, default=10.0)
-    p.add_argument("--step-s", type=float, default=30.0, help="rotation step period, seconds")
-    p.add_argument("--sample-s", type=float, default=30.0, help="RSS sampling period, seconds")
-    p.add_argument("--memory-budget", type=int, default=2 << 20, help="per satellite, bytes")
-    p.add_argument("--loss", type=float, default=0.0)
+    p.add_argument("--planes", type=int_range(1, 1024), default=19)
+    p.add_argument("--sats", type=int_range(1, 1024), default=5)
+    p.add_argument("--clients", type=int_range(1, 64), default=3)
+    seconds = float_range(0, 86_400, open_minimum=True)
+    p.add_argument("--minutes", type=float_range(0, 100_000, open_minimum=True), default=10.0)
+    p.add_argument("--step-s", type=seconds, default=30.0, help="rotation step period, seconds")
+    p.add_argument("--sample-s", type=seconds, default=30.0, help="RSS sampling period, seconds")
+    p.add_argument("--memory-budget", type=int_range(4096, 1 << 40), default=2 << 20, help="per satellite, bytes")
+    p.add_argument("--loss", type=float_range(0, 1), default=0.0)
     return p
 
 

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from skymemory.argtypes import input_file, nonnegative_int, output_dir
+
 from .options import positive_int
 from .profiles import parse_profiles
 from .report import command_line, regenerate
@@ -244,15 +246,15 @@ def register(subparsers) -> None:
     p.add_argument("--sats", type=positive_int, default=5)
     p.add_argument("--repeats", type=positive_int, default=3)
     p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=nonnegative_int, default=1)
     p.add_argument("--wave-layers", type=positive_int, default=1, help="layers per request wave when streaming")
     p.add_argument("--pace", type=_paces, default=[0.0],
                    help="request pacing of the streamed runs, one streamed mode each: 'off' (the default) or "
                         "MB/s; e.g. off,600 compares them side by side")
     p.add_argument("--fit-lengths", type=lambda t: [positive_int(x) for x in t.split(",")], default=[32, 128, 512],
                    help="prompt lengths timed to fit the prefill model (besides the whole prompt)")
-    p.add_argument("--node", type=Path, default=None)
-    p.add_argument("--out", default="out/bench-streaming")
+    p.add_argument("--node", type=input_file, default=None)
+    p.add_argument("--out", type=output_dir, default="out/bench-streaming")
     p.set_defaults(func=_main)
 
 

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import skymemory
 
+from skymemory.argtypes import input_file, output_dir
+
 from .options import positive_int
 from .profiles import parse_profiles
 from .report import command_line, regenerate
@@ -187,10 +189,10 @@ def register(subparsers) -> None:
     p.add_argument("--sats", type=positive_int, default=5)
     p.add_argument("--repeats", type=positive_int, default=5, help="gets per case (median reported)")
     p.add_argument("--memory-budget-mb", type=positive_int, default=256, help="per satellite, MiB")
-    p.add_argument("--node", type=Path, default=None, help="skymem_node binary (default: SKYMEM_NODE or build/)")
+    p.add_argument("--node", type=input_file, default=None, help="skymem_node binary (default: SKYMEM_NODE or build/)")
     p.add_argument("--bench-binary", default=None, help="bench_transfer binary (default build/bench_transfer)")
     p.add_argument("--no-c-ceiling", action="store_true", help="skip the C-only runs")
-    p.add_argument("--out", default="out/bench-transfer", help="output directory (JSON, markdown)")
+    p.add_argument("--out", type=output_dir, default="out/bench-transfer", help="output directory (JSON, markdown)")
     p.set_defaults(func=_main)
 
 

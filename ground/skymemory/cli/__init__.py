@@ -4,17 +4,31 @@ Each subcommand lives in its own module in this package and exposes
 `register(subparsers)`, which adds its parser and sets `func` (called with the
 parsed arguments, returns the exit code). Modules are discovered, so adding a
 subcommand never touches this file.
+
+Bad input is a sentence, never a traceback: a bad argument is one line from
+the parser (exit 2), and an error a command lets through because of what the
+user gave it (a manifest, a path, an unreachable constellation) is one line
+here (exit 1). SKYMEM_TRACEBACK=1 shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import sys
+
+from skymemory.argtypes import OneLineParser
+from skymemory.protocol.errors import SkyMemoryError
+from skymemory.store.contract import BlockMiss
+
+# what bad input (a manifest, a path, a number, the constellation's state) raises; anything else is a bug
+USER_ERRORS = (ValueError, OSError, SkyMemoryError, BlockMiss)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="skymemory",
         description="SkyMemory: a LEO satellite constellation as a KV cache for transformers.",
     )
@@ -27,6 +41,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its message's first line, or its type when it has none."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    name = " ".join(filter(None, ["skymemory", args.command, getattr(args, "bench_command", None),
+                                  getattr(args, "telemetry_command", None),
+                                  getattr(args, "model_command", None)]))
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as exc:
+        if os.environ.get("SKYMEM_TRACEBACK"):
+            raise
+        print(f"{name}: {one_line(exc)}", file=sys.stderr)
+        return 1

@@ -25,7 +25,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from skymemory.argtypes import int_range
+from skymemory.argtypes import int_range, output_dir
 from skymemory.bench import options, ttft_command
 
 
@@ -36,7 +36,7 @@ def register(subparsers) -> None:
     options.add_workload_args(parser, prefixes=(512, 1024), repeats=3, gen_repeats=1, profiles="laser")
     options.add_model_args(parser, "embedded-tinyllama")
     options.add_constellation_args(parser, 19, 5)
-    parser.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory (default out/demo)")
+    parser.add_argument("--out", type=output_dir, default=Path("out/demo"), help="output directory (default out/demo)")
     options.add_events_arg(parser)
     parser.add_argument("--dashboard", action="store_true",
                         help="serve the live dashboard on 127.0.0.1 while the demo runs, and print its URL")

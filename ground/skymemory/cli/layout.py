@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from skymemory.argtypes import positive_int
+from skymemory.argtypes import output_file, positive_int
 from skymemory.cli.sim import _servers
 from skymemory.orbit import placement
 
@@ -55,7 +54,7 @@ def register(subparsers) -> None:
                         help="overhead satellite when the block was set, PLANE,SAT 0-based (default: grid middle)")
     parser.add_argument("--step", type=_steps, default=0,
                         help="rotation steps since the block was set (default 0)")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="PNG file to write")
+    parser.add_argument("-o", "--output", type=output_file, required=True, help="PNG file to write")
     parser.set_defaults(func=run)
 
 
@@ -63,9 +62,6 @@ def run(args: argparse.Namespace) -> int:
     centre = args.centre if args.centre is not None else (args.planes // 2, args.sats // 2)
     if args.output.suffix.lower() != ".png":
         print(f"skymemory layout: error: output must be a .png file, got {args.output}", file=sys.stderr)
-        return 2
-    if not args.output.parent.exists() and str(args.output.parent) not in ("", "."):
-        print(f"skymemory layout: error: directory {args.output.parent} does not exist", file=sys.stderr)
         return 2
     try:
         from skymemory.orbit.layout_plot import draw_layout

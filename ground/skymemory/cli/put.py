@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.argtypes import positive_float, positive_int
+from skymemory.argtypes import output_file, positive_float, positive_int
 from skymemory.cli._common import add_manifest_arg, load_manifest
 from skymemory.protocol.errors import SkyMemoryError
 from skymemory.store.contract import BlockMiss
@@ -21,13 +21,15 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("put", help="store a file on the N nearest line-of-sight satellites")
     p.add_argument("file", type=Path, help="file to store")
     p.add_argument("--name", default=None, help="object name (default: the file name); key = SHA-256(name)")
-    p.add_argument("--servers", type=positive_int, default=10, help="satellites to stripe over (default 10)")
+    p.add_argument("--servers", type=positive_int, default=10,
+                   help="satellites to stripe over (default 10; at most the constellation's satellites)")
     _add_client_args(p)
     p.set_defaults(func=run_put)
 
     g = subparsers.add_parser("get", help="read an object back by name or 64-hex key")
     g.add_argument("key", help="object name, or its key as 64 hex digits")
-    g.add_argument("-o", "--output", type=Path, default=None, help="write here (default: stdout)")
+    g.add_argument("-o", "--output", type=output_file, default=None,
+                   help="write here (checked before the transfer; default: stdout)")
     _add_client_args(g)
     g.set_defaults(func=run_get)
 
@@ -39,7 +41,7 @@ def _add_client_args(p: argparse.ArgumentParser) -> None:
                    help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print the client's packet counters, the C fast path's packets included")
-    p.add_argument("--capture", type=Path, default=None,
+    p.add_argument("--capture", type=output_file, default=None,
                    help="write the packets the Python client sends and receives (requests, probes, metadata) to "
                         "this file (decode: skymemory telemetry decode); the C fast path's bulk chunk packets "
                         "bypass it and are not captured (-v counts them)")
@@ -48,10 +50,17 @@ def _add_client_args(p: argparse.ArgumentParser) -> None:
 
 def run_put(args) -> int:
     if not args.file.is_file():
-        print(f"skymemory put: {args.file} is not a file", file=sys.stderr)
+        why = "is not a file" if args.file.exists() else "does not exist"
+        print(f"skymemory put: {args.file} {why} (any file will do; make one with e.g. "
+              f"head -c 10000000 /dev/urandom > {args.file})", file=sys.stderr)
         return 2
     try:
         m = load_manifest(args)
+        n_satellites = m.planes * m.sats
+        if args.servers > n_satellites:
+            print(f"skymemory put: --servers {args.servers} is more than the {n_satellites} satellites of this "
+                  f"{m.planes}x{m.sats} constellation; striping over {n_satellites}", file=sys.stderr)
+            args.servers = n_satellites
         kv = KVStore(m, args.servers, {"timeout": args.timeout}, capture=[] if args.capture else None,
                      direct=args.direct)
         data = args.file.read_bytes()

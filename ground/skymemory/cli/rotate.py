@@ -9,18 +9,24 @@ per-step MIGRATE table and a summary; exit code 1 if a block was lost, a
 byte differed or a get needed more hops than the bound.
 
     skymemory rotate --manifest run/manifest.json --duration 40
+
+A step is one satellite of a plane passing overhead (orbital period / sats per
+plane: 1,146 s on a 19x5 constellation at 550 km), so at the launcher's default
+time scale (1) a short run sees none; launch with --time-scale 60 (a step every
+19 s) to watch migrations within a minute. The command says so before it starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import random
 import sys
 import time
 from dataclasses import dataclass, field
 
-from skymemory.argtypes import int_range, positive_float
+from skymemory.argtypes import float_range, int_range, positive_float
 from skymemory.cli._common import add_manifest_arg, load_manifest
 from skymemory.orbit import placement
 from skymemory.orbit.manifest import Manifest
@@ -241,20 +247,36 @@ def register(subparsers) -> None:
                    help="size of block 0 (block k is 97*k bytes larger), default 100000")
     p.add_argument("--layout", type=_layout, action="append", default=None,
                    help="STRATEGY:SERVERS, repeatable; blocks cycle through them (default rotation-hop:9)")
-    p.add_argument("--put-interval", type=float, default=1.0,
+    p.add_argument("--put-interval", type=float_range(0, 3600), default=1.0,
                    help="seconds between new blocks during the run, 0 = none (default 1)")
     p.add_argument("--readers", type=int_range(0, 64), default=2, help="concurrent readers during the run (default 2)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=main)
 
 
+def steps_ahead(manifest: Manifest, duration_s: float) -> str | None:
+    """None when a rotation step boundary falls within the next `duration_s` wall seconds, else why not."""
+    c = manifest.constellation()
+    now = c.mission_ms()
+    if c.step_index(now + duration_s * 1000 * c.time_scale) > c.step_index(now):
+        return None
+    step_wall_s = c.step_ms / 1000 / c.time_scale
+    next_s = (c.next_step_ms(now) - now) / 1000 / c.time_scale
+    scale = math.ceil(3 * c.step_ms / 1000 / duration_s)  # three steps in the run
+    return (f"no rotation step falls in the next {duration_s:g} s, so nothing will migrate: one step of this "
+            f"{c.planes}x{c.sats} constellation is {c.step_ms / 1000:,.0f} s of mission time, {step_wall_s:,.1f} s "
+            f"wall at its time scale {c.time_scale:g}, and the next one is {next_s:,.0f} s away; relaunch with "
+            f"--time-scale {scale} (a step every {c.step_ms / 1000 / scale:.1f} s) or give --duration "
+            f"{math.ceil(next_s) + 1}")
+
+
 def main(args: argparse.Namespace) -> int:
-    if not args.put_interval >= 0:
-        print("skymemory rotate: --put-interval must be >= 0", file=sys.stderr)
-        return 2
     try:
         manifest = load_manifest(args)
         log = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+        why_still = steps_ahead(manifest, args.duration)
+        if why_still:
+            print(f"skymemory rotate: note: {why_still}", file=sys.stderr, flush=True)
         report = asyncio.run(run_rotation(manifest, args.duration, blocks=args.blocks, block_bytes=args.block_bytes,
                                           layouts=args.layout, put_interval_s=args.put_interval,
                                           readers=args.readers, log=log))
@@ -262,4 +284,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"skymemory rotate: {exc}", file=sys.stderr)
         return 1
     print(format_report(report, manifest))
+    if report.steps_passed == 0 and why_still:
+        print(f"skymemory rotate: {why_still}", file=sys.stderr)
     return 0 if report.ok else 1

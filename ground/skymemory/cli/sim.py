@@ -11,9 +11,8 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 
-from skymemory.argtypes import positive_int
+from skymemory.argtypes import output_dir, positive_int
 from skymemory.orbit import placement, sim
 
 
@@ -74,7 +73,7 @@ def register(subparsers) -> None:
     parser.add_argument("--sats", type=positive_int, default=defaults.sats,
                         help=f"satellites per plane (default {defaults.sats})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--out", type=Path, help="sweep: output directory for CSV and PNG files")
+    parser.add_argument("--out", type=output_dir, help="sweep: output directory for CSV and PNG files")
     parser.set_defaults(func=run)
 
 
@@ -110,9 +109,6 @@ def run(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace, base: sim.SimConfig) -> int:
     if args.out is None:
         print("skymemory sim: error: sweep needs --out DIR", file=sys.stderr)
-        return 2
-    if args.out.exists() and not args.out.is_dir():
-        print(f"skymemory sim: error: {args.out} exists and is not a directory", file=sys.stderr)
         return 2
     # The sweeps vary one parameter at a time around the given defaults.
     try:

@@ -9,9 +9,8 @@ listen        bind each satellite's telemetry address (manifest: tlm_host:tlm_po
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from skymemory.argtypes import positive_float
+from skymemory.argtypes import input_file, nonnegative_int, output_file, positive_float
 from skymemory.cli._common import table
 from skymemory.protocol import wire
 from skymemory.protocol.errors import WireError
@@ -33,14 +32,14 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("telemetry", help="decode recorded telemetry / packet captures (ccsdspy)")
     sub = p.add_subparsers(dest="telemetry_command", required=True, metavar="ACTION")
     d = sub.add_parser("decode", help="decode a file of concatenated CCSDS packets with ccsdspy")
-    d.add_argument("file", type=Path)
-    d.add_argument("--limit", type=int, default=20, help="rows shown per message id (default 20, 0 = all)")
+    d.add_argument("file", type=input_file)
+    d.add_argument("--limit", type=nonnegative_int, default=20, help="rows shown per message id (default 20, 0 = all)")
     d.set_defaults(func=run_decode)
     r = sub.add_parser("record", help="ask satellites for HK telemetry (SEND_HK) and append the packets to a file")
-    r.add_argument("-o", "--output", type=Path, required=True, help="file to append the HK packets to")
+    r.add_argument("-o", "--output", type=output_file, required=True, help="file to append the HK packets to")
     r.add_argument("--sat", action="append", default=None, metavar="PLANE,SAT",
                    help="satellite to ask (repeatable; default: all)")
-    r.add_argument("--timeout", type=float, default=0.5, help="seconds per attempt")
+    r.add_argument("--timeout", type=positive_float, default=0.5, help="seconds per attempt")
     from skymemory.cli._common import add_manifest_arg
 
     add_manifest_arg(r)
@@ -53,7 +52,8 @@ def register(subparsers) -> None:
                     help="send TO_LAB's enable-output command (with its telemetry address) to each cFS instance")
     ln.add_argument("--request-hk", action="store_true",
                     help="ask every satellite for both apps' HK once a second (else: SCH_LAB's schedule)")
-    ln.add_argument("-o", "--output", type=Path, default=None, help="also append every packet received to this file")
+    ln.add_argument("-o", "--output", type=output_file, default=None,
+                    help="also append every packet received to this file")
     add_manifest_arg(ln)
     ln.set_defaults(func=run_listen)
 
@@ -74,9 +74,6 @@ def run_record(args) -> int:
     from skymemory.link.client import SkyMemoryClient
     from skymemory.protocol.errors import SkyMemoryError
 
-    if not args.timeout > 0:
-        print("skymemory telemetry record: --timeout must be > 0", file=sys.stderr)
-        return 2
     try:
         m = load_manifest(args)
         sats = [_parse_sat(t, m) for t in args.sat] if args.sat else [(e.plane, e.sat) for e in m.satellites]
@@ -104,9 +101,6 @@ def run_record(args) -> int:
 
 
 def run_decode(args) -> int:
-    if args.limit < 0:
-        print("skymemory telemetry: --limit must be >= 0", file=sys.stderr)
-        return 2
     from skymemory.protocol import telemetry  # imported here: ccsdspy is slow to import for the other commands
 
     try:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-FORMAT_VERSION = 1
+from skymemory.orbit.manifest_check import FORMAT_VERSION, ManifestError, check_manifest
+
+__all__ = ["Manifest", "SatelliteEntry", "ManifestError", "FORMAT_VERSION", "default_manifest_path"]
 DEFAULT_DIR = Path("run")
 DEFAULT_PATH = DEFAULT_DIR / "manifest.json"
 
@@ -104,16 +106,13 @@ class Manifest:
         return path
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Manifest":
-        if d.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"manifest format {d.get('format_version')} is not {FORMAT_VERSION}")
+    def from_dict(cls, d) -> "Manifest":
+        """A manifest from its decoded JSON; ManifestError (one line) when a field breaks the schema."""
+        check_manifest(d, _defaults(cls), _defaults(SatelliteEntry))
         d = dict(d)
-        d["satellites"] = [SatelliteEntry(**s) for s in d.get("satellites", [])]
+        d["satellites"] = [SatelliteEntry(**s) for s in d["satellites"]]
         d["ground_overhead"] = tuple(d.get("ground_overhead", (0, 0)))
-        m = cls(**d)
-        if len(m.satellites) != m.planes * m.sats:
-            raise ValueError(f"manifest lists {len(m.satellites)} satellites for a {m.planes}x{m.sats} grid")
-        return m
+        return cls(**d)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Manifest":
@@ -123,9 +122,27 @@ class Manifest:
         except FileNotFoundError:
             raise FileNotFoundError(f"no manifest at {path} (start a constellation with "
                                     "tools/launch_constellation.py)") from None
+        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+            raise ManifestError(f"manifest {path} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
         except json.JSONDecodeError as exc:
-            raise ValueError(f"manifest {path} is not valid JSON: {exc}") from None
-        return cls.from_dict(data)
+            raise ManifestError(f"manifest {path} is not valid JSON: {exc}") from None
+        try:
+            return cls.from_dict(data)
+        except ManifestError as exc:
+            raise ManifestError(f"manifest {path}: {exc}") from None
+
+
+def _defaults(cls) -> dict:
+    """Field name -> default (None where there is none) of a dataclass: what the schema check accepts."""
+    out = {}
+    for f in fields(cls):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+        else:
+            out[f.name] = None
+    return out
 
 
 def default_manifest_path() -> Path:
