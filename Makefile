@@ -8,7 +8,7 @@ BUILD  := build
 # torch first, pinned: that version is the local CPU build (any other spec pulls CUDA wheels).
 TORCH_SPEC := torch==2.13.0
 
-.PHONY: all venv build test ctest pytest demo bench clean cosmos browser
+.PHONY: all venv build test ctest pytest demo bench clean cosmos browser test-hosts test-containers
 
 all: build venv
 
@@ -42,6 +42,14 @@ pytest: build venv browser
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -q -p no:cacheprovider
 
 test: ctest pytest
+
+# Opt-in: the launcher on real machines (tests/machines). Root; installs the Debian packages it needs.
+# test-hosts: 19x5 over five emulated mini PCs (network namespaces), each running its own OpenSSH server.
+LIVE_PYTEST = SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -v -s -p no:cacheprovider
+
+test-hosts: build venv
+	tools/testbed/install_packages.sh openssh-server iptables
+	SKYMEM_LIVE=hosts $(LIVE_PYTEST) tests/machines/test_ssh_hosts.py
 
 demo: build venv
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m skymemory demo

@@ -1,4 +1,6 @@
-"""`skymemory status`: one row per satellite from a STATS request (counters, chunks, memory)."""
+"""`skymemory status`: one row per satellite from a STATS request (counters, chunks, memory), then,
+when the satellites run on several machines (ssh hosts, namespaces, containers), one line per
+machine saying how many of its satellites answered, so an unhealthy machine is named."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import sys
 
 from skymemory.argtypes import positive_float
 from skymemory.cli._common import add_manifest_arg, client_bind, load_manifest, table
+from skymemory.launcher.machines import group_by_machine
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol.errors import SkyMemoryError
 
@@ -54,7 +57,31 @@ def run(args) -> int:
                      st.rx_packets, st.tx_packets, st.forwarded, st.dropped, st.invalid, st.lru_evictions,
                      st.blocks_purged, st.migrated_out, st.migrated_in, st.uptime_s))
     print(table(rows))
+    for line in machine_lines(m, {s for s, st in results if not isinstance(st, Exception)}):
+        print(line)
     ok = [st for _, st in results if not isinstance(st, Exception)]
     print(f"{len(ok)}/{len(results)} satellites answered; overhead now {overhead}; chunks stored "
           f"{sum(s.chunks for s in ok)}, memory used {sum(s.bytes_used for s in ok) / 2**20:.1f} MiB")
     return 0 if failed == 0 else 1
+
+
+MACHINES_LISTED = 12  # beyond this many machines (95 containers), only the unhealthy ones get a line
+
+
+def machine_lines(m, answered: set) -> list[str]:
+    groups = group_by_machine(m)
+    if len(groups) < 2:
+        return []
+    lines, healthy = [], 0
+    for machine, entries in groups.items():
+        missing = [f"{e.plane}-{e.sat}" for e in entries if (e.plane, e.sat) not in answered]
+        line = f"  {machine}: {len(entries) - len(missing)}/{len(entries)} answered"
+        if missing:
+            line += f"; UNHEALTHY, silent: {', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''}"
+        else:
+            healthy += 1
+        if missing or len(groups) <= MACHINES_LISTED:
+            lines.append(line)
+    if len(groups) > MACHINES_LISTED and healthy:
+        lines.append(f"  {healthy} other machines: every satellite answered")
+    return [f"by machine ({len(groups)}; {len(groups) - healthy} unhealthy):"] + lines

@@ -27,8 +27,8 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=check)
 
 
-def host_address(h: int) -> str:
-    return f"{SUBNET_PREFIX}{h + 1}"
+def host_address(h: int, subnet: str = SUBNET_PREFIX) -> str:
+    return f"{subnet}{h + 1}"
 
 
 def probe() -> str | None:
@@ -46,20 +46,23 @@ def probe() -> str | None:
     return None
 
 
-def build(hosts: int, tag: str | None = None) -> dict:
-    """Create the bridge and `hosts` namespaces; returns the record `teardown` needs."""
+def build(hosts: int, tag: str | None = None, subnet: str = SUBNET_PREFIX) -> dict:
+    """Create the bridge and `hosts` namespaces; returns the record `teardown` needs.
+
+    `subnet` is the first three octets of the /24 ("10.77.0."): host h gets .h+1, the bridge .254."""
     if not 1 <= hosts <= 250:
         raise ValueError("1..250 emulated hosts")
     in_use = _ip("-4", "-o", "addr", "show", check=False).stdout
-    if f" {SUBNET_PREFIX}" in in_use:
-        raise NetnsUnavailable(f"{SUBNET_PREFIX}0/24 is already in use on this host (another --netns run?)")
+    if f" {subnet}" in in_use:
+        raise NetnsUnavailable(f"{subnet}0/24 is already in use on this host (another --netns run?)")
     tag = tag or secrets.token_hex(2)
     bridge = f"skb{tag}"
-    record = {"tag": tag, "bridge": bridge, "namespaces": [], "veths": [], "ground_address": GROUND_ADDRESS}
+    ground = f"{subnet}254"
+    record = {"tag": tag, "bridge": bridge, "namespaces": [], "veths": [], "ground_address": ground}
     try:
         _ip("link", "add", bridge, "type", "bridge")
         record["bridge_created"] = True
-        _ip("addr", "add", f"{GROUND_ADDRESS}/24", "dev", bridge)
+        _ip("addr", "add", f"{ground}/24", "dev", bridge)
         _ip("link", "set", bridge, "up")
         for h in range(hosts):
             ns, veth = f"skm{tag}-{h}", f"sk{tag}v{h}"
@@ -71,7 +74,7 @@ def build(hosts: int, tag: str | None = None) -> dict:
             _ip("link", "set", veth, "master", bridge)
             _ip("link", "set", veth, "up")
             _ip("-n", ns, "link", "set", f"{veth}p", "name", "eth0")
-            _ip("-n", ns, "addr", "add", f"{host_address(h)}/24", "dev", "eth0")
+            _ip("-n", ns, "addr", "add", f"{host_address(h, subnet)}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
     except subprocess.CalledProcessError as exc:

@@ -91,8 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--netns", type=int_range(1, 250), default=0, metavar="H",
                    help="spread satellites over H network namespaces (emulated hosts, needs root)")
     g.add_argument("--hosts", type=_hosts, default=None, help="comma-separated ssh hosts to run satellites on")
-    g.add_argument("--remote-node", default="skymem_node", help="node binary path on --hosts machines")
+    g.add_argument("--remote-node", default="skymem_node",
+                   help="node binary on --hosts machines: a path, or a name on their PATH (default skymem_node)")
+    g.add_argument("--copy-node", action="store_true",
+                   help="with --hosts: copy this machine's node binary (--node) into --remote-dir on every host first")
     g.add_argument("--remote-dir", default="/tmp/skymemory", help="working directory on --hosts machines")
+    g.add_argument("--ssh-config", type=Path, default=None,
+                   help="ssh client config for --hosts (`ssh -F FILE`: user, key, known hosts); default ssh's own")
     g = p.add_argument_group("cFS (--runtime cfs; docs/CFS.md)")
     g.add_argument("--cfs-exe", type=Path, default=None,
                    help="cFS exe directory (with core-cpu1); with --hosts, its path on every host")
@@ -187,6 +192,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not args.hosts and not (ipaddress.IPv4Address(args.tlm_address).is_loopback and last.is_loopback):
             parser.error(f"--tlm-address {args.tlm_address} + {n} satellites leaves 127.0.0.0/8: on one host each "
                          "satellite sends to its own loopback address")
+    if (args.copy_node or args.ssh_config) and not args.hosts:
+        parser.error("--copy-node and --ssh-config go with --hosts")
+    if args.copy_node and args.runtime == "cfs":
+        parser.error("--copy-node copies the native node; cFS executables come from --cfs-exe on each host")
+    if args.ssh_config is not None:
+        if not args.ssh_config.is_file():
+            parser.error(f"--ssh-config {args.ssh_config} is not a file")
+        args.ssh_config = args.ssh_config.resolve()
     if args.node is not None and not os.access(args.node, os.X_OK):
         parser.error(f"--node {args.node} is not an executable file")
     if args.run_dir is None:

@@ -5,12 +5,19 @@ writes the peers file into --remote-dir, starts that host's nodes with nohup
 (each `--bind <host address> --peers <file>`) and prints "plane-sat pid" lines,
 which the launcher stores in the manifest; `stop` kills those pids over ssh and
 checks they are gone. Needs key-based ssh (BatchMode: no password prompts).
+The node binary is either found on each host (--remote-node, a path or a name on
+its PATH) or copied there first from this machine (--copy-node: the same binary,
+so the hosts must run the same OS and C library). --ssh-config FILE is passed
+to every ssh call (`ssh -F`), for keys and users that are not in ~/.ssh/config.
+`status` asks each host which of its pids still run; a host ssh cannot reach is
+reported by name.
 With --runtime cfs each host copies its share of cFS working directories from
 --cfs-exe (a path on that host) and starts one core executable per satellite;
 before anything starts, every host's message-queue limits are read over ssh
 (cfs_limits.PROBE_SCRIPT), and `stop` also removes the instances' shared memory.
 tests/integration/test_launcher.py runs these scripts through a stand-in `ssh`
-that executes them on this machine.
+that executes them on this machine; tests/machines/test_ssh_hosts.py against
+real OpenSSH servers (`make test-hosts`).
 """
 
 from __future__ import annotations
@@ -22,6 +29,11 @@ import subprocess
 from skymemory.launcher.cfs import ERROR_PATTERN, first_error
 
 SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+COPIED_NODE = "skymem_node"  # --copy-node puts the binary here, inside --remote-dir
+
+
+def ssh_argv(destination: str, config: str | None = None) -> list[str]:
+    return [*SSH, *(["-F", config] if config else []), destination]
 
 
 def host_address(destination: str) -> str:
@@ -34,7 +46,13 @@ def host_address(destination: str) -> str:
 
 
 def start_script(remote_dir: str, peers: str, nodes: list[tuple[str, list[str]]]) -> str:
+    """Write the peers file, start every node in the background, print "name pid" per node.
+
+    Exits 3 with a message when the node binary (argv[0] of the first node) is not there."""
+    binary = shlex.quote(nodes[0][1][0]) if nodes else "true"
     lines = ["set -e", f"mkdir -p {shlex.quote(remote_dir)}/logs", f"cd {shlex.quote(remote_dir)}",
+             f"command -v {binary} >/dev/null || {{ echo \"no node binary {binary} on this host "
+             "(pass --copy-node, or --remote-node PATH)\" >&2; exit 3; }",
              "cat > peers.txt <<'SKYMEM_PEERS'", peers.rstrip("\n"), "SKYMEM_PEERS"]
     for name, argv in nodes:
         lines.append(f"nohup {shlex.join(argv)} > logs/{name}.log 2>&1 < /dev/null &")
@@ -42,12 +60,29 @@ def start_script(remote_dir: str, peers: str, nodes: list[tuple[str, list[str]]]
     return "\n".join(lines) + "\n"
 
 
-def run_script(destination: str, script: str, timeout: float = 60) -> str:
-    r = subprocess.run([*SSH, destination, "sh", "-s"], input=script, capture_output=True, text=True,
+def run_script(destination: str, script: str, timeout: float = 60, config: str | None = None) -> str:
+    r = subprocess.run([*ssh_argv(destination, config), "sh", "-s"], input=script, capture_output=True, text=True,
                        timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(f"ssh {destination} failed ({r.returncode}): {r.stderr.strip()}")
     return r.stdout
+
+
+def copy_node(destination: str, local_binary: str, remote_dir: str, config: str | None = None) -> str:
+    """Copy the node binary into remote_dir on that host; returns its path there.
+
+    Written beside the target and renamed over it, so nodes already running the old file
+    (a host sharing this machine's disk, or a restart) are not disturbed."""
+    target = f"{remote_dir}/{COPIED_NODE}"
+    tmp = shlex.quote(target) + ".new.$$"  # $$: the remote shell's pid, so two copies never share a file
+    command = (f"mkdir -p {shlex.quote(remote_dir)} && cat > {tmp} && chmod 755 {tmp} && "
+               f"mv -f {tmp} {shlex.quote(target)}")
+    with open(local_binary, "rb") as f:
+        r = subprocess.run([*ssh_argv(destination, config), command], stdin=f, capture_output=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"copying {local_binary} to {destination}:{target} failed ({r.returncode}): "
+                           f"{r.stderr.decode(errors='replace').strip()}")
+    return target
 
 
 def parse_pids(output: str) -> dict[str, int]:
@@ -64,7 +99,15 @@ def parse_pids(output: str) -> dict[str, int]:
 _ALIVE = "alive() { s=$(sed 's/.*) //' /proc/$1/stat 2>/dev/null | cut -c1); [ -n \"$s\" ] && [ \"$s\" != Z ]; }\n"
 
 
-def stop_remote(destination: str, pids: list[int], grace_s: int = 5) -> list[int]:
+def alive_pids(destination: str, pids: list[int], config: str | None = None) -> list[int]:
+    """Which of these pids still run on that host (raises RuntimeError when ssh cannot reach it)."""
+    plist = " ".join(str(p) for p in pids)
+    out = run_script(destination, _ALIVE + f"for p in {plist}; do alive $p && echo $p; done; true\n", timeout=30,
+                     config=config)
+    return [int(x) for x in out.split() if x.isdigit()]
+
+
+def stop_remote(destination: str, pids: list[int], grace_s: int = 5, config: str | None = None) -> list[int]:
     """SIGTERM, wait, SIGKILL; returns pids still alive afterwards."""
     plist = " ".join(str(p) for p in pids)
     script = (_ALIVE + f"kill {plist} 2>/dev/null || true\n"
@@ -74,15 +117,15 @@ def stop_remote(destination: str, pids: list[int], grace_s: int = 5) -> list[int
               f"for i in $(seq 50); do left=0; for p in {plist}; do alive $p && left=1; done; "
               f"[ $left = 0 ] && break; sleep 0.1; done\n"
               f"for p in {plist}; do alive $p && echo $p; done; true\n")
-    out = run_script(destination, script, timeout=grace_s + 30)
+    out = run_script(destination, script, timeout=grace_s + 30, config=config)
     return [int(x) for x in out.split() if x.isdigit()]
 
 
-def failing(destination: str, remote_dir: str, names: list[str]) -> list[str]:
+def failing(destination: str, remote_dir: str, names: list[str], config: str | None = None) -> list[str]:
     """Which of these satellites' logs on that host already report an error (cfs.failing's rule)."""
     files = " ".join(shlex.quote(f"{n}.log") for n in names)
     out = run_script(destination, f"cd {shlex.quote(remote_dir)}/logs && grep -l -i -E '{ERROR_PATTERN}' {files} "
-                                  "2>/dev/null; true\n", timeout=30)
+                                  "2>/dev/null; true\n", timeout=30, config=config)
     return [line[:-len(".log")] for line in out.split() if line.endswith(".log")]
 
 
@@ -100,11 +143,12 @@ def cfs_start_script(remote_dir: str, exe: str, binary: str, jobs: list[tuple[st
     return "\n".join(lines) + "\n"
 
 
-def first_errors(destination: str, remote_dir: str, names: list[str]) -> dict[str, str | None]:
+def first_errors(destination: str, remote_dir: str, names: list[str],
+                 config: str | None = None) -> dict[str, str | None]:
     """The first error line of each named satellite's log on that host (cfs.first_error's rule)."""
     script = f"cd {shlex.quote(remote_dir)}/logs\n" + "".join(
         f"echo '== {n}'; cat {shlex.quote(n)}.log 2>/dev/null || true\n" for n in names)
-    out = run_script(destination, script)
+    out = run_script(destination, script, config=config)
     logs: dict[str, list[str]] = {}
     current = None
     for line in out.splitlines():
@@ -115,11 +159,18 @@ def first_errors(destination: str, remote_dir: str, names: list[str]) -> dict[st
     return {n: first_error("\n".join(logs.get(n, []))) for n in names}
 
 
-def remove_shared_memory(destination: str, pids: list[int]) -> list[str]:
+def log_tail(destination: str, remote_dir: str, name: str, lines: int = 5, config: str | None = None) -> str:
+    """The last lines of one satellite's log on that host."""
+    out = run_script(destination, f"tail -n {int(lines)} {shlex.quote(remote_dir)}/logs/{shlex.quote(name)}.log "
+                                  "2>/dev/null || echo '(no log)'\n", timeout=30, config=config)
+    return out.rstrip("\n")
+
+
+def remove_shared_memory(destination: str, pids: list[int], config: str | None = None) -> list[str]:
     """ipcrm the System V segments created by these (stopped) pids on that host; returns errors."""
     wanted = " ".join(str(p) for p in pids)
     script = (f"for id in $(ipcs -m -p 2>/dev/null | awk -v pids='{wanted}' "
               "'BEGIN {n = split(pids, p, \" \"); for (i = 1; i <= n; i++) mine[p[i]] = 1} "
               "$1 ~ /^[0-9]+$/ && ($3 in mine) {print $1}'); do ipcrm -m $id || echo \"ipcrm -m $id failed\"; done\n")
-    out = run_script(destination, script)
+    out = run_script(destination, script, config=config)
     return [line for line in out.splitlines() if line.strip()]

@@ -100,9 +100,10 @@ def start(args) -> int:
     local = [e.pid for e in m.satellites if e.pid and not e.remote]
     if not args.quiet:
         print(summary_table(m), file=sys.stderr)
-    print(f"{n} satellites healthy; processes started in {started_s:.2f} s, boot-to-healthy {boot_s:.2f} s; "
-          f"total RSS {rss_kib(local) / 1024:.1f} MiB (PSS {pss_kib(local) / 1024:.1f} MiB) over {len(local)} "
-          "local processes", file=sys.stderr)
+    memory = (f"; total RSS {rss_kib(local) / 1024:.1f} MiB (PSS {pss_kib(local) / 1024:.1f} MiB) over {len(local)} "
+              "local processes" if local else "")
+    print(f"{n} satellites healthy; processes started in {started_s:.2f} s, boot-to-healthy {boot_s:.2f} s{memory}",
+          file=sys.stderr)
     print(f"manifest: {manifest_path}")
     sys.stdout.flush()
     if args.detach:
@@ -122,7 +123,7 @@ def _failing_instances(m: Manifest) -> list[str]:
     for host, names in by_host.items():
         if host:
             try:
-                bad += ssh.failing(host, m.backend["remote_dir"], names)
+                bad += ssh.failing(host, m.backend["remote_dir"], names, m.backend.get("ssh_config"))
             except (RuntimeError, OSError, subprocess.TimeoutExpired):
                 pass  # the health check's timeout still ends the boot
         else:
@@ -138,6 +139,13 @@ def _failing_instances(m: Manifest) -> list[str]:
 
 def _why_failed(m: Manifest, names: list[str]) -> str:
     """For cFS, the first error line of each failed instance's log; for a node, the end of one log."""
+    if m.runtime != "cfs" and m.backend.get("kind") == "ssh":
+        e = next(e for e in m.satellites if nodes.sat_name(e.plane, e.sat) == names[0])
+        try:
+            return f"end of {names[0]}'s log on {e.remote}:\n" + ssh.log_tail(
+                e.remote, m.backend["remote_dir"], names[0], config=m.backend.get("ssh_config"))
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            return f"(log of {names[0]} on {e.remote} not read: {exc})"
     if m.runtime != "cfs":
         return log_tail(Path(m.run_dir), names[0])
     by_host: dict[str, list[str]] = {}
@@ -148,8 +156,8 @@ def _why_failed(m: Manifest, names: list[str]) -> str:
     for host, mine in by_host.items():
         if host:
             try:
-                lines.update({f"{host} {k}": v for k, v in ssh.first_errors(host, m.backend["remote_dir"],
-                                                                             mine).items()})
+                lines.update({f"{host} {k}": v for k, v in ssh.first_errors(
+                    host, m.backend["remote_dir"], mine, m.backend.get("ssh_config")).items()})
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                 lines.update({f"{host} {k}": f"(log not read: {exc})" for k in mine})
         else:
@@ -266,15 +274,17 @@ def _start_cfs(args, m: Manifest, common: list[str], group: processes.ProcessGro
 def _start_ssh(args, m: Manifest, common: list[str]) -> None:
     n = args.planes * args.sats
     hosts = args.hosts
+    config = str(args.ssh_config) if args.ssh_config else None
     addresses = [ssh.host_address(h) for h in hosts]
     host_index = lambda i: i * len(hosts) // n  # contiguous shares, the rule of SKYMEM_HOST_OF on cFS
     m.satellites = _entries(args, lambda i: addresses[host_index(i)])
     shares = [[e for e in m.satellites if host_index(e.plane * args.sats + e.sat) == h] for h in range(len(hosts))]
     m.backend = {"kind": "ssh", "marker": args.cfs_binary if args.runtime == "cfs" else "skymem_node",
-                 "hosts": hosts, "remote_dir": args.remote_dir}
+                 "hosts": hosts, "remote_dir": args.remote_dir, "ssh_config": config}
     m.ground_host = "0.0.0.0"
     peers = nodes.peers_text(m.satellites)
     remote_peers = f"{args.remote_dir}/peers.txt"
+    local_node = str(nodes.find_node(args.node)) if args.copy_node else None
     for h, dest in enumerate(hosts):
         mine = shares[h]
         if args.runtime == "cfs":
@@ -282,10 +292,11 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
                      cfs.config_text(_cfs_config(args, common, e, addresses))) for e in mine]
             script = ssh.cfs_start_script(args.remote_dir, str(args.cfs_exe), args.cfs_binary, jobs)
         else:
-            jobs = [(nodes.sat_name(e.plane, e.sat), nodes.node_argv(args.remote_node, e, common, args, remote_peers))
+            node = ssh.copy_node(dest, local_node, args.remote_dir, config) if local_node else args.remote_node
+            jobs = [(nodes.sat_name(e.plane, e.sat), nodes.node_argv(node, e, common, args, remote_peers))
                     for e in mine]
             script = ssh.start_script(args.remote_dir, peers, jobs)
-        pids = ssh.parse_pids(ssh.run_script(dest, script))
+        pids = ssh.parse_pids(ssh.run_script(dest, script, config=config))
         for e in mine:
             e.remote = dest
             e.pid = pids.get(nodes.sat_name(e.plane, e.sat), 0)
@@ -303,7 +314,8 @@ def _check_cfs_fits(args, n: int) -> None:
     for h, dest in enumerate(hosts):
         count = sum(1 for i in range(n) if i * len(hosts) // n == h)
         try:
-            limits = (cfs_limits.HostLimits.parse(ssh.run_script(dest, cfs_limits.PROBE_SCRIPT)) if dest
+            config = str(args.ssh_config) if args.ssh_config else None
+            limits = (cfs_limits.HostLimits.parse(ssh.run_script(dest, cfs_limits.PROBE_SCRIPT, config=config)) if dest
                       else cfs_limits.HostLimits.local())
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             raise LaunchError(f"cannot read the message-queue limits of {dest}: {exc}") from None

@@ -20,13 +20,14 @@ def teardown(m: Manifest) -> list:
     marker = m.backend.get("marker", "skymem_node")
     survivors: list = []
     if kind == "ssh":
+        config = m.backend.get("ssh_config")
         for dest in m.backend.get("hosts", []):
             pids = [e.pid for e in m.satellites if e.remote == dest and e.pid]
             if pids:
                 try:
-                    left = [f"{dest}:{p}" for p in ssh.stop_remote(dest, pids)]
+                    left = [f"{dest}:{p}" for p in ssh.stop_remote(dest, pids, config=config)]
                     if m.runtime == "cfs" and not left:  # cFE leaves its reset area behind (see cfs.py)
-                        left += [f"{dest}: {err}" for err in ssh.remove_shared_memory(dest, pids)]
+                        left += [f"{dest}: {err}" for err in ssh.remove_shared_memory(dest, pids, config)]
                     survivors += left
                 except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                     survivors.append(f"{dest}: {exc}")
@@ -67,19 +68,46 @@ def stop(manifest_path: Path, quiet: bool = False) -> int:
         return 1
     manifest_path.unlink(missing_ok=True)
     if not quiet:
-        print(f"stopped {m.planes}x{m.sats} constellation ({n_local} local processes); none left running",
-              file=sys.stderr)
+        hosts = m.backend.get("hosts", []) if m.backend.get("kind") == "ssh" else []
+        where = (f"{sum(1 for e in m.satellites if e.pid)} processes on {len(hosts)} ssh hosts" if hosts
+                 else f"{n_local} local processes")
+        print(f"stopped {m.planes}x{m.sats} constellation ({where}); none left running", file=sys.stderr)
     return 0
 
 
 def status(manifest_path: Path) -> int:
     m = Manifest.load(manifest_path)
+    if m.backend.get("kind") == "ssh":
+        return _ssh_status(m)
     marker = m.backend.get("marker", "skymem_node")
     local = [e for e in m.satellites if e.pid and not e.remote]
     alive = [e for e in local if processes.alive(e.pid, marker)]
     print(f"{m.planes}x{m.sats} {m.runtime} constellation: {len(alive)}/{len(local)} local processes alive; "
           f"RSS {rss_kib([e.pid for e in alive]) / 1024:.1f} MiB")
     return 0 if len(alive) == len(local) else 1
+
+
+def _ssh_status(m: Manifest) -> int:
+    """One line per ssh host: how many of its satellites' processes still run, or why it cannot be asked."""
+    config = m.backend.get("ssh_config")
+    running = total = 0
+    unhealthy = []
+    for dest in m.backend.get("hosts", []):
+        pids = [e.pid for e in m.satellites if e.remote == dest and e.pid]
+        total += len(pids)
+        try:
+            alive = ssh.alive_pids(dest, pids, config) if pids else []
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            print(f"  {dest}: unreachable over ssh ({str(exc).splitlines()[0]})")
+            unhealthy.append(f"{dest} (unreachable)")
+            continue
+        running += len(alive)
+        print(f"  {dest}: {len(alive)}/{len(pids)} satellites running")
+        if len(alive) < len(pids):
+            unhealthy.append(f"{dest} ({len(alive)}/{len(pids)} running)")
+    print(f"{m.planes}x{m.sats} {m.runtime} constellation on {len(m.backend.get('hosts', []))} ssh hosts: "
+          f"{running}/{total} satellites running" + (f"; unhealthy: {', '.join(unhealthy)}" if unhealthy else ""))
+    return 0 if not unhealthy else 1
 
 
 def summary_table(m: Manifest) -> str:

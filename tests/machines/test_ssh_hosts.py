@@ -1,0 +1,116 @@
+"""--hosts against real OpenSSH servers: the paper's split, 19 satellites on each of 5 mini PCs.
+
+The mini PCs are network namespaces, each running its own sshd on its own address with a key
+made here (minipcs.py). The launcher copies the node binary to every host over ssh, starts
+each host's nodes there, and they talk to each other over the hosts' addresses (ISLs between
+hosts). Opt-in: `make test-hosts`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from skymemory.bench.roundtrip import kv_block_round_trip, object_round_trip
+from skymemory.launcher import netns
+from skymemory.orbit.manifest import Manifest
+
+from commands import launcher, opt_in, show, skymemory
+from minipcs import SSHD, MiniPCs
+
+pytestmark = opt_in("hosts", "make test-hosts")
+
+PLANES, SATS, HOSTS = 19, 5, 5
+
+
+@pytest.fixture(scope="module")
+def pcs(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("emulated mini PCs need root (network namespaces, sshd)")
+    if not os.access(SSHD, os.X_OK) or shutil.which("ssh-keygen") is None:
+        pytest.skip("openssh-server is not installed (make test-hosts installs it)")
+    why = netns.probe()
+    if why:
+        pytest.skip(why)
+    pcs = MiniPCs(HOSTS, tmp_path_factory.mktemp("minipcs"))
+    with pcs:
+        yield pcs
+        problems = pcs.close()
+    assert not problems, problems
+
+
+def hosts_args(pcs: MiniPCs, manifest) -> list[str]:
+    return ["--manifest", str(manifest), "--hosts", ",".join(pcs.destinations), "--ssh-config", pcs.ssh_config,
+            "--remote-dir", pcs.remote_dir, "--planes", str(PLANES), "--sats", str(SATS), "--detach",
+            "--health-timeout", "120"]
+
+
+def test_a_host_without_the_node_binary_is_named(pcs, node_path, tmp_path):
+    r = launcher(*hosts_args(pcs, tmp_path / "m.json"))  # no --copy-node, and no skymem_node on their PATH
+    print(show(r))
+    assert r.returncode == 1
+    assert f"ssh {pcs.destinations[0]} failed" in r.stderr and "no node binary" in r.stderr
+    assert not (tmp_path / "m.json").exists()
+    assert all(pcs.processes(h) == [] for h in range(HOSTS))
+
+
+def test_19x5_over_five_ssh_hosts(pcs, node_path, tmp_path):
+    manifest = tmp_path / "m.json"
+    r = launcher(*hosts_args(pcs, manifest), "--copy-node")
+    print(show(r))
+    assert r.returncode == 0, show(r)
+    m = Manifest.load(manifest)
+    stopped = False
+    try:
+        # 19 satellites per host, each a process in that host's namespace, started from the copied binary
+        for h, dest in enumerate(pcs.destinations):
+            mine = [e for e in m.satellites if e.remote == dest]
+            assert len(mine) == PLANES * SATS // HOSTS and {e.host for e in mine} == {dest}
+            assert {e.pid for e in mine} <= set(pcs.processes(h))
+            assert (pcs.dir / f"pc{h}" / "skymem_node").is_file()  # on that host's own disk
+        r = launcher("status", "--manifest", str(manifest))
+        print(show(r))
+        assert r.returncode == 0 and "95/95 satellites running" in r.stdout
+
+        # every satellite answers through the overhead satellite: requests cross the hosts over ISL
+        r = skymemory("status", "--via-overhead", "--manifest", str(manifest))
+        print(show(r))
+        assert r.returncode == 0 and "95/95 satellites answered" in r.stdout, show(r)
+
+        for trip in (object_round_trip(m, 10_000_000, servers=10),
+                     kv_block_round_trip(m, servers=10, index_dir=tmp_path / "index")):
+            print(trip.describe())
+            assert trip.exact, trip.describe()
+
+        # one host's nodes die: both status commands name that host
+        dead = 3
+        pids = " ".join(str(e.pid) for e in m.satellites if e.remote == pcs.destinations[dead])
+        assert pcs.ssh(dead, f"kill -9 {pids}").returncode == 0
+        r = launcher("status", "--manifest", str(manifest))
+        print(show(r))
+        assert r.returncode == 1 and f"{pcs.destinations[dead]}: 0/19 satellites running" in r.stdout
+        assert f"unhealthy: {pcs.destinations[dead]} (0/19 running)" in r.stdout
+        r = skymemory("status", "--manifest", str(manifest), "--timeout", "0.3")
+        print(show(r))
+        assert r.returncode == 1 and f"ssh host {pcs.destinations[dead]}: 0/19 answered; UNHEALTHY" in r.stdout
+        assert f"ssh host {pcs.destinations[0]}: 19/19 answered" in r.stdout
+
+        # a host drops off the network (its sshd stops): named as unreachable, and back
+        gone = 4
+        pcs.stop_sshd(gone)
+        r = launcher("status", "--manifest", str(manifest))
+        print(show(r))
+        assert r.returncode == 1 and f"{pcs.destinations[gone]}: unreachable over ssh" in r.stdout
+        pcs.start_sshd(gone)
+
+        r = launcher("stop", "--manifest", str(manifest))
+        print(show(r))
+        stopped = r.returncode == 0
+        assert stopped, show(r)
+        assert "none left running" in r.stderr
+    finally:
+        if not stopped:
+            launcher("stop", "--manifest", str(manifest))
+    assert all(pcs.processes(h) == [] for h in range(HOSTS)), [pcs.processes(h) for h in range(HOSTS)]
