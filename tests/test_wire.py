@@ -57,9 +57,10 @@ routes = st.builds(wire.RouteHeader, u16, u16, u16, u16, u16, u16, u32, st.integ
 
 
 @settings(max_examples=60, deadline=None)
-@given(route=routes, h=hashes, cid=u32, count=u32, created=st.integers(0, 2**64 - 1),
+@given(route=routes, h=hashes, cid=u32, count=st.integers(1, 0xFFFFFFFF), created=st.integers(0, 2**64 - 1),
        data=st.binary(max_size=2000), radius=st.integers(0, 255))
 def test_set_chunk_roundtrip(route, h, cid, count, created, data, radius):
+    cid %= count  # a chunk of the block: the parsers refuse chunk_id >= chunk_count
     desc = wire.make_desc(h, cid, count, created, data, radius)
     pkt = wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(desc, data))
     assert len(pkt) == 8 + 20 + 56 + len(data)
@@ -85,7 +86,7 @@ def test_fixed_commands_roundtrip(route, h, first, count, stride, eid, radius, t
 
 
 @settings(max_examples=40, deadline=None)
-@given(route=routes, h=hashes, data=st.binary(max_size=3000), cid=u32, secs=u32, subs=u16)
+@given(route=routes, h=hashes, data=st.binary(max_size=3000), cid=st.integers(0, 0xFFFFFFFE), secs=u32, subs=u16)
 def test_data_reply_roundtrip(route, h, data, cid, secs, subs):
     desc = wire.make_desc(h, cid, (cid + 1) & 0xFFFFFFFF, 5, data)
     pkt = wire.encode_reply(route, wire.SKYMEM_REPLY_DATA, wire.SKYMEM_GET_CHUNK_CC, chunk_id=cid,

@@ -56,9 +56,10 @@ def test_crc32c_same(data):
 
 
 @settings(max_examples=60, deadline=None)
-@given(route=routes, h=hashes, cid=u32, count=u32, created=st.integers(0, 2**64 - 1), data=st.binary(max_size=3000),
+@given(route=routes, h=hashes, cid=u32, count=st.integers(1, 0xFFFFFFFF), created=st.integers(0, 2**64 - 1), data=st.binary(max_size=3000),
        radius=st.integers(0, 255), seq=st.integers(0, 0x3FFF))
 def test_set_chunk_identical(route, h, cid, count, created, data, radius, seq):
+    cid %= count  # a chunk of the block: the parsers refuse chunk_id >= chunk_count
     desc = wire.make_desc(h, cid, count, created, data, radius)
     py = wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(desc, data), seq=seq)
     c = built(lib.skymem_build_set_chunk, seq, c_route(route), c_desc(desc), data)
@@ -99,7 +100,7 @@ def test_fixed_commands_identical(route, h, a, count, stride, radius, tp, ts, se
 
 
 @settings(max_examples=60, deadline=None)
-@given(route=routes, h=hashes, data=st.binary(max_size=3000), cid=u32, secs=u32, subs=u16, seq=st.integers(0, 0x3FFF),
+@given(route=routes, h=hashes, data=st.binary(max_size=3000), cid=st.integers(0, 0xFFFFFFFE), secs=u32, subs=u16, seq=st.integers(0, 0x3FFF),
        kind=st.sampled_from([wire.SKYMEM_REPLY_ACK, wire.SKYMEM_REPLY_NAK, wire.SKYMEM_REPLY_EVICTED]),
        status=st.integers(0, 12), value=u32)
 def test_replies_identical(route, h, data, cid, secs, subs, seq, kind, status, value):

@@ -314,6 +314,100 @@ static void test_replies(void)
     CHECK(sec == 1 && sub == 0x8000);
 }
 
+/* Every out-of-range or reserved field docs/PROTOCOL.md names, one at a time in an otherwise valid
+ * packet: skymem_parse refuses it with its own code, and skymem_nak_for_parse_error gives the NAK a
+ * satellite answers with (the native node and the cFS app both use it). */
+typedef struct {
+    const char *field;
+    uint8_t cc;
+    size_t offset; /* from the start of the route header */
+    uint8_t value;
+    int err;
+    uint8_t nak;
+} strict_case_t;
+
+static void test_strict_fields(void)
+{
+    enum { R = SKYMEM_CMD_HDR_LEN }; /* the route header's offset in a command */
+    static const strict_case_t cases[] = {
+        {"route reserved byte", SKYMEM_GET_CHUNK_CC, SKYMEM_ROUTE_RESERVED, 1, SKYMEM_E_RESERVED, SKYMEM_NAK_BAD_PARAM},
+        {"route flags: undefined bit", SKYMEM_GET_CHUNK_CC, SKYMEM_ROUTE_FLAGS, 0x80, SKYMEM_E_RESERVED,
+         SKYMEM_NAK_BAD_PARAM},
+        {"descriptor flags 0xFF", SKYMEM_SET_CHUNK_CC, SKYMEM_ROUTE_HDR_LEN + SKYMEM_CD_FLAGS, 0xFF,
+         SKYMEM_E_RESERVED, SKYMEM_NAK_BAD_PARAM},
+        {"descriptor chunk_id >= chunk_count (5 of 2)", SKYMEM_SET_CHUNK_CC,
+         SKYMEM_ROUTE_HDR_LEN + SKYMEM_CD_CHUNK_ID + 3, 5, SKYMEM_E_RANGE, SKYMEM_NAK_BAD_PARAM},
+        {"descriptor chunk_count 0", SKYMEM_SET_CHUNK_CC, SKYMEM_ROUTE_HDR_LEN + SKYMEM_CD_CHUNK_COUNT + 3, 0,
+         SKYMEM_E_RANGE, SKYMEM_NAK_BAD_PARAM},
+        {"descriptor chunk_id 0xFFFFFFFF", SKYMEM_SET_CHUNK_CC, SKYMEM_ROUTE_HDR_LEN + SKYMEM_CD_CHUNK_ID, 0xFF,
+         SKYMEM_E_RANGE, SKYMEM_NAK_BAD_PARAM},
+        {"EVICT_BLOCK spare byte 1", SKYMEM_EVICT_BLOCK_CC, SKYMEM_ROUTE_HDR_LEN + SKYMEM_EV_SPARE, 1,
+         SKYMEM_E_RESERVED, SKYMEM_NAK_BAD_PARAM},
+        {"EVICT_BLOCK spare byte 3", SKYMEM_EVICT_BLOCK_CC, SKYMEM_ROUTE_HDR_LEN + SKYMEM_EV_SPARE + 2, 1,
+         SKYMEM_E_RESERVED, SKYMEM_NAK_BAD_PARAM},
+        {"SET_PARAM spare", SKYMEM_SET_PARAM_CC, SKYMEM_ROUTE_HDR_LEN + 3, 1, SKYMEM_E_RESERVED, SKYMEM_NAK_BAD_PARAM},
+        {"GET_CHUNKS count 0", SKYMEM_GET_CHUNKS_CC, SKYMEM_ROUTE_HDR_LEN + SKYMEM_CR_COUNT + 3, 0, SKYMEM_E_RANGE,
+         SKYMEM_NAK_BAD_PARAM},
+        {"GET_CHUNKS count above 4096", SKYMEM_GET_CHUNKS_CC, SKYMEM_ROUTE_HDR_LEN + SKYMEM_CR_COUNT + 2, 0x20,
+         SKYMEM_E_RANGE, SKYMEM_NAK_BAD_PARAM},
+        {"GET_CHUNKS stride 0", SKYMEM_GET_CHUNKS_CC, SKYMEM_ROUTE_HDR_LEN + SKYMEM_CR_STRIDE + 3, 0, SKYMEM_E_RANGE,
+         SKYMEM_NAK_BAD_PARAM},
+        {"MIGRATE stride 0", SKYMEM_MIGRATE_CC, SKYMEM_ROUTE_HDR_LEN + SKYMEM_CR_STRIDE + 3, 0, SKYMEM_E_RANGE,
+         SKYMEM_NAK_BAD_PARAM},
+        {"function code top bit", SKYMEM_NOOP_CC, (size_t)-2, 0x80, SKYMEM_E_RESERVED, SKYMEM_NAK_BAD_PARAM},
+        {"function code unknown", SKYMEM_NOOP_CC, (size_t)-2, 0x7F, SKYMEM_E_CC, SKYMEM_NAK_BAD_COMMAND},
+    };
+    static uint8_t buf[SKYMEM_MAX_PACKET];
+    uint8_t data[100], hash[32];
+    skymem_msg_t m;
+    skymem_route_t r = sample_route(), got;
+    skymem_chunk_desc_t d;
+    size_t i;
+    memset(data, 0x5A, sizeof data);
+    memset(hash, 0x11, sizeof hash);
+    memset(&d, 0, sizeof d);
+    memcpy(d.block_hash, hash, 32);
+    d.chunk_id = 1;
+    d.chunk_count = 2;
+    d.data_len = sizeof data;
+    d.crc32c = skymem_crc32c(data, sizeof data);
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const strict_case_t *c = &cases[i];
+        int n, rc;
+        switch (c->cc) {
+        case SKYMEM_SET_CHUNK_CC: n = skymem_build_set_chunk(buf, sizeof buf, 0, &r, &d, data); break;
+        case SKYMEM_GET_CHUNK_CC: n = skymem_build_get_chunk(buf, sizeof buf, 0, &r, hash, 1); break;
+        case SKYMEM_GET_CHUNKS_CC: n = skymem_build_get_chunks(buf, sizeof buf, 0, &r, hash, 0, 2, 1); break;
+        case SKYMEM_MIGRATE_CC: n = skymem_build_migrate(buf, sizeof buf, 0, &r, hash, 0, 2, 1, 1, 1); break;
+        case SKYMEM_EVICT_BLOCK_CC: n = skymem_build_evict(buf, sizeof buf, 0, &r, hash, 7, 1); break;
+        case SKYMEM_SET_PARAM_CC: n = skymem_build_set_param(buf, sizeof buf, 0, &r, 2, 4096); break;
+        default: n = skymem_build_data_cmd(buf, sizeof buf, c->cc, 0, &r, NULL, 0); break;
+        }
+        CHECK(n > 0);
+        CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_OK); /* valid before the change */
+        if (c->offset == (size_t)-2) buf[6] = c->value; /* the function-code byte */
+        else if (c->offset == SKYMEM_ROUTE_HDR_LEN + SKYMEM_CD_CHUNK_ID) memset(buf + R + c->offset, c->value, 4);
+        else buf[R + c->offset] = c->value;
+        skymem_cmd_finalize(buf, (size_t)n);
+        rc = skymem_parse(buf, (size_t)n, &m);
+        if (rc != c->err) fprintf(stderr, "strict field '%s': %s\n", c->field, skymem_strerror(rc));
+        CHECK_EQ_INT(rc, c->err);
+        CHECK_EQ_INT(skymem_nak_for_parse_error(rc), c->nak);
+        CHECK(skymem_intact_data_cmd(buf, (size_t)n, &got) && got.request_id == r.request_id); /* NAKable */
+    }
+    CHECK_EQ_INT(skymem_nak_for_parse_error(SKYMEM_E_BODY_LEN), SKYMEM_NAK_BAD_LENGTH);
+    CHECK(!skymem_intact_data_cmd(buf, 10, &got));
+    { /* replies: the reply header's reserved byte and the route header's are refused too */
+        int n = skymem_build_reply(buf, sizeof buf, 0, 0, 0, &r, SKYMEM_REPLY_ACK, 3, 0, 1, 1, hash, 32);
+        CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_OK);
+        buf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_RH_RESERVED] = 1;
+        CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_E_RESERVED);
+        buf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_RH_RESERVED] = 0;
+        buf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_RESERVED] = 1;
+        CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_E_RESERVED);
+    }
+}
+
 int main(void)
 {
     size_t i;
@@ -322,5 +416,6 @@ int main(void)
     test_set_param();
     test_data_cmds();
     test_replies();
+    test_strict_fields();
     return check_report("codec");
 }

@@ -236,6 +236,7 @@ static void test_chunks(void)
         memset(&d, 0, sizeof d);
         memcpy(d.block_hash, h, 32);
         d.chunk_id = 9;
+        d.chunk_count = 10;
         d.data_len = 100;
         d.crc32c = skymem_crc32c(data, 100) ^ 1u;
         r = route_to(2, 1);

@@ -432,17 +432,6 @@ static void handle_router_command(node_t *n, const skymem_msg_t *m)
     else n->rc.cmd_count++;
 }
 
-/* 1 if pkt is a data-plane command whose header, length and checksum are intact
- * (its body may still be malformed); decodes its route header into *r. */
-static int intact_data_cmd(const uint8_t *pkt, size_t len, skymem_route_t *r)
-{
-    if (len < SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN || skymem_get_u16(pkt) != SKYMEM_DATA_CMD_MID ||
-        (size_t)skymem_get_u16(pkt + 4) + 7u != len || !skymem_cmd_checksum_ok(pkt, len))
-        return 0;
-    skymem_route_decode(pkt + SKYMEM_CMD_HDR_LEN, r);
-    return 1;
-}
-
 /* A command that came up our ground link: remember where that ground station is
  * and, if the sender left `via` unset, make ourselves the satellite its replies
  * come back through. */
@@ -461,12 +450,8 @@ static void adopt_ground(node_t *n, const struct sockaddr_in *src, skymem_route_
  * not left waiting. */
 static void nak_malformed(node_t *n, int rc, const uint8_t *pkt, const skymem_route_t *r)
 {
-    uint8_t status;
     if (!is_self(n, r->dst_plane, r->dst_sat) || (r->flags & SKYMEM_RF_GOSSIP)) return;
-    if (rc == SKYMEM_E_CC) status = SKYMEM_NAK_BAD_COMMAND;
-    else if (rc == SKYMEM_E_RANGE || rc == SKYMEM_E_RESERVED) status = SKYMEM_NAK_BAD_PARAM;
-    else status = SKYMEM_NAK_BAD_LENGTH;
-    node_reply(n, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, status, 0, 0, NULL, 0);
+    node_reply(n, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, skymem_nak_for_parse_error(rc), 0, 0, NULL, 0);
 }
 
 void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t *pkt, size_t len)
@@ -486,7 +471,7 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
     if (rc != SKYMEM_OK) {
         n->c.invalid++;
         node_log(n, NODE_LOG_DEBUG, "invalid packet (%zu bytes): %s", len, skymem_strerror(rc));
-        if (intact_data_cmd(pkt, len, &r)) {
+        if (skymem_intact_data_cmd(pkt, len, &r)) {
             if (from_ground) adopt_ground(n, src, &r, pkt, len);
             nak_malformed(n, rc, pkt, &r);
         }

@@ -81,6 +81,7 @@ SKYMEM_DEFAULT_TTL = 64
 SKYMEM_RF_AUTH = 0x01
 SKYMEM_RF_GOSSIP = 0x02
 SKYMEM_RF_MIGRATION = 0x04
+SKYMEM_RF_KNOWN = 0x07  # every flag above; any other bit is refused
 
 # ---- Block hash and chunk descriptor ---------------------------------------------------
 SKYMEM_BLOCK_HASH_LEN = 32
@@ -93,6 +94,7 @@ SKYMEM_CD_CRC32C = 48
 SKYMEM_CD_DATA_LEN = 52
 SKYMEM_CD_GOSSIP_RADIUS = 54
 SKYMEM_CD_FLAGS = 55
+SKYMEM_CDF_KNOWN = 0x00  # descriptor flags defined so far
 
 SKYMEM_DEFAULT_CHUNK_DATA = 6144
 SKYMEM_MAX_CHUNK_DATA = 60000
@@ -108,6 +110,7 @@ SKYMEM_CR_STRIDE = 40
 SKYMEM_EVICT_LEN = 40
 SKYMEM_EV_EVICT_ID = 32
 SKYMEM_EV_RADIUS = 36
+SKYMEM_EV_SPARE = 37
 SKYMEM_MIGRATE_LEN = 48
 SKYMEM_MG_TARGET_PLANE = 44
 SKYMEM_MG_TARGET_SAT = 46
@@ -206,7 +209,7 @@ _DESC = struct.Struct(">32sIIQIHBB")
 _REPLY_HDR = struct.Struct(">BBBBII")
 _CHUNK_REF = struct.Struct(">32sI")
 _CHUNK_RANGE = struct.Struct(">32sIII")
-_EVICT = struct.Struct(">32sIB3x")
+_EVICT = struct.Struct(">32sIB3s")
 _MIGRATE = struct.Struct(">32sIIIHH")
 _SET_PARAM = struct.Struct(">HHI")
 _TLM_TIME = struct.Struct(">IH4x")
@@ -248,7 +251,11 @@ class RouteHeader:
         if len(buf) < SKYMEM_ROUTE_HDR_LEN:
             raise WireError(f"route header needs {SKYMEM_ROUTE_HDR_LEN} bytes, got {len(buf)}")
         f = _ROUTE.unpack_from(buf, 0)
-        return cls(*f[:10])  # the reserved byte is ignored on receipt (sent as zero), as the C parser does
+        if f[10]:
+            raise WireError(f"route header reserved byte is {f[10]}, not 0")
+        if f[9] & ~SKYMEM_RF_KNOWN:
+            raise WireError(f"route flags {f[9]:#04x} set a bit no version defines")
+        return cls(*f[:10])
 
 
 @dataclass(frozen=True)
@@ -277,6 +284,14 @@ class ChunkDesc:
             raise WireError(f"chunk descriptor needs {SKYMEM_CHUNK_DESC_LEN} bytes, got {len(buf)}")
         f = _DESC.unpack_from(buf, 0)
         return cls(bytes(f[0]), *f[1:])
+
+    def check(self) -> None:
+        """What skymem_parse refuses in a descriptor besides its length: the chunk id must be one of the
+        block's chunk_count (>= 1) chunks, and only known flags may be set."""
+        if not 0 <= self.chunk_id < self.chunk_count:
+            raise WireError(f"chunk id {self.chunk_id} is not below the chunk count {self.chunk_count}")
+        if self.flags & ~SKYMEM_CDF_KNOWN:
+            raise WireError(f"chunk descriptor flags {self.flags:#04x} set a bit no version defines")
 
 
 STATS_FIELDS = (
@@ -445,7 +460,7 @@ def _check_range(first: int, count: int, stride: int) -> None:
 
 def evict_body(block_hash: bytes, evict_id: int, radius: int) -> bytes:
     _check_hash(block_hash)
-    return _EVICT.pack(block_hash, evict_id, radius)
+    return _EVICT.pack(block_hash, evict_id, radius, bytes(3))
 
 
 def migrate_body(block_hash: bytes, first: int, count: int, stride: int, target: tuple[int, int]) -> bytes:
@@ -538,6 +553,7 @@ def decode_command(packet: bytes, verify_checksum: bool = True) -> Command:
             raise WireError(f"SET_CHUNK data_len {desc.data_len} but {len(data)} data bytes follow")
         if desc.data_len > SKYMEM_MAX_CHUNK_DATA:
             raise WireError(f"chunk data of {desc.data_len} bytes exceeds {SKYMEM_MAX_CHUNK_DATA}")
+        desc.check()
         kw = {"desc": desc, "data": data, "block_hash": desc.block_hash, "chunk_id": desc.chunk_id}
     else:
         want = _FIXED_BODY[cc]
@@ -551,7 +567,9 @@ def decode_command(packet: bytes, verify_checksum: bool = True) -> Command:
             _check_range(first, count, stride)
             kw = {"block_hash": h, "first": first, "count": count, "stride": stride}
         elif cc == SKYMEM_EVICT_BLOCK_CC:
-            h, eid, radius = _EVICT.unpack(body)
+            h, eid, radius, spare = _EVICT.unpack(body)
+            if any(spare):
+                raise WireError("EVICT_BLOCK spare bytes are not zero")
             kw = {"block_hash": h, "evict_id": eid, "radius": radius}
         elif cc == SKYMEM_MIGRATE_CC:
             h, first, count, stride, tp, ts = _MIGRATE.unpack(body)
@@ -622,7 +640,9 @@ def decode_reply(packet: bytes) -> Reply:
         raise WireError(f"reply of {len(packet)} bytes is shorter than its headers")
     route = RouteHeader.unpack(memoryview(packet)[off:])
     off += SKYMEM_ROUTE_HDR_LEN
-    kind, cc, status, _reserved, chunk_id, value = _REPLY_HDR.unpack_from(packet, off)  # reserved: ignored
+    kind, cc, status, reserved, chunk_id, value = _REPLY_HDR.unpack_from(packet, off)
+    if reserved:
+        raise WireError(f"reply header reserved byte is {reserved}, not 0")
     body = bytes(packet[off + SKYMEM_REPLY_HDR_LEN:])
     if route.flags & SKYMEM_RF_AUTH:
         if len(body) < SKYMEM_AUTH_TRAILER_LEN:
@@ -637,6 +657,7 @@ def decode_reply(packet: bytes) -> Reply:
             raise WireError(f"DATA reply data_len {desc.data_len} but {len(data)} data bytes follow")
         if desc.data_len > SKYMEM_MAX_CHUNK_DATA:
             raise WireError(f"chunk data of {desc.data_len} bytes exceeds {SKYMEM_MAX_CHUNK_DATA}")
+        desc.check()
         return Reply(**common, block_hash=desc.block_hash, desc=desc, data=data)
     if kind in (SKYMEM_REPLY_ACK, SKYMEM_REPLY_NAK):
         if len(body) not in (0, SKYMEM_BLOCK_HASH_LEN):

@@ -279,35 +279,19 @@ static void SKYMEM_NakMalformed(int Error, const uint8 *Packet, size_t Size)
 {
     skymem_route_t Req;
     skymem_route_t Reply;
-    uint8          Reason;
 
-    if (Size < SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN || skymem_get_u16(Packet) != SKYMEM_DATA_CMD_MID ||
-        (size_t)skymem_get_u16(Packet + 4) + 7u != Size || !skymem_cmd_checksum_ok(Packet, Size))
+    if (!skymem_intact_data_cmd(Packet, Size, &Req))
     {
         SKYMEM_Data.ErrCounter++;
         return;
     }
-    skymem_route_decode(Packet + SKYMEM_CMD_HDR_LEN, &Req);
     if (Req.flags & SKYMEM_RF_GOSSIP)
     {
         SKYMEM_Data.ErrCounter++;
         return;
     }
-
-    if (Error == SKYMEM_E_CC)
-    {
-        Reason = SKYMEM_NAK_BAD_COMMAND;
-    }
-    else if (Error == SKYMEM_E_RANGE || Error == SKYMEM_E_RESERVED)
-    {
-        Reason = SKYMEM_NAK_BAD_PARAM;
-    }
-    else
-    {
-        Reason = SKYMEM_NAK_BAD_LENGTH;
-    }
     SKYMEM_ReplyRoute(&Req, &Reply);
-    SKYMEM_SendNak(&Reply, Packet[6] & 0x7Fu, Reason, 0, NULL);
+    SKYMEM_SendNak(&Reply, Packet[6] & 0x7Fu, skymem_nak_for_parse_error(Error), 0, NULL);
 }
 
 void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)

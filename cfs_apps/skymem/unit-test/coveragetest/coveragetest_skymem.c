@@ -277,6 +277,51 @@ static void Test_SetGetChunk(void)
         UtAssert_UINT32_EQ(Reply.route.request_id, 1235);
     }
 
+    /* Fields docs/PROTOCOL.md refuses (the core's parser decides, as on the native node): a chunk id
+     * beyond the block's chunk count, descriptor flags no version defines, a route reserved byte,
+     * EVICT_BLOCK spare bytes -> NAK BAD_PARAM, nothing stored or purged. */
+    {
+        skymem_store_info_t Info;
+        uint32              ChunksBefore;
+        int                 Case;
+
+        skymem_store_info(SKYMEM_Data.Store, &Info);
+        ChunksBefore = Info.chunks;
+        for (Case = 0; Case < 4; Case++)
+        {
+            skymem_chunk_desc_t Bad = Desc;
+            int                 Len;
+
+            Bad.crc32c = skymem_crc32c(Data, sizeof(Data));
+            if (Case == 0)
+            {
+                Bad.chunk_id = 5; /* of 4 */
+            }
+            if (Case == 1)
+            {
+                Bad.flags = 0xFF;
+            }
+            Len = (Case == 3) ? skymem_build_evict(UT_In.Bytes, sizeof(UT_In.Bytes), 7, &Route, Desc.block_hash, 1, 0)
+                              : skymem_build_set_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 7, &Route, &Bad, Data);
+            if (Case == 2)
+            {
+                UT_In.Bytes[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_RESERVED] = 1;
+            }
+            if (Case == 3)
+            {
+                UT_In.Bytes[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_EV_SPARE] = 1;
+            }
+            skymem_cmd_finalize(UT_In.Bytes, (size_t)Len);
+            UT_ExpectReplies();
+            UT_Deliver(Len);
+            UT_ParseReply(0, &Reply);
+            UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_NAK);
+            UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_BAD_PARAM);
+        }
+        skymem_store_info(SKYMEM_Data.Store, &Info);
+        UtAssert_UINT32_EQ(Info.chunks, ChunksBefore);
+    }
+
     /* Chunk above the configured chunk size -> NAK TOO_LARGE. */
     UtAssert_INT32_EQ(SKYMEM_CreateStore(1u << 20, 512), CFE_SUCCESS);
     UT_ExpectReplies();

@@ -156,6 +156,16 @@ typedef struct {
  * SKYMEM_HK_TLM_MID (stats), SKYMEM_REPLY_TLM_MID, ISL_ROUTER_HK_TLM_MID (opaque). */
 int skymem_parse(const uint8_t *buf, size_t len, skymem_msg_t *out);
 
+/* What a satellite answers when skymem_parse refused a command addressed to it with `err`
+ * (docs/PROTOCOL.md §4), so the native node and the cFS app answer alike: NAK BAD_COMMAND for an
+ * unknown function code, BAD_PARAM for a field out of range or a reserved field not zero,
+ * BAD_LENGTH for anything else. */
+uint8_t skymem_nak_for_parse_error(int err);
+
+/* 1 when pkt is a data-plane command whose primary header, length and checksum are intact (its
+ * body may still be malformed), with its route header in *route: enough to NAK it; else 0. */
+int skymem_intact_data_cmd(const uint8_t *pkt, size_t len, skymem_route_t *route);
+
 /* ---- Builders ----------------------------------------------------------- */
 /* Any command: 8-byte header + payload, checksum set. */
 int skymem_build_cmd(uint8_t *buf, size_t cap, uint16_t mid, uint8_t cc, uint16_t seq,

@@ -90,6 +90,7 @@
 #define SKYMEM_RF_AUTH      0x01u /* an authentication trailer ends the packet */
 #define SKYMEM_RF_GOSSIP    0x02u /* EVICT_BLOCK received from a neighbour */
 #define SKYMEM_RF_MIGRATION 0x04u /* SET_CHUNK sent by a satellite carrying out MIGRATE */
+#define SKYMEM_RF_KNOWN     0x07u /* every flag above; any other bit is refused (NAK BAD_PARAM) */
 
 /* ---- Block hash and chunk descriptor ------------------------------------ */
 #define SKYMEM_BLOCK_HASH_LEN 32u /* SHA-256 */
@@ -103,7 +104,8 @@
 #define SKYMEM_CD_CRC32C         48u /* u32, CRC32C (Castagnoli) of the data */
 #define SKYMEM_CD_DATA_LEN       52u /* u16, bytes of data that follow */
 #define SKYMEM_CD_GOSSIP_RADIUS  54u /* u8, hops an eviction of this block is gossiped */
-#define SKYMEM_CD_FLAGS          55u /* u8, zero for now */
+#define SKYMEM_CD_FLAGS          55u /* u8, SKYMEM_CDF_*; any other bit is refused */
+#define SKYMEM_CDF_KNOWN         0x00u /* descriptor flags defined so far */
 
 #define SKYMEM_DEFAULT_CHUNK_DATA 6144u  /* the paper's 6 KB */
 #define SKYMEM_MAX_CHUNK_DATA     60000u /* fits one UDP datagram with headers */
@@ -122,13 +124,14 @@
 #define SKYMEM_CR_FIRST  32u
 #define SKYMEM_CR_COUNT  36u
 #define SKYMEM_CR_STRIDE 40u
-/* EVICT_BLOCK: block hash + u32 evict_id + u8 radius + 3 spare. The receiver
+/* EVICT_BLOCK: block hash + u32 evict_id + u8 radius + 3 spare (zero). The receiver
  * purges the block and, if radius > 0, sends EVICT_BLOCK (radius-1, flag
  * GOSSIP, same evict_id) to its four neighbours; a recently seen
  * (block, evict_id) is not gossiped again. */
 #define SKYMEM_EVICT_LEN 40u
 #define SKYMEM_EV_EVICT_ID 32u
 #define SKYMEM_EV_RADIUS   36u
+#define SKYMEM_EV_SPARE    37u /* u8[3], zero */
 /* MIGRATE: chunk range (as GET_CHUNKS) + u16 target_plane + u16 target_sat.
  * The holder sends each chunk to the target as SET_CHUNK (flag MIGRATION),
  * deletes its copy only after the target's ACK, then ACKs the requester with

@@ -220,13 +220,16 @@ static int check_range(uint32_t first, uint32_t count, uint32_t stride)
     return SKYMEM_OK;
 }
 
-/* Chunk descriptor + data: data_len must match the remaining bytes exactly. */
+/* Chunk descriptor + data: data_len must match the remaining bytes exactly, the chunk id
+ * must be one of the block's chunk_count (>= 1) chunks, and only known flags may be set. */
 static int parse_chunk(const uint8_t *p, size_t n, skymem_msg_t *m)
 {
     if (n < SKYMEM_CHUNK_DESC_LEN) return SKYMEM_E_BODY_LEN;
     skymem_chunk_desc_decode(p, &m->desc);
     if ((size_t)m->desc.data_len != n - SKYMEM_CHUNK_DESC_LEN) return SKYMEM_E_DATA_LEN;
     if (m->desc.data_len > SKYMEM_MAX_CHUNK_DATA) return SKYMEM_E_RANGE;
+    if (m->desc.chunk_count == 0 || m->desc.chunk_id >= m->desc.chunk_count) return SKYMEM_E_RANGE;
+    if (m->desc.flags & (uint8_t)~SKYMEM_CDF_KNOWN) return SKYMEM_E_RESERVED;
     memcpy(m->block_hash, m->desc.block_hash, SKYMEM_BLOCK_HASH_LEN);
     m->has_block_hash = 1;
     m->chunk_id = m->desc.chunk_id;
@@ -280,6 +283,7 @@ static int parse_data_cmd_body(const uint8_t *p, size_t n, skymem_msg_t *m)
         m->has_block_hash = 1;
         m->evict_id = skymem_get_u32(p + SKYMEM_EV_EVICT_ID);
         m->radius = p[SKYMEM_EV_RADIUS];
+        if (p[SKYMEM_EV_SPARE] | p[SKYMEM_EV_SPARE + 1] | p[SKYMEM_EV_SPARE + 2]) return SKYMEM_E_RESERVED;
         return SKYMEM_OK;
     default:
         return SKYMEM_E_CC;
@@ -294,6 +298,7 @@ static int parse_reply_body(const uint8_t *p, size_t n, skymem_msg_t *m)
     m->reply_status = p[SKYMEM_RH_STATUS];
     m->reply_chunk_id = skymem_get_u32(p + SKYMEM_RH_CHUNK_ID);
     m->reply_value = skymem_get_u32(p + SKYMEM_RH_VALUE);
+    if (p[SKYMEM_RH_RESERVED] != 0) return SKYMEM_E_RESERVED;
     p += SKYMEM_REPLY_HDR_LEN;
     n -= SKYMEM_REPLY_HDR_LEN;
     switch (m->reply_kind) {
@@ -320,12 +325,14 @@ static int parse_reply_body(const uint8_t *p, size_t n, skymem_msg_t *m)
     }
 }
 
-/* Splits off the route header and, if flagged, the auth trailer. */
+/* Splits off the route header and, if flagged, the auth trailer. Unknown flags and a
+ * non-zero reserved byte are refused: a newer sender must not be misread. */
 static int take_route(const uint8_t *p, size_t n, skymem_msg_t *m)
 {
     if (n < SKYMEM_ROUTE_HDR_LEN) return SKYMEM_E_BODY_LEN;
     skymem_route_decode(p, &m->route);
     m->has_route = 1;
+    if (m->route.reserved != 0 || (m->route.flags & (uint8_t)~SKYMEM_RF_KNOWN)) return SKYMEM_E_RESERVED;
     p += SKYMEM_ROUTE_HDR_LEN;
     n -= SKYMEM_ROUTE_HDR_LEN;
     if (m->route.flags & SKYMEM_RF_AUTH) {
@@ -416,6 +423,23 @@ int skymem_parse(const uint8_t *buf, size_t len, skymem_msg_t *m)
     default:
         return SKYMEM_E_TYPE; /* command MID with the command bit clear */
     }
+}
+
+uint8_t skymem_nak_for_parse_error(int err)
+{
+    if (err == SKYMEM_E_CC) return SKYMEM_NAK_BAD_COMMAND;
+    if (err == SKYMEM_E_RANGE || err == SKYMEM_E_RESERVED) return SKYMEM_NAK_BAD_PARAM;
+    return SKYMEM_NAK_BAD_LENGTH;
+}
+
+int skymem_intact_data_cmd(const uint8_t *pkt, size_t len, skymem_route_t *route)
+{
+    if (pkt == NULL || route == NULL) return 0;
+    if (len < SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN || skymem_get_u16(pkt) != SKYMEM_DATA_CMD_MID ||
+        (size_t)skymem_get_u16(pkt + 4) + 7u != len || !skymem_cmd_checksum_ok(pkt, len))
+        return 0;
+    skymem_route_decode(pkt + SKYMEM_CMD_HDR_LEN, route);
+    return 1;
 }
 
 /* ---- builders --------------------------------------------------------------- */
