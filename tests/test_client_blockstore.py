@@ -81,13 +81,11 @@ def test_rejects_bad_configuration():
         ConstellationBlockStore({}, None)
 
 
-def test_kvstore_keys_and_home_satellite():
-    from skymemory.store.objects import home_satellite, key_of, meta_hash, parse_key
+def test_kvstore_keys():
+    from skymemory.store.objects import key_of, meta_hash, parse_key
 
     k = key_of("report.pdf")
     assert k == hashlib.sha256(b"report.pdf").digest()
     assert parse_key(k.hex()) == k and parse_key("report.pdf") == k
     assert parse_key("z" * 64) == key_of("z" * 64)  # 64 chars that are not hex: a name
-    homes = {home_satellite(key_of(f"obj{i}"), 19, 5) for i in range(2000)}
-    assert homes == {(p, s) for p in range(19) for s in range(5)}  # keys spread over every satellite
-    assert meta_hash(k) != k and len(meta_hash(k)) == 32
+    assert meta_hash(k) != k and len(meta_hash(k)) == 32  # where the homes are: tests/test_object_homes.py

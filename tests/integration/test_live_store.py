@@ -11,7 +11,8 @@ import pytest
 
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.contract import BlockMiss
-from skymemory.store.objects import home_satellite, key_of
+from skymemory.store.object_homes import home_satellites
+from skymemory.store.objects import key_of
 
 from live import REPO
 
@@ -65,5 +66,5 @@ def test_put_get_cli_roundtrip(constellation, tmp_path):
     assert r.returncode == 1 and b"miss (not-found)" in r.stderr
     r = cli("status", manifest=manifest)
     assert r.returncode == 0 and b"16/16 satellites answered" in r.stdout
-    home = home_satellite(key_of("my-object"), constellation.planes, constellation.sats)
-    assert home in [(e.plane, e.sat) for e in constellation.satellites]
+    homes = home_satellites(key_of("my-object"), constellation)
+    assert len(homes) == 3 and all(h in [(e.plane, e.sat) for e in constellation.satellites] for h in homes)

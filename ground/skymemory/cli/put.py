@@ -1,6 +1,8 @@
 """`skymemory put FILE` and `skymemory get KEY`: the general key-value store (paper §3.10).
 
-See skymemory.store.objects for where objects and their metadata live.
+See skymemory.store.objects for where objects and their metadata live: the chunks on the
+nearest satellites, the metadata on three home satellites in different planes (and hosts), so a
+get succeeds while any one of them answers. --timeout is the whole operation's deadline.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from skymemory.argtypes import output_file, positive_float, positive_int
 from skymemory.cli._common import add_manifest_arg, load_manifest
 from skymemory.protocol.errors import SkyMemoryError
 from skymemory.store.contract import BlockMiss
-from skymemory.store.objects import KVStore, parse_key
+from skymemory.store.objects import DEFAULT_TIMEOUT_S, KVStore, parse_key
 
 
 def register(subparsers) -> None:
@@ -36,7 +38,9 @@ def register(subparsers) -> None:
 
 def _add_client_args(p: argparse.ArgumentParser) -> None:
     """What put and get share: how the client talks to the constellation."""
-    p.add_argument("--timeout", type=positive_float, default=0.5, help="longest wait per request attempt, seconds")
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
+                   help=f"deadline of the whole operation, seconds (default {DEFAULT_TIMEOUT_S:g}): it ends by "
+                        "then, with the data or with a message naming the satellites that did not answer")
     p.add_argument("--direct", action="store_true",
                    help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
     p.add_argument("-v", "--verbose", action="store_true",
@@ -61,8 +65,8 @@ def run_put(args) -> int:
             print(f"skymemory put: --servers {args.servers} is more than the {n_satellites} satellites of this "
                   f"{m.planes}x{m.sats} constellation; striping over {n_satellites}", file=sys.stderr)
             args.servers = n_satellites
-        kv = KVStore(m, args.servers, {"timeout": args.timeout}, capture=[] if args.capture else None,
-                     direct=args.direct)
+        kv = KVStore(m, args.servers, capture=[] if args.capture else None, direct=args.direct,
+                     timeout_s=args.timeout)
         data = args.file.read_bytes()
         t0 = time.perf_counter()
         meta = kv.put(args.name or args.file.name, data)
@@ -72,7 +76,10 @@ def run_put(args) -> int:
     dt = time.perf_counter() - t0
     print(f"stored {meta['name']!r}: {meta['size']} bytes in {meta['chunk_count']} chunks on "
           f"{len(meta['servers'])} satellites in {dt:.2f} s ({meta['size'] / dt / 1e6:.1f} MB/s); "
-          f"metadata at {tuple(meta['home'])}", file=sys.stderr)
+          f"metadata on {', '.join(str(tuple(h)) for h in meta['homes'])}", file=sys.stderr)
+    if meta["homes_failed"]:
+        print(f"skymemory put: note: home satellite(s) {', '.join(str(tuple(h)) for h in meta['homes_failed'])} "
+              f"did not take their copy of the metadata; the others did", file=sys.stderr)
     _counters(args, kv)
     print(meta["key"])
     return 0
@@ -91,8 +98,7 @@ def _counters(args, kv: KVStore) -> None:
 def run_get(args) -> int:
     try:
         m = load_manifest(args)
-        kv = KVStore(m, 1, {"timeout": args.timeout}, capture=[] if args.capture else None,
-                     direct=args.direct)
+        kv = KVStore(m, 1, capture=[] if args.capture else None, direct=args.direct, timeout_s=args.timeout)
         t0 = time.perf_counter()
         data, meta = kv.get(parse_key(args.key))
     except BlockMiss as exc:
@@ -109,6 +115,7 @@ def run_get(args) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     print(f"read {meta['name']!r}: {len(data)} bytes from {len(meta['servers'])} satellites in {dt:.2f} s "
-          f"({len(data) / dt / 1e6:.1f} MB/s), SHA-256 verified", file=sys.stderr)
+          f"({len(data) / dt / 1e6:.1f} MB/s), SHA-256 verified; metadata from {tuple(meta['answered_by'])}",
+          file=sys.stderr)
     _counters(args, kv)
     return 0

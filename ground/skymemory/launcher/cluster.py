@@ -18,6 +18,7 @@ from pathlib import Path
 
 from skymemory.launcher.nodes import find_node
 from skymemory.launcher.processes import free_port_bases
+from skymemory.orbit.manifest import Manifest, SatelliteEntry
 
 Sat = tuple[int, int]
 
@@ -45,6 +46,12 @@ class Cluster:
 
     def ground_addresses(self) -> dict[Sat, tuple[str, int]]:
         return {(p, s): ("127.0.0.1", self.ground_base + p * self.sats + s) for p, s in self.satellites}
+
+    def manifest(self) -> Manifest:
+        """A launch manifest describing this cluster, for ground code that takes one (KVStore, the stores)."""
+        entries = [SatelliteEntry(p, s, "127.0.0.1", self.isl_base + p * self.sats + s,
+                                  self.ground_base + p * self.sats + s) for p, s in self.satellites]
+        return Manifest(planes=self.planes, sats=self.sats, epoch_ms=self.epoch_ms, satellites=entries)
 
     def argv(self, sat: Sat) -> list[str]:
         p, s = sat
