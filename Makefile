@@ -51,6 +51,12 @@ test-hosts: build venv
 	tools/testbed/install_packages.sh openssh-server iptables
 	SKYMEM_LIVE=hosts $(LIVE_PYTEST) tests/machines/test_ssh_hosts.py
 
+# test-containers: 19x5 in containers of docker/Dockerfile's image on a Docker engine (the running one, or a
+# dockerd it starts without a bridge network); the base image is made offline with debootstrap when missing.
+test-containers: build venv
+	tools/testbed/install_packages.sh docker.io docker-compose debootstrap iptables
+	SKYMEM_LIVE=containers $(LIVE_PYTEST) tests/machines/test_docker_engine.py
+
 demo: build venv
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m skymemory demo
 

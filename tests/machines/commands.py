@@ -37,3 +37,20 @@ def skymemory(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 def show(r: subprocess.CompletedProcess) -> str:
     """A finished command's output, for an assertion message and for the log of the make target."""
     return f"exit {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
+
+
+def firewall_state() -> str:
+    """The host's packet-filter setup, to check a test leaves it as it found it: the iptables
+    rules and policies (without counters) and the two sysctls Docker's defaults change."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    lines = []
+    if shutil.which("iptables-save"):
+        saved = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+        lines += [re.sub(r"\[\d+:\d+\]", "", line) for line in saved.splitlines() if not line.startswith("#")]
+    for sysctl in ("net/bridge/bridge-nf-call-iptables", "net/ipv4/ip_forward"):
+        path = Path("/proc/sys") / sysctl
+        lines.append(f"{sysctl} = {path.read_text().strip() if path.exists() else 'absent'}")
+    return "\n".join(lines)

@@ -83,5 +83,5 @@ def machine_lines(m, answered: set) -> list[str]:
         if missing or len(groups) <= MACHINES_LISTED:
             lines.append(line)
     if len(groups) > MACHINES_LISTED and healthy:
-        lines.append(f"  {healthy} other machines: every satellite answered")
+        lines.append(f"  {healthy}{' other' if healthy < len(groups) else ''} machines: every satellite answered")
     return [f"by machine ({len(groups)}; {len(groups) - healthy} unhealthy):"] + lines

@@ -1,25 +1,36 @@
-"""--runtime docker: a compose file from docker/compose.template.yml, one service per satellite.
+"""--runtime docker: one container per satellite, from a compose file the launcher writes.
 
-`docker compose up -d` runs only when a Docker engine answers (`docker info`);
-otherwise the launcher says so and exits non-zero, leaving the compose file.
+The compose file is docker/compose.template.yml's head and one service per satellite, each
+with host networking: the nodes bind the same loopback addresses and ports as native ones (the
+manifest's port rule holds) and no Docker network is created. --container-cpus and
+--container-memory-mib cap every satellite (a flight computer is small). Either Compose runs it:
+the `docker compose` plugin (v2) or the standalone `docker-compose` (v1), whichever is installed;
+when neither is, or no engine answers (`docker info`), the launcher says so and leaves the
+compose file in the run directory.
+
+Every container is named <project>-sat-<plane>-<sat> (machines.container_name; the project is
+"skymem" and a random tag, kept in the manifest), so `status` names an unhealthy container and
+`stop` checks that none of the project's containers is left.
 """
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
+from skymemory.launcher.machines import container_name
 from skymemory.launcher.nodes import REPO
 
 TEMPLATE = REPO / "docker" / "compose.template.yml"
 SERVICE = """  sat-{name}:
     image: ${{SKYMEM_IMAGE:-skymemory-node:latest}}
+    container_name: {container}
     network_mode: host
     restart: "no"
     command: {command}
 """
+PROJECT_LABEL = "com.docker.compose.project"  # both Compose versions label their containers with it
 
 
 def engine_problem() -> str | None:
@@ -34,12 +45,30 @@ def engine_problem() -> str | None:
     return None
 
 
-def write_compose(path: Path, nodes: list[tuple[str, list[str]]]) -> Path:
-    """nodes: (name, argv without the binary). The image's entrypoint is skymem_node."""
-    head = TEMPLATE.read_text()
-    services = "".join(SERVICE.format(name=n, command=_yaml_list(argv)) for n, argv in nodes)
+def compose_command() -> list[str] | None:
+    """`docker compose` (v2 plugin) where the CLI has it, else `docker-compose` (v1), else None."""
+    if shutil.which("docker"):
+        try:
+            if subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=15).returncode == 0:
+                return ["docker", "compose"]
+        except subprocess.TimeoutExpired:
+            pass
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return None
+
+
+NO_COMPOSE = "neither `docker compose` (the v2 plugin) nor `docker-compose` (v1) is installed"
+
+
+def write_compose(path: Path, project: str, nodes: list[tuple[tuple[int, int], list[str]]],
+                  cpus: float | None = None, memory_mib: int | None = None) -> Path:
+    """nodes: ((plane, sat), argv without the binary); the image's entrypoint is skymem_node."""
+    limits = (f"    cpus: {cpus:g}\n" if cpus else "") + (f"    mem_limit: {memory_mib}m\n" if memory_mib else "")
+    services = "".join(SERVICE.format(name=f"{p}-{s}", container=container_name(project, p, s),
+                                      command=_yaml_list(argv)) + limits for (p, s), argv in nodes)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(head.rstrip("\n") + "\n" + services)
+    path.write_text(TEMPLATE.read_text().rstrip("\n") + "\n" + services)
     return path
 
 
@@ -47,10 +76,35 @@ def _yaml_list(argv: list[str]) -> str:
     return "[" + ", ".join('"' + a.replace('"', '\\"') + '"' for a in argv) + "]"
 
 
-def compose(path: Path, *verb: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    cmd = ["docker", "compose", "-f", str(path), "-p", path.parent.name or "skymemory", *verb]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def compose(command: list[str], path: Path, project: str, *verb: str,
+            timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([*command, "-f", str(path), "-p", project, *verb], capture_output=True, text=True,
+                          timeout=timeout)
 
 
-def describe(cmd: list[str]) -> str:
-    return shlex.join(cmd)
+def containers(project: str) -> dict[str, str]:
+    """Every container of the project, running or not: name -> state (running, exited, ...)."""
+    r = subprocess.run(["docker", "ps", "-a", "--filter", f"label={PROJECT_LABEL}={project}",
+                        "--format", "{{.Names}}\t{{.State}}"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"docker ps failed: {r.stderr.strip()}")
+    return dict(line.split("\t", 1) for line in r.stdout.splitlines() if "\t" in line)
+
+
+def node_pids(names: list[str]) -> dict[str, int]:
+    """Host pid of each running container's node (its entrypoint: pid 1 inside the container)."""
+    if not names:
+        return {}
+    r = subprocess.run(["docker", "inspect", "-f", "{{.Name}} {{.State.Pid}}", *names], capture_output=True,
+                       text=True, timeout=120)
+    pids = {}
+    for line in r.stdout.splitlines():
+        name, _, pid = line.strip().lstrip("/").partition(" ")
+        if pid.isdigit() and int(pid) > 0:
+            pids[name] = int(pid)
+    return pids
+
+
+def logs_tail(name: str, lines: int = 5) -> str:
+    r = subprocess.run(["docker", "logs", "--tail", str(lines), name], capture_output=True, text=True, timeout=30)
+    return (r.stdout + r.stderr).strip() or "(no log)"

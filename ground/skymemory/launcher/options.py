@@ -14,6 +14,7 @@ from skymemory.orbit.manifest import DEFAULT_PATH
 
 MAX_SATELLITES = 4096
 RUNTIMES = ("native", "cfs", "docker")
+CONTAINER_MEMORY_MARGIN_MIB = 16  # beyond the chunk store: the binary, socket buffers, queued packets
 
 
 def _float_range(lo: float, hi: float, lo_open: bool = False):
@@ -98,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--remote-dir", default="/tmp/skymemory", help="working directory on --hosts machines")
     g.add_argument("--ssh-config", type=Path, default=None,
                    help="ssh client config for --hosts (`ssh -F FILE`: user, key, known hosts); default ssh's own")
+    g = p.add_argument_group("containers (--runtime docker; docker/README.md)")
+    g.add_argument("--container-cpus", type=_float_range(0.01, 1024), default=None,
+                   help="CPU cap of every satellite's container, in cores (e.g. 0.25); default none")
+    g.add_argument("--container-memory-mib", type=int_range(4, 1 << 20), default=None,
+                   help="memory cap of every satellite's container, MiB; must exceed --memory-budget by "
+                        f"{CONTAINER_MEMORY_MARGIN_MIB} MiB (the node's own memory); default none")
     g = p.add_argument_group("cFS (--runtime cfs; docs/CFS.md)")
     g.add_argument("--cfs-exe", type=Path, default=None,
                    help="cFS exe directory (with core-cpu1); with --hosts, its path on every host")
@@ -192,6 +199,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not args.hosts and not (ipaddress.IPv4Address(args.tlm_address).is_loopback and last.is_loopback):
             parser.error(f"--tlm-address {args.tlm_address} + {n} satellites leaves 127.0.0.0/8: on one host each "
                          "satellite sends to its own loopback address")
+    if (args.container_cpus or args.container_memory_mib) and args.runtime != "docker":
+        parser.error("--container-cpus and --container-memory-mib go with --runtime docker")
+    if args.container_memory_mib and args.container_memory_mib * 2**20 < args.memory_budget + \
+            CONTAINER_MEMORY_MARGIN_MIB * 2**20:
+        parser.error(f"--container-memory-mib {args.container_memory_mib} leaves no room: a satellite needs its "
+                     f"--memory-budget ({args.memory_budget / 2**20:g} MiB) and {CONTAINER_MEMORY_MARGIN_MIB} MiB more")
     if (args.copy_node or args.ssh_config) and not args.hosts:
         parser.error("--copy-node and --ssh-config go with --hosts")
     if args.copy_node and args.runtime == "cfs":

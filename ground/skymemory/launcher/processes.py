@@ -135,6 +135,14 @@ def alive(pid: int, marker: str | None = None) -> bool:
     return marker is None or any(marker in a for a in cmdline(pid))
 
 
+def parent_pid(pid: int) -> int:
+    """The parent of pid (0 when it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        return 0
+
+
 def read_pid_files(pid_dir: Path) -> dict[str, int]:
     pids = {}
     if pid_dir.is_dir():

@@ -6,6 +6,7 @@ down what was started, even when the boot fails half way.
 
 from __future__ import annotations
 
+import secrets
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from skymemory.launcher import cfs, cfs_limits, docker, netns, nodes, processes, ssh
 from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, pss_kib, rss_kib, self_pid
 from skymemory.launcher.health import wait_healthy
+from skymemory.launcher.machines import container_name
 from skymemory.launcher.stop import summary_table, teardown
 from skymemory.orbit.manifest import Manifest, SatelliteEntry
 
@@ -59,7 +61,10 @@ def start(args) -> int:
         if args.hosts:
             _start_ssh(args, m, common)
         elif args.runtime == "docker":
-            return _start_docker(args, m, common, manifest_path)
+            problem = _start_docker(args, m, common)
+            if problem:  # nothing was started
+                print(f"launch_constellation: {problem}", file=sys.stderr)
+                return 1
         elif args.runtime == "cfs":
             _start_cfs(args, m, common, group)
         else:
@@ -76,6 +81,13 @@ def start(args) -> int:
                 name, code = next(iter(dead.items()))
                 return (f"{len(dead)} satellite process(es) exited during boot, e.g. {name} with code {code}:\n"
                         + _why_failed(m, sorted(dead)))
+            if m.runtime == "docker" and time.monotonic() >= next_log_check[0]:
+                next_log_check[0] = time.monotonic() + 2.0  # `docker ps` costs a fraction of a second
+                stopped = {c: st for c, st in docker.containers(m.backend["project"]).items() if st != "running"}
+                if stopped:
+                    name, state = next(iter(stopped.items()))
+                    return (f"{len(stopped)} container(s) stopped during boot, e.g. {name} ({state}); its log:\n"
+                            + docker.logs_tail(name))
             if m.runtime == "cfs" and time.monotonic() >= next_log_check[0]:
                 next_log_check[0] = time.monotonic() + (3.0 if args.hosts else 0.5)  # ssh costs more
                 bad = _failing_instances(m)
@@ -102,7 +114,10 @@ def start(args) -> int:
         print(summary_table(m), file=sys.stderr)
     memory = (f"; total RSS {rss_kib(local) / 1024:.1f} MiB (PSS {pss_kib(local) / 1024:.1f} MiB) over {len(local)} "
               "local processes" if local else "")
-    print(f"{n} satellites healthy; processes started in {started_s:.2f} s, boot-to-healthy {boot_s:.2f} s{memory}",
+    if m.runtime == "docker":
+        memory = _container_memory(m)
+    started = "containers" if m.runtime == "docker" else "processes"
+    print(f"{n} satellites healthy; {started} started in {started_s:.2f} s, boot-to-healthy {boot_s:.2f} s{memory}",
           file=sys.stderr)
     print(f"manifest: {manifest_path}")
     sys.stdout.flush()
@@ -139,6 +154,10 @@ def _failing_instances(m: Manifest) -> list[str]:
 
 def _why_failed(m: Manifest, names: list[str]) -> str:
     """For cFS, the first error line of each failed instance's log; for a node, the end of one log."""
+    if m.runtime == "docker":
+        e = next(e for e in m.satellites if nodes.sat_name(e.plane, e.sat) == names[0])
+        name = container_name(m.backend["project"], e.plane, e.sat)
+        return f"end of container {name}'s log:\n" + docker.logs_tail(name)
     if m.runtime != "cfs" and m.backend.get("kind") == "ssh":
         e = next(e for e in m.satellites if nodes.sat_name(e.plane, e.sat) == names[0])
         try:
@@ -328,25 +347,43 @@ def _check_cfs_fits(args, n: int) -> None:
         raise LaunchError("\n".join(problems))
 
 
-def _start_docker(args, m: Manifest, common: list[str], manifest_path: Path) -> int:
-    m.satellites = _entries(args, lambda i: "127.0.0.1")
-    jobs = [(nodes.sat_name(e.plane, e.sat), nodes.node_argv("", e, common, args, None)[1:]) for e in m.satellites]
-    compose_path = docker.write_compose(Path(m.run_dir) / "docker-compose.yml", jobs)
-    problem = docker.engine_problem()
+def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
+    """Write the compose file and bring the containers up; returns why not when no engine or Compose is there."""
+    m.ground_host = args.bind
+    m.satellites = _entries(args, lambda i: args.bind)
+    project = f"skymem{secrets.token_hex(3)}"
+    jobs = [((e.plane, e.sat), nodes.node_argv("", e, common, args, None)[1:]) for e in m.satellites]
+    compose_path = docker.write_compose(Path(m.run_dir) / "docker-compose.yml", project, jobs,
+                                        args.container_cpus, args.container_memory_mib)
+    command = docker.compose_command()
+    problem = docker.NO_COMPOSE if command is None else docker.engine_problem()
     if problem:
-        print(f"launch_constellation: {problem}; compose file written to {compose_path} "
-              f"(run `docker compose -f {compose_path} up -d` where an engine runs)", file=sys.stderr)
-        return 1
-    r = docker.compose(compose_path, "up", "-d")
+        return (f"{problem}; compose file written to {compose_path} (run `docker compose -f {compose_path} "
+                f"-p {project} up -d` where an engine and Compose are)")
+    busy = processes.busy_udp_port(args.bind, [e.isl_port for e in m.satellites] + [e.ground_port for e in m.satellites])
+    if busy is not None:  # host networking: the containers' nodes bind this machine's ports
+        raise LaunchError(f"UDP port {args.bind}:{busy} is already in use; choose other "
+                          "--isl-port-base / --ground-port-base")
+    m.backend = {"kind": "docker", "compose": str(compose_path), "project": project, "compose_command": command}
+    m.save(args.manifest)  # teardown info on disk before any container exists
+    log(args, f"  {' '.join(command)} up -d: {len(jobs)} containers, project {project}")
+    r = docker.compose(command, compose_path, project, "up", "-d")
     if r.returncode != 0:
-        raise LaunchError(f"docker compose up failed: {r.stderr.strip()}")
-    m.backend = {"kind": "docker", "compose": str(compose_path)}
-    m.runtime = "docker"
-    m.save(manifest_path)
-    healthy = wait_healthy(m.ground_addresses(), "127.0.0.1", args.health_timeout, args.quiet)
-    print(f"{len(healthy)}/{len(m.satellites)} containers healthy; manifest: {manifest_path}")
-    return 0 if len(healthy) == len(m.satellites) else 1
+        raise LaunchError(f"{' '.join(command)} up failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return None
 
+
+def _container_memory(m: Manifest) -> str:
+    """Each container's node (RSS, PSS) and the containerd-shim that holds it, averaged over the containers."""
+    names = [container_name(m.backend["project"], e.plane, e.sat) for e in m.satellites]
+    nodes_ = list(docker.node_pids(names).values())
+    shims = [p for p in (processes.parent_pid(pid) for pid in nodes_) if p]
+    if not nodes_:
+        return ""
+    k = len(nodes_)
+    return (f"; per container: node RSS {rss_kib(nodes_) / k:.0f} KiB (PSS {pss_kib(nodes_) / k:.0f} KiB), "
+            f"containerd-shim RSS {rss_kib(shims) / max(1, len(shims)):.0f} KiB "
+            f"(PSS {pss_kib(shims) / max(1, len(shims)):.0f} KiB), over {k} containers")
 
 
 def _foreground(args, m: Manifest, group: processes.ProcessGroup, manifest_path: Path) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from skymemory.launcher import cfs, docker, netns, nodes, processes, ssh
 from skymemory.launcher.common import rss_kib, self_pid
+from skymemory.launcher.machines import container_name
 from skymemory.orbit.manifest import Manifest
 
 
@@ -33,8 +34,7 @@ def teardown(m: Manifest) -> list:
                     survivors.append(f"{dest}: {exc}")
         return survivors
     if kind == "docker":
-        r = docker.compose(Path(m.backend["compose"]), "down", "--timeout", "5")
-        return [] if r.returncode == 0 else [r.stderr.strip()]
+        return _docker_down(m)
     pid_dir = Path(m.run_dir) / "pids"
     pids = processes.read_pid_files(pid_dir)
     pids.update({nodes.sat_name(e.plane, e.sat): e.pid for e in m.satellites if e.pid})
@@ -50,6 +50,22 @@ def teardown(m: Manifest) -> list:
         for f in pid_dir.glob("*.pid") if pid_dir.is_dir() else []:
             f.unlink()
     return survivors
+
+
+def _docker_down(m: Manifest) -> list:
+    """`compose down`, then check that no container of the project is left (the names of those that are)."""
+    project = m.backend["project"]
+    command = m.backend.get("compose_command") or docker.compose_command()
+    if command is None:
+        return [docker.NO_COMPOSE]
+    r = docker.compose(command, Path(m.backend["compose"]), project, "down", "--timeout", "5")
+    try:
+        left = [f"container {name} ({state})" for name, state in docker.containers(project).items()]
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        return [f"cannot list the project's containers: {exc}"]
+    if r.returncode != 0:
+        left.append(f"{' '.join(command)} down failed: {r.stderr.strip()}")
+    return left
 
 
 def stop(manifest_path: Path, quiet: bool = False) -> int:
@@ -70,6 +86,7 @@ def stop(manifest_path: Path, quiet: bool = False) -> int:
     if not quiet:
         hosts = m.backend.get("hosts", []) if m.backend.get("kind") == "ssh" else []
         where = (f"{sum(1 for e in m.satellites if e.pid)} processes on {len(hosts)} ssh hosts" if hosts
+                 else f"{len(m.satellites)} containers removed" if m.backend.get("kind") == "docker"
                  else f"{n_local} local processes")
         print(f"stopped {m.planes}x{m.sats} constellation ({where}); none left running", file=sys.stderr)
     return 0
@@ -79,6 +96,8 @@ def status(manifest_path: Path) -> int:
     m = Manifest.load(manifest_path)
     if m.backend.get("kind") == "ssh":
         return _ssh_status(m)
+    if m.backend.get("kind") == "docker":
+        return _docker_status(m)
     marker = m.backend.get("marker", "skymem_node")
     local = [e for e in m.satellites if e.pid and not e.remote]
     alive = [e for e in local if processes.alive(e.pid, marker)]
@@ -107,6 +126,22 @@ def _ssh_status(m: Manifest) -> int:
             unhealthy.append(f"{dest} ({len(alive)}/{len(pids)} running)")
     print(f"{m.planes}x{m.sats} {m.runtime} constellation on {len(m.backend.get('hosts', []))} ssh hosts: "
           f"{running}/{total} satellites running" + (f"; unhealthy: {', '.join(unhealthy)}" if unhealthy else ""))
+    return 0 if not unhealthy else 1
+
+
+def _docker_status(m: Manifest) -> int:
+    """How many of the satellites' containers run; the others by name and state."""
+    try:
+        states = docker.containers(m.backend["project"])
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        print(f"cannot ask the Docker engine: {exc}")
+        return 1
+    names = [container_name(m.backend["project"], e.plane, e.sat) for e in m.satellites]
+    unhealthy = [f"{n} ({states.get(n, 'missing')})" for n in names if states.get(n) != "running"]
+    for line in unhealthy:
+        print(f"  container {line}")
+    print(f"{m.planes}x{m.sats} constellation in containers (project {m.backend['project']}): "
+          f"{len(names) - len(unhealthy)}/{len(names)} running")
     return 0 if not unhealthy else 1
 
 
