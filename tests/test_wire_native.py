@@ -117,6 +117,23 @@ def test_replies_identical(route, h, data, cid, secs, subs, seq, kind, status, v
     assert rc == 0 and msg.reply_value == value and wire.decode_reply(c).value == value
 
 
+@settings(max_examples=40, deadline=None)
+@given(route=routes, h=hashes, data=st.binary(max_size=2000), ground=u16, vp=u16, vs=u16)
+def test_migration_set_chunk_with_origin_identical(route, h, data, ground, vp, vs):
+    route = wire.RouteHeader(route.dst_plane, route.dst_sat, 1, 2, flags=wire.SKYMEM_RF_MIGRATION,
+                             request_id=route.request_id)
+    desc = wire.make_desc(h, 0, 1, 5, data)
+    py = wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(desc, data, (ground, vp, vs)),
+                                  seq=3)
+    origin = ffi.new("skymem_origin_t *", {"ground": ground, "via_plane": vp, "via_sat": vs})
+    c = built(lib.skymem_build_set_chunk_origin, 3, c_route(route), c_desc(desc), origin, data)
+    assert py == c
+    rc, msg = c_parse(c)
+    assert rc == 0 and msg.has_origin and (msg.origin.ground, msg.origin.via_plane, msg.origin.via_sat) == (ground, vp, vs)
+    cmd = wire.decode_command(py)
+    assert cmd.origin == (ground, vp, vs) and cmd.data == data
+
+
 def test_stats_and_hk_identical():
     stats = wire.Stats(*range(3, 22), spare=0)
     cs = ffi.new("skymem_stats_t *")
@@ -164,6 +181,7 @@ def _valid_packets() -> list[bytes]:
     route = wire.RouteHeader(1, 2, wire.SKYMEM_GROUND_PLANE, 0, 1, 1, 0xABCDEF)
     desc = wire.make_desc(h, 3, 9, 1234, b"chunk-data")
     stats = wire.Stats(*range(1, 20))
+    migration = wire.RouteHeader(1, 2, 3, 4, 5, 6, 0x1234, flags=wire.SKYMEM_RF_MIGRATION)
     return [
         wire.encode_command(wire.SKYMEM_CMD_MID, wire.SKYMEM_NOOP_CC),
         wire.encode_command(wire.SKYMEM_CMD_MID, wire.SKYMEM_SET_PARAM_CC, wire.encode_set_param(2, 4096)),
@@ -175,6 +193,7 @@ def _valid_packets() -> list[bytes]:
         wire.encode_reply(route, wire.SKYMEM_REPLY_NAK, 4, wire.SKYMEM_NAK_NOT_FOUND, 3, body=h),
         wire.encode_reply(route, wire.SKYMEM_REPLY_STATS, 9, body=stats.pack()),
         wire.encode_telemetry(wire.SKYMEM_HK_TLM_MID, stats.pack(), 5, 6),
+        wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, migration, wire.set_chunk_body(desc, b"chunk-data", (7, 1, 2))),
     ]
 
 
@@ -182,7 +201,7 @@ DECODED_MIDS = {b"\x18\x90", b"\x18\x92", b"\x08\x90", b"\x08\x92"}
 
 
 @settings(max_examples=600, deadline=None)
-@given(which=st.integers(0, 9), cut=st.integers(0, 200), pos=st.integers(0, 200), value=st.integers(0, 255),
+@given(which=st.integers(0, 10), cut=st.integers(0, 200), pos=st.integers(0, 200), value=st.integers(0, 255),
        mode=st.sampled_from(["byte", "truncate", "extend"]))
 def test_mutated_packets_accepted_alike(which, cut, pos, value, mode):
     """Corrupt one byte, truncate or extend a valid packet: Python and C accept or reject it alike."""

@@ -39,6 +39,7 @@ typedef struct { uint16_t dst_plane, dst_sat; uint16_t src_plane, src_sat; uint1
                  uint32_t request_id; uint8_t ttl, hops, flags, reserved; } skymem_route_t;
 typedef struct { uint8_t block_hash[32]; uint32_t chunk_id; uint32_t chunk_count; uint64_t created_ms;
                  uint32_t crc32c; uint16_t data_len; uint8_t gossip_radius; uint8_t flags; } skymem_chunk_desc_t;
+typedef struct { uint16_t ground; uint16_t via_plane, via_sat; } skymem_origin_t;
 typedef struct { uint16_t plane, sat; uint32_t cmd_count, err_count, chunks; uint64_t bytes_used, bytes_budget;
                  uint32_t lru_evictions, blocks_purged; uint32_t rx_packets, tx_packets, forwarded, dropped,
                  invalid, auth_failures; uint32_t migrated_out, migrated_in; uint64_t mission_time_ms;
@@ -50,7 +51,7 @@ typedef struct {
     uint8_t has_route; skymem_route_t route; const uint8_t *payload; size_t payload_len; const uint8_t *auth;
     uint8_t block_hash[32]; uint8_t has_block_hash; uint32_t chunk_id; uint32_t first, count, stride;
     uint32_t evict_id; uint8_t radius; uint16_t target_plane, target_sat; uint16_t param_id;
-    uint32_t param_value; skymem_chunk_desc_t desc; const uint8_t *data;
+    uint32_t param_value; skymem_chunk_desc_t desc; const uint8_t *data; uint8_t has_origin; skymem_origin_t origin;
     uint8_t reply_kind, reply_cc, reply_status; uint32_t reply_chunk_id, reply_value; skymem_stats_t stats;
     ...;
 } skymem_msg_t;
@@ -78,6 +79,9 @@ int skymem_build_set_param(uint8_t *buf, size_t cap, uint16_t seq, const skymem_
                            uint16_t param_id, uint32_t value);
 int skymem_build_set_chunk(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
                            const skymem_chunk_desc_t *desc, const uint8_t *data);
+int skymem_build_set_chunk_origin(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                                  const skymem_chunk_desc_t *desc, const skymem_origin_t *origin,
+                                  const uint8_t *data);
 int skymem_build_get_chunk(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
                            const uint8_t *hash, uint32_t chunk_id);
 int skymem_build_probe(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,

@@ -408,6 +408,61 @@ static void test_strict_fields(void)
     }
 }
 
+/* The origin record (issue 15): a migration's SET_CHUNK carries the chunk's ground station after its
+ * descriptor; it is refused anywhere else, and packets without it are what they always were. */
+static void test_origin_record(void)
+{
+    static uint8_t buf[SKYMEM_MAX_PACKET];
+    uint8_t data[64];
+    skymem_msg_t m;
+    skymem_route_t r = sample_route();
+    skymem_chunk_desc_t d;
+    skymem_origin_t o = {7, 2, 3};
+    int n, plain;
+    memset(data, 0x33, sizeof data);
+    memset(&d, 0, sizeof d);
+    memset(d.block_hash, 0x22, 32);
+    d.chunk_id = 0;
+    d.chunk_count = 1;
+    d.data_len = sizeof data;
+    d.crc32c = skymem_crc32c(data, sizeof data);
+    plain = skymem_build_set_chunk(buf, sizeof buf, 0, &r, &d, data);
+    CHECK_EQ_INT(skymem_build_set_chunk_origin(buf, sizeof buf, 0, &r, &d, &o, data), SKYMEM_E_RANGE); /* not MIGRATION */
+    r.flags = SKYMEM_RF_MIGRATION;
+    n = skymem_build_set_chunk_origin(buf, sizeof buf, 0, &r, &d, &o, data);
+    CHECK_EQ_INT(n, plain + (int)SKYMEM_ORIGIN_LEN);
+    CHECK_EQ_INT(buf[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_CD_FLAGS], SKYMEM_CDF_ORIGIN);
+    CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_OK);
+    CHECK(m.has_origin && m.origin.ground == 7 && m.origin.via_plane == 2 && m.origin.via_sat == 3);
+    CHECK(m.desc.data_len == sizeof data && memcmp(m.data, data, sizeof data) == 0);
+    check_mutations(buf, (size_t)n, 0);
+    /* the record's reserved field must be zero */
+    buf[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_CHUNK_DESC_LEN + SKYMEM_OR_RESERVED + 1] = 1;
+    skymem_cmd_finalize(buf, (size_t)n);
+    CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_E_RESERVED);
+    /* a ground station may not claim an origin: only a migration (route flag MIGRATION) carries one */
+    n = skymem_build_set_chunk_origin(buf, sizeof buf, 0, &r, &d, &o, data);
+    buf[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_FLAGS] = 0;
+    skymem_cmd_finalize(buf, (size_t)n);
+    CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_E_RESERVED);
+    /* nor does a DATA reply */
+    d.flags = SKYMEM_CDF_ORIGIN;
+    {
+        uint8_t body[SKYMEM_CHUNK_DESC_LEN + SKYMEM_ORIGIN_LEN + sizeof data];
+        skymem_chunk_desc_encode(body, &d);
+        memset(body + SKYMEM_CHUNK_DESC_LEN, 0, SKYMEM_ORIGIN_LEN);
+        memcpy(body + SKYMEM_CHUNK_DESC_LEN + SKYMEM_ORIGIN_LEN, data, sizeof data);
+        n = skymem_build_reply(buf, sizeof buf, 0, 0, 0, &r, SKYMEM_REPLY_DATA, SKYMEM_GET_CHUNK_CC, 0, 0, 0, body,
+                               sizeof body);
+        CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_E_RESERVED);
+    }
+    /* skymem_build_set_chunk never lets the flag through without its record */
+    n = skymem_build_set_chunk(buf, sizeof buf, 0, &r, &d, data);
+    CHECK_EQ_INT(n, plain);
+    CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_OK);
+    CHECK(!m.has_origin);
+}
+
 int main(void)
 {
     size_t i;
@@ -417,5 +472,6 @@ int main(void)
     test_data_cmds();
     test_replies();
     test_strict_fields();
+    test_origin_record();
     return check_report("codec");
 }

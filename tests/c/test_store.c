@@ -227,13 +227,22 @@ int main(void)
         route.src_sat = 4;
         route.via_plane = 5;
         route.via_sat = 6;
-        skymem_chunk_meta_from_set(&kept, &in, &route);
+        skymem_chunk_meta_from_set(&kept, &in, &route, NULL);
         CHECK(kept.origin_ground == 4 && kept.ingress_plane == 5 && kept.ingress_sat == 6);
+        CHECK_EQ_INT(kept.flags, 0); /* ORIGIN is a wire flag, not kept */
         skymem_chunk_desc_from_meta(&out, in.block_hash, 3, &kept, 200);
+        in.flags = 0;
         CHECK(memcmp(&in, &out, sizeof in) == 0);
-        route.src_plane = 1; /* set by a satellite (a migration): no ground station to tell */
-        skymem_chunk_meta_from_set(&kept, &in, &route);
-        CHECK_EQ_INT(kept.origin_ground, SKYMEM_NO_SAT);
+        {
+            skymem_origin_t o, carried = {4, 5, 6};
+            CHECK(skymem_chunk_origin(&kept, &o) && o.ground == 4 && o.via_plane == 5 && o.via_sat == 6);
+            route.src_plane = 1; /* set by a satellite: a migration, which carries the origin record */
+            skymem_chunk_meta_from_set(&kept, &in, &route, &carried);
+            CHECK(kept.origin_ground == 4 && kept.ingress_plane == 5 && kept.ingress_sat == 6);
+            skymem_chunk_meta_from_set(&kept, &in, &route, NULL); /* an old satellite: nobody to tell */
+            CHECK_EQ_INT(kept.origin_ground, SKYMEM_NO_SAT);
+            CHECK(!skymem_chunk_origin(&kept, &o));
+        }
     }
     /* default config: 64 MiB / 6144-byte chunks */
     CHECK_EQ_INT(skymem_store_create(&s, 64ull << 20, 6144, NULL, NULL), SKYMEM_STORE_OK);

@@ -199,7 +199,8 @@ void node_gossip_evict(node_t *n, const uint8_t *hash, uint32_t evict_id, uint8_
     }
 }
 
-/* Store callback: an LRU eviction purged a whole block. */
+/* Store callback: an LRU eviction purged a whole block. The EVICTED notice reaches the ground
+ * station that set the chunk, also when the chunk came here by migration (its origin record). */
 void node_on_store_evict(void *ctx, const uint8_t *hash, const skymem_chunk_meta_t *victim, uint32_t purged)
 {
     node_t *n = (node_t *)ctx;
@@ -282,7 +283,7 @@ static void handle_set_chunk(node_t *n, const skymem_msg_t *m, const skymem_rout
         node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BAD_CRC, m->desc.chunk_id, 0, m->block_hash, 32);
         return;
     }
-    skymem_chunk_meta_from_set(&meta, &m->desc, r);
+    skymem_chunk_meta_from_set(&meta, &m->desc, r, m->has_origin ? &m->origin : NULL);
     rc = skymem_store_set(n->store, m->block_hash, m->desc.chunk_id, &meta, m->data, m->desc.data_len);
     if (rc != SKYMEM_STORE_OK) {
         node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, rc == SKYMEM_STORE_E_TOO_LARGE ? SKYMEM_NAK_TOO_LARGE : SKYMEM_NAK_NO_SPACE,

@@ -41,6 +41,7 @@ static void send_chunk(node_t *n, node_job_t *j, uint32_t i)
     {
         skymem_chunk_desc_t d;
         skymem_route_t r;
+        skymem_origin_t origin;
         int len;
         skymem_chunk_desc_from_meta(&d, j->hash, c->chunk_id, &meta, dlen);
         memset(&r, 0, sizeof r);
@@ -53,7 +54,9 @@ static void send_chunk(node_t *n, node_job_t *j, uint32_t i)
         r.request_id = (j->job_id << IDX_BITS) | i;
         r.ttl = SKYMEM_DEFAULT_TTL;
         r.flags = SKYMEM_RF_MIGRATION;
-        len = skymem_build_set_chunk(n->txbuf, sizeof n->txbuf, n->seq++, &r, &d, data);
+        /* the origin record keeps the chunk's ground station, so an LRU eviction there still reaches it */
+        len = skymem_build_set_chunk_origin(n->txbuf, sizeof n->txbuf, n->seq++, &r, &d,
+                                            skymem_chunk_origin(&meta, &origin) ? &origin : NULL, data);
         if (len > 0) len = (int)node_auth_sign(n, &r, n->txbuf, (size_t)len, sizeof n->txbuf);
         if (len > 0) node_route_out(n, n->txbuf, (size_t)len, &r, 0);
     }

@@ -14,7 +14,7 @@ parses the header and compares every one).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from spacepacket import PacketType, SequenceFlags, SpacePacket
 
@@ -94,7 +94,13 @@ SKYMEM_CD_CRC32C = 48
 SKYMEM_CD_DATA_LEN = 52
 SKYMEM_CD_GOSSIP_RADIUS = 54
 SKYMEM_CD_FLAGS = 55
-SKYMEM_CDF_KNOWN = 0x00  # descriptor flags defined so far
+SKYMEM_CDF_ORIGIN = 0x01  # an origin record follows the descriptor (a migration's SET_CHUNK only)
+SKYMEM_CDF_KNOWN = 0x01  # descriptor flags defined so far
+SKYMEM_ORIGIN_LEN = 8  # origin record: u16 ground station, u16 via plane, u16 via sat, u16 zero
+SKYMEM_OR_GROUND = 0
+SKYMEM_OR_VIA_PLANE = 2
+SKYMEM_OR_VIA_SAT = 4
+SKYMEM_OR_RESERVED = 6
 
 SKYMEM_DEFAULT_CHUNK_DATA = 6144
 SKYMEM_MAX_CHUNK_DATA = 60000
@@ -212,6 +218,7 @@ _CHUNK_RANGE = struct.Struct(">32sIII")
 _EVICT = struct.Struct(">32sIB3s")
 _MIGRATE = struct.Struct(">32sIIIHH")
 _SET_PARAM = struct.Struct(">HHI")
+_ORIGIN = struct.Struct(">HHHH")
 _TLM_TIME = struct.Struct(">IH4x")
 _STATS = struct.Struct(">HHIIIQQIIIIIIIIIIQII")
 assert _ROUTE.size == SKYMEM_ROUTE_HDR_LEN and _DESC.size == SKYMEM_CHUNK_DESC_LEN
@@ -285,13 +292,36 @@ class ChunkDesc:
         f = _DESC.unpack_from(buf, 0)
         return cls(bytes(f[0]), *f[1:])
 
-    def check(self) -> None:
-        """What skymem_parse refuses in a descriptor besides its length: the chunk id must be one of the
-        block's chunk_count (>= 1) chunks, and only known flags may be set."""
-        if not 0 <= self.chunk_id < self.chunk_count:
-            raise WireError(f"chunk id {self.chunk_id} is not below the chunk count {self.chunk_count}")
-        if self.flags & ~SKYMEM_CDF_KNOWN:
-            raise WireError(f"chunk descriptor flags {self.flags:#04x} set a bit no version defines")
+
+Origin = tuple[int, int, int]  # (ground station, via plane, via sat) of a migrated chunk
+
+
+def _chunk_body(body: bytes, what: str, origin_ok: bool) -> tuple[ChunkDesc, Origin | None, bytes]:
+    """Descriptor [+ origin record] + data, refused as skymem_parse refuses it: a flag no version
+    defines, a data_len that disagrees with the bytes, a chunk id not below chunk_count (>= 1), an
+    origin record outside a migration's SET_CHUNK or with its reserved field set."""
+    desc = ChunkDesc.unpack(body)
+    if desc.flags & ~SKYMEM_CDF_KNOWN:
+        raise WireError(f"chunk descriptor flags {desc.flags:#04x} set a bit no version defines")
+    head = SKYMEM_CHUNK_DESC_LEN + (SKYMEM_ORIGIN_LEN if desc.flags & SKYMEM_CDF_ORIGIN else 0)
+    if len(body) < head:
+        raise WireError(f"{what} is shorter than its descriptor and origin record")
+    data = body[head:]
+    if len(data) != desc.data_len:
+        raise WireError(f"{what} data_len {desc.data_len} but {len(data)} data bytes follow")
+    if desc.data_len > SKYMEM_MAX_CHUNK_DATA:
+        raise WireError(f"chunk data of {desc.data_len} bytes exceeds {SKYMEM_MAX_CHUNK_DATA}")
+    if not 0 <= desc.chunk_id < desc.chunk_count:
+        raise WireError(f"chunk id {desc.chunk_id} is not below the chunk count {desc.chunk_count}")
+    origin = None
+    if desc.flags & SKYMEM_CDF_ORIGIN:
+        ground, via_plane, via_sat, reserved = _ORIGIN.unpack_from(body, SKYMEM_CHUNK_DESC_LEN)
+        if not origin_ok:
+            raise WireError(f"{what} carries an origin record, which only a migration's SET_CHUNK may")
+        if reserved:
+            raise WireError("origin record reserved field is not zero")
+        origin = (ground, via_plane, via_sat)
+    return desc, origin, data
 
 
 STATS_FIELDS = (
@@ -467,12 +497,16 @@ def migrate_body(block_hash: bytes, first: int, count: int, stride: int, target:
     return chunk_range(block_hash, first, count, stride) + struct.pack(">HH", *target)
 
 
-def set_chunk_body(desc: ChunkDesc, data: bytes) -> bytes:
+def set_chunk_body(desc: ChunkDesc, data: bytes, origin: Origin | None = None) -> bytes:
+    """Descriptor + data; with `origin` (a migration's SET_CHUNK) the descriptor gets flag ORIGIN and
+    the origin record goes between them."""
     if desc.data_len != len(data):
         raise WireError(f"descriptor says {desc.data_len} data bytes, got {len(data)}")
     if len(data) > SKYMEM_MAX_CHUNK_DATA:
         raise WireError(f"chunk data of {len(data)} bytes exceeds {SKYMEM_MAX_CHUNK_DATA}")
-    return desc.pack() + data
+    if origin is None:
+        return replace(desc, flags=desc.flags & ~SKYMEM_CDF_ORIGIN).pack() + data
+    return replace(desc, flags=desc.flags | SKYMEM_CDF_ORIGIN).pack() + _ORIGIN.pack(*origin, 0) + data
 
 
 def make_desc(block_hash: bytes, chunk_id: int, chunk_count: int, created_ms: int, data: bytes,
@@ -507,6 +541,7 @@ class Command:
     target: tuple[int, int] | None = None
     param_id: int = 0
     param_value: int = 0
+    origin: Origin | None = None  # a migration's SET_CHUNK: (ground station, via plane, via sat)
 
 
 _FIXED_BODY = {
@@ -547,14 +582,8 @@ def decode_command(packet: bytes, verify_checksum: bool = True) -> Command:
         raise WireError(f"message id {prim.mid:#x} is not a SkyMemory command")
     kw: dict = {}
     if cc == SKYMEM_SET_CHUNK_CC:
-        desc = ChunkDesc.unpack(body)
-        data = body[SKYMEM_CHUNK_DESC_LEN:]
-        if len(data) != desc.data_len:
-            raise WireError(f"SET_CHUNK data_len {desc.data_len} but {len(data)} data bytes follow")
-        if desc.data_len > SKYMEM_MAX_CHUNK_DATA:
-            raise WireError(f"chunk data of {desc.data_len} bytes exceeds {SKYMEM_MAX_CHUNK_DATA}")
-        desc.check()
-        kw = {"desc": desc, "data": data, "block_hash": desc.block_hash, "chunk_id": desc.chunk_id}
+        desc, origin, data = _chunk_body(body, "SET_CHUNK", bool(route.flags & SKYMEM_RF_MIGRATION))
+        kw = {"desc": desc, "data": data, "block_hash": desc.block_hash, "chunk_id": desc.chunk_id, "origin": origin}
     else:
         want = _FIXED_BODY[cc]
         if len(body) != want:
@@ -651,13 +680,7 @@ def decode_reply(packet: bytes) -> Reply:
     common = dict(route=route, kind=kind, cc=cc, status=status, chunk_id=chunk_id, value=value,
                   seconds=seconds, subseconds=subseconds, seq=prim.seq)
     if kind == SKYMEM_REPLY_DATA:
-        desc = ChunkDesc.unpack(body)
-        data = body[SKYMEM_CHUNK_DESC_LEN:]
-        if len(data) != desc.data_len:
-            raise WireError(f"DATA reply data_len {desc.data_len} but {len(data)} data bytes follow")
-        if desc.data_len > SKYMEM_MAX_CHUNK_DATA:
-            raise WireError(f"chunk data of {desc.data_len} bytes exceeds {SKYMEM_MAX_CHUNK_DATA}")
-        desc.check()
+        desc, _, data = _chunk_body(body, "DATA reply", origin_ok=False)
         return Reply(**common, block_hash=desc.block_hash, desc=desc, data=data)
     if kind in (SKYMEM_REPLY_ACK, SKYMEM_REPLY_NAK):
         if len(body) not in (0, SKYMEM_BLOCK_HASH_LEN):

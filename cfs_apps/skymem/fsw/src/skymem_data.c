@@ -90,7 +90,8 @@ static void SKYMEM_SetChunk(const skymem_msg_t *Msg, const skymem_route_t *Reply
         return;
     }
 
-    skymem_chunk_meta_from_set(&Meta, Desc, &Msg->route); /* also whom to tell if LRU later purges it */
+    /* also whom to tell if LRU later purges it (a migration's origin record, else the route) */
+    skymem_chunk_meta_from_set(&Meta, Desc, &Msg->route, Msg->has_origin ? &Msg->origin : NULL);
 
     rc = skymem_store_set(SKYMEM_Data.Store, Desc->block_hash, Desc->chunk_id, &Meta, Msg->data, Desc->data_len);
     if (rc == SKYMEM_STORE_E_TOO_LARGE)

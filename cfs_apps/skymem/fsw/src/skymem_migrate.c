@@ -58,6 +58,7 @@ static void SKYMEM_MigrateSendChunk(SKYMEM_Migration_t *Job, uint32 Index)
     skymem_chunk_meta_t     Meta;
     skymem_chunk_desc_t     Desc;
     skymem_route_t          Route;
+    skymem_origin_t         Origin;
     const uint8_t          *Data;
     size_t                  Len;
     int                     PacketLen;
@@ -83,8 +84,10 @@ static void SKYMEM_MigrateSendChunk(SKYMEM_Migration_t *Job, uint32 Index)
     Route.ttl        = SKYMEM_DEFAULT_TTL;
     Route.flags      = SKYMEM_RF_MIGRATION;
 
-    PacketLen = skymem_build_set_chunk(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++,
-                                       &Route, &Desc, Data);
+    /* the origin record keeps the chunk's ground station, so an LRU eviction there still reaches it */
+    PacketLen = skymem_build_set_chunk_origin(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch),
+                                              SKYMEM_Data.SeqCount++, &Route, &Desc,
+                                              skymem_chunk_origin(&Meta, &Origin) ? &Origin : NULL, Data);
     PacketLen = SKYMEM_AuthSign(SKYMEM_Data.Scratch, PacketLen, sizeof(SKYMEM_Data.Scratch)); /* key 0 when keys are on */
     SKYMEM_PublishToRouter(SKYMEM_Data.Scratch, PacketLen);
 

@@ -423,7 +423,7 @@ static void Test_LruEviction(void)
     UtAssert_UINT32_EQ(Reply.route.request_id, 0);
     UtAssert_MemCmp(Reply.block_hash, Hash, sizeof(Hash), "evicted block named");
 
-    /* A migrated chunk (no ground origin) is gossiped but not announced. */
+    /* A chunk that knows no ground station (migrated from an older satellite) is gossiped but not announced. */
     Victim.origin_ground = SKYMEM_NO_SAT;
     UT_ExpectReplies();
     SKYMEM_OnEviction(NULL, Hash, &Victim, 1);
@@ -448,7 +448,10 @@ static void Test_Migrate(void)
     memset(Hash, 0x44, sizeof(Hash));
     memset(Data, 0x99, sizeof(Data));
     memset(&Meta, 0, sizeof(Meta));
-    Meta.chunk_count = 2;
+    Meta.chunk_count   = 2;
+    Meta.origin_ground = 7; /* set by ground station 7 through satellite (0,0) */
+    Meta.ingress_plane = 0;
+    Meta.ingress_sat   = 0;
     UtAssert_INT32_EQ(skymem_store_set(SKYMEM_Data.Store, Hash, 0, &Meta, Data, sizeof(Data)), SKYMEM_STORE_OK);
     UtAssert_INT32_EQ(skymem_store_set(SKYMEM_Data.Store, Hash, 1, &Meta, Data, sizeof(Data)), SKYMEM_STORE_OK);
 
@@ -462,6 +465,10 @@ static void Test_Migrate(void)
     UtAssert_UINT32_EQ(Out.cc, SKYMEM_SET_CHUNK_CC);
     UtAssert_UINT32_EQ(Out.route.dst_sat, 2);
     UtAssert_True((Out.route.flags & SKYMEM_RF_MIGRATION) != 0, "MIGRATION flag set");
+    /* the chunk's ground station travels with it (origin record), so its eviction there is announced */
+    UtAssert_True(Out.has_origin, "origin record carried");
+    UtAssert_UINT32_EQ(Out.origin.ground, 7);
+    UtAssert_UINT32_EQ(Out.origin.via_sat, 0);
 
     /* The target ACKs both: our copies go, the requester gets ACK value 2. */
     memset(&AckRoute, 0, sizeof(AckRoute));

@@ -101,6 +101,12 @@ typedef struct {
 } skymem_chunk_desc_t;
 
 void skymem_chunk_desc_encode(uint8_t *out, const skymem_chunk_desc_t *d);
+
+/* Where a migrated chunk came from (the origin record, skymem_wire.h). */
+typedef struct {
+    uint16_t ground;               /* ground station id that set the chunk */
+    uint16_t via_plane, via_sat;   /* satellite holding that ground link */
+} skymem_origin_t;
 void skymem_chunk_desc_decode(const uint8_t *in, skymem_chunk_desc_t *d);
 
 typedef struct {
@@ -144,6 +150,8 @@ typedef struct {
     uint32_t param_value;
     skymem_chunk_desc_t desc;                  /* SET_CHUNK, reply DATA */
     const uint8_t *data;                       /* chunk data (desc.data_len bytes) */
+    uint8_t has_origin;                        /* SET_CHUNK with descriptor flag ORIGIN */
+    skymem_origin_t origin;
     uint8_t reply_kind, reply_cc, reply_status;/* replies */
     uint32_t reply_chunk_id, reply_value;
     skymem_stats_t stats;                      /* reply STATS, HK telemetry */
@@ -178,6 +186,11 @@ int skymem_build_set_param(uint8_t *buf, size_t cap, uint16_t seq, const skymem_
                            uint16_t param_id, uint32_t value);
 int skymem_build_set_chunk(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
                            const skymem_chunk_desc_t *desc, const uint8_t *data);
+/* A migration's SET_CHUNK: with origin != NULL the descriptor gets flag ORIGIN and the origin
+ * record follows it (route->flags must include MIGRATION); with NULL, as skymem_build_set_chunk. */
+int skymem_build_set_chunk_origin(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                                  const skymem_chunk_desc_t *desc, const skymem_origin_t *origin,
+                                  const uint8_t *data);
 int skymem_build_get_chunk(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
                            const uint8_t *hash, uint32_t chunk_id);
 int skymem_build_probe(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,

@@ -117,9 +117,15 @@ int skymem_store_resize(skymem_store_t **s, uint64_t budget_bytes, uint32_t chun
 
 /* What to keep for a chunk arriving in a SET_CHUNK with descriptor `desc` along `route`: the
  * descriptor's fields, and whom to tell if LRU later purges the block (the ground station that
- * set it and the satellite holding that ground link). Shared by the cFS app and the native node. */
+ * set it and the satellite holding that ground link): from `origin` when the SET_CHUNK carried an
+ * origin record (a migration), else from the route when a ground station sent it, else nobody.
+ * Shared by the cFS app and the native node. */
 void skymem_chunk_meta_from_set(skymem_chunk_meta_t *meta, const skymem_chunk_desc_t *desc,
-                                const skymem_route_t *route);
+                                const skymem_route_t *route, const skymem_origin_t *origin);
+
+/* The origin record a migration of this chunk carries: 1 and *origin when the chunk knows its
+ * ground station, else 0 (nothing to carry). */
+int skymem_chunk_origin(const skymem_chunk_meta_t *meta, skymem_origin_t *origin);
 
 /* The wire descriptor of a stored chunk (a GET reply, a migration's SET_CHUNK). */
 void skymem_chunk_desc_from_meta(skymem_chunk_desc_t *desc, const uint8_t *block_hash, uint32_t chunk_id,

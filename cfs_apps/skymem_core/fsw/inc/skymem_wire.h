@@ -105,7 +105,18 @@
 #define SKYMEM_CD_DATA_LEN       52u /* u16, bytes of data that follow */
 #define SKYMEM_CD_GOSSIP_RADIUS  54u /* u8, hops an eviction of this block is gossiped */
 #define SKYMEM_CD_FLAGS          55u /* u8, SKYMEM_CDF_*; any other bit is refused */
-#define SKYMEM_CDF_KNOWN         0x00u /* descriptor flags defined so far */
+#define SKYMEM_CDF_ORIGIN        0x01u /* an origin record follows the descriptor (migration SET_CHUNK only) */
+#define SKYMEM_CDF_KNOWN         0x01u /* descriptor flags defined so far */
+
+/* Origin record: in a SET_CHUNK with route flag MIGRATION and descriptor flag ORIGIN, these 8
+ * bytes sit between the descriptor and the data. They carry whom to tell if LRU later purges the
+ * chunk (the ground station that set it and the satellite that held its ground link), which a
+ * satellite-to-satellite route header cannot say. Older packets (flag clear) are unchanged. */
+#define SKYMEM_ORIGIN_LEN        8u
+#define SKYMEM_OR_GROUND         0u /* u16 ground station id */
+#define SKYMEM_OR_VIA_PLANE      2u /* u16 satellite that carried the original SET_CHUNK up */
+#define SKYMEM_OR_VIA_SAT        4u /* u16 */
+#define SKYMEM_OR_RESERVED       6u /* u16, zero */
 
 #define SKYMEM_DEFAULT_CHUNK_DATA 6144u  /* the paper's 6 KB */
 #define SKYMEM_MAX_CHUNK_DATA     60000u /* fits one UDP datagram with headers */

@@ -220,20 +220,34 @@ static int check_range(uint32_t first, uint32_t count, uint32_t stride)
     return SKYMEM_OK;
 }
 
-/* Chunk descriptor + data: data_len must match the remaining bytes exactly, the chunk id
- * must be one of the block's chunk_count (>= 1) chunks, and only known flags may be set. */
-static int parse_chunk(const uint8_t *p, size_t n, skymem_msg_t *m)
+/* Chunk descriptor [+ origin record] + data: data_len must match the remaining bytes exactly,
+ * the chunk id must be one of the block's chunk_count (>= 1) chunks, and only known flags may be
+ * set. An origin record is allowed only in a migration's SET_CHUNK (`origin_ok`). */
+static int parse_chunk(const uint8_t *p, size_t n, skymem_msg_t *m, int origin_ok)
 {
+    size_t head = SKYMEM_CHUNK_DESC_LEN;
     if (n < SKYMEM_CHUNK_DESC_LEN) return SKYMEM_E_BODY_LEN;
     skymem_chunk_desc_decode(p, &m->desc);
-    if ((size_t)m->desc.data_len != n - SKYMEM_CHUNK_DESC_LEN) return SKYMEM_E_DATA_LEN;
+    if (m->desc.flags & (uint8_t)~SKYMEM_CDF_KNOWN) return SKYMEM_E_RESERVED; /* before the flags say a length */
+    if (m->desc.flags & SKYMEM_CDF_ORIGIN) {
+        head += SKYMEM_ORIGIN_LEN;
+        if (n < head) return SKYMEM_E_BODY_LEN;
+    }
+    if ((size_t)m->desc.data_len != n - head) return SKYMEM_E_DATA_LEN;
     if (m->desc.data_len > SKYMEM_MAX_CHUNK_DATA) return SKYMEM_E_RANGE;
     if (m->desc.chunk_count == 0 || m->desc.chunk_id >= m->desc.chunk_count) return SKYMEM_E_RANGE;
-    if (m->desc.flags & (uint8_t)~SKYMEM_CDF_KNOWN) return SKYMEM_E_RESERVED;
+    if (m->desc.flags & SKYMEM_CDF_ORIGIN) {
+        const uint8_t *o = p + SKYMEM_CHUNK_DESC_LEN;
+        if (!origin_ok || skymem_get_u16(o + SKYMEM_OR_RESERVED) != 0) return SKYMEM_E_RESERVED;
+        m->has_origin = 1;
+        m->origin.ground = skymem_get_u16(o + SKYMEM_OR_GROUND);
+        m->origin.via_plane = skymem_get_u16(o + SKYMEM_OR_VIA_PLANE);
+        m->origin.via_sat = skymem_get_u16(o + SKYMEM_OR_VIA_SAT);
+    }
     memcpy(m->block_hash, m->desc.block_hash, SKYMEM_BLOCK_HASH_LEN);
     m->has_block_hash = 1;
     m->chunk_id = m->desc.chunk_id;
-    m->data = p + SKYMEM_CHUNK_DESC_LEN;
+    m->data = p + head;
     return SKYMEM_OK;
 }
 
@@ -256,7 +270,7 @@ static int parse_data_cmd_body(const uint8_t *p, size_t n, skymem_msg_t *m)
     case SKYMEM_SET_PARAM_CC:
         return parse_set_param(p, n, m);
     case SKYMEM_SET_CHUNK_CC:
-        return parse_chunk(p, n, m);
+        return parse_chunk(p, n, m, (m->route.flags & SKYMEM_RF_MIGRATION) != 0);
     case SKYMEM_GET_CHUNK_CC:
     case SKYMEM_PROBE_CC:
         if (n != SKYMEM_CHUNK_REF_LEN) return SKYMEM_E_BODY_LEN;
@@ -303,7 +317,7 @@ static int parse_reply_body(const uint8_t *p, size_t n, skymem_msg_t *m)
     n -= SKYMEM_REPLY_HDR_LEN;
     switch (m->reply_kind) {
     case SKYMEM_REPLY_DATA:
-        return parse_chunk(p, n, m);
+        return parse_chunk(p, n, m, 0);
     case SKYMEM_REPLY_ACK:
     case SKYMEM_REPLY_NAK:
         if (n == 0) return SKYMEM_OK;
@@ -500,11 +514,31 @@ int skymem_build_set_param(uint8_t *buf, size_t cap, uint16_t seq, const skymem_
 int skymem_build_set_chunk(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
                            const skymem_chunk_desc_t *desc, const uint8_t *data)
 {
-    uint8_t d[SKYMEM_CHUNK_DESC_LEN];
+    return skymem_build_set_chunk_origin(buf, cap, seq, route, desc, NULL, data);
+}
+
+int skymem_build_set_chunk_origin(uint8_t *buf, size_t cap, uint16_t seq, const skymem_route_t *route,
+                                  const skymem_chunk_desc_t *desc, const skymem_origin_t *origin,
+                                  const uint8_t *data)
+{
+    uint8_t d[SKYMEM_CHUNK_DESC_LEN + SKYMEM_ORIGIN_LEN];
+    skymem_chunk_desc_t e;
+    size_t head = SKYMEM_CHUNK_DESC_LEN;
     if (desc == NULL) return SKYMEM_E_NULL;
     if (desc->data_len > SKYMEM_MAX_CHUNK_DATA) return SKYMEM_E_RANGE;
-    skymem_chunk_desc_encode(d, desc);
-    return build_data2(buf, cap, SKYMEM_SET_CHUNK_CC, seq, route, d, sizeof d, data, desc->data_len);
+    e = *desc;
+    e.flags = (uint8_t)(desc->flags & ~SKYMEM_CDF_ORIGIN);
+    if (origin != NULL) {
+        if (route == NULL || !(route->flags & SKYMEM_RF_MIGRATION)) return SKYMEM_E_RANGE;
+        e.flags |= SKYMEM_CDF_ORIGIN;
+        skymem_put_u16(d + head + SKYMEM_OR_GROUND, origin->ground);
+        skymem_put_u16(d + head + SKYMEM_OR_VIA_PLANE, origin->via_plane);
+        skymem_put_u16(d + head + SKYMEM_OR_VIA_SAT, origin->via_sat);
+        skymem_put_u16(d + head + SKYMEM_OR_RESERVED, 0);
+        head += SKYMEM_ORIGIN_LEN;
+    }
+    skymem_chunk_desc_encode(d, &e);
+    return build_data2(buf, cap, SKYMEM_SET_CHUNK_CC, seq, route, d, head, data, desc->data_len);
 }
 
 static int build_ref(uint8_t *buf, size_t cap, uint8_t cc, uint16_t seq, const skymem_route_t *route,

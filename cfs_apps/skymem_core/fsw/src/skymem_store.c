@@ -408,17 +408,32 @@ int skymem_store_resize(skymem_store_t **sp, uint64_t budget_bytes, uint32_t chu
 }
 
 void skymem_chunk_meta_from_set(skymem_chunk_meta_t *meta, const skymem_chunk_desc_t *desc,
-                                const skymem_route_t *route)
+                                const skymem_route_t *route, const skymem_origin_t *origin)
 {
     memset(meta, 0, sizeof(*meta));
     meta->chunk_count = desc->chunk_count;
     meta->created_ms = desc->created_ms;
     meta->crc32c = desc->crc32c;
     meta->gossip_radius = desc->gossip_radius;
-    meta->flags = desc->flags;
+    meta->flags = (uint8_t)(desc->flags & ~SKYMEM_CDF_ORIGIN); /* a wire-only flag: the record is kept below */
+    if (origin != NULL) {
+        meta->origin_ground = origin->ground;
+        meta->ingress_plane = origin->via_plane;
+        meta->ingress_sat = origin->via_sat;
+        return;
+    }
     meta->origin_ground = route->src_plane == SKYMEM_GROUND_PLANE ? route->src_sat : SKYMEM_NO_SAT;
     meta->ingress_plane = route->via_plane;
     meta->ingress_sat = route->via_sat;
+}
+
+int skymem_chunk_origin(const skymem_chunk_meta_t *meta, skymem_origin_t *origin)
+{
+    if (meta->origin_ground == SKYMEM_NO_SAT || meta->ingress_plane == SKYMEM_NO_SAT) return 0;
+    origin->ground = meta->origin_ground;
+    origin->via_plane = meta->ingress_plane;
+    origin->via_sat = meta->ingress_sat;
+    return 1;
 }
 
 void skymem_chunk_desc_from_meta(skymem_chunk_desc_t *desc, const uint8_t *block_hash, uint32_t chunk_id,
