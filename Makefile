@@ -53,9 +53,11 @@ test-hosts: build venv
 
 # test-containers: 19x5 in containers of docker/Dockerfile's image on a Docker engine (the running one, or a
 # dockerd it starts without a bridge network); the base image is made offline with debootstrap when missing.
+# Then --netns behind the firewall Docker's defaults set up (FORWARD DROP, bridged frames through iptables),
+# emulated without a Docker bridge and put back as it was.
 test-containers: build venv
-	tools/testbed/install_packages.sh docker.io docker-compose debootstrap iptables
-	SKYMEM_LIVE=containers $(LIVE_PYTEST) tests/machines/test_docker_engine.py
+	tools/testbed/install_packages.sh docker.io docker-compose debootstrap iptables nftables
+	SKYMEM_LIVE=containers $(LIVE_PYTEST) tests/machines/test_docker_engine.py tests/machines/test_netns_firewall.py
 
 demo: build venv
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m skymemory demo

@@ -51,6 +51,10 @@ printf 'plane = 0\nsat = 0\nplanes = 2\nsats = 2\nwhat = 1\n' >"$TMP/bad2.conf"
 expect_exit 2 "config unknown key" --config "$TMP/bad2.conf"
 printf '0 0 127.0.0.1 99999 1\n' >"$TMP/peers"
 expect_exit 2 "bad peers file" $BASE --peers "$TMP/peers"
+expect_exit 2 "unknown address layout" $BASE --addresses some
+expect_exit 2 "an address each and a peers file" $BASE --addresses per-satellite --peers "$TMP/peers"
+expect_exit 2 "an address each past 255.255.255.255" $BASE --addresses per-satellite --bind 255.255.255.254
+expect_exit 2 "an address each on one port" $BASE --addresses per-satellite --isl-port-base 9000 --ground-port-base 9000
 
 # a good config file: the node runs until SIGTERM and exits 0 (another port pair
 # is tried if the first is taken by someone else)

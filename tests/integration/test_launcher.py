@@ -37,14 +37,51 @@ def test_bad_arguments_are_rejected(tmp_path, capsys):
 
     for args in (["--planes", "0"], ["--sats", "x"], ["--loss", "1.5"], ["--netns", "3", "--hosts", "10.0.0.1"],
                  ["--chunk-size", "70000"], ["--overhead", "9,9", "--planes", "3", "--sats", "3"],
-                 ["--isl-port-base", "40000", "--ground-port-base", "40010"], ["--runtime", "cfs"],
-                 ["--hosts", "pc1,pc2"], ["--hosts", "10.0.0.1,10.0.0.1"], ["--bind", "localhost"],
-                 ["--time-scale", "0"], ["--memory-budget", "-5"], ["--netns", "0"], ["--planes", "100", "--sats", "100"]):
+                 ["--addresses", "shared", "--isl-port-base", "40000", "--ground-port-base", "40010"],
+                 ["--runtime", "cfs"], ["--hosts", "pc1,pc2"], ["--hosts", "10.0.0.1,10.0.0.1"], ["--bind", "localhost"],
+                 ["--time-scale", "0"], ["--memory-budget", "-5"], ["--netns", "0"], ["--planes", "200", "--sats", "200"],
+                 ["--addresses", "per-satellite", "--bind", "10.0.0.1"], ["--addresses", "per-satellite", "--netns", "2"],
+                 ["--addresses", "per-satellite", "--bind", "127.255.255.200", "--planes", "10", "--sats", "10"]):
         with pytest.raises(SystemExit) as e:
             parse_args([*args, "--manifest", str(tmp_path / "m.json")])
         assert e.value.code == 2, args
         assert "error" in capsys.readouterr().err, args
     assert parse_args(["--planes", "3", "--sats", "3"]).overhead == (1, 1)
+
+
+def test_port_layout_stays_out_of_the_ephemeral_range():
+    """Shared ports while they fit below the ephemeral range, an address per satellite beyond."""
+    from skymemory.launcher.ports import choose
+
+    linux = (32768, 60999)
+    small, warning = choose(95, "127.0.0.1", 20000, 30000, ephemeral=linux)
+    assert not small.per_satellite and warning is None
+    assert (small.address(94), small.isl_port(94), small.ground_port(94)) == ("127.0.0.1", 20094, 30094)
+    big, warning = choose(128 * 128, "127.0.0.1", 20000, 30000, ephemeral=linux)
+    assert big.per_satellite and warning is None
+    assert (big.address(16383), big.isl_port(16383), big.ground_port(16383)) == ("127.0.64.0", 20000, 30000)
+    chosen, warning = choose(95, "127.0.0.1", 20000, 40000, ephemeral=linux)  # bases the user gave
+    assert not chosen.per_satellite and "ground ports 40000..40094 lie in the kernel's ephemeral" in warning
+    netns, _ = choose(4096, "127.0.0.1", 20000, 40000, one_machine=False, ephemeral=linux)
+    assert not netns.per_satellite
+
+
+def test_an_address_per_satellite_round_trip(node_path, tmp_path):
+    """--addresses per-satellite: every node on its own loopback address, the same two ports; ISL works."""
+    manifest = launch(tmp_path, 3, 3, "--addresses", "per-satellite", "--bind", "127.0.3.1")
+    try:
+        m = Manifest.load(manifest)
+        assert [e.host for e in m.satellites] == [f"127.0.3.{i + 1}" for i in range(9)]
+        assert len({(e.isl_port, e.ground_port) for e in m.satellites}) == 1
+        from skymemory.store.constellation import ConstellationBlockStore
+
+        with ConstellationBlockStore.from_manifest(m, m.constellation().nearest(4)) as store:  # via the overhead
+            payload = bytes(range(256)) * 300
+            rec = store.put_block(b"a" * 32, payload)
+            assert store.get_block(rec) == payload
+    finally:
+        r = stop(manifest)
+    assert r.returncode == 0, r.stderr
 
 
 def test_failed_boot_leaves_nothing(tmp_path, monkeypatch):

@@ -110,6 +110,8 @@ void node_log(const node_t *n, int level, const char *fmt, ...)
 
 /* node_link.c: addresses, link emulation, sending */
 int node_isl_addr(const node_t *n, uint32_t plane, uint32_t sat, struct sockaddr_in *out);
+/* Satellite idx's address on the port range starting at port_base, by the --addresses rule (no --peers). */
+int node_rule_addr(const node_t *n, uint32_t idx, uint32_t port_base, struct sockaddr_in *out);
 int node_load_peers(node_t *n, const char *path);
 /* Resolves the four neighbours' ISL addresses once, at start-up. */
 void node_cache_neighbours(node_t *n);

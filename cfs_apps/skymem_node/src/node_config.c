@@ -14,6 +14,7 @@ static const char USAGE[] =
     "usage: skymem_node --plane P --sat S --planes N --sats M\n"
     "  [--altitude-km 550] [--inclination-deg 53] [--walker-phase 0]\n"
     "  [--bind 127.0.0.1] [--isl-port-base 20000] [--ground-port-base 40000]\n"
+    "  [--addresses shared|per-satellite]  (per-satellite: satellite i on --bind + i, ports = the bases)\n"
     "  [--peers FILE]  (lines: plane sat host isl_port ground_port)\n"
     "  [--memory-budget BYTES] [--chunk-size BYTES]\n"
     "  [--epoch-ms MS] [--time-scale X] [--delay-scale X] [--ground-delay-ms X]\n"
@@ -123,6 +124,15 @@ static int apply(node_config_t *cfg, const char *key, const char *v, int depth, 
     if (!strcmp(key, "bind")) { cfg->bind_given = 1; return parse_str(key, v, cfg->bind, sizeof cfg->bind); }
     if (!strcmp(key, "isl-port-base")) return parse_u32(key, v, 1, 65535, &cfg->isl_port_base);
     if (!strcmp(key, "ground-port-base")) return parse_u32(key, v, 1, 65535, &cfg->ground_port_base);
+    if (!strcmp(key, "addresses")) {
+        if (v && !strcmp(v, "shared")) cfg->per_satellite_addresses = 0;
+        else if (v && !strcmp(v, "per-satellite")) cfg->per_satellite_addresses = 1;
+        else {
+            fprintf(stderr, "skymem_node: --addresses must be shared or per-satellite\n");
+            return -1;
+        }
+        return 0;
+    }
     if (!strcmp(key, "auth-keys")) return parse_str(key, v, cfg->auth_keys, sizeof cfg->auth_keys);
     if (!strcmp(key, "peers")) return parse_str(key, v, cfg->peers, sizeof cfg->peers);
     if (!strcmp(key, "tlm-dest")) return parse_tlm_dest(key, v, cfg);
@@ -277,7 +287,27 @@ int node_config_parse(node_config_t *cfg, int argc, char **argv)
         fprintf(stderr, "skymem_node: planes x sats must be at most 65535\n");
         return -1;
     }
-    if (cfg->peers[0] == '\0') {
+    if (cfg->per_satellite_addresses) {
+        uint64_t n = (uint64_t)cfg->planes * cfg->sats;
+        struct in_addr first;
+        if (cfg->peers[0]) {
+            fprintf(stderr, "skymem_node: --addresses per-satellite and --peers exclude each other\n");
+            return -1;
+        }
+        if (inet_pton(AF_INET, cfg->bind, &first) != 1) {
+            fprintf(stderr, "skymem_node: --bind: '%s' is not an IPv4 address\n", cfg->bind);
+            return -1;
+        }
+        if ((uint64_t)ntohl(first.s_addr) + n - 1 > 0xFFFFFFFFull) {
+            fprintf(stderr, "skymem_node: --bind %s + %llu satellites runs past 255.255.255.255\n", cfg->bind,
+                    (unsigned long long)n);
+            return -1;
+        }
+        if (cfg->isl_port_base == cfg->ground_port_base) {
+            fprintf(stderr, "skymem_node: --isl-port-base and --ground-port-base must differ\n");
+            return -1;
+        }
+    } else if (cfg->peers[0] == '\0') {
         uint64_t n = (uint64_t)cfg->planes * cfg->sats;
         if (cfg->isl_port_base + n - 1 > 65535u || cfg->ground_port_base + n - 1 > 65535u) {
             fprintf(stderr, "skymem_node: port base + %llu satellites exceeds 65535\n", (unsigned long long)n);

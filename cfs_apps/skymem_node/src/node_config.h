@@ -16,6 +16,7 @@ typedef struct {
     char bind[64];
     int bind_given;
     uint32_t isl_port_base, ground_port_base;
+    int per_satellite_addresses; /* --addresses per-satellite: satellite i on --bind + i, ports = the bases */
     char peers[512];
     uint64_t memory_budget;
     uint32_t chunk_size;

@@ -14,6 +14,24 @@
 #define RETRY_NS 200000ull   /* socket buffer full: try again after 0.2 ms */
 #define BURST_BYTES 65536.0  /* token bucket depth */
 
+/* Without --peers, addresses follow a rule. Shared (the default): every satellite on --bind,
+ * satellite idx on port base + idx. Per-satellite: satellite idx on address --bind + idx, on the
+ * base port itself; a 16,384-satellite grid then needs two ports, which stay below the kernel's
+ * ephemeral range, and 127.0.0.0/8 has an address for every satellite. */
+int node_rule_addr(const node_t *n, uint32_t idx, uint32_t port_base, struct sockaddr_in *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->sin_family = AF_INET;
+    if (inet_pton(AF_INET, n->cfg.bind, &out->sin_addr) != 1) return -1;
+    if (n->cfg.per_satellite_addresses) {
+        out->sin_addr.s_addr = htonl(ntohl(out->sin_addr.s_addr) + idx); /* range checked by node_config */
+        out->sin_port = htons((uint16_t)port_base);
+    } else {
+        out->sin_port = htons((uint16_t)(port_base + idx));
+    }
+    return 0;
+}
+
 int node_isl_addr(const node_t *n, uint32_t plane, uint32_t sat, struct sockaddr_in *out)
 {
     uint32_t idx;
@@ -23,11 +41,7 @@ int node_isl_addr(const node_t *n, uint32_t plane, uint32_t sat, struct sockaddr
         *out = n->peer_isl[idx];
         return out->sin_port ? 0 : -1;
     }
-    memset(out, 0, sizeof(*out));
-    out->sin_family = AF_INET;
-    if (inet_pton(AF_INET, n->cfg.bind, &out->sin_addr) != 1) return -1;
-    out->sin_port = htons((uint16_t)(n->cfg.isl_port_base + idx));
-    return 0;
+    return node_rule_addr(n, idx, n->cfg.isl_port_base, out);
 }
 
 void node_cache_neighbours(node_t *n)

@@ -158,19 +158,15 @@ static int setup(node_t *n)
 
     if (n->cfg.peers[0]) {
         if (node_load_peers(n, n->cfg.peers) != 0) return 2;
-        if (n->cfg.bind_given) {
-            inet_pton(AF_INET, n->cfg.bind, &n->self_isl.sin_addr);
-            n->self_ground.sin_addr = n->self_isl.sin_addr;
-        }
     } else {
         uint32_t idx = n->plane * n->sats + n->sat;
-        memset(&n->self_isl, 0, sizeof n->self_isl);
-        n->self_isl.sin_family = AF_INET;
-        n->self_isl.sin_port = htons((uint16_t)(n->cfg.isl_port_base + idx));
-        n->self_ground = n->self_isl;
-        n->self_ground.sin_port = htons((uint16_t)(n->cfg.ground_port_base + idx));
+        if (node_rule_addr(n, idx, n->cfg.isl_port_base, &n->self_isl) != 0 ||
+            node_rule_addr(n, idx, n->cfg.ground_port_base, &n->self_ground) != 0) {
+            fprintf(stderr, "skymem_node: --bind: '%s' is not an IPv4 address\n", n->cfg.bind);
+            return 2;
+        }
     }
-    if (!n->cfg.peers[0] || n->cfg.bind_given) {
+    if (n->cfg.peers[0] && n->cfg.bind_given) { /* --bind overrides the peers file's address for ourselves */
         if (inet_pton(AF_INET, n->cfg.bind, &n->self_isl.sin_addr) != 1) {
             fprintf(stderr, "skymem_node: --bind: '%s' is not an IPv4 address\n", n->cfg.bind);
             return 2;

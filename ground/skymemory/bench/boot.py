@@ -2,6 +2,7 @@
 
     skymemory bench boot --planes 19 --sats 5 --object-mb 10 --servers 10
     skymemory bench boot --planes 72 --sats 22
+    skymemory bench boot --planes 128 --sats 128 --kv-block    # 16,384 satellites, a KV block round trip
 
 Extra arguments after `--` go to the launcher (e.g. -- --netns 5 --ground-delay-ms 1.8).
 Prints boot-to-healthy time, total RSS, put/get throughput, and whether any process was left.
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 from skymemory.argtypes import float_range, int_range, positive_int
+from skymemory.bench.roundtrip import kv_block_round_trip
 from skymemory.launcher import processes, rss_kib
 from skymemory.launcher.common import pss_kib
 from skymemory.orbit.manifest import Manifest
@@ -33,6 +35,9 @@ def _arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--object-mb", type=float_range(0, 4096), default=0.0,
                    help="round-trip an object of this size (0 = skip)")
     p.add_argument("--servers", type=positive_int, default=10)
+    p.add_argument("--kv-block", action="store_true",
+                   help="round-trip a KV block through KVCManager over the --servers nearest satellites "
+                        "(bench/roundtrip.py)")
     p.add_argument("launcher_args", nargs="*", help="after --: passed to the launcher")
     return p
 
@@ -79,11 +84,15 @@ def _main(a, p: argparse.ArgumentParser) -> int:
                 print(f"object {len(data) / 1e6:.1f} MB over {a.servers} satellites: put {put_s:.2f} s "
                       f"({len(data) / put_s / 1e6:.1f} MB/s), get {get_s:.2f} s ({len(data) / get_s / 1e6:.1f} MB/s), "
                       f"byte-exact: {exact}")
+            if a.kv_block:
+                trip = kv_block_round_trip(m, a.servers, Path(tmp) / "index")
+                print(trip.describe())
+                code = code or (0 if trip.exact else 1)
         finally:
             t = time.monotonic()
             r = subprocess.run([sys.executable, *LAUNCHER, "stop", "--manifest", str(manifest)],
                                capture_output=True, text=True, timeout=300)
-            left = [pid for pid in pids if processes.alive(pid)]
+            left = [pid for pid in pids if processes.alive(pid, "skymem_node")]  # not a reused pid
             print(f"stop: exit {r.returncode} in {time.monotonic() - t:.2f} s; processes left: {len(left)}")
             if r.returncode or left:
                 code = 1

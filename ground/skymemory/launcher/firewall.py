@@ -7,11 +7,12 @@ of its ports go through iptables' FORWARD chain as well, and are dropped. The na
 (the ISLs between hosts), so before any node starts:
 
 allow_bridge(bridge) -> rule or None
-    When bridged frames are filtered (bridge-nf-call-iptables = 1) and `iptables` is there,
-    insert "-i BRIDGE -o BRIDGE -j ACCEPT" at the top of DOCKER-USER where Docker made that
-    chain (the chain Docker keeps for its users' rules, evaluated before its own), else at the
-    top of FORWARD. Returns what `remove` needs (the launcher keeps it in the manifest), or
-    None when nothing was added.
+    When bridged frames are filtered (bridge-nf-call-iptables = 1), `iptables` is there and its
+    FORWARD chain could drop them (a policy other than ACCEPT, or any rule), insert
+    "-i BRIDGE -o BRIDGE -j ACCEPT" at the top of DOCKER-USER where Docker made that chain (the
+    chain Docker keeps for its users' rules, evaluated before its own), else at the top of
+    FORWARD. Returns what `remove` needs (the launcher keeps it in the manifest), or None when
+    nothing was added (an open FORWARD chain is left untouched).
 remove(rule) -> problems
     Delete exactly that rule (`stop` does this); nothing else in the firewall is touched.
 filtering_note() -> str
@@ -42,8 +43,15 @@ def _spec(bridge: str) -> list[str]:
     return ["-i", bridge, "-o", bridge, "-j", "ACCEPT"]
 
 
+def forward_chain_open() -> bool:
+    """FORWARD accepts everything: policy ACCEPT and no rule (listing creates no table)."""
+    listed = _iptables("-S", "FORWARD")
+    lines = listed.stdout.splitlines()
+    return listed.returncode == 0 and lines == ["-P FORWARD ACCEPT"]
+
+
 def allow_bridge(bridge: str) -> dict | None:
-    if not bridged_frames_filtered() or shutil.which("iptables") is None:
+    if not bridged_frames_filtered() or shutil.which("iptables") is None or forward_chain_open():
         return None
     chain = "DOCKER-USER" if _iptables("-S", "DOCKER-USER").returncode == 0 else "FORWARD"
     r = _iptables("-I", chain, "1", *_spec(bridge))

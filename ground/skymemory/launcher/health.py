@@ -1,4 +1,6 @@
-"""Health check: every satellite must answer a data-plane NOOP on its ground port."""
+"""Health checks: every satellite must answer a data-plane NOOP on its ground port (wait_healthy);
+and, where satellites run on several emulated hosts, neighbours on different hosts must reach each
+other over their ISL (crossing_pairs, isl_failures: a firewall may drop the bridged traffic)."""
 
 from __future__ import annotations
 
@@ -57,3 +59,32 @@ def wait_healthy(addresses: dict[Sat, tuple[str, int]], bind_host: str, timeout_
         print(f"  healthy {done}/{total}", end=end, file=sys.stderr, flush=True)
 
     return asyncio.run(_check_all(addresses, bind_host, time.monotonic() + timeout_s, progress, abort))
+
+
+def crossing_pairs(entries, planes: int, sats: int, host_of) -> list[tuple[Sat, Sat]]:
+    """One pair of +GRID neighbours (src, dst) for every two hosts that share an ISL."""
+    pairs: dict[tuple[str, str], tuple[Sat, Sat]] = {}
+    host = {(e.plane, e.sat): host_of(e) for e in entries}
+    for (p, s), h in host.items():
+        for q, t in (((p + 1) % planes, s), ((p - 1) % planes, s), (p, (s + 1) % sats), (p, (s - 1) % sats)):
+            if host[(q, t)] != h:
+                pairs.setdefault((h, host[(q, t)]), ((p, s), (q, t)))
+    return list(pairs.values())
+
+
+def isl_failures(addresses: dict[Sat, tuple[str, int]], bind_host: str,
+                 pairs: list[tuple[Sat, Sat]]) -> list[tuple[Sat, Sat]]:
+    """The pairs (src, dst) for which a NOOP sent to dst through src (one ISL hop) gets no answer."""
+
+    async def check() -> list[tuple[Sat, Sat]]:
+        async with SkyMemoryClient(addresses, timeout=0.3, retries=3, bind=(bind_host, 0)) as client:
+            async def one(src: Sat, dst: Sat) -> tuple[Sat, Sat] | None:
+                try:
+                    await client.noop(dst, via=src)
+                    return None
+                except SkyMemoryError:
+                    return src, dst
+
+            return [f for f in await asyncio.gather(*(one(a, b) for a, b in pairs)) if f is not None]
+
+    return asyncio.run(check())

@@ -42,12 +42,16 @@ def node_options(args: argparse.Namespace, epoch_ms: int) -> list[str]:
 
 def node_argv(node: str, entry: SatelliteEntry, common: list[str], args: argparse.Namespace,
               peers: str | None) -> list[str]:
+    layout = args.layout
     argv = [node, "--plane", str(entry.plane), "--sat", str(entry.sat), *common,
-            "--bind", entry.host, "--seed", str(args.seed + entry.plane * args.sats + entry.sat)]
+            "--bind", layout.bind if layout.per_satellite else entry.host,
+            "--seed", str(args.seed + entry.plane * args.sats + entry.sat)]
     if peers:
         argv += ["--peers", peers]
     else:
-        argv += ["--isl-port-base", str(args.isl_port_base), "--ground-port-base", str(args.ground_port_base)]
+        argv += ["--isl-port-base", str(layout.isl_base), "--ground-port-base", str(layout.ground_base)]
+        if layout.per_satellite:  # the node computes every satellite's address from the first one (--bind)
+            argv += ["--addresses", "per-satellite"]
     if entry.tlm_host:  # housekeeping to the ground's telemetry address, as TO_LAB sends it on cFS
         argv += ["--tlm-dest", f"{entry.tlm_host}:{entry.tlm_port}"]
     return argv

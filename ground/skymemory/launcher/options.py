@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 
 from skymemory.argtypes import int_range
-from skymemory.launcher import cfs, cfs_limits
+from skymemory.launcher import cfs, cfs_limits, ports
 from skymemory.orbit.manifest import DEFAULT_PATH
 
-MAX_SATELLITES = 4096
+MAX_SATELLITES = 16384  # 128 x 128, as measured on one 2-core machine (BENCHMARKS.md)
 RUNTIMES = ("native", "cfs", "docker")
 CONTAINER_MEMORY_MARGIN_MIB = 16  # beyond the chunk store: the binary, socket buffers, queued packets
 
@@ -88,7 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--node", type=Path, default=None, help="skymem_node binary (default $SKYMEM_NODE or build/skymem_node)")
     g.add_argument("--bind", type=_ipv4, default="127.0.0.1", help="address the local nodes bind (native)")
     g.add_argument("--isl-port-base", type=int_range(1024, 65535), default=20000)
-    g.add_argument("--ground-port-base", type=int_range(1024, 65535), default=40000)
+    g.add_argument("--ground-port-base", type=int_range(1024, 65535), default=30000,
+                   help="default 30000: with the ISL ports from 20000, below Linux's ephemeral ports (32768 up)")
+    g.add_argument("--addresses", choices=ports.CHOICES, default="auto",
+                   help="shared: every satellite on --bind, ports base + i; per-satellite: satellite i on --bind + i, "
+                        "ports = the bases; auto (default): shared while its ports stay out of the kernel's "
+                        "ephemeral range, else per-satellite (docs/CONTRACTS.md)")
     g.add_argument("--netns", type=int_range(1, 250), default=0, metavar="H",
                    help="spread satellites over H network namespaces (emulated hosts, needs root)")
     g.add_argument("--hosts", type=_hosts, default=None, help="comma-separated ssh hosts to run satellites on")
@@ -161,13 +166,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     n = args.planes * args.sats
     if n > MAX_SATELLITES:
         parser.error(f"{n} satellites is more than the launcher's limit of {MAX_SATELLITES}")
-    for base, name in ((args.isl_port_base, "--isl-port-base"), (args.ground_port_base, "--ground-port-base")):
-        if base + n - 1 > 65535:
-            parser.error(f"{name} {base} + {n} satellites runs past port 65535")
-    a0, a1 = args.isl_port_base, args.isl_port_base + n
-    b0, b1 = args.ground_port_base, args.ground_port_base + n
-    if a0 < b1 and b0 < a1:
-        parser.error("ISL and ground port ranges overlap; move one base")
+    one_machine = not (args.netns or args.hosts or args.runtime == "cfs")
+    try:
+        args.layout, args.port_warning = ports.choose(n, args.bind, args.isl_port_base, args.ground_port_base,
+                                                      args.addresses, one_machine)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.overhead is not None:
         try:
             p_, s_ = (int(x) for x in args.overhead.split(","))

@@ -73,14 +73,20 @@ class ProcessGroup:
 
 def busy_udp_port(host: str, ports: list[int]) -> int | None:
     """The first port in `ports` that cannot be bound on host (None when all are free)."""
+    busy = first_busy_udp([(host, port) for port in ports])
+    return busy[1] if busy else None
+
+
+def first_busy_udp(addresses: list[tuple[str, int]]) -> tuple[str, int] | None:
+    """The first (host, port) that cannot be bound now (None when all are free)."""
     import socket
 
-    for port in ports:
+    for address in addresses:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
-            s.bind((host, port))
+            s.bind(address)
         except OSError:
-            return port
+            return address
         finally:
             s.close()
     return None
@@ -89,16 +95,20 @@ def busy_udp_port(host: str, ports: list[int]) -> int | None:
 def free_port_bases(n: int, *, host: str = "127.0.0.1", seed: int | None = None) -> tuple[int, int]:
     """(ISL base, ground base) whose n ports each are all free on host right now.
 
-    Picked at random (other constellations, tests or users may hold ports) away from the
-    default bases 20000/40000, so a test run never lands on a constellation started by hand.
+    Picked at random (other constellations, tests or users may hold ports) in 2000..9999: below
+    the kernel's ephemeral range (launcher/ports.py), away from the launcher's default bases
+    20000/30000, so a test run never lands on a constellation started by hand, and from the C
+    tests' 10000..19999.
     """
     import os
     import random
     import time
 
+    if n > 4000:
+        raise ValueError(f"{n} satellites: free_port_bases picks ranges of at most 4000 ports")
     rng = random.Random(seed if seed is not None else os.getpid() ^ time.time_ns())
     for _ in range(100):
-        isl, ground = rng.randrange(22000, 32000 - n), rng.randrange(42000, 52000 - n)
+        isl, ground = rng.randrange(2000, 6000 - n + 1), rng.randrange(6000, 10000 - n + 1)
         if busy_udp_port(host, list(range(isl, isl + n))) is None and \
                 busy_udp_port(host, list(range(ground, ground + n))) is None:
             return isl, ground
@@ -116,7 +126,7 @@ def cmdline(pid: int) -> list[str]:
 def is_zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # ESRCH: the process went while being read
         return False
 
 
@@ -155,28 +165,32 @@ def read_pid_files(pid_dir: Path) -> dict[str, int]:
 
 
 def terminate(pids: dict[str, int], marker: str, grace_s: float = 5.0) -> list[int]:
-    """SIGTERM every live pid running `marker`, SIGKILL what is left after grace_s; return survivors."""
+    """SIGTERM every live pid running `marker`, SIGKILL what is left after grace_s; return survivors.
+
+    Every check asks for the marker too: once a node has exited, its pid may already belong to
+    another process (16,384 nodes use half of a default pid space), which must not be waited for
+    or killed."""
     ours = {n: p for n, p in pids.items() if alive(p, marker)}
+    still = lambda: [p for p in ours.values() if alive(p, marker)]  # noqa: E731
     for pid in ours.values():
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(alive(p) for p in ours.values()):
+    while time.monotonic() < deadline and still():
         _reap()
         time.sleep(0.05)
-    for pid in ours.values():
-        if alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    for pid in still():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline and any(alive(p) for p in ours.values()):
+    while time.monotonic() < deadline and still():
         _reap()
         time.sleep(0.05)
-    return [p for p in ours.values() if alive(p)]
+    return still()
 
 
 def _reap() -> None:

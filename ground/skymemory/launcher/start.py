@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.launcher import cfs, cfs_limits, docker, netns, nodes, processes, ssh
+from skymemory.launcher import cfs, cfs_limits, docker, firewall, netns, nodes, processes, ssh
 from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, pss_kib, rss_kib, self_pid
-from skymemory.launcher.health import wait_healthy
+from skymemory.launcher.health import crossing_pairs, isl_failures, wait_healthy
 from skymemory.launcher.machines import container_name
 from skymemory.launcher.stop import summary_table, teardown
 from skymemory.orbit.manifest import Manifest, SatelliteEntry
@@ -57,6 +57,11 @@ def start(args) -> int:
     group = processes.ProcessGroup(run_dir, die_with_parent=not args.detach)
     common = nodes.node_options(args, epoch_ms)
     log(args, f"booting {args.planes}x{args.sats} = {n} satellites ({_backend_name(args)}); run dir {run_dir}")
+    if args.port_warning:
+        print(f"launch_constellation: warning: {args.port_warning}", file=sys.stderr)
+    if args.layout.per_satellite:
+        log(args, f"  an address per satellite: {args.layout.address(0)}..{args.layout.address(n - 1)}, ISL port "
+                  f"{args.layout.isl_base}, ground port {args.layout.ground_base} (--addresses)")
     try:
         if args.hosts:
             _start_ssh(args, m, common)
@@ -101,6 +106,8 @@ def start(args) -> int:
             raise LaunchError(f"{n - len(healthy)} of {n} satellites did not answer a NOOP within "
                               f"{args.health_timeout:g} s, e.g. {missing[:5]}\n"
                               + _why_failed(m, [nodes.sat_name(p, s) for p, s in missing]))
+        if m.backend.get("kind") == "netns":
+            _check_isl_between_namespaces(m)
     except BaseException as exc:
         log(args, f"boot failed ({(str(exc).splitlines() or [type(exc).__name__])[0]}); tearing down")
         teardown(m)
@@ -212,7 +219,7 @@ def _entries(args, host_of) -> list[SatelliteEntry]:
     for p in range(args.planes):
         for s in range(args.sats):
             i = p * args.sats + s
-            e = SatelliteEntry(p, s, host_of(i), args.isl_port_base + i, args.ground_port_base + i)
+            e = SatelliteEntry(p, s, host_of(i), args.layout.isl_port(i), args.layout.ground_port(i))
             if args.runtime == "cfs":
                 e.cpuid = cfs.cpuid(args.cfs_first_cpuid, i)
                 e.command_port = cfs.ci_lab_port(args.cfs_ci_lab_base, e.cpuid)
@@ -256,23 +263,45 @@ def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessG
         m.satellites = _entries(args, lambda i: netns.host_address(host_index(i)))
         for e in m.satellites:
             e.netns = record["namespaces"][host_index(e.plane * args.sats + e.sat)]
+        m.save(args.manifest)  # the namespaces are recorded before the firewall is touched
+        m.backend["firewall_rule"] = firewall.allow_bridge(record["bridge"])
+        if m.backend["firewall_rule"]:
+            log(args, f"  bridged traffic goes through iptables here (net.bridge.bridge-nf-call-iptables = 1): "
+                      f"ACCEPT rule for {record['bridge']} added to {m.backend['firewall_rule']['chain']} "
+                      "until stop")
         peers = str(nodes.write_peers(Path(m.run_dir) / "peers.txt", m.satellites))
         m.save(args.manifest)  # teardown info on disk before any process starts
     else:
-        m.backend = {"kind": "native", "marker": "skymem_node"}
+        m.backend = {"kind": "native", "marker": "skymem_node", "addresses": args.layout.name}
         m.ground_host = args.bind
-        m.satellites = _entries(args, lambda i: args.bind)
-        busy = processes.busy_udp_port(args.bind, [e.isl_port for e in m.satellites] +
-                                       [e.ground_port for e in m.satellites])
-        if busy is not None:
-            raise LaunchError(f"UDP port {args.bind}:{busy} is already in use; choose other "
-                              "--isl-port-base / --ground-port-base")
+        m.satellites = _entries(args, args.layout.address)
+        _check_ports_free(m)
     for k, e in enumerate(m.satellites, 1):
         argv = nodes.node_argv(node, e, common, args, peers)
         if e.netns:
             argv = netns.exec_prefix(e.netns) + argv
         e.pid = group.start(nodes.sat_name(e.plane, e.sat), argv)
         _progress(args, k, n)
+
+
+def _check_isl_between_namespaces(m: Manifest) -> None:
+    """Neighbours in different namespaces must hear each other: the ground reaches every namespace
+    directly, but their ISL traffic crosses the bridge, where a firewall may drop it."""
+    pairs = crossing_pairs(m.satellites, m.planes, m.sats, lambda e: e.netns)
+    failed = isl_failures(m.ground_addresses(), m.ground_host, pairs)
+    if failed:
+        src, dst = failed[0]
+        raise LaunchError(f"the satellites answer the ground, but {len(failed)} of {len(pairs)} ISLs between namespaces "
+                          f"carry nothing (e.g. {src} -> {dst}): traffic across the bridge {m.backend['bridge']} is "
+                          f"dropped; {firewall.filtering_note()}")
+
+
+def _check_ports_free(m: Manifest) -> None:
+    busy = processes.first_busy_udp([(e.host, e.isl_port) for e in m.satellites] +
+                                    [(e.host, e.ground_port) for e in m.satellites])
+    if busy is not None:
+        raise LaunchError(f"UDP port {busy[0]}:{busy[1]} is already in use; choose other "
+                          "--isl-port-base / --ground-port-base")
 
 
 def _start_cfs(args, m: Manifest, common: list[str], group: processes.ProcessGroup) -> None:
@@ -350,7 +379,7 @@ def _check_cfs_fits(args, n: int) -> None:
 def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
     """Write the compose file and bring the containers up; returns why not when no engine or Compose is there."""
     m.ground_host = args.bind
-    m.satellites = _entries(args, lambda i: args.bind)
+    m.satellites = _entries(args, args.layout.address)
     project = f"skymem{secrets.token_hex(3)}"
     jobs = [((e.plane, e.sat), nodes.node_argv("", e, common, args, None)[1:]) for e in m.satellites]
     compose_path = docker.write_compose(Path(m.run_dir) / "docker-compose.yml", project, jobs,
@@ -360,11 +389,9 @@ def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
     if problem:
         return (f"{problem}; compose file written to {compose_path} (run `docker compose -f {compose_path} "
                 f"-p {project} up -d` where an engine and Compose are)")
-    busy = processes.busy_udp_port(args.bind, [e.isl_port for e in m.satellites] + [e.ground_port for e in m.satellites])
-    if busy is not None:  # host networking: the containers' nodes bind this machine's ports
-        raise LaunchError(f"UDP port {args.bind}:{busy} is already in use; choose other "
-                          "--isl-port-base / --ground-port-base")
-    m.backend = {"kind": "docker", "compose": str(compose_path), "project": project, "compose_command": command}
+    _check_ports_free(m)  # host networking: the containers' nodes bind this machine's ports
+    m.backend = {"kind": "docker", "compose": str(compose_path), "project": project, "compose_command": command,
+                 "addresses": args.layout.name}
     m.save(args.manifest)  # teardown info on disk before any container exists
     log(args, f"  {' '.join(command)} up -d: {len(jobs)} containers, project {project}")
     r = docker.compose(command, compose_path, project, "up", "-d")

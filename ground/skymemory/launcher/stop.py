@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.launcher import cfs, docker, netns, nodes, processes, ssh
+from skymemory.launcher import cfs, docker, firewall, netns, nodes, processes, ssh
 from skymemory.launcher.common import rss_kib, self_pid
 from skymemory.launcher.machines import container_name
 from skymemory.orbit.manifest import Manifest
@@ -46,6 +46,7 @@ def teardown(m: Manifest) -> list:
             survivors += [p for p in netns.namespace_pids(ns) if processes.alive(p)]
         if not survivors:
             survivors += netns.teardown(m.backend)
+            survivors += firewall.remove(m.backend.get("firewall_rule"))  # the rule the launcher added, if any
     if not survivors:
         for f in pid_dir.glob("*.pid") if pid_dir.is_dir() else []:
             f.unlink()
@@ -78,7 +79,8 @@ def stop(manifest_path: Path, quiet: bool = False) -> int:
             time.sleep(0.1)
     n_local = sum(1 for e in m.satellites if e.pid and not e.remote)
     left = teardown(m)
-    still = [e.pid for e in m.satellites if e.pid and not e.remote and processes.alive(e.pid)]
+    marker = m.backend.get("marker", "skymem_node")  # a pid may be reused once its node has exited
+    still = [e.pid for e in m.satellites if e.pid and not e.remote and processes.alive(e.pid, marker)]
     if left or still:
         print(f"launch_constellation: could not stop everything: {left or still}", file=sys.stderr)
         return 1
@@ -154,11 +156,15 @@ def summary_table(m: Manifest) -> str:
         es = m.satellites[p * m.sats:(p + 1) * m.sats]
         hosts = sorted({e.host for e in es})
         tlm_to = [e.tlm_host for e in es]  # one address each on one host, in index order
-        rows.append((str(p), str(len(es)), ",".join(hosts), f"{es[0].isl_port}-{es[-1].isl_port}",
-                     f"{es[0].ground_port}-{es[-1].ground_port}")
+        rows.append((str(p), str(len(es)), ",".join(hosts) if len(hosts) <= 2 else f"{es[0].host}..{es[-1].host}",
+                     _span(es[0].isl_port, es[-1].isl_port), _span(es[0].ground_port, es[-1].ground_port))
                     + (f"{es[0].command_port}-{es[-1].command_port}",) * cfs_ports
                     + ((f"{tlm_to[0]}-{tlm_to[-1]}" if tlm_to[0] != tlm_to[-1] else tlm_to[0])
                        + f":{es[0].tlm_port}",) * tlm
                     + (f"{es[0].pid}..{es[-1].pid}" if es[0].pid else "-",))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows)
+
+
+def _span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
