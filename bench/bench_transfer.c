@@ -5,12 +5,15 @@
  *
  *   bench_transfer --server P,S,HOST,PORT [--server ...] --bytes N [--blocks B]
  *                  [--chunk-bytes C] [--repeats R] [--window-bytes W] [--get-window-bytes G]
+ *                  [--auth-keys FILE]
  *
  * Stores B blocks of N bytes each (random data, chunk i on server i % n,
  * each satellite reached over its own ground port), reads them back R times,
  * checks every byte, and prints one JSON line with the timings and packet
  * counts. `skymemory bench transfer` runs it with the windows its Python path used
- * (W for sets and, unless G is given, for gets).
+ * (W for sets and, unless G is given, for gets). With --auth-keys (a keyed
+ * constellation's key file) every request is signed with its ground key and
+ * every reply checked, as the Python block store does.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -25,6 +28,7 @@
 #include <time.h>
 #include <arpa/inet.h>
 
+#include "skymem_auth.h"
 #include "skymem_bulk.h"
 
 #define MAX_SERVERS 64
@@ -39,7 +43,8 @@ static double now_s(void)
 static int usage(const char *msg)
 {
     fprintf(stderr, "bench_transfer: %s\nusage: bench_transfer --server P,S,HOST,PORT [...] --bytes N "
-                    "[--blocks B] [--chunk-bytes C] [--repeats R] [--window-bytes W] [--get-window-bytes G]\n", msg);
+                    "[--blocks B] [--chunk-bytes C] [--repeats R] [--window-bytes W] [--get-window-bytes G] "
+                    "[--auth-keys FILE]\n", msg);
     return 2;
 }
 
@@ -52,6 +57,39 @@ static int parse_u64(const char *s, unsigned long long lo, unsigned long long hi
         return -1;
     *out = v;
     return 0;
+}
+
+/* The ground key (the lowest non-zero id) of a key file into *ring; its id, or -1 with a message. */
+static long load_ground_key(const char *path, skymem_auth_t *ring)
+{
+    static char text[8192];
+    char err[128];
+    FILE *f = fopen(path, "r");
+    long id = -1;
+    if (!f)
+        return fprintf(stderr, "bench_transfer: cannot open %s\n", path), -1;
+    size_t len = fread(text, 1, sizeof text, f);
+    fclose(f);
+    skymem_auth_init(ring, 0);
+    if (skymem_auth_load_text(ring, text, len, err, sizeof err) < 0)
+        return fprintf(stderr, "bench_transfer: %s: %s\n", path, err), -1;
+    for (uint32_t i = 0; i < ring->n_keys; i++)
+        if (ring->keys[i].id != SKYMEM_AUTH_CONSTELLATION_KEY && (id < 0 || ring->keys[i].id < (uint32_t)id))
+            id = ring->keys[i].id;
+    if (id < 0)
+        fprintf(stderr, "bench_transfer: %s holds no ground key\n", path);
+    return id;
+}
+
+/* Sequences for one call: Unix time in SKYMEM_AUTH_SEQ_US units, strictly after the last call's. */
+static uint64_t reserve_seqs(uint64_t *last, uint64_t count)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now = skymem_auth_seq_at((uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+    uint64_t first = now > *last ? now : *last + 1;
+    *last = first + count - 1;
+    return first;
 }
 
 static int open_socket(void)
@@ -73,6 +111,9 @@ int main(int argc, char **argv)
     skymem_bulk_server_t servers[MAX_SERVERS];
     unsigned n_servers = 0;
     unsigned long long bytes = 0, n_blocks = 1, chunk = 6144, repeats = 5, window = 8u << 20, get_window = 0;
+    const char *key_file = NULL;
+    static skymem_auth_t ring;
+    uint64_t last_seq = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc)
@@ -107,6 +148,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--get-window-bytes")) {
             if (parse_u64(v, 1, 1u << 31, &get_window))
                 return usage("--get-window-bytes wants 1..2^31");
+        } else if (!strcmp(a, "--auth-keys")) {
+            key_file = v;
         } else {
             return usage("unknown option");
         }
@@ -138,11 +181,22 @@ int main(int argc, char **argv)
     o.deadline_s = 120;
     o.max_retries = 8;
     o.request_id = (uint32_t)rand() | 1u;
+    if (key_file) {
+        long id = load_ground_key(key_file, &ring);
+        if (id < 0)
+            return 2;
+        const skymem_auth_key_t *k = skymem_auth_find_key(&ring, (uint32_t)id);
+        o.auth_key = k->key;
+        o.auth_key_len = k->len;
+        o.auth_key_id = (uint32_t)id;
+    }
 
     for (unsigned b = 0; b < n_blocks; b++)
         blocks[b] = (skymem_bulk_block_t){hashes + 32 * b, src + bytes * b, bytes, (uint32_t)chunk, count, 0,
                                           n_servers, 1, status + (size_t)count * b, NULL, NULL};
     memset(status, 0, (size_t)count * n_blocks);
+    o.auth_seq_count = (uint64_t)count * n_blocks * (o.max_retries + 1u);
+    o.auth_seq_first = reserve_seqs(&last_seq, o.auth_seq_count);
     double t0 = now_s();
     int rc = skymem_bulk_set(servers, n_servers, blocks, (uint32_t)n_blocks, &o);
     double set_s = now_s() - t0;
@@ -159,8 +213,10 @@ int main(int argc, char **argv)
             blocks[b].buf = dst + bytes * b;
         memset(status, 0, (size_t)count * n_blocks);
         memset(dst, 0, bytes * n_blocks);
-        memset(&o.packets_rx, 0, sizeof o - offsetof(skymem_bulk_opts_t, packets_rx));
+        memset(&o.packets_rx, 0, offsetof(skymem_bulk_opts_t, auth_key) - offsetof(skymem_bulk_opts_t, packets_rx));
         o.request_id += 1u << 20;
+        o.auth_seq_count = (uint64_t)skymem_bulk_get_requests(blocks, (uint32_t)n_blocks, 0) * (o.max_retries + 1u);
+        o.auth_seq_first = reserve_seqs(&last_seq, o.auth_seq_count);
         t0 = now_s();
         rc = skymem_bulk_get(servers, n_servers, blocks, (uint32_t)n_blocks, &o);
         double get_s = now_s() - t0;

@@ -113,9 +113,11 @@ typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t wind
                  double rto_s; double deadline_s; uint32_t max_retries; double pace_Bps;
                  uint64_t packets_rx, packets_tx, bytes_rx; uint64_t crc_failures, retransmits, ignored;
                  const uint8_t *auth_key; uint32_t auth_key_len; uint32_t auth_key_id;
-                 uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint8_t nak_status;
+                 uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint64_t auth_failures;
+                 uint8_t nak_status;
                  double first_reply_s; }
     skymem_bulk_opts_t;
+uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks);
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,

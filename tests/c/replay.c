@@ -2,7 +2,9 @@
  * running skymem_node over UDP, and count how each was rejected.
  *
  *   skymem_replay [--count N] [--seed S]                 parser in-process
- *   skymem_replay --udp 127.0.0.1:PORT [--dst P,S] [--count N]   at node (P,S)'s ground port
+ *   skymem_replay --udp 127.0.0.1:PORT [--dst P,S] [--count N] [--auth-keys FILE]
+ *                                                        at node (P,S)'s ground port; with the
+ *                                                        node's key file, its STATS asks are signed
  *   skymem_replay --write-corpus DIR                      seed corpus for libFuzzer
  *
  * Exit 1 on a parser invariant violation, a node that stops answering, or a
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "packet_gen.h"
+#include "skymem_auth.h"
 
 static uint8_t work[SKYMEM_MAX_PACKET + 128];
 
@@ -97,10 +100,31 @@ static int run_parser(unsigned long long count, unsigned long long seed)
  * packet cannot be mistaken for the answer). */
 static uint32_t next_request = 0x52000000u;
 static uint16_t dst_plane, dst_sat;
+static skymem_auth_t keys; /* with --auth-keys: its lowest ground key signs the STATS requests */
+static long ground_key = -1;
+
+static int load_keys(const char *path)
+{
+    static char text[8192];
+    char err[128];
+    FILE *f = fopen(path, "r");
+    size_t len;
+    uint32_t i;
+    if (f == NULL) return fprintf(stderr, "skymem_replay: cannot open %s\n", path), -1;
+    len = fread(text, 1, sizeof text, f);
+    fclose(f);
+    skymem_auth_init(&keys, 0);
+    if (skymem_auth_load_text(&keys, text, len, err, sizeof err) < 0)
+        return fprintf(stderr, "skymem_replay: %s: %s\n", path, err), -1;
+    for (i = 0; i < keys.n_keys; i++)
+        if (keys.keys[i].id != SKYMEM_AUTH_CONSTELLATION_KEY && (ground_key < 0 || keys.keys[i].id < (uint32_t)ground_key))
+            ground_key = keys.keys[i].id;
+    return ground_key < 0 ? (fprintf(stderr, "skymem_replay: %s has no ground key\n", path), -1) : 0;
+}
 
 static int ask_stats(int fd, const struct sockaddr_in *node, skymem_stats_t *st)
 {
-    uint8_t req[64];
+    uint8_t req[128];
     int tries, n;
     for (tries = 0; tries < 3; tries++) {
         skymem_route_t r;
@@ -115,6 +139,13 @@ static int ask_stats(int fd, const struct sockaddr_in *node, skymem_stats_t *st)
         r.request_id = next_request++;
         r.ttl = SKYMEM_DEFAULT_TTL;
         n = skymem_build_data_cmd(req, sizeof req, SKYMEM_STATS_CC, 0, &r, NULL, 0);
+        if (ground_key >= 0) {
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            n = skymem_auth_sign(&keys, (uint32_t)ground_key,
+                                 skymem_auth_next_seq(&keys, (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u),
+                                 req, (size_t)n, sizeof req);
+        }
         sendto(fd, req, (size_t)n, 0, (const struct sockaddr *)node, sizeof(*node));
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (;;) {
@@ -254,6 +285,8 @@ int main(int argc, char **argv)
             if (parse_arg_u64(a, v, &seed)) return 2;
         } else if (!strcmp(a, "--udp") && v) {
             udp = v;
+        } else if (!strcmp(a, "--auth-keys") && v) {
+            if (load_keys(v)) return 2;
         } else if (!strcmp(a, "--dst") && v) {
             unsigned p, q;
             char extra;
@@ -266,7 +299,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--write-corpus") && v) {
             corpus = v;
         } else {
-            fprintf(stderr, "usage: %s [--count N] [--seed S] [--udp 127.0.0.1:PORT [--dst P,S]] [--write-corpus DIR]\n",
+            fprintf(stderr, "usage: %s [--count N] [--seed S] [--udp 127.0.0.1:PORT [--dst P,S] [--auth-keys FILE]] "
+                            "[--write-corpus DIR]\n",
                     argv[0]);
             return 2;
         }

@@ -236,8 +236,8 @@ static void test_replay_window(void)
     }
     CHECK_EQ_INT(accepted, 500);
     /* more sources than windows: recycling raises the floor, so old traffic stays refused */
-    for (s = 0; s < SKYMEM_AUTH_SOURCES + 5; s++) CHECK_EQ_INT(TRY((uint16_t)(100 + s), base + 20000000 + s), SKYMEM_AUTH_OK);
-    CHECK(sat.floor >= base + 20000000);
+    for (s = 0; s < SKYMEM_AUTH_SOURCES + 5; s++) CHECK_EQ_INT(TRY((uint16_t)(100 + s), base + 100000000 + s), SKYMEM_AUTH_OK);
+    CHECK(sat.floor >= base + 100000000);
     CHECK_EQ_INT(TRY(1, base + 102), SKYMEM_AUTH_E_REPLAY);
 #undef TRY
 }
@@ -270,17 +270,126 @@ static void test_key_file(void)
     CHECK(skymem_auth_required(SKYMEM_SET_CHUNK_CC) && skymem_auth_required(SKYMEM_EVICT_BLOCK_CC) &&
           skymem_auth_required(SKYMEM_MIGRATE_CC) && skymem_auth_required(SKYMEM_SET_PARAM_CC) &&
           skymem_auth_required(SKYMEM_RESET_COUNTERS_CC));
-    CHECK(!skymem_auth_required(SKYMEM_GET_CHUNK_CC) && !skymem_auth_required(SKYMEM_STATS_CC) &&
-          !skymem_auth_required(SKYMEM_NOOP_CC) && !skymem_auth_required(SKYMEM_PROBE_CC) &&
-          !skymem_auth_required(SKYMEM_GET_CHUNKS_CC));
+    /* reads too: with keys, nothing unsigned moves a counter or the LRU order */
+    CHECK(skymem_auth_required(SKYMEM_GET_CHUNK_CC) && skymem_auth_required(SKYMEM_STATS_CC) &&
+          skymem_auth_required(SKYMEM_NOOP_CC) && skymem_auth_required(SKYMEM_PROBE_CC) &&
+          skymem_auth_required(SKYMEM_GET_CHUNKS_CC));
+}
+
+/* Replies are signed like commands (issue 15): a satellite signs what it sends the ground with
+ * the station's key and what it sends a satellite (a migration ACK) with key 0; the ground checks
+ * the tag of its own key, a satellite checks tag and freshness. */
+static void test_replies(void)
+{
+    static skymem_auth_t sat, peer;
+    uint8_t key1[32], key0[32], buf[256], copy[256], hash[32];
+    skymem_route_t r, r2;
+    skymem_msg_t m;
+    int len, i;
+    memset(key1, 0x11, sizeof key1);
+    memset(key0, 0x22, sizeof key0);
+    memset(hash, 0x33, sizeof hash);
+    skymem_auth_init(&sat, 0);
+    skymem_auth_add_key(&sat, 1, key1, sizeof key1);
+    skymem_auth_add_key(&sat, 0, key0, sizeof key0);
+    skymem_auth_init(&peer, 0);
+    skymem_auth_add_key(&peer, 1, key1, sizeof key1);
+    skymem_auth_add_key(&peer, 0, key0, sizeof key0);
+    /* satellite (1,2) to ground station 7 through (1,1): an ACK signed with the station's key 1 */
+    memset(&r, 0, sizeof r);
+    r.dst_plane = SKYMEM_GROUND_PLANE;
+    r.dst_sat = 7;
+    r.src_plane = 1;
+    r.src_sat = 2;
+    r.via_plane = 1;
+    r.via_sat = 1;
+    r.request_id = 99;
+    r.ttl = SKYMEM_DEFAULT_TTL;
+    len = skymem_build_reply(buf, sizeof buf, 0, 10, 20, &r, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 3, 1, hash, 32);
+    len = skymem_auth_sign(&sat, 1, 5000, buf, (size_t)len, sizeof buf);
+    CHECK(len > 0);
+    CHECK_EQ_INT(skymem_parse(buf, (size_t)len, &m), SKYMEM_OK);
+    CHECK(m.auth != NULL && m.reply_kind == SKYMEM_REPLY_ACK && m.has_block_hash);
+    CHECK_EQ_INT(skymem_auth_check_reply(key1, sizeof key1, 1, buf, (size_t)len), SKYMEM_AUTH_OK);
+    CHECK_EQ_INT(skymem_auth_check_reply(key1, sizeof key1, 2, buf, (size_t)len), SKYMEM_AUTH_E_UNKNOWN_KEY);
+    CHECK_EQ_INT(skymem_auth_check_reply(key0, sizeof key0, 1, buf, (size_t)len), SKYMEM_AUTH_E_BAD_MAC);
+    /* relays rewrite ttl and hops on the way down: still valid */
+    memcpy(copy, buf, (size_t)len);
+    r2 = m.route;
+    r2.ttl = 60;
+    r2.hops = 4;
+    CHECK_EQ_INT(skymem_rewrite_route(copy, (size_t)len, &r2), SKYMEM_OK);
+    CHECK_EQ_INT(skymem_auth_check_reply(key1, sizeof key1, 1, copy, (size_t)len), SKYMEM_AUTH_OK);
+    /* any other bit: refused (kind, status, value, hash, time, request id, source...) */
+    for (i = 0; i < len - (int)SKYMEM_AUTH_TAG_LEN - 12; i++) {
+        int off = i - (int)SKYMEM_TLM_HDR_LEN;
+        if ((off >= 8 && off < 12) || off == 16 || off == 17) continue; /* via, ttl, hops */
+        if (off == (int)SKYMEM_ROUTE_FLAGS || i < 2) continue; /* unsigned or not a reply: checked below */
+        memcpy(copy, buf, (size_t)len);
+        copy[i] ^= 0x01u;
+        CHECK(skymem_auth_check_reply(key1, sizeof key1, 1, copy, (size_t)len) != SKYMEM_AUTH_OK);
+    }
+    memcpy(copy, buf, (size_t)len);
+    copy[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_FLAGS] &= (uint8_t)~SKYMEM_RF_AUTH;
+    CHECK_EQ_INT(skymem_auth_check_reply(key1, sizeof key1, 1, copy, (size_t)len), SKYMEM_AUTH_E_NO_TRAILER);
+    /* key scope: a ground-bound reply under the constellation key is refused by a satellite */
+    len = skymem_build_reply(buf, sizeof buf, 0, 10, 20, &r, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 3, 1, hash, 32);
+    len = skymem_auth_sign(&sat, 0, 5001, buf, (size_t)len, sizeof buf);
+    CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_KEY_SCOPE);
+    /* a migration ACK, satellite (1,2) to satellite (0,0) under key 0: fresh once, then a replay */
+    r.dst_plane = 0;
+    r.dst_sat = 0;
+    len = skymem_build_reply(buf, sizeof buf, 0, 10, 20, &r, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 3, 1, hash, 32);
+    len = skymem_auth_sign(&sat, 0, 6000, buf, (size_t)len, sizeof buf);
+    CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_OK);
+    CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_REPLAY);
+    CHECK(skymem_auth_high(&peer) == 6000);
+    /* after a restart with the persisted high-water mark as the floor, still a replay */
+    skymem_auth_init(&peer, skymem_auth_high(&peer));
+    skymem_auth_add_key(&peer, 0, key0, sizeof key0);
+    CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_REPLAY);
+    /* the same ACK under key 1 between satellites: out of scope */
+    len = skymem_build_reply(buf, sizeof buf, 0, 10, 20, &r, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 3, 1, hash, 32);
+    len = skymem_auth_sign(&sat, 1, 6001, buf, (size_t)len, sizeof buf);
+    CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_UNKNOWN_KEY); /* peer has only key 0 now */
+}
+
+/* The SHA-extensions compression and the portable one agree on every length around block edges
+ * and on random data (when this CPU has the extensions; otherwise both runs are portable). */
+static void test_sha256_implementations_agree(void)
+{
+    static uint8_t data[5000];
+    uint8_t a[32], b[32];
+    uint32_t x = 12345u;
+    size_t len, i;
+    int accel = skymem_sha256_use_accel(1);
+    printf("sha256: %s\n", skymem_sha256_impl());
+    for (i = 0; i < sizeof data; i++) {
+        x = x * 1103515245u + 12345u;
+        data[i] = (uint8_t)(x >> 16);
+    }
+    for (len = 0; len < sizeof data; len += (len < 200 ? 1 : 61)) {
+        skymem_sha256_use_accel(0);
+        skymem_sha256(data, len, a);
+        skymem_sha256_use_accel(1);
+        skymem_sha256(data, len, b);
+        CHECK(memcmp(a, b, 32) == 0);
+    }
+    skymem_sha256_use_accel(accel);
 }
 
 int main(void)
 {
     test_sha256();
     test_hmac_rfc4231();
+    skymem_sha256_use_accel(0); /* the same known answers from the portable code */
+    test_sha256();
+    test_hmac_rfc4231();
+    skymem_sha256_use_accel(1);
+    test_sha256_implementations_agree();
     test_sign_verify();
     test_replay_window();
     test_key_file();
+    test_replies();
     return check_report("auth");
 }

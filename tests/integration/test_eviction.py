@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from skymemory.protocol.auth import signer_for_manifest
 from skymemory.orbit import migration, placement
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.contract import BlockMiss
@@ -47,7 +48,7 @@ class Ground:
     def __init__(self, m: Manifest, constellation=None) -> None:
         self.c = constellation or m.constellation()
         self.client = HopCountingClient(m.ground_addresses(), station_id=m.ground_station, mission_ms=self.c.mission_ms,
-                                        bind=(m.ground_host, 0))
+                                        bind=(m.ground_host, 0), signer=signer_for_manifest(m))
         self.index = BlockIndex()
         self.dropped: list[bytes] = []  # what the owner was told (the KV layer drops descendants here)
         self.evictions = Evictions(self.client, self.c, self.index, on_evicted=self.dropped.append)

@@ -10,6 +10,7 @@ import time
 import pytest
 from spacepacket import SpacePacket
 
+from skymemory.protocol.auth import signer_for_manifest
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol import telemetry, wire
 from skymemory.protocol.errors import ChunkNotFound
@@ -19,6 +20,7 @@ H = hashlib.sha256(b"live").digest()
 
 def client(m, **kw) -> SkyMemoryClient:
     kw.setdefault("timeout", 0.5)
+    kw.setdefault("signer", signer_for_manifest(m))  # the launcher keys every constellation
     return SkyMemoryClient(m.ground_addresses(), bind=(m.ground_host, 0), **kw)
 
 

@@ -14,7 +14,7 @@ import pytest
 from skymemory.launcher.cluster import Cluster
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol import auth, wire
-from skymemory.protocol.errors import ChunkNotFound, NakError
+from skymemory.protocol.errors import ChunkNotFound, NakError, RequestTimeout
 
 H = hashlib.sha256(b"auth-live").digest()
 DATA = bytes(range(256)) * 8
@@ -39,7 +39,8 @@ def run(coro):
 
 
 def client(cl, signer=None, **kw):
-    return SkyMemoryClient(cl.ground_addresses(), signer=signer, timeout=0.5, retries=3, station_id=1, **kw)
+    return SkyMemoryClient(cl.ground_addresses(), signer=signer, **{"timeout": 0.5, "retries": 3, "station_id": 1,
+                                                                    **kw})
 
 
 async def failures(c, sat) -> int:
@@ -73,27 +74,31 @@ def test_signed_commands_work_including_satellite_to_satellite(keyed):
 def test_unsigned_and_forged_commands_are_refused_and_counted(keyed):
     cl, signer = keyed
     forger = auth.Signer(1, bytes(32))  # right key id, wrong key
+    calls = [lambda c: c.set_chunk((1, 1), H, 0, 1, DATA),
+             lambda c: c.evict_block((1, 1), H),
+             lambda c: c.migrate((1, 1), H, 0, 1, (0, 0)),
+             lambda c: c.set_param((1, 1), wire.SKYMEM_PARAM_LOSS_PPM, 500000),
+             lambda c: c.get_chunk((1, 1), H, 0),  # reads too: they move the LRU order and the counters
+             lambda c: c.stats((1, 1))]
 
     async def go():
-        async with client(cl, signer) as good, client(cl) as unsigned, client(cl, forger) as forged:
-            before = await failures(good, (1, 1))
-            refused = 0
-            for c in (unsigned, forged):
-                for call in (lambda: c.set_chunk((1, 1), H, 0, 1, DATA),
-                             lambda: c.evict_block((1, 1), H),
-                             lambda: c.migrate((1, 1), H, 0, 1, (0, 0)),
-                             lambda: c.set_param((1, 1), wire.SKYMEM_PARAM_LOSS_PPM, 500000)):
-                    with pytest.raises(NakError) as e:
-                        await call()
-                    assert e.value.reason == wire.SKYMEM_NAK_AUTH_FAILED
-                    refused += 1
-            # reads need no signature
-            with pytest.raises(ChunkNotFound):
-                await unsigned.get_chunk((1, 1), H, 0)
-            return refused, await failures(good, (1, 1)) - before
+        async with client(cl, signer) as good, client(cl) as unsigned, client(cl, forger, retries=0) as forged:
+            before = await good.stats((1, 1))
+            for call in calls:  # the unsigned client hears why (NAK AUTH_FAILED, straight back to it)
+                with pytest.raises(NakError) as e:
+                    await call(unsigned)
+                assert e.value.reason == wire.SKYMEM_NAK_AUTH_FAILED
+            for call in calls:  # the forger cannot even read the answer: it is signed with the real key
+                with pytest.raises(RequestTimeout):
+                    await call(forged)
+            assert forged.counters["auth_failures"] == len(calls)
+            after = await good.stats((1, 1))
+            return before, after
 
-    refused, counted = run(go())
-    assert refused == 8 and counted == 8
+    before, after = run(go())
+    assert after.auth_failures - before.auth_failures == 2 * len(calls)
+    # nothing else moved: no command was taken (the good client's own STATS is the one more)
+    assert after.cmd_count == before.cmd_count + 1 and after.chunks == before.chunks
 
 
 def test_replayed_commands_are_dropped_and_counted(keyed):

@@ -11,10 +11,11 @@ import pytest
 from skymemory.bench.faults import run_matrix
 
 
-@pytest.mark.parametrize("cell", ["mixed", "mixed+auth", "loss10", "kill"])
-def test_no_wrong_result_and_every_operation_completes(node_built, cell):
+@pytest.mark.parametrize("cell,authenticated", [("mixed", True), ("mixed", False), ("loss10", True), ("kill", True)])
+def test_no_wrong_result_and_every_operation_completes(node_built, cell, authenticated):
     blocks, chunks = 9, 3
-    (tally, _secs), = run_matrix([cell], planes=2, sats=3, blocks=blocks, chunks=chunks, size=2048).values()
+    (tally, _secs), = run_matrix([cell], planes=2, sats=3, blocks=blocks, chunks=chunks, size=2048,
+                                 authenticated=authenticated).values()
     c = tally.counts
     assert tally.wrong == 0, tally.wrong_examples
     assert c["hung"] == 0

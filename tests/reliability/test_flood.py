@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 BUDGET = 1 << 20
 
 
-def stats(cl: Cluster, sat=(0, 0)) -> wire.Stats:
+def stats(cl: Cluster, sat=(0, 0), signer: auth.Signer | None = None) -> wire.Stats:
     async def go():
-        async with SkyMemoryClient(cl.ground_addresses(), timeout=0.5, retries=6) as c:
+        async with SkyMemoryClient(cl.ground_addresses(), timeout=0.5, retries=6, signer=signer) as c:
             return await c.stats(sat)
     return asyncio.run(go())
 
@@ -63,8 +63,8 @@ def test_random_datagrams_at_full_rate_keyed_node(node_built, tmp_path):
     auth.write_key_file(keys, [0, 1])
     with Cluster(1, 1, ["--delay-scale", "0", "--auth-keys", str(keys)]) as cl:
         port = cl.ground_addresses()[(0, 0)][1]
-        r = subprocess.run([str(replay), "--udp", f"127.0.0.1:{port}", "--count", "20000", "--seed", "5"],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run([str(replay), "--udp", f"127.0.0.1:{port}", "--count", "20000", "--seed", "5",
+                            "--auth-keys", str(keys)], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
-        st = stats(cl)
+        st = stats(cl, signer=auth.Signer.from_file(keys))
         assert cl.alive()[(0, 0)] and st.invalid > 0

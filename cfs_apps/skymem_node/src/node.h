@@ -55,6 +55,7 @@ typedef struct {
     uint16_t target_plane, target_sat;
     node_mchunk_t *chunks;
     uint32_t n, moved, failed, in_flight;
+    uint32_t reply_key_id; /* the requester's ground key: signs the final ACK */
 } node_job_t;
 
 typedef struct {
@@ -94,6 +95,7 @@ typedef struct {
     node_job_t jobs[NODE_MAX_JOBS];
     uint64_t timer_armed_ns;
     skymem_auth_t *auth; /* NULL: command authentication off */
+    uint32_t reply_key_id; /* ground key of the latest verified ground command: signs what goes to the ground */
     uint8_t txbuf[SKYMEM_MAX_PACKET];
 } node_t;
 
@@ -134,6 +136,9 @@ void node_route_out(node_t *n, uint8_t *pkt, size_t len, const skymem_route_t *r
 /* Builds and routes a reply to the request route r. */
 void node_reply(node_t *n, const skymem_route_t *req, uint8_t kind, uint8_t cc, uint8_t status, uint32_t chunk_id,
                 uint32_t value, const uint8_t *body, size_t body_len);
+/* As node_reply, but sent straight to addr over this satellite's ground link when addr is not NULL. */
+void node_reply_to(node_t *n, const struct sockaddr_in *addr, const skymem_route_t *req, uint8_t kind, uint8_t cc,
+                   uint8_t status, uint32_t chunk_id, uint32_t value, const uint8_t *body, size_t body_len);
 void node_fill_stats(const node_t *n, skymem_stats_t *st);
 void node_on_store_evict(void *ctx, const uint8_t *hash, const skymem_chunk_meta_t *victim, uint32_t purged);
 void node_gossip_evict(node_t *n, const uint8_t *hash, uint32_t evict_id, uint8_t radius);
@@ -147,12 +152,22 @@ uint64_t node_migrate_next_deadline(const node_t *n);
 /* node_auth.c: command authentication (off when auth is NULL) */
 int node_auth_setup(node_t *n);
 void node_auth_teardown(node_t *n);
-/* 1 if the command must be refused (counted; forged ones NAKed AUTH_FAILED). */
-int node_auth_refuse(node_t *n, const skymem_msg_t *m, const uint8_t *pkt, size_t len, const skymem_route_t *r);
+/* 1 if the command must be refused (counted; forged and unsigned ones NAKed AUTH_FAILED, along the
+ * route, or straight back to answer_to when not NULL: a sender whose address must not be learned). */
+int node_auth_refuse(node_t *n, const skymem_msg_t *m, const uint8_t *pkt, size_t len, const skymem_route_t *r,
+                     const struct sockaddr_in *answer_to);
 int node_auth_refuse_control(node_t *n, const skymem_msg_t *m);
 /* Signs a command this satellite originates with the constellation key and sets
  * the AUTH flag in *r too (routing rewrites the route header from it); returns
  * the new length (len unchanged when auth is off, 0 on failure). */
 size_t node_auth_sign(node_t *n, skymem_route_t *r, uint8_t *pkt, size_t len, size_t cap);
+/* Signs a reply this satellite sends: to a satellite with the constellation key, to the ground
+ * with n->reply_key_id; same return convention as node_auth_sign. */
+size_t node_auth_sign_reply(node_t *n, skymem_route_t *r, uint8_t *pkt, size_t len, size_t cap);
+/* 1 if a reply addressed to this satellite (a migration's ACK or NAK) must be ignored: keys on and
+ * not signed by a satellite with a valid, fresh trailer (counted in auth_failures). */
+int node_auth_refuse_reply(node_t *n, const skymem_msg_t *m, const uint8_t *pkt, size_t len);
+/* Signs (node_auth_sign_reply) and routes a reply this satellite built in pkt (cap bytes of room). */
+void node_send_reply(node_t *n, uint8_t *pkt, size_t len, size_t cap, const skymem_route_t *r);
 
 #endif

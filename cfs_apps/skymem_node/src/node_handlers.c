@@ -113,23 +113,42 @@ void node_route_out(node_t *n, uint8_t *pkt, size_t len, const skymem_route_t *r
     route_packet(n, pkt, len, r, is_reply, 0);
 }
 
+void node_send_reply(node_t *n, uint8_t *pkt, size_t len, size_t cap, const skymem_route_t *r)
+{
+    skymem_route_t signed_route = *r;
+    len = node_auth_sign_reply(n, &signed_route, pkt, len, cap);
+    if (len > 0) node_route_out(n, pkt, len, &signed_route, 1);
+}
+
 /* Replies go back along the request's route: to its source, via its ground link. */
 void node_reply(node_t *n, const skymem_route_t *req, uint8_t kind, uint8_t cc, uint8_t status, uint32_t chunk_id,
                 uint32_t value, const uint8_t *body, size_t body_len)
 {
-    uint8_t buf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_REPLY_HDR_LEN + SKYMEM_STATS_LEN];
+    node_reply_to(n, NULL, req, kind, cc, status, chunk_id, value, body, body_len);
+}
+
+void node_reply_to(node_t *n, const struct sockaddr_in *addr, const skymem_route_t *req, uint8_t kind, uint8_t cc,
+                   uint8_t status, uint32_t chunk_id, uint32_t value, const uint8_t *body, size_t body_len)
+{
+    uint8_t buf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_REPLY_HDR_LEN + SKYMEM_STATS_LEN +
+                SKYMEM_AUTH_TRAILER_LEN];
     skymem_route_t r = own_route(n, req->src_plane, req->src_sat, req->request_id);
     uint32_t sec;
     uint16_t sub;
     int len;
-    r.via_plane = req->via_plane;
-    r.via_sat = req->via_sat;
+    r.via_plane = addr ? (uint16_t)n->plane : req->via_plane;
+    r.via_sat = addr ? (uint16_t)n->sat : req->via_sat;
     tlm_time(n, &sec, &sub);
     len = skymem_build_reply(buf, sizeof buf, n->seq++, sec, sub, &r, kind, cc, status, chunk_id, value, body,
                              body_len);
     if (len < 0) return;
     if (kind == SKYMEM_REPLY_NAK) n->c.err_count++;
-    node_route_out(n, buf, (size_t)len, &r, 1);
+    if (addr == NULL) {
+        node_send_reply(n, buf, (size_t)len, sizeof buf, &r);
+        return;
+    }
+    len = (int)node_auth_sign_reply(n, &r, buf, (size_t)len, sizeof buf);
+    if (len > 0) node_send_ground(n, addr, buf, (size_t)len);
 }
 
 void node_fill_stats(const node_t *n, skymem_stats_t *st)
@@ -263,7 +282,7 @@ static void send_data(node_t *n, const skymem_route_t *req, uint8_t cc, const ui
         skymem_chunk_desc_from_meta(&d, hash, id, &meta, dlen);
         tlm_time(n, &sec, &sub);
         len = skymem_build_reply_data(n->txbuf, sizeof n->txbuf, n->seq++, sec, sub, &r, cc, &d, data);
-        if (len > 0) node_route_out(n, n->txbuf, (size_t)len, &r, 1);
+        if (len > 0) node_send_reply(n, n->txbuf, (size_t)len, sizeof n->txbuf, &r);
     } else {
         node_reply(n, req, SKYMEM_REPLY_NAK, cc, SKYMEM_NAK_NOT_FOUND, id, 0, hash, SKYMEM_BLOCK_HASH_LEN);
     }
@@ -485,15 +504,20 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
             return;
         case SKYMEM_SEND_HK_MID: send_hk(n, from_ground, src); return; /* not counted, as in cFS */
         case ISL_ROUTER_SEND_HK_MID: send_router_hk(n, from_ground, src); return;
-        case ISL_ROUTER_CMD_MID: handle_router_command(n, &m); return;
+        case ISL_ROUTER_CMD_MID:
+            if (!node_auth_refuse_control(n, &m)) handle_router_command(n, &m);
+            return;
         default: break;
         }
         r = m.route;
+        /* keys on: a command from the ground is checked where it comes up, before this satellite learns
+         * the station's address from it or relays it (refused: answered straight back, nothing learned) */
+        if (from_ground && n->auth && node_auth_refuse(n, &m, pkt, len, &r, src)) return;
         if (from_ground) adopt_ground(n, src, &r, pkt, len);
         m.route = r; /* handlers see the route as rewritten (via filled in) */
         if (is_self(n, r.dst_plane, r.dst_sat)) {
             n->rc.delivered++;
-            if (!node_auth_refuse(n, &m, pkt, len, &r)) handle_data_cmd(n, &m, &r);
+            if (from_ground || !node_auth_refuse(n, &m, pkt, len, &r, NULL)) handle_data_cmd(n, &m, &r);
         }
         else route_packet(n, pkt, len, &r, 0, 1);
         return;
@@ -506,7 +530,7 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
     r = m.route;
     if (r.dst_plane != SKYMEM_GROUND_PLANE && is_self(n, r.dst_plane, r.dst_sat)) {
         n->rc.delivered++;
-        node_migrate_on_reply(n, &m);
+        if (!node_auth_refuse_reply(n, &m, pkt, len)) node_migrate_on_reply(n, &m); /* no forged ACK deletes a chunk */
         return;
     }
     route_packet(n, pkt, len, &r, 1, 1);

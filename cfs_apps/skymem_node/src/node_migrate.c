@@ -68,12 +68,15 @@ static void send_chunk(node_t *n, node_job_t *j, uint32_t i)
 
 static void finish_if_done(node_t *n, node_job_t *j)
 {
+    uint32_t current_key = n->reply_key_id;
     if (j->moved + j->failed < j->n) return;
+    n->reply_key_id = j->reply_key_id; /* the answer goes to the requester, signed with its key */
     if (j->failed == 0)
         node_reply(n, &j->reply_route, SKYMEM_REPLY_ACK, SKYMEM_MIGRATE_CC, 0, 0, j->moved, j->hash, SKYMEM_BLOCK_HASH_LEN);
     else
         node_reply(n, &j->reply_route, SKYMEM_REPLY_NAK, SKYMEM_MIGRATE_CC, SKYMEM_NAK_MIGRATE_FAILED, 0, j->moved,
                    j->hash, SKYMEM_BLOCK_HASH_LEN);
+    n->reply_key_id = current_key;
     node_log(n, NODE_LOG_INFO, "migration %u to (%u,%u): %u moved, %u failed", j->job_id, j->target_plane,
              j->target_sat, j->moved, j->failed);
     free(j->chunks);
@@ -134,6 +137,7 @@ void node_migrate_start(node_t *n, const skymem_msg_t *m)
     j->job_id = (++n->next_job_id) & 0xFFFFFu;
     if (j->job_id == 0) j->job_id = n->next_job_id = 1;
     j->reply_route = req;
+    j->reply_key_id = n->reply_key_id;
     memcpy(j->hash, m->block_hash, SKYMEM_BLOCK_HASH_LEN);
     j->target_plane = m->target_plane;
     j->target_sat = m->target_sat;

@@ -79,6 +79,7 @@ class LocalConstellation:
         memory_budget: int = 64 * 1024 * 1024,
         boot_timeout_s: float = 120.0,
         stop_timeout_s: float = 30.0,
+        insecure: bool = False,
     ) -> None:
         n = planes * sats
         if port_offset < 0:
@@ -96,6 +97,7 @@ class LocalConstellation:
         self.memory_budget = memory_budget
         self.boot_timeout_s = boot_timeout_s
         self.stop_timeout_s = stop_timeout_s
+        self.insecure = insecure  # launched without its key (benchmarks compare the two)
         self.proc: subprocess.Popen | None = None
         self.manifest: Manifest | None = None
         self.boot_s = 0.0
@@ -111,6 +113,8 @@ class LocalConstellation:
         ]
         if self.node is not None:
             args += ["--node", str(self.node)]
+        if self.insecure:
+            args.append("--insecure")
         return args
 
     def start(self) -> Manifest:

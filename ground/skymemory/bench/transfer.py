@@ -18,6 +18,11 @@ The C ceiling reuses its buffer, like get-into.
 
 Goodput = payload bytes / wall time of the call, in MB/s (10^6 bytes);
 packets/s counts datagrams sent and received by the ground during the call.
+
+`--auth on,off` (the default) measures each profile twice in the same run: on a
+constellation launched with its key (every request signed, every reply checked,
+in C on both sides) and on one launched --insecure; the closing table gives
+each row's goodput with authentication as a share of the goodput without.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pathlib import Path
 import skymemory
 
 from skymemory.argtypes import input_file, output_dir
+from skymemory.protocol.auth import signer_for_manifest
 
 from .options import positive_int
 from .profiles import parse_profiles
@@ -60,9 +66,10 @@ def bench_binary(explicit: str | None) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def _row(profile, chunk, case, op, path, n_bytes, times, packets, retransmits, window) -> dict:
+def _row(profile, auth, chunk, case, op, path, n_bytes, times, packets, retransmits, window) -> dict:
     med = statistics.median(times)
-    return {"profile": profile, "chunk_bytes": chunk, "case": case, "op": op, "path": path, "bytes": n_bytes,
+    return {"profile": profile, "auth": auth, "chunk_bytes": chunk, "case": case, "op": op, "path": path,
+            "bytes": n_bytes,
             "median_s": med, "min_s": min(times), "goodput_MBps": n_bytes / med / 1e6,
             "packets_per_s": packets / med if med > 0 else 0.0, "retransmits": retransmits, "runs": len(times),
             "window_bytes": window}
@@ -96,9 +103,9 @@ def measure_python(store, case: str, blocks: list[bytes], repeats: int) -> list[
 
 def measure_c(binary: Path, manifest, servers, n_bytes: int, blocks: int, chunk: int, repeats: int,
               set_window: int, get_window: int) -> list[tuple]:
-    """The same transfer from C alone, with the windows the Python path used."""
+    """The same transfer from C alone, with the windows the Python path used (and the key, when keyed)."""
     addresses = manifest.ground_addresses()
-    args = [str(binary)]
+    args = [str(binary)] + (["--auth-keys", manifest.auth_key_file] if manifest.auth_key_file else [])
     for s in servers:
         host, port = addresses[s]
         args += ["--server", f"{s[0]},{s[1]},{host},{port}"]
@@ -128,46 +135,66 @@ def run(args, log=print) -> list[dict]:
     if not args.no_kv:
         cases.insert(0, (f"kv-{KV_BLOCKS}x{KV_BLOCK_BYTES}", [os.urandom(KV_BLOCK_BYTES) for _ in range(KV_BLOCKS)]))
     for profile in args.profiles:
-        n = args.planes * args.sats
-        sky = LocalConstellation(planes=args.planes, sats=args.sats, profile=profile,
-                                 run_dir=Path(work.name) / f"sky-{profile.name}", port_offset=free_port_offset(n),
-                                 node=args.node, chunk_size=max(args.chunk_sizes),
-                                 memory_budget=args.memory_budget_mb * 1024 * 1024)
-        with sky:
-            manifest = sky.manifest
-            servers = manifest.constellation().nearest(args.servers)
-            log(f"profile {profile.name} ({profile.description}): {args.planes}x{args.sats} satellites, "
-                f"servers {servers}")
-            for chunk in args.chunk_sizes:
-                with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
-                                             mission_ms=manifest.constellation().mission_ms,
-                                             bind_host=manifest.ground_host) as store:
-                    for case, blocks in cases:
-                        windows = {}
-                        for op, *measured in measure_python(store, case, blocks, args.repeats):
-                            rows.append(_row(profile.name, chunk, case, op, "python+C", *measured))
-                            windows[op] = measured[-1]
-                            log(_line(rows[-1]))
-                        if binary is not None:
-                            size = len(blocks[0])
-                            for op, *measured in measure_c(binary, manifest, servers, size, len(blocks), chunk,
-                                                           args.repeats, windows["set"], windows["get"]):
-                                rows.append(_row(profile.name, chunk, case, op, "C only", *measured))
+        for auth in args.auth:
+            n = args.planes * args.sats
+            sky = LocalConstellation(planes=args.planes, sats=args.sats, profile=profile,
+                                     run_dir=Path(work.name) / f"sky-{profile.name}-auth-{auth}",
+                                     port_offset=free_port_offset(n), node=args.node,
+                                     chunk_size=max(args.chunk_sizes),
+                                     memory_budget=args.memory_budget_mb * 1024 * 1024, insecure=auth == "off")
+            with sky:
+                manifest = sky.manifest
+                servers = manifest.constellation().nearest(args.servers)
+                log(f"profile {profile.name} ({profile.description}), authentication {auth}: "
+                    f"{args.planes}x{args.sats} satellites, servers {servers}")
+                for chunk in args.chunk_sizes:
+                    with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
+                                                 mission_ms=manifest.constellation().mission_ms,
+                                                 bind_host=manifest.ground_host,
+                                                 client_options={"signer": signer_for_manifest(manifest)}) as store:
+                        for case, blocks in cases:
+                            windows = {}
+                            for op, *measured in measure_python(store, case, blocks, args.repeats):
+                                rows.append(_row(profile.name, auth, chunk, case, op, "python+C", *measured))
+                                windows[op] = measured[-1]
                                 log(_line(rows[-1]))
+                            if binary is not None:
+                                size = len(blocks[0])
+                                for op, *measured in measure_c(binary, manifest, servers, size, len(blocks), chunk,
+                                                               args.repeats, windows["set"], windows["get"]):
+                                    rows.append(_row(profile.name, auth, chunk, case, op, "C only", *measured))
+                                    log(_line(rows[-1]))
     return rows
 
 
+def auth_cost(rows: list[dict]) -> str:
+    """Each measurement with authentication on beside the same one off (same run): goodput on / off."""
+    off = {(r["profile"], r["chunk_bytes"], r["case"], r["op"], r["path"]): r for r in rows if r["auth"] == "off"}
+    lines = ["| profile | chunk B | case | op | path | auth off MB/s | auth on MB/s | on / off |",
+             "| --- | ---: | --- | --- | --- | ---: | ---: | ---: |"]
+    for r in rows:
+        o = off.get((r["profile"], r["chunk_bytes"], r["case"], r["op"], r["path"]))
+        if r["auth"] != "on" or o is None:
+            continue
+        lines.append(f"| {r['profile']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
+                     f"{o['goodput_MBps']:.1f} | {r['goodput_MBps']:.1f} | "
+                     f"{r['goodput_MBps'] / o['goodput_MBps'] * 100:.1f} % |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def _line(r: dict) -> str:
-    return (f"  {r['profile']:6s} chunk {r['chunk_bytes']:6d}  {r['case']:16s} {r['op']:8s} {r['path']:8s} "
+    return (f"  {r['profile']:6s} auth {r['auth']:3s} chunk {r['chunk_bytes']:6d}  {r['case']:16s} {r['op']:8s} "
+            f"{r['path']:8s} "
             f"{r['goodput_MBps']:8.1f} MB/s  {r['packets_per_s']:9.0f} pkt/s  median {r['median_s'] * 1000:8.2f} ms"
             f"  retx {r['retransmits']}  window {r['window_bytes'] / 2**20:.1f} MiB")
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| profile | chunk B | case | op | path | window MiB | goodput MB/s | packets/s | median ms | retransmits |",
-             "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| profile | auth | chunk B | case | op | path | window MiB | goodput MB/s | packets/s | median ms | "
+             "retransmits |",
+             "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        lines.append(f"| {r['profile']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
+        lines.append(f"| {r['profile']} | {r['auth']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
                      f"{r.get('window_bytes', 0) / 2**20:.1f} | "
                      f"{r['goodput_MBps']:.1f} | {r['packets_per_s']:.0f} | {r['median_s'] * 1000:.2f} | "
                      f"{r['retransmits']} |")
@@ -192,8 +219,18 @@ def register(subparsers) -> None:
     p.add_argument("--node", type=input_file, default=None, help="skymem_node binary (default: SKYMEM_NODE or build/)")
     p.add_argument("--bench-binary", default=None, help="bench_transfer binary (default build/bench_transfer)")
     p.add_argument("--no-c-ceiling", action="store_true", help="skip the C-only runs")
+    p.add_argument("--auth", type=_auth_modes, default=["on", "off"],
+                   help="on, off or on,off (default): constellations launched with their key and/or --insecure; "
+                        "with both, the closing table compares them")
     p.add_argument("--out", type=output_dir, default="out/bench-transfer", help="output directory (JSON, markdown)")
     p.set_defaults(func=_main)
+
+
+def _auth_modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    if not modes or any(m not in ("on", "off") for m in modes) or len(set(modes)) != len(modes):
+        raise argparse.ArgumentTypeError(f"want on, off or on,off, got {text!r}")
+    return modes
 
 
 def parse_profiles_arg(text: str):
@@ -213,6 +250,9 @@ def _main(args) -> int:
     rows = run(args)
     (out / "transfer.json").write_text(json.dumps(rows, indent=1))
     table = markdown(rows)
+    cost = auth_cost(rows)
+    if cost:
+        table += "\n\nAuthentication on, as a share of the goodput with it off (same run):\n\n" + cost
     (out / "transfer.md").write_text(regenerate(command_line()) + table + "\n")
     print(table)
     print(f"wrote {out / 'transfer.json'} and {out / 'transfer.md'}")

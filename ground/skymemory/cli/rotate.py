@@ -30,6 +30,7 @@ from skymemory.argtypes import float_range, int_range, positive_float
 from skymemory.cli._common import add_manifest_arg, load_manifest
 from skymemory.orbit import placement
 from skymemory.orbit.manifest import Manifest
+from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import SkyMemoryError
 from skymemory.store.contract import BlockMiss, BlockRecord
 from skymemory.store.eviction import Evictions
@@ -90,7 +91,8 @@ async def run_rotation(manifest: Manifest, duration_s: float, *, blocks: int = 1
     sats = c.all_satellites()
     say = log or (lambda _msg: None)
     async with HopCountingClient(manifest.ground_addresses(), station_id=manifest.ground_station,
-                                 mission_ms=c.mission_ms, bind=(manifest.ground_host, 0), window=256) as client:
+                                 mission_ms=c.mission_ms, bind=(manifest.ground_host, 0), window=256,
+                                 signer=signer_for_manifest(manifest)) as client:
         evictions = Evictions(client, c, index)
         driver = MigrationDriver(client, c, index, on_broken=evictions.evict_everywhere)
         evictions.layout_step = driver.layout_step

@@ -11,6 +11,7 @@ from skymemory.argtypes import positive_float
 from skymemory.cli._common import add_manifest_arg, client_bind, load_manifest, table
 from skymemory.launcher.machines import group_by_machine
 from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import SkyMemoryError
 
 
@@ -27,7 +28,7 @@ async def _collect(m, args):
     c = m.constellation()
     via = (lambda _dst: c.overhead()) if args.via_overhead else None
     async with SkyMemoryClient(m.ground_addresses(), via=via, timeout=args.timeout, retries=2, window=128,
-                               bind=client_bind(m)) as client:
+                               bind=client_bind(m), signer=signer_for_manifest(m)) as client:
         async def one(s):
             try:
                 return s, await client.stats(s)

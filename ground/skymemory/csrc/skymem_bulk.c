@@ -27,7 +27,7 @@
 #define RX_BATCH 64
 #define TX_BATCH 64
 #define RX_SLOT 65536
-#define GET_PKT_CAP 128
+#define GET_PKT_CAP 128 /* a GET_CHUNKS with its authentication trailer: 8 + 20 + 44 + 44 bytes */
 
 /* CRC32C with the SSE4.2 instruction where the CPU has it (several GB/s; the
  * portable table version in the flight core does ~2 GB/s, which alone would
@@ -246,9 +246,37 @@ static uint32_t build_get_reqs(const skymem_bulk_block_t *blocks, uint32_t n_blo
     return n;
 }
 
+uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks)
+{
+    return blocks ? build_get_reqs(blocks, n_blocks, wave_chunks, NULL) : 0;
+}
+
+/* Signs pkt (len bytes, room for the trailer) with the next reserved sequence when the call is keyed.
+ * Returns the new length, len when unkeyed, or 0 when the reserved sequences ran out. */
+static int sign_if_keyed(skymem_bulk_opts_t *o, uint8_t *pkt, int len, size_t cap)
+{
+    if (o->auth_key_len == 0 || len <= 0)
+        return len;
+    if (o->auth_seq_used >= o->auth_seq_count)
+        return 0;
+    len = skymem_auth_sign_with(o->auth_key, o->auth_key_len, o->auth_key_id, o->auth_seq_first + o->auth_seq_used++,
+                                pkt, (size_t)len, cap);
+    return len > 0 ? len : 0;
+}
+
+/* A reply may answer only when it is signed with our key (keyed call); counts the others. */
+static int reply_authentic(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len)
+{
+    if (o->auth_key_len == 0 ||
+        skymem_auth_check_reply(o->auth_key, o->auth_key_len, o->auth_key_id, pkt, len) == SKYMEM_AUTH_OK)
+        return 1;
+    o->auth_failures++;
+    return 0;
+}
+
 /* Prepares the GET_CHUNKS for the still-missing span of request `i`. Returns its length or 0. */
 static int make_get_pkt(uint8_t *pkt, const get_req_t *r, uint32_t rid, const skymem_bulk_block_t *blocks,
-                        const skymem_bulk_server_t *servers, uint16_t station)
+                        const skymem_bulk_server_t *servers, uint16_t station, skymem_bulk_opts_t *o)
 {
     const skymem_bulk_block_t *b = &blocks[r->block];
     uint32_t lo = r->count, hi = 0;
@@ -263,7 +291,7 @@ static int make_get_pkt(uint8_t *pkt, const get_req_t *r, uint32_t rid, const sk
     skymem_route_t route = route_to(&servers[r->server], station, rid);
     int len = skymem_build_get_chunks(pkt, GET_PKT_CAP, 0, &route, b->hash, r->first + lo * r->stride,
                                       hi - lo + 1, r->stride);
-    return len > 0 ? len : 0;
+    return len > 0 ? sign_if_keyed(o, pkt, len, GET_PKT_CAP) : 0;
 }
 
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total, skymem_bulk_block_t *blocks,
@@ -273,6 +301,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     if (rc)
         return rc;
     o->first_reply_s = 0;
+    o->auth_seq_used = 0;
+    o->auth_failures = 0;
     uint32_t n_req = build_get_reqs(blocks, n_blocks, o->wave_chunks, NULL);
     get_req_t *reqs = calloc(n_req ? n_req : 1, sizeof *reqs);
     struct sockaddr_in *addrs = make_addrs(servers, n_servers_total);
@@ -322,7 +352,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
             }
             asked += bytes;
             int len = make_get_pkt(txbuf + (size_t)nt * GET_PKT_CAP, r, o->request_id + next, blocks, servers,
-                                   o->station_id);
+                                   o->station_id, o);
             r->sent = 1;
             r->last = t;
             if (len == 0) { /* nothing pending (cannot happen for fresh requests, but be safe) */
@@ -379,7 +409,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 get_req_t *r = &reqs[ri];
                 skymem_bulk_block_t *b = &blocks[r->block];
                 if (m.reply_kind == SKYMEM_REPLY_NAK && m.reply_status != SKYMEM_NAK_NOT_FOUND) {
-                    refused = 1;
+                    if (reply_authentic(o, pkt, len))
+                        refused = 1;
                     continue;
                 }
                 uint32_t cid = m.reply_chunk_id;
@@ -402,11 +433,15 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                         o->crc_failures++;
                         continue; /* not received: asked again after rto */
                     }
+                    if (!reply_authentic(o, pkt, len))
+                        continue; /* as if lost: asked again after rto */
                     memcpy(b->buf + (uint64_t)cid * b->chunk_bytes, m.data, want);
                     if (b->chunk_crcs)
                         b->chunk_crcs[cid] = m.desc.crc32c;
                     b->status[cid] = SKYMEM_BULK_OK;
                 } else if (m.reply_kind == SKYMEM_REPLY_NAK) {
+                    if (!reply_authentic(o, pkt, len))
+                        continue;
                     b->status[cid] = SKYMEM_BULK_NOT_FOUND;
                 } else {
                     o->ignored++;
@@ -443,7 +478,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 continue;
             }
             int len = make_get_pkt(txbuf + (size_t)nt * GET_PKT_CAP, r, o->request_id + i, blocks, servers,
-                                   o->station_id);
+                                   o->station_id, o);
             if (!len)
                 continue;
             r->retries++;
@@ -519,21 +554,12 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     double start = now_s();
     int refused = 0;
     skymem_msg_t m;
-    /* command authentication: a key ring holding the ground key only */
-    skymem_auth_t *auth = NULL;
     o->auth_seq_used = 0;
+    o->auth_failures = 0;
     o->nak_status = 0;
-    if (o->auth_key_len > 0) {
-        auth = calloc(1, sizeof *auth);
-        if (!auth) {
-            rc = SKYMEM_BULK_E_NOMEM;
-            goto out;
-        }
-        skymem_auth_init(auth, 0);
-        if (!o->auth_key || skymem_auth_add_key(auth, o->auth_key_id, o->auth_key, o->auth_key_len) != SKYMEM_AUTH_OK) {
-            rc = SKYMEM_BULK_E_ARG;
-            goto out;
-        }
+    if (o->auth_key_len > 0 && !o->auth_key) {
+        rc = SKYMEM_BULK_E_ARG;
+        goto out;
     }
 
 /* builds SET_CHUNK for global chunk index gi into tx slot nt */
@@ -557,17 +583,11 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
             rc = SKYMEM_BULK_E_ARG;                                                                            \
             goto out;                                                                                          \
         }                                                                                                      \
-        if (auth) { /* every send, resends included, signs with a sequence never used before */              \
-            if (o->auth_seq_used >= o->auth_seq_count) {                                                       \
-                rc = SKYMEM_BULK_E_ARG;                                                                        \
-                goto out;                                                                                      \
-            }                                                                                                  \
-            n_ = skymem_auth_sign(auth, o->auth_key_id, o->auth_seq_first + o->auth_seq_used++,                \
-                                  txbuf + (size_t)nt * RX_SLOT, (size_t)n_, RX_SLOT);                          \
-            if (n_ <= 0) {                                                                                     \
-                rc = SKYMEM_BULK_E_ARG;                                                                        \
-                goto out;                                                                                      \
-            }                                                                                                  \
+        /* every send, resends included, signs with a sequence never used before */                          \
+        n_ = sign_if_keyed(o, txbuf + (size_t)nt * RX_SLOT, n_, RX_SLOT);                                      \
+        if (n_ <= 0) {                                                                                         \
+            rc = SKYMEM_BULK_E_ARG;                                                                            \
+            goto out;                                                                                          \
         }                                                                                                      \
         txiov[nt].iov_base = txbuf + (size_t)nt * RX_SLOT;                                                     \
         txiov[nt].iov_len = (size_t)n_;                                                                        \
@@ -625,6 +645,8 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     o->ignored++;
                     continue;
                 }
+                if (!reply_authentic(o, rx.data + (size_t)i * RX_SLOT, rx.msgs[i].msg_len))
+                    continue; /* a forged ACK acknowledges nothing: resent after rto */
                 if (m.reply_kind == SKYMEM_REPLY_NAK) {
                     if (m.reply_status == SKYMEM_NAK_BUSY)
                         continue; /* resent after rto */
@@ -669,7 +691,6 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     if (rc == 0)
         rc = refused ? SKYMEM_BULK_REFUSED : (acked == total ? SKYMEM_BULK_DONE : SKYMEM_BULK_INCOMPLETE);
 out:
-    free(auth);
     free(refs);
     free(last);
     free(tries);

@@ -58,15 +58,17 @@ typedef struct {
     /* results */
     uint64_t packets_rx, packets_tx, bytes_rx;
     uint64_t crc_failures, retransmits, ignored;
-    /* set: sign every SET_CHUNK (skymem_auth.h) when auth_key_len > 0. Each
-     * packet, resends included, takes the next sequence of the range
-     * [auth_seq_first, auth_seq_first + auth_seq_count) the caller reserved
-     * from its signer, so no sequence is ever used twice. */
+    /* A keyed constellation (auth_key_len > 0, skymem_auth.h): every request is
+     * signed -- each packet, resends included, takes the next sequence of the range
+     * [auth_seq_first, auth_seq_first + auth_seq_count) the caller reserved from its
+     * signer, so no sequence is ever used twice -- and a reply counts only when
+     * signed with this key (others: auth_failures). */
     const uint8_t *auth_key;
     uint32_t auth_key_len;
     uint32_t auth_key_id;
     uint64_t auth_seq_first, auth_seq_count;
     uint64_t auth_seq_used;  /* result: sequences consumed */
+    uint64_t auth_failures;  /* result: replies refused for their trailer (unsigned, other key, bad tag) */
     uint8_t nak_status;      /* result: SKYMEM_NAK_* of the refusal when REFUSED */
     double first_reply_s;    /* result, get: seconds from the start to the first valid reply (one round
                               * trip plus a service time: the ground's measure of the link's latency) */
@@ -95,6 +97,9 @@ typedef struct {
  * replies arrive in the order they were asked. */
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
+/* How many GET_CHUNKS requests skymem_bulk_get makes for these blocks before any resend (a
+ * caller reserves (max_retries + 1) times as many sequences when it signs). */
+uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks);
 
 /* Store every chunk of the blocks with SET_CHUNK, at most window_bytes
  * unacknowledged, resending a chunk whose ACK has not come after rto_s.

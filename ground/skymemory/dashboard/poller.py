@@ -15,7 +15,9 @@ One UDP socket, bound where the manifest says the ground client binds. Every
 It never waits on a reply: a satellite that stops answering simply stops
 producing samples, and the fleet marks it down. A reply is accepted only if
 it is a well-formed STATS reply to a request of ours still remembered (at
-most `REQUEST_MEMORY_S` old) and comes from the satellite that was asked.
+most `REQUEST_MEMORY_S` old) and comes from the satellite that was asked; on a
+keyed constellation (the manifest names its key) the requests are signed and a
+reply must carry a valid tag of that key (its trailer is taken off for ccsdspy).
 
 The requests carry their own ground-station id (`DASHBOARD_STATION`): a
 satellite remembers one return address per station, so sharing station 0
@@ -33,7 +35,7 @@ import time
 from typing import Callable
 
 from skymemory.orbit.manifest import Manifest
-from skymemory.protocol import telemetry, wire
+from skymemory.protocol import auth, telemetry, wire
 from skymemory.protocol.errors import WireError
 
 from .fleet import POLL_PERIOD_S
@@ -64,13 +66,16 @@ _MIXED_SOURCES = _MixedSources()
 class _Inbox(asyncio.DatagramProtocol):
     """Keeps every datagram that looks like a STATS reply, with its receive time."""
 
-    def __init__(self) -> None:
+    def __init__(self, signer: auth.Signer | None = None) -> None:
         self.packets: list[tuple[float, bytes]] = []
         self.ignored = 0
+        self.signer = signer
+        self.want_len = _STATS_REPLY_LEN + (auth.TRAILER_LEN if signer else 0)
 
     def datagram_received(self, data: bytes, addr) -> None:
-        if len(data) == _STATS_REPLY_LEN and data[:2] == _REPLY_MID and data[_KIND_OFFSET] == wire.SKYMEM_REPLY_STATS:
-            self.packets.append((time.monotonic(), data))
+        if (len(data) == self.want_len and data[:2] == _REPLY_MID and data[_KIND_OFFSET] == wire.SKYMEM_REPLY_STATS
+                and (self.signer is None or self.signer.reply_ok(data))):
+            self.packets.append((time.monotonic(), auth.strip_trailer(data) if self.signer else data))
         else:
             self.ignored += 1
 
@@ -82,6 +87,7 @@ class StatsPoller:
     def __init__(self, manifest: Manifest, on_stats: OnStats, *, period_s: float = POLL_PERIOD_S) -> None:
         self.addresses = manifest.ground_addresses()
         self.bind = (manifest.ground_host, 0)
+        self.signer = auth.signer_for_manifest(manifest)
         self.on_stats = on_stats
         self.period_s = period_s
         self.sent: dict[Sat, int] = {s: 0 for s in self.addresses}  # requests sent per satellite so far
@@ -93,7 +99,7 @@ class StatsPoller:
         loop = asyncio.get_running_loop()
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.bind(self.bind)
-        transport, inbox = await loop.create_datagram_endpoint(_Inbox, sock=sock)
+        transport, inbox = await loop.create_datagram_endpoint(lambda: _Inbox(self.signer), sock=sock)
         reply_wait_s = min(REPLY_WAIT_S, self.period_s / 2)
         try:
             while not stop.is_set():
@@ -115,8 +121,9 @@ class StatsPoller:
                                      src_sat=DASHBOARD_STATION, via_plane=sat[0], via_sat=sat[1], request_id=rid)
             self.sent[sat] += 1
             self._asked[rid] = (sat, now, self.sent[sat])
+            request = wire.encode_data_command(wire.SKYMEM_STATS_CC, route)
             try:
-                transport.sendto(wire.encode_data_command(wire.SKYMEM_STATS_CC, route), address)
+                transport.sendto(self.signer.sign(request) if self.signer else request, address)
             except OSError:  # an unreachable host: that satellite goes quiet, the others are still asked
                 pass
 

@@ -35,6 +35,7 @@ from aiohttp import WSMsgType, web
 
 from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
+from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import SkyMemoryError
 
 from . import blocks, sky
@@ -182,7 +183,7 @@ class Dashboard:
                 continue
             m = self.manifest
             async with SkyMemoryClient(m.ground_addresses(), station_id=PROBE_STATION, timeout=0.3, retries=1,
-                                       bind=(m.ground_host, 0)) as client:
+                                       bind=(m.ground_host, 0), signer=signer_for_manifest(m)) as client:
                 for block_hash in wanted:
                     block = self.index.find(block_hash)
                     if block is not None:

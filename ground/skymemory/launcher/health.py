@@ -10,15 +10,18 @@ import time
 from typing import Callable
 
 from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol.auth import Signer
 from skymemory.protocol.errors import SkyMemoryError
 
 Sat = tuple[int, int]
 
 
 async def _check_all(addresses: dict[Sat, tuple[str, int]], bind_host: str, deadline: float,
-                     on_progress: Callable[[int, int], None], abort: Callable[[], str | None]) -> set[Sat]:
+                     on_progress: Callable[[int, int], None], abort: Callable[[], str | None],
+                     signer: Signer | None) -> set[Sat]:
     healthy: set[Sat] = set()
-    async with SkyMemoryClient(addresses, timeout=0.2, retries=0, window=256, bind=(bind_host, 0)) as client:
+    async with SkyMemoryClient(addresses, timeout=0.2, retries=0, window=256, bind=(bind_host, 0),
+                               signer=signer) as client:
         waiting = set(addresses)
         while waiting and time.monotonic() < deadline:
             why = abort()
@@ -43,10 +46,11 @@ async def _check_all(addresses: dict[Sat, tuple[str, int]], bind_host: str, dead
 
 
 def wait_healthy(addresses: dict[Sat, tuple[str, int]], bind_host: str, timeout_s: float, quiet: bool = False,
-                 abort: Callable[[], str | None] = lambda: None) -> set[Sat]:
+                 abort: Callable[[], str | None] = lambda: None, signer: Signer | None = None) -> set[Sat]:
     """Poll until every satellite answers or timeout_s passes; returns the healthy ones.
 
-    `abort` is asked between rounds and may return a reason to give up (e.g. a node exited).
+    `abort` is asked between rounds and may return a reason to give up (e.g. a node exited);
+    `signer`: the constellation's ground key (a keyed satellite answers only signed NOOPs).
     """
     tty = sys.stderr.isatty()
     last = [-1]
@@ -58,7 +62,7 @@ def wait_healthy(addresses: dict[Sat, tuple[str, int]], bind_host: str, timeout_
         end = "\r" if tty and done < total else "\n"
         print(f"  healthy {done}/{total}", end=end, file=sys.stderr, flush=True)
 
-    return asyncio.run(_check_all(addresses, bind_host, time.monotonic() + timeout_s, progress, abort))
+    return asyncio.run(_check_all(addresses, bind_host, time.monotonic() + timeout_s, progress, abort, signer))
 
 
 def crossing_pairs(entries, planes: int, sats: int, host_of) -> list[tuple[Sat, Sat]]:
@@ -72,12 +76,12 @@ def crossing_pairs(entries, planes: int, sats: int, host_of) -> list[tuple[Sat, 
     return list(pairs.values())
 
 
-def isl_failures(addresses: dict[Sat, tuple[str, int]], bind_host: str,
-                 pairs: list[tuple[Sat, Sat]]) -> list[tuple[Sat, Sat]]:
+def isl_failures(addresses: dict[Sat, tuple[str, int]], bind_host: str, pairs: list[tuple[Sat, Sat]],
+                 signer: Signer | None = None) -> list[tuple[Sat, Sat]]:
     """The pairs (src, dst) for which a NOOP sent to dst through src (one ISL hop) gets no answer."""
 
     async def check() -> list[tuple[Sat, Sat]]:
-        async with SkyMemoryClient(addresses, timeout=0.3, retries=3, bind=(bind_host, 0)) as client:
+        async with SkyMemoryClient(addresses, timeout=0.3, retries=3, bind=(bind_host, 0), signer=signer) as client:
             async def one(src: Sat, dst: Sat) -> tuple[Sat, Sat] | None:
                 try:
                     await client.noop(dst, via=src)

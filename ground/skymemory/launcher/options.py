@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"telemetry port (default {cfs.DEFAULT_TO_LAB_PORT}, the stock TO_LAB_TLM_PORT)")
     g = p.add_argument_group("launcher behaviour")
     g.add_argument("--detach", action="store_true", help="leave the constellation running and exit; `stop` ends it")
+    g.add_argument("--insecure", action="store_true",
+                   help="no authentication: without it the launcher makes a key file for this constellation "
+                        "(mode 0600 in the run directory, named in the manifest) and every node, cFS app and client "
+                        "signs and checks every command and reply with it (docs/RELIABILITY.md)")
     g.add_argument("--health-timeout", type=_float_range(0.5, 3600), default=60.0,
                    help="seconds to wait for every satellite to answer a NOOP")
     g.add_argument("--run-dir", type=Path, default=None, help="pid files and logs (default: next to the manifest)")

@@ -13,12 +13,13 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.launcher import cfs, cfs_limits, docker, firewall, netns, nodes, processes, ssh
+from skymemory.launcher import cfs, cfs_limits, docker, firewall, keys, netns, nodes, processes, ssh
 from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, pss_kib, rss_kib, self_pid
 from skymemory.launcher.health import crossing_pairs, isl_failures, wait_healthy
 from skymemory.launcher.machines import container_name
 from skymemory.launcher.stop import summary_table, teardown
 from skymemory.orbit.manifest import Manifest, SatelliteEntry
+from skymemory.protocol.auth import signer_for_manifest
 
 
 def start(args) -> int:
@@ -56,6 +57,7 @@ def start(args) -> int:
         _check_cfs_fits(args, n)  # before anything starts
     group = processes.ProcessGroup(run_dir, die_with_parent=not args.detach)
     common = nodes.node_options(args, epoch_ms)
+    common += _make_keys(args, m, run_dir)
     log(args, f"booting {args.planes}x{args.sats} = {n} satellites ({_backend_name(args)}); run dir {run_dir}")
     if args.port_warning:
         print(f"launch_constellation: warning: {args.port_warning}", file=sys.stderr)
@@ -100,7 +102,8 @@ def start(args) -> int:
                     return f"{len(bad)} cFS instance(s) reported errors while booting:\n" + _why_failed(m, bad)
             return None
 
-        healthy = wait_healthy(m.ground_addresses(), m.ground_host, args.health_timeout, args.quiet, abort)
+        healthy = wait_healthy(m.ground_addresses(), m.ground_host, args.health_timeout, args.quiet, abort,
+                               signer_for_manifest(m))
         if len(healthy) < n:
             missing = sorted(set(m.ground_addresses()) - healthy)
             raise LaunchError(f"{n - len(healthy)} of {n} satellites did not answer a NOOP within "
@@ -134,6 +137,20 @@ def start(args) -> int:
         log(args, f"detached; stop with: tools/launch_constellation.py stop --manifest {manifest_path}")
         return 0
     return _foreground(args, m, group, manifest_path)
+
+
+def _make_keys(args, m: Manifest, run_dir: Path) -> list[str]:
+    """The constellation's key file, named in the manifest (unless --insecure); returns the node options
+    that hand it to native nodes (cFS instances get a copy in their /cf: _start_cfs)."""
+    if args.insecure:
+        log(args, "  --insecure: no authentication; whoever reaches a port can command these satellites")
+        return []
+    if args.hosts or args.runtime == "docker":
+        print("launch_constellation: note: the key file is not handed to ssh hosts or containers yet, so this "
+              "constellation runs without authentication, as with --insecure", file=sys.stderr)
+        return []
+    m.auth_key_file = str(keys.make_key_file(run_dir))
+    return [] if args.runtime == "cfs" else ["--auth-keys", m.auth_key_file]
 
 
 def _failing_instances(m: Manifest) -> list[str]:
@@ -288,7 +305,7 @@ def _check_isl_between_namespaces(m: Manifest) -> None:
     """Neighbours in different namespaces must hear each other: the ground reaches every namespace
     directly, but their ISL traffic crosses the bridge, where a firewall may drop it."""
     pairs = crossing_pairs(m.satellites, m.planes, m.sats, lambda e: e.netns)
-    failed = isl_failures(m.ground_addresses(), m.ground_host, pairs)
+    failed = isl_failures(m.ground_addresses(), m.ground_host, pairs, signer_for_manifest(m))
     if failed:
         src, dst = failed[0]
         raise LaunchError(f"the satellites answer the ground, but {len(failed)} of {len(pairs)} ISLs between namespaces "
@@ -315,6 +332,8 @@ def _start_cfs(args, m: Manifest, common: list[str], group: processes.ProcessGro
     for k, e in enumerate(m.satellites, 1):
         name = nodes.sat_name(e.plane, e.sat)
         work = cfs.prepare_workdir(args.cfs_exe, Path(m.run_dir) / "cfs" / name, _cfs_config(args, common, e, None))
+        if m.auth_key_file:
+            keys.install_for_cfs(Path(m.auth_key_file), work)
         e.pid = group.start(name, cfs.core_argv(args.cfs_binary, e.cpuid), cwd=work)
         _progress(args, k, n)
 

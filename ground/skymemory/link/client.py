@@ -15,7 +15,10 @@ duplicates and reorders, so:
 * replies for finished requests, and repeated chunks of a GET_CHUNKS, are
   dropped and counted (`counters["duplicates"]`);
 * a DATA reply whose CRC32C does not match is never returned: it is counted
-  (`counters["crc_failures"]`) and treated as not received, so it is retried.
+  (`counters["crc_failures"]`) and treated as not received, so it is retried;
+* with a signer (a keyed constellation: skymemory.protocol.auth) every request is
+  signed, each attempt afresh, and a reply not signed with the signer's key is
+  dropped and counted (`counters["auth_failures"]`), so it cannot answer anything.
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ class SkyMemoryClient:
         self.backoff = backoff
         self.mission_ms = mission_ms or (lambda: int(time.time() * 1000))
         self.bind = bind
-        # signs SET/EVICT/MIGRATE/SET_PARAM/RESET_COUNTERS (auth.py); default from SKYMEM_AUTH_KEY_FILE
+        # signs every request and checks every reply (auth.py); default from SKYMEM_AUTH_KEY_FILE
         self.signer = signer if signer is not None else auth.signer_from_env()
         self.counters: Counter[str] = Counter()
         self.evicted: list[tuple[Sat, bytes]] = []  # unsolicited EVICTED notices (src, block hash)
@@ -388,7 +391,7 @@ class SkyMemoryClient:
                 for attempt in range(self.retries + 1):
                     if attempt:
                         self.counters["retries"] += 1
-                    self._send(packet, addr)
+                    self._send(self.signer.sign(packet) if self.signer else packet, addr)  # each attempt afresh
                     # Wait while replies keep arriving; give up this attempt after a quiet period.
                     while pending.expected:
                         pending.progress.clear()
@@ -416,7 +419,10 @@ class SkyMemoryClient:
         if self.capture is not None:
             self.capture.append(data)
         if data[:2] == wire.SKYMEM_HK_TLM_MID.to_bytes(2, "big"):
-            self._on_hk(data)
+            self._on_hk(data)  # housekeeping carries no trailer (no route header): see docs/RELIABILITY.md
+            return
+        if self.signer is not None and not self.signer.reply_ok(data):
+            self.counters["auth_failures"] += 1  # unsigned, another key or altered: answers nothing
             return
         try:
             reply = wire.decode_reply(data)

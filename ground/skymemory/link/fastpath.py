@@ -4,7 +4,9 @@ The C side (csrc/skymem_bulk.c, compiled into `skymemory._native`) sends
 GET_CHUNKS per server (or SET_CHUNK per chunk) with sendmmsg, receives the
 replies with recvmmsg straight into the caller's buffer, checks request id,
 block hash, chunk id, length and CRC32C, re-asks for what is overdue, and
-fills a per-chunk status array. Python only builds the job description
+fills a per-chunk status array. With a signer (a keyed constellation) every
+request is signed in C and a reply counts only when signed with the same key.
+Python only builds the job description
 (a few objects per *block*) and reads the result; the GIL is released
 during the call, so a streaming reader can watch `prefix` advance.
 
@@ -98,6 +100,7 @@ class TransferStats:
     nak_status: int = 0  # SKYMEM_NAK_* of the refusal when rc == REFUSED (set only)
     window_bytes: int = 0  # bytes in flight the call allowed
     first_reply_s: float = 0.0  # get: start -> first valid reply (a round trip plus service time)
+    auth_failures: int = 0  # replies refused for their trailer (unsigned, another key, altered)
 
     @property
     def outcome(self) -> str:
@@ -131,7 +134,8 @@ class BulkTransfer:
         self.retries = retries
         self.deadline_s = deadline_s
         self.window_bytes = window_bytes  # None: chosen per call (_window)
-        # with a signer every SET_CHUNK is signed in C (keyed satellites refuse unsigned ones)
+        # with a signer every request is signed in C and every reply checked (keyed satellites refuse
+        # unsigned requests and sign their replies)
         self.signer = signer
         self._ids = random.Random()
         self._ids_lock = threading.Lock()
@@ -228,21 +232,26 @@ class BulkTransfer:
         opts.rto_s = self.rto_s
         opts.deadline_s = deadline_s or self.deadline_s
         opts.max_retries = self.retries
-        if fn_name == "skymem_bulk_set" and self.signer is not None:
+        if self.signer is not None:
             # every send may be a resend: reserve a fresh sequence for each possible one
             key = ffi.new("uint8_t[]", self.signer.key)
             keep.append(key)
             opts.auth_key, opts.auth_key_len, opts.auth_key_id = key, len(self.signer.key), self.signer.key_id
-            opts.auth_seq_count = sum(job.chunk_count for job in jobs) * (self.retries + 1)
+            sends = (sum(job.chunk_count for job in jobs) if fn_name == "skymem_bulk_set"
+                     else lib.skymem_bulk_get_requests(blocks, len(jobs), wave_chunks))
+            opts.auth_seq_count = max(1, sends) * (self.retries + 1)
             opts.auth_seq_first = self.signer.reserve(opts.auth_seq_count)
         with self._socket() as sock:
             opts.fd = sock.fileno()
             opts.window_bytes = self._window(fn_name, sock, window_bytes)
             rc = getattr(lib, fn_name)(servers, n_servers, blocks, len(jobs), opts)
+        if self.signer is not None:
+            self.signer.release(opts.auth_seq_first, opts.auth_seq_count, opts.auth_seq_used)
         if rc < 0:
             raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
         return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
-                             opts.retransmits, opts.ignored, opts.nak_status, opts.window_bytes, opts.first_reply_s)
+                             opts.retransmits, opts.ignored, opts.nak_status, opts.window_bytes, opts.first_reply_s,
+                             opts.auth_failures)
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
             deadline_s: float | None = None, pace_Bps: float = 0.0,

@@ -57,6 +57,7 @@ class Manifest:
     link: dict = field(default_factory=dict)  # delay_scale, ground_delay_ms, loss, dup, reorder, corrupt, ...
     satellites: list[SatelliteEntry] = field(default_factory=list)
     backend: dict = field(default_factory=dict)  # what teardown needs (namespaces, bridge, ssh hosts, compose file)
+    auth_key_file: str = ""  # the constellation's key file (mode 0600, in the run dir); "" = launched --insecure
     run_dir: str = ""
     launcher_pid: int = 0
     process_group: int = 0

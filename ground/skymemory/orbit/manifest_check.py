@@ -98,6 +98,7 @@ RULES: dict[str, Rule] = {
     "launcher_pid": PID,
     "process_group": PID,
     "created_unix": number(0, 1e12),
+    "auth_key_file": text(),
 }
 
 ENTRY_RULES: dict[str, Rule] = {

@@ -1,21 +1,29 @@
-"""Authenticated commands, ground side: the trailer of skymem_wire.h.
+"""Authenticated commands and replies, ground side: the trailer of skymem_wire.h.
 
-A signed data-plane command ends with 44 bytes: u32 key_id, u64 sequence and
-HMAC-SHA256 over every byte before the tag, with the bytes satellites rewrite on
-the way taken as zero -- the cFS checksum (byte 7), the route header's via
-(4 bytes), ttl and hops -- so the tag still holds after any number of ISL hops.
-The route flag AUTH (0x01) is set, the length field grows by 44 and the
-checksum is recomputed. The C side is cfs_apps/skymem_core/fsw/src/skymem_auth.c.
+A signed data-plane command or reply ends with 44 bytes: u32 key_id, u64
+sequence and HMAC-SHA256 over every byte before the tag, with the bytes
+satellites rewrite on the way taken as zero -- a command's cFS checksum (byte 7),
+the route header's via (4 bytes), ttl and hops -- so the tag still holds after
+any number of ISL hops. The route flag AUTH (0x01) is set, the length field grows
+by 44 and a command's checksum is recomputed. The C side is
+cfs_apps/skymem_core/fsw/src/skymem_auth.c.
 
-Sequence numbers are microseconds of Unix time made strictly increasing per
-signer: several clients sharing a key need no shared counter, and a satellite
-refuses anything signed before it started. A retry is signed afresh (a resend
+With keys, a satellite takes no command unsigned (reads included) and signs
+every reply; the ground keeps only replies signed with its own key
+(`Signer.reply_ok`). A reply is fresh when it echoes the request id of a request
+still waiting (random per request), so the ground keeps no replay window.
+
+Sequence numbers are Unix time in units of SEQ_US microseconds, made strictly
+increasing per signer: several clients sharing a key need no shared counter,
+and a satellite refuses anything signed before it started. A retry is signed afresh (a resend
 of the same bytes would be a replay).
 
 Key files are lines "key_id hex_key" (16..64 bytes, '#' comments). Key id 0 is
 the constellation key, for satellites only; a ground station signs with its own
-id. `SKYMEM_AUTH_KEY_FILE` (and `SKYMEM_AUTH_KEY_ID` when the file holds
-several ground keys) turn signing on for every `SkyMemoryClient`.
+id. The launcher makes a key file per constellation and names it in the manifest
+(`signer_for_manifest`); `SKYMEM_AUTH_KEY_FILE` (and `SKYMEM_AUTH_KEY_ID` when
+the file holds several ground keys) turn signing on for any other
+`SkyMemoryClient`.
 """
 
 from __future__ import annotations
@@ -31,17 +39,22 @@ from pathlib import Path
 from skymemory.protocol import wire
 from skymemory.protocol.native import xor_checksum
 
+SEQ_US = 16  # one sequence number = this many microseconds (SKYMEM_AUTH_SEQ_US)
 TRAILER_LEN = 44
 TAG_LEN = 32
 CONSTELLATION_KEY_ID = 0
 KEY_MIN, KEY_MAX = 16, 64
-# commands a keyed satellite refuses unsigned (skymem_auth_required)
-SIGNED_CCS = frozenset({wire.SKYMEM_SET_CHUNK_CC, wire.SKYMEM_EVICT_BLOCK_CC, wire.SKYMEM_MIGRATE_CC,
-                        wire.SKYMEM_SET_PARAM_CC, wire.SKYMEM_RESET_COUNTERS_CC})
+# commands a keyed satellite refuses unsigned (skymem_auth_required): every one
+SIGNED_CCS = frozenset(range(wire.SKYMEM_NUM_CC))
 
-_FLAGS = wire.SKYMEM_CMD_HDR_LEN + 18        # route flags byte
-_VIA = wire.SKYMEM_CMD_HDR_LEN + 8           # via plane + via sat (4 bytes)
-_TTL = wire.SKYMEM_CMD_HDR_LEN + 16          # ttl + hops (2 bytes)
+
+def _route_at(packet: bytes | bytearray) -> int:
+    """Where the route header starts: after a command's 8-byte header or a reply's 16; AuthError otherwise."""
+    mid = int.from_bytes(packet[:2], "big") if len(packet) >= 2 else -1
+    at = {wire.SKYMEM_DATA_CMD_MID: wire.SKYMEM_CMD_HDR_LEN, wire.SKYMEM_REPLY_TLM_MID: wire.SKYMEM_TLM_HDR_LEN}.get(mid)
+    if at is None or len(packet) < at + wire.SKYMEM_ROUTE_HDR_LEN:
+        raise AuthError("only data-plane commands and replies are signed")
+    return at
 
 
 class AuthError(ValueError):
@@ -80,19 +93,23 @@ def load_keys(path: str | os.PathLike) -> dict[int, bytes]:
 def mac(key: bytes, packet_before_tag: bytes | bytearray) -> bytes:
     """The tag over a signed packet's bytes before the tag, mutable bytes zeroed."""
     b = bytearray(packet_before_tag)
-    if len(b) < wire.SKYMEM_CMD_HDR_LEN + wire.SKYMEM_ROUTE_HDR_LEN:
-        raise AuthError("too short to be a data-plane command")
-    b[7] = 0
-    b[_VIA:_VIA + 4] = b"\0\0\0\0"
-    b[_TTL:_TTL + 2] = b"\0\0"
+    r = _route_at(b)
+    if r == wire.SKYMEM_CMD_HDR_LEN:
+        b[7] = 0  # a command's checksum; a reply's byte 7 is part of its time stamp
+    via, ttl = r + wire.SKYMEM_ROUTE_VIA_PLANE, r + wire.SKYMEM_ROUTE_TTL
+    b[via:via + 4] = b"\0\0\0\0"
+    b[ttl:ttl + 2] = b"\0\0"
     return hmac.new(key, b, hashlib.sha256).digest()
 
 
 class Signer:
-    """Signs data-plane commands with one ground-station key."""
+    """Signs data-plane commands with one ground-station key, and checks the replies signed with it.
 
-    def __init__(self, key_id: int, key: bytes) -> None:
-        if not 0 < key_id <= 0xFFFFFFFF:
+    `satellite=True` allows the constellation key (id 0): for tools and tests that act as a satellite.
+    """
+
+    def __init__(self, key_id: int, key: bytes, *, satellite: bool = False) -> None:
+        if not (0 <= key_id if satellite else 0 < key_id) or key_id > 0xFFFFFFFF:
             raise AuthError(f"ground key id must be 1..2^32-1 (0 is the constellation key), got {key_id}")
         if not KEY_MIN <= len(key) <= KEY_MAX:
             raise AuthError(f"key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
@@ -126,31 +143,70 @@ class Signer:
         if count < 1:
             raise ValueError("count must be >= 1")
         with self._seq_lock:
-            first = max(self._last_seq + 1, time.time_ns() // 1000)
+            first = max(self._last_seq + 1, time.time_ns() // 1000 // SEQ_US)
             self._last_seq = first + count - 1
             return first
 
+    def release(self, first: int, count: int, used: int) -> None:
+        """Give back the unused end of a reservation (first, count) of which `used` were signed with,
+        when nothing was reserved after it: the sequences stay near the clock, so another process
+        signing with the same key and station is not left behind a satellite's replay window."""
+        with self._seq_lock:
+            if self._last_seq == first + count - 1 and 0 <= used < count:
+                self._last_seq = first + used - 1
+
     def sign(self, packet: bytes, seq: int | None = None) -> bytes:
-        """Returns packet (an unsigned data-plane command) with the trailer appended."""
-        if len(packet) < wire.SKYMEM_CMD_HDR_LEN + wire.SKYMEM_ROUTE_HDR_LEN or \
-                int.from_bytes(packet[:2], "big") != wire.SKYMEM_DATA_CMD_MID:
-            raise AuthError("only data-plane commands can be signed")
-        if packet[_FLAGS] & wire.SKYMEM_RF_AUTH:
+        """Returns packet (an unsigned data-plane command, or a reply) with the trailer appended."""
+        r = _route_at(packet)
+        flags = r + wire.SKYMEM_ROUTE_FLAGS
+        if packet[flags] & wire.SKYMEM_RF_AUTH:
             raise AuthError("packet is already signed")
         if len(packet) + TRAILER_LEN > wire.SKYMEM_MAX_PACKET:
             raise AuthError("no room for the trailer")
         b = bytearray(packet)
-        b[_FLAGS] |= wire.SKYMEM_RF_AUTH
+        b[flags] |= wire.SKYMEM_RF_AUTH
         b += struct.pack(">IQ", self.key_id, self.next_seq() if seq is None else seq)
         struct.pack_into(">H", b, 4, len(b) + TAG_LEN - 7)
         b += mac(self._key, b)
-        b[7] = 0
-        b[7] = xor_checksum(bytes(b))
+        if r == wire.SKYMEM_CMD_HDR_LEN:
+            b[7] = 0
+            b[7] = xor_checksum(bytes(b))
         return bytes(b)
 
     def maybe_sign(self, cc: int, packet: bytes) -> bytes:
-        """Signs the commands satellites require signed; passes reads through."""
+        """Signs the commands a keyed satellite requires signed: every data-plane command."""
         return self.sign(packet) if cc in SIGNED_CCS else packet
+
+    def reply_ok(self, packet: bytes) -> bool:
+        """True when `packet` is a reply signed with this signer's key (the tag checked in constant time)."""
+        if len(packet) < wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_ROUTE_HDR_LEN + TRAILER_LEN or \
+                int.from_bytes(packet[:2], "big") != wire.SKYMEM_REPLY_TLM_MID or \
+                not packet[wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_ROUTE_FLAGS] & wire.SKYMEM_RF_AUTH:
+            return False
+        if int.from_bytes(packet[-TRAILER_LEN:-TRAILER_LEN + 4], "big") != self.key_id:
+            return False
+        return hmac.compare_digest(mac(self._key, packet[:-TAG_LEN]), packet[-TAG_LEN:])
+
+
+def strip_trailer(packet: bytes) -> bytes:
+    """A checked signed reply as if it had been sent unsigned (trailer off, length field and AUTH flag
+    back): for decoders that know only the unsigned layout (the ccsdspy definitions)."""
+    r = _route_at(packet)
+    if not packet[r + wire.SKYMEM_ROUTE_FLAGS] & wire.SKYMEM_RF_AUTH:
+        return packet
+    b = bytearray(packet[:-TRAILER_LEN])
+    b[r + wire.SKYMEM_ROUTE_FLAGS] &= ~wire.SKYMEM_RF_AUTH & 0xFF
+    struct.pack_into(">H", b, 4, len(b) - 7)
+    if r == wire.SKYMEM_CMD_HDR_LEN:
+        b[7] = 0
+        b[7] = xor_checksum(bytes(b))
+    return bytes(b)
+
+
+def signer_for_manifest(manifest) -> Signer | None:
+    """The ground signer of a launched constellation: its key file, named in the manifest ("" = insecure)."""
+    path = getattr(manifest, "auth_key_file", "")
+    return Signer.from_file(path) if path else None
 
 
 def signer_from_env(env: dict[str, str] | None = None) -> Signer | None:

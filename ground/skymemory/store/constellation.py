@@ -33,7 +33,7 @@ import numpy as np
 from skymemory.link.client import SkyMemoryClient
 from skymemory.link.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, TransferStats
 from skymemory.link.loop_thread import LoopThread
-from skymemory.protocol import native, wire
+from skymemory.protocol import auth, native, wire
 from skymemory.protocol.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
 from skymemory.store.contract import BlockMiss, BlockRecord, Landed, Sat, check_hash, land_one_by_one, split_chunks
 
@@ -98,8 +98,9 @@ class ConstellationBlockStore:
 
     @classmethod
     def from_manifest(cls, manifest, servers: Sequence[Sat] | None = None, **kw) -> "ConstellationBlockStore":
-        """Addresses, clock, centre and ground-link satellite (overhead) from a launch manifest."""
+        """Addresses, clock, centre, ground-link satellite (overhead) and key (auth) from a launch manifest."""
         c = manifest.constellation()
+        kw["client_options"] = {"signer": auth.signer_for_manifest(manifest), **(kw.get("client_options") or {})}
         kw.setdefault("chunk_bytes", manifest.chunk_size)
         kw.setdefault("via", lambda _dst: c.overhead())
         return cls(manifest.ground_addresses(), servers, mission_ms=c.mission_ms, centre=c.overhead,
@@ -212,6 +213,9 @@ class ConstellationBlockStore:
         if stats.outcome == "refused":
             return BlockMiss("nak", "a satellite refused GET_CHUNKS")
         missing = int(np.count_nonzero(job.status != OK))
+        if stats.auth_failures and stats.auth_failures >= stats.packets_rx:
+            return BlockMiss("auth", f"{missing} chunks of block {job.block_hash.hex()[:16]} did not arrive: every "
+                             f"reply failed authentication ({stats.auth_failures}): is this the constellation's key?")
         reason = "crc" if stats.crc_failures and not stats.packets_rx - stats.crc_failures else "timeout"
         return BlockMiss(reason, f"{missing} chunks of block {job.block_hash.hex()[:16]} did not arrive "
                          f"({stats.crc_failures} failed CRC32C, {stats.retransmits} re-requests)")

@@ -34,6 +34,7 @@ from collections import Counter
 
 from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
+from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import ChunkNotFound
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.contract import BlockMiss, BlockRecord
@@ -126,7 +127,7 @@ class KVStore:
         via = None if self.direct else (lambda _dst: c.overhead())
         options = {"timeout": 0.5, "retries": 1000, **self.client_options}  # the deadline, not a count, ends it
         client = SkyMemoryClient(self.m.ground_addresses(), via=via, mission_ms=c.mission_ms,
-                                 bind=(self.m.ground_host, 0), **options)
+                                 bind=(self.m.ground_host, 0), **{"signer": signer_for_manifest(self.m), **options})
         client.capture = self.capture
         return client
 

@@ -29,6 +29,7 @@ from typing import Callable
 from skymemory.link.loop_thread import LoopThread
 from skymemory.orbit import placement
 from skymemory.orbit.manifest import Manifest
+from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import ChunkNotFound, RequestTimeout
 from skymemory.store.contract import BlockMiss, BlockRecord
 from skymemory.store.eviction import Evictions
@@ -94,7 +95,8 @@ class RotatingBlockStore:
     async def _start(self) -> None:
         m, c = self.manifest, self.constellation
         self.client = HopCountingClient(m.ground_addresses(), station_id=m.ground_station, mission_ms=c.mission_ms,
-                                        bind=(m.ground_host, 0), **self.client_options)
+                                        bind=(m.ground_host, 0),
+                                        **{"signer": signer_for_manifest(m), **self.client_options})
         await self.client.open()
         self.index = BlockIndex()
         self.evictions = Evictions(self.client, c, self.index, on_evicted=self._evicted)

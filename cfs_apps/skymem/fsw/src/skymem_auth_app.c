@@ -1,10 +1,13 @@
 /*
- * SKYMEM command authentication on cFS: key file, checks and signing, all
- * delegated to skymem_core (skymem_auth.c, tested by ctest); this file only
- * reads the file through OSAL, counts, and raises events.
+ * SKYMEM command and reply authentication on cFS: key file, checks and signing,
+ * all delegated to skymem_core (skymem_auth.c, tested by ctest); this file only
+ * reads and writes files through OSAL, counts, and raises events.
  *
- * Difference from the native node: the replay floor is 0 (cFE time is not Unix
- * time), so a satellite restart forgets which sequences it saw.
+ * Sequences are microseconds of the host clock (OS_GetLocalTime: Unix time on
+ * Linux, as on the ground and the native node). The replay floor is the later of
+ * that clock at start and the high-water mark persisted in SKYMEM_AUTH_FLOOR_FILE,
+ * so traffic recorded before a restart stays refused after it, also on a platform
+ * whose clock restarts with the software.
  */
 #include <string.h>
 
@@ -19,6 +22,38 @@
 
 static skymem_auth_t SKYMEM_Auth;
 static bool          SKYMEM_AuthOn;
+static uint32        SKYMEM_ReplyKeyId;   /* ground key of the latest verified ground command */
+static uint64        SKYMEM_PersistedHigh; /* the high-water mark SKYMEM_AUTH_FLOOR_FILE holds */
+
+static uint64 SKYMEM_ClockMicros(void)
+{
+    OS_time_t Now;
+
+    OS_GetLocalTime(&Now);
+    return (uint64)OS_TimeGetTotalMicroseconds(Now);
+}
+
+/* The persisted high-water mark (decimal microseconds), 0 when there is none. */
+static uint64 SKYMEM_ReadFloor(void)
+{
+    char      Text[32];
+    osal_id_t Fd;
+    int32     Len;
+    uint64    Value = 0;
+    int32     i;
+
+    if (OS_OpenCreate(&Fd, SKYMEM_AUTH_FLOOR_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY) != OS_SUCCESS)
+    {
+        return 0;
+    }
+    Len = OS_read(Fd, Text, sizeof(Text) - 1);
+    OS_close(Fd);
+    for (i = 0; i < Len && Text[i] >= '0' && Text[i] <= '9'; i++)
+    {
+        Value = Value * 10u + (uint64)(Text[i] - '0');
+    }
+    return Value;
+}
 
 CFE_Status_t SKYMEM_AuthInit(void)
 {
@@ -27,9 +62,10 @@ CFE_Status_t SKYMEM_AuthInit(void)
     osal_id_t   Fd;
     int32       Len;
     int         rc;
+    uint32      i;
 
     SKYMEM_AuthOn = false;
-    skymem_auth_init(&SKYMEM_Auth, 0);
+    skymem_auth_init(&SKYMEM_Auth, skymem_auth_seq_at(SKYMEM_ClockMicros()));
     if (OS_OpenCreate(&Fd, SKYMEM_AUTH_KEYS_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY) != OS_SUCCESS)
     {
         return CFE_SUCCESS; /* no key file: authentication off */
@@ -53,7 +89,21 @@ CFE_Status_t SKYMEM_AuthInit(void)
                           rc < 0 ? Err : "no key id 0 (the constellation key)");
         return CFE_STATUS_VALIDATION_FAILURE;
     }
-    SKYMEM_AuthOn = true;
+    SKYMEM_PersistedHigh = SKYMEM_ReadFloor();
+    if (SKYMEM_PersistedHigh > SKYMEM_Auth.floor)
+    {
+        SKYMEM_Auth.floor = SKYMEM_PersistedHigh; /* nothing accepted before the restart is fresh after it */
+    }
+    SKYMEM_AuthOn     = true;
+    SKYMEM_ReplyKeyId = 0; /* until a ground station speaks: the lowest ground key */
+    for (i = 0; i < SKYMEM_Auth.n_keys; i++)
+    {
+        uint32 Id = SKYMEM_Auth.keys[i].id;
+        if (Id != SKYMEM_AUTH_CONSTELLATION_KEY && (SKYMEM_ReplyKeyId == 0 || Id < SKYMEM_ReplyKeyId))
+        {
+            SKYMEM_ReplyKeyId = Id;
+        }
+    }
     CFE_EVS_SendEvent(SKYMEM_INIT_INF_EID, CFE_EVS_EventType_INFORMATION, "SKYMEM: command authentication on, %d keys",
                       rc);
     return CFE_SUCCESS;
@@ -85,6 +135,10 @@ bool SKYMEM_AuthRefuse(const uint8 *Packet, size_t Size, const skymem_msg_t *Msg
         rc = skymem_auth_verify(&SKYMEM_Auth, Packet, Size);
         if (rc == SKYMEM_AUTH_OK)
         {
+            if (Msg->route.src_plane == SKYMEM_GROUND_PLANE)
+            {
+                SKYMEM_ReplyKeyId = skymem_get_u32(Msg->auth + SKYMEM_AT_KEY_ID);
+            }
             return false;
         }
     }
@@ -101,6 +155,26 @@ bool SKYMEM_AuthRefuse(const uint8 *Packet, size_t Size, const skymem_msg_t *Msg
     return true;
 }
 
+bool SKYMEM_AuthRefuseReply(const uint8 *Packet, size_t Size, const skymem_msg_t *Msg)
+{
+    int rc;
+
+    if (!SKYMEM_AuthOn)
+    {
+        return false;
+    }
+    rc = Msg->auth == NULL ? SKYMEM_AUTH_E_NO_TRAILER : skymem_auth_verify(&SKYMEM_Auth, Packet, Size);
+    if (rc == SKYMEM_AUTH_OK)
+    {
+        return false;
+    }
+    SKYMEM_Data.AuthFailures++;
+    CFE_EVS_SendEvent(SKYMEM_DATA_NAK_EID, CFE_EVS_EventType_DEBUG,
+                      "SKYMEM: reply from (%u,%u) to request %lu ignored: %s", (unsigned int)Msg->route.src_plane,
+                      (unsigned int)Msg->route.src_sat, (unsigned long)Msg->route.request_id, skymem_auth_strerror(rc));
+    return true;
+}
+
 bool SKYMEM_AuthRefuseControl(uint8 CommandCode)
 {
     if (!SKYMEM_AuthOn || !skymem_auth_required(CommandCode))
@@ -114,17 +188,57 @@ bool SKYMEM_AuthRefuseControl(uint8 CommandCode)
     return true;
 }
 
-int SKYMEM_AuthSign(uint8 *Packet, int Length, size_t Capacity)
+static int SKYMEM_SignWith(uint32 KeyId, uint8 *Packet, int Length, size_t Capacity)
 {
-    CFE_TIME_SysTime_t Now;
-    uint64             Micros;
-
     if (!SKYMEM_AuthOn || Length <= 0)
     {
         return Length;
     }
-    Now    = CFE_TIME_GetTime();
-    Micros = (uint64)Now.Seconds * 1000000u + CFE_TIME_Sub2MicroSecs(Now.Subseconds);
-    return skymem_auth_sign(&SKYMEM_Auth, SKYMEM_AUTH_CONSTELLATION_KEY, skymem_auth_next_seq(&SKYMEM_Auth, Micros),
-                            Packet, (size_t)Length, Capacity);
+    return skymem_auth_sign(&SKYMEM_Auth, KeyId, skymem_auth_next_seq(&SKYMEM_Auth, SKYMEM_ClockMicros()), Packet,
+                            (size_t)Length, Capacity);
+}
+
+int SKYMEM_AuthSign(uint8 *Packet, int Length, size_t Capacity)
+{
+    return SKYMEM_SignWith(SKYMEM_AUTH_CONSTELLATION_KEY, Packet, Length, Capacity);
+}
+
+int SKYMEM_AuthSignReply(uint8 *Packet, int Length, size_t Capacity, const skymem_route_t *Route)
+{
+    return SKYMEM_SignWith(Route->dst_plane == SKYMEM_GROUND_PLANE ? SKYMEM_ReplyKeyId : SKYMEM_AUTH_CONSTELLATION_KEY,
+                           Packet, Length, Capacity);
+}
+
+void SKYMEM_AuthPersist(void)
+{
+    char      Text[24];
+    osal_id_t Fd;
+    uint64    High = skymem_auth_high(&SKYMEM_Auth);
+    int       n    = 0;
+    int       i;
+    char      Digits[24];
+
+    if (!SKYMEM_AuthOn || High == SKYMEM_PersistedHigh)
+    {
+        return;
+    }
+    do
+    {
+        Digits[n++] = (char)('0' + High % 10u);
+        High /= 10u;
+    } while (High && n < (int)sizeof(Digits));
+    for (i = 0; i < n; i++)
+    {
+        Text[i] = Digits[n - 1 - i];
+    }
+    Text[n] = '\n';
+    if (OS_OpenCreate(&Fd, SKYMEM_AUTH_FLOOR_FILE, OS_FILE_FLAG_CREATE | OS_FILE_FLAG_TRUNCATE, OS_WRITE_ONLY) ==
+        OS_SUCCESS)
+    {
+        if (OS_write(Fd, Text, (size_t)n + 1) == n + 1)
+        {
+            SKYMEM_PersistedHigh = skymem_auth_high(&SKYMEM_Auth);
+        }
+        OS_close(Fd);
+    }
 }

@@ -1,5 +1,6 @@
 /* SKYMEM control command handlers (same shape as sample_app_cmds.c). */
 #include "skymem.h"
+#include "skymem_auth_app.h"
 #include "skymem_cmds.h"
 #include "skymem_eventids.h"
 #include "skymem_utils.h"
@@ -7,6 +8,7 @@
 
 CFE_Status_t SKYMEM_SendHkCmd(const SKYMEM_SendHkCmd_t *Msg)
 {
+    SKYMEM_AuthPersist(); /* at the housekeeping rate: the replay floor a restart starts from */
     skymem_stats_t Stats;
 
     SKYMEM_FillStats(&Stats);

@@ -23,6 +23,7 @@ static void SKYMEM_SendReply(const skymem_route_t *Route, uint8 Kind, uint8 Cc, 
 {
     int Len = skymem_build_reply(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, 0, 0,
                                  Route, Kind, Cc, Status, ChunkId, Value, Body, BodyLen);
+    Len = SKYMEM_AuthSignReply(SKYMEM_Data.Scratch, Len, sizeof(SKYMEM_Data.Scratch), Route);
     SKYMEM_Publish(SKYMEM_Data.Scratch, Len);
 }
 
@@ -68,6 +69,7 @@ static void SKYMEM_AnswerChunk(const skymem_route_t *Route, uint8 Cc, const uint
     SKYMEM_Data.CmdCounter++;
     PacketLen = skymem_build_reply_data(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, 0,
                                         0, Route, Cc, &Desc, Data);
+    PacketLen = SKYMEM_AuthSignReply(SKYMEM_Data.Scratch, PacketLen, sizeof(SKYMEM_Data.Scratch), Route);
     SKYMEM_Publish(SKYMEM_Data.Scratch, PacketLen);
 }
 
@@ -352,6 +354,10 @@ void SKYMEM_ProcessInboundReply(const CFE_SB_Buffer_t *SBBufPtr)
     {
         SKYMEM_Data.Invalid++;
         return;
+    }
+    if (SKYMEM_AuthRefuseReply(Packet, Size, &SKYMEM_Data.Msg))
+    {
+        return; /* a forged or replayed ACK deletes nothing */
     }
     SKYMEM_MigrateOnReply(&SKYMEM_Data.Msg);
 }

@@ -627,6 +627,7 @@ static void Test_Auth(void)
     char                 Err[96];
     uint32               Commands;
     int                  Len;
+    const uint64         T = 1000000000000ull; /* sequences: microseconds, after the stub clock's start */
 
     UT_Satellite();
     memset(Hash, 0xCD, sizeof(Hash));
@@ -644,23 +645,26 @@ static void Test_Auth(void)
     UT_Deliver(UT_BuildSet(NULL, 0, 40));
     UT_ExpectNakAuth(1);
     UT_ExpectReplies();
-    UT_Deliver(UT_BuildSet(&Forger, 1000, 41));
+    UT_Deliver(UT_BuildSet(&Forger, T, 41));
     UT_ExpectNakAuth(2);
     UtAssert_INT32_EQ(skymem_store_peek(SKYMEM_Data.Store, Hash, 2, NULL, NULL, NULL), SKYMEM_STORE_E_NOT_FOUND);
 
-    /* Reads need no signature: GET_CHUNK of the refused chunk -> NAK NOT_FOUND. */
+    /* Reads need a signature too (they move the LRU order and the counters): NAK AUTH_FAILED. */
     UT_ExpectReplies();
     UT_Deliver(skymem_build_get_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 2, &Route, Hash, 2));
-    UT_ParseReply(0, &Reply);
-    UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_NOT_FOUND);
+    UT_ExpectNakAuth(3);
 
-    /* Signed with the ground key: ACK, stored. */
+    /* Signed with the ground key: ACK, stored; the ACK itself is signed with that key. */
     UT_ExpectReplies();
-    Len = UT_BuildSet(&Ground, 1000, 42);
+    Len = UT_BuildSet(&Ground, T + 1, 42);
     memcpy(&Saved, &UT_In, sizeof(Saved));
     UT_Deliver(Len);
     UT_ParseReply(0, &Reply);
     UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_ACK);
+    UtAssert_True(Reply.auth != NULL, "the reply carries a trailer");
+    UtAssert_INT32_EQ(skymem_auth_check_reply(Ground.keys[1].key, Ground.keys[1].len, 1, UT_Out[0].Bytes,
+                                              skymem_get_u16(UT_Out[0].Bytes + 4) + 7u),
+                      SKYMEM_AUTH_OK);
     UtAssert_INT32_EQ(skymem_store_peek(SKYMEM_Data.Store, Hash, 2, NULL, NULL, NULL), SKYMEM_STORE_OK);
 
     /* The same packet again is a replay: counted, dropped without a reply. */
@@ -668,21 +672,51 @@ static void Test_Auth(void)
     memcpy(&UT_In, &Saved, sizeof(UT_In));
     UT_Deliver(Len);
     UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 0);
-    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 3);
+    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 4);
 
-    /* Control MID: NOOP still served, SET_PARAM refused (it needs a signed data-plane command). */
+    /* Control MID: no trailer, so NOOP and SET_PARAM are both refused and counted. */
     Commands = SKYMEM_Data.CmdCounter;
     UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_NOOP_CC, sizeof(SKYMEM_NoopCmd_t));
     SKYMEM_TaskPipe(&UT_In.Sb);
-    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, Commands + 1);
+    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, Commands);
     memset(&SetParam, 0, sizeof(SetParam));
     skymem_put_u16(SetParam.Payload.ParamId, SKYMEM_PARAM_CHUNK_SIZE);
     skymem_put_u32(SetParam.Payload.Value, 4096);
     UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_SET_PARAM_CC, sizeof(SKYMEM_SetParamCmd_t));
     SKYMEM_TaskPipe((CFE_SB_Buffer_t *)&SetParam);
     UtAssert_UINT32_EQ(SKYMEM_Data.ChunkSize, 6144);
-    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, Commands + 1);
-    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 4);
+    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, Commands);
+    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 6);
+
+    /* A reply addressed to this satellite (a migration ACK) must be signed: an unsigned one is ignored. */
+    {
+        static UT_Packet_t Wrapped;
+        skymem_route_t     Ack;
+        int                AckLen;
+
+        memset(&Ack, 0, sizeof(Ack));
+        Ack.dst_plane  = 0;
+        Ack.dst_sat    = 1;
+        Ack.src_plane  = 0;
+        Ack.src_sat    = 2;
+        Ack.via_plane  = SKYMEM_NO_SAT;
+        Ack.via_sat    = SKYMEM_NO_SAT;
+        Ack.request_id = 4096u; /* job 1, chunk 0 */
+        Ack.ttl        = SKYMEM_DEFAULT_TTL;
+        AckLen = skymem_build_reply(Wrapped.Bytes + sizeof(CFE_MSG_CommandHeader_t),
+                                    sizeof(Wrapped.Bytes) - sizeof(CFE_MSG_CommandHeader_t), 0, 0, 0, &Ack,
+                                    SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 0, 1, Hash, sizeof(Hash));
+        UT_SetMsg(SKYMEM_ISL_IN_MID, 0, (CFE_MSG_Size_t)(AckLen + (int)sizeof(CFE_MSG_CommandHeader_t)));
+        SKYMEM_ProcessInboundReply(&Wrapped.Sb);
+        UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 7);
+    }
+
+    /* The replay high-water mark is kept on each housekeeping request, and read back as the floor. */
+    UT_ResetState(UT_KEY(OS_write));
+    SKYMEM_AuthPersist();
+    UtAssert_STUB_COUNT(OS_write, 1);
+    SKYMEM_AuthPersist(); /* unchanged: not written again */
+    UtAssert_STUB_COUNT(OS_write, 1);
 
     /* A key file without the constellation key, or a malformed one, stops the app. */
     UT_ResetState(UT_KEY(OS_read));
@@ -701,7 +735,7 @@ static void Test_Auth(void)
     UT_ParseReply(0, &Reply);
     UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_ACK);
     UT_ExpectReplies();
-    UT_Deliver(UT_BuildSet(&Ground, 1001, 44));
+    UT_Deliver(UT_BuildSet(&Ground, T + 2, 44));
     UT_ExpectNakAuth(1);
 
     UT_Teardown();

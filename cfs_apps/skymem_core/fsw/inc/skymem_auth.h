@@ -1,26 +1,34 @@
 /*
- * skymem_auth.h -- authenticated commands: the trailer of skymem_wire.h
+ * skymem_auth.h -- authenticated commands and replies: the trailer of skymem_wire.h
  * (u32 key_id + u64 sequence + HMAC-SHA256), a key ring and per-source replay
- * windows. Portable C99, no allocation: shared by the native node and the cFS app.
+ * windows. Portable C99, no allocation: shared by the native node, the cFS app and
+ * the ground's C fast path.
  *
  * What the MAC covers: every byte of the packet before the tag, with the bytes a
- * relay or the first satellite rewrite taken as zero -- the cFS checksum (byte 7),
- * the route header's via (4 bytes), ttl and hops. So a command signed on the
- * ground verifies at its destination however many hops it took; a relay cannot
- * change what it asks for, whom it comes from, the request id, flags, key id or
- * sequence. (Changing `via` only redirects the reply, which an attacker on the
- * path could drop anyway.)
+ * relay or the first satellite rewrite taken as zero -- the cFS checksum (byte 7,
+ * commands only), the route header's via (4 bytes), ttl and hops. So a packet
+ * signed at one end verifies at the other however many hops it took; a relay
+ * cannot change what it asks for or answers, whom it comes from or goes to, the
+ * request id, flags, key id or sequence. (Changing `via` only redirects a reply,
+ * which an attacker on the path could drop anyway.) Data-plane commands
+ * (SKYMEM_DATA_CMD_MID) and routed replies (SKYMEM_REPLY_TLM_MID) are signed alike.
  *
  * Keys: id 0 (SKYMEM_AUTH_CONSTELLATION_KEY) is shared by the satellites and
- * signs what they send each other (gossip EVICT_BLOCK, migration SET_CHUNK); it
- * is accepted only from a satellite source. Every other id is a ground station
- * key, accepted only from a ground source.
+ * signs what they send each other (gossip EVICT_BLOCK, migration SET_CHUNK and
+ * its ACK); it is valid only between satellites. Every other id is a ground
+ * station key, valid only with a ground station at one end: the source of a
+ * command, the destination of a reply.
  *
- * Replay: sequence numbers are microseconds of Unix time made strictly
- * increasing per sender (skymem_auth_next_seq), so senders need no shared
- * state. A receiver keeps, per (key id, source), the highest sequence seen and
- * a bitmap of the SKYMEM_AUTH_WINDOW below it; anything older or already seen is
- * a replay. Sequences at or below the floor (the receiver's start time, raised
+ * Replay: sequence numbers are Unix time in units of SKYMEM_AUTH_SEQ_US
+ * microseconds, made strictly increasing per sender (skymem_auth_next_seq), so
+ * senders need no shared state. A receiver keeps, per (key id, source), the
+ * highest sequence seen and a bitmap of the SKYMEM_AUTH_WINDOW below it;
+ * anything older or already seen is a replay. The window therefore tolerates a
+ * sender's packets arriving out of order by 32768 x 16 us = 524 ms -- a station's
+ * commands reach a satellite both straight and relayed over ISL hops of tens of
+ * milliseconds each -- or by 32768 packets when it sends faster than one per 16 us.
+ * The bitmap is a ring indexed by sequence modulo the window, so recording a
+ * sequence costs O(1) amortised. Sequences at or below the floor (the receiver's start time, raised
  * when a source's window is recycled) are refused too, so a restart does not
  * reopen old traffic.
  */
@@ -41,7 +49,8 @@ extern "C" {
 #define SKYMEM_AUTH_MAX_KEYS 32u
 #define SKYMEM_AUTH_KEY_MIN 16u  /* bytes; shorter keys are refused */
 #define SKYMEM_AUTH_KEY_MAX 64u  /* bytes (one SHA-256 block) */
-#define SKYMEM_AUTH_WINDOW 1024u /* sequence numbers remembered below the highest */
+#define SKYMEM_AUTH_WINDOW 32768u /* sequence numbers remembered below the highest (a multiple of 64) */
+#define SKYMEM_AUTH_SEQ_US 16u   /* one sequence number = this many microseconds of Unix time */
 #define SKYMEM_AUTH_SOURCES 256u /* (key, source) replay windows kept */
 #define SKYMEM_AUTH_TAG_LEN 32u
 
@@ -54,7 +63,7 @@ extern "C" {
 #define SKYMEM_AUTH_OK 0
 #define SKYMEM_AUTH_E_NO_TRAILER -1 /* not a data command, or no AUTH flag / room */
 #define SKYMEM_AUTH_E_UNKNOWN_KEY -2
-#define SKYMEM_AUTH_E_KEY_SCOPE -3  /* constellation key from the ground or a ground key from a satellite */
+#define SKYMEM_AUTH_E_KEY_SCOPE -3  /* constellation key with a ground end, or a ground key between satellites */
 #define SKYMEM_AUTH_E_BAD_MAC -4
 #define SKYMEM_AUTH_E_REPLAY -5     /* authentic but already seen, too old, or before the floor */
 #define SKYMEM_AUTH_E_ARG -6        /* bad argument (builders, key ring) */
@@ -71,7 +80,7 @@ typedef struct {
     uint32_t key_id;
     uint16_t src_plane, src_sat;
     uint64_t top;                               /* highest sequence accepted */
-    uint64_t bits[SKYMEM_AUTH_WINDOW / 64u];    /* bit d: sequence top - d seen */
+    uint64_t bits[SKYMEM_AUTH_WINDOW / 64u];    /* bit (s mod WINDOW): sequence s seen, for top - s < WINDOW */
     uint64_t last_use;
 } skymem_replay_t;
 
@@ -82,12 +91,17 @@ typedef struct {
     uint64_t floor; /* sequences <= floor are refused */
     uint64_t tick;  /* LRU clock for windows */
     uint64_t last_seq; /* last sequence this side signed with */
+    uint64_t high;  /* highest sequence ever accepted: what a restart must not reopen (persist it) */
 } skymem_auth_t;
 
 const char *skymem_auth_strerror(int rc);
 
-/* floor: typically the receiver's start time in Unix microseconds. */
+/* floor: typically the receiver's start time in Unix microseconds, or the high-water mark a
+ * previous run persisted (skymem_auth_high), whichever is larger. */
 void skymem_auth_init(skymem_auth_t *a, uint64_t floor);
+/* The highest sequence accepted so far (or the floor, if higher): persist it, and give it back
+ * as the floor after a restart, so nothing accepted before can be replayed. */
+uint64_t skymem_auth_high(const skymem_auth_t *a);
 int skymem_auth_add_key(skymem_auth_t *a, uint32_t id, const uint8_t *key, size_t len);
 const skymem_auth_key_t *skymem_auth_find_key(const skymem_auth_t *a, uint32_t id);
 /* Parses a key file: lines "key_id hex_key", '#' comments and blank lines
@@ -96,27 +110,38 @@ const skymem_auth_key_t *skymem_auth_find_key(const skymem_auth_t *a, uint32_t i
 int skymem_auth_load_text(skymem_auth_t *a, const char *text, size_t len, char *err, size_t err_len);
 
 /* 1 if a data-plane command with this function code must be authenticated
- * when keys are configured: SET_CHUNK, EVICT_BLOCK, MIGRATE, SET_PARAM,
- * RESET_COUNTERS. Reads (GET, PROBE, STATS, NOOP) need not be. */
+ * when keys are configured: every one. Reads too: they move the LRU order and
+ * the counters, and answer with data. */
 int skymem_auth_required(uint8_t cc);
 
 /* The tag over pkt[0, len_before_tag) with the mutable bytes taken as zero.
- * pkt must be a data-plane command of at least 8 + 20 bytes. */
+ * pkt must be a data-plane command (at least 8 + 20 bytes) or a reply (16 + 20). */
 void skymem_auth_mac(const uint8_t *key, size_t key_len, const uint8_t *pkt, size_t len_before_tag,
                      uint8_t out[SKYMEM_AUTH_TAG_LEN]);
 
-/* Next sequence to sign with: max(last + 1, now_us). */
+/* The sequence number of a Unix time in microseconds (a receiver's floor at its start). */
+uint64_t skymem_auth_seq_at(uint64_t unix_us);
+/* Next sequence to sign with: max(last + 1, skymem_auth_seq_at(now_us)). */
 uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us);
 
-/* Signs a data-plane command in place: sets the AUTH route flag, appends the
- * trailer (cap must allow len + 44), fixes the length field and checksum.
- * Returns the new length or SKYMEM_AUTH_E_*. */
+/* Signs a data-plane command or a reply in place: sets the AUTH route flag, appends
+ * the trailer (cap must allow len + 44), fixes the length field (and a command's
+ * checksum). Returns the new length or SKYMEM_AUTH_E_*. */
 int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len, size_t cap);
+/* The same with one key given directly (the ground, which holds only its own). */
+int skymem_auth_sign_with(const uint8_t *key, size_t key_len, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
+                          size_t cap);
 
-/* Checks a data-plane command's trailer: key known and in scope, tag right
- * (constant-time compare), sequence fresh for (key, source); records the
- * sequence only when everything holds. Returns SKYMEM_AUTH_OK or an error. */
+/* Checks a data-plane command's or a reply's trailer: key known and in scope,
+ * tag right (constant-time compare), sequence fresh for (key, source); records
+ * the sequence only when everything holds. Returns SKYMEM_AUTH_OK or an error. */
 int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len);
+
+/* The ground's check of a reply: signed with key `key_id` (its own), tag right. No replay
+ * window: a reply is fresh when it echoes the request id of a request still waiting, which
+ * the caller checks. Returns SKYMEM_AUTH_OK, E_NO_TRAILER (unsigned), E_UNKNOWN_KEY (another
+ * key id) or E_BAD_MAC. */
+int skymem_auth_check_reply(const uint8_t *key, size_t key_len, uint32_t key_id, const uint8_t *pkt, size_t len);
 
 #ifdef __cplusplus
 }

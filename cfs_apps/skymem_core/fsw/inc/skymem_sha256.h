@@ -1,9 +1,10 @@
 /*
- * skymem_sha256.h -- portable SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104).
+ * skymem_sha256.h -- SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104).
  *
- * Plain C99, no allocation, no platform calls: used by the satellites to check
- * the authentication trailer of commands (skymem_auth.h). Incremental: init,
- * update any number of times, final.
+ * C99, no allocation: used by the satellites and the ground to sign and check
+ * the authentication trailer (skymem_auth.h). Incremental: init, update any
+ * number of times, final. On x86 CPUs with the SHA extensions the compression
+ * runs on them (chosen at run time); elsewhere, portable C.
  */
 #ifndef SKYMEM_SHA256_H
 #define SKYMEM_SHA256_H
@@ -24,6 +25,12 @@ typedef struct {
     uint8_t buf[SKYMEM_SHA256_BLOCK];
     size_t used;                    /* bytes waiting in buf */
 } skymem_sha256_t;
+
+/* Which compression runs: "x86 SHA extensions" or "portable C". */
+const char *skymem_sha256_impl(void);
+/* Use the SHA extensions when on != 0 and the CPU has them, else portable C (tests compare the
+ * two; benchmarks measure both). Returns 1 when the extensions are now in use. */
+int skymem_sha256_use_accel(int on);
 
 void skymem_sha256_init(skymem_sha256_t *c);
 void skymem_sha256_update(skymem_sha256_t *c, const uint8_t *data, size_t len);

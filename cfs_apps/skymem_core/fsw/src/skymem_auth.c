@@ -5,13 +5,21 @@
 #include "skymem_auth.h"
 #include "skymem_codec.h"
 
-#define WORDS (SKYMEM_AUTH_WINDOW / 64u)
-/* Offsets (from the packet start) of the bytes taken as zero in the MAC. */
-#define OFF_CHECKSUM 7u
-#define OFF_VIA (SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_VIA_PLANE)   /* 4 bytes: via plane, via sat */
-#define OFF_TTL (SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_TTL)         /* ttl, hops */
-#define OFF_FLAGS (SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_FLAGS)
-#define MIN_SIGNED (SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_AUTH_TRAILER_LEN)
+#define OFF_CHECKSUM 7u /* commands only: a reply's byte 7 is part of its time stamp */
+
+/* Where the route header starts: after a command's 8-byte header or a reply's 16-byte one;
+ * 0 for anything else (not signable). */
+static size_t route_at(const uint8_t *pkt, size_t len)
+{
+    uint16_t mid;
+    size_t at;
+    if (pkt == NULL || len < SKYMEM_PRI_HDR_LEN) return 0;
+    mid = skymem_get_u16(pkt);
+    if (mid == SKYMEM_DATA_CMD_MID) at = SKYMEM_CMD_HDR_LEN;
+    else if (mid == SKYMEM_REPLY_TLM_MID) at = SKYMEM_TLM_HDR_LEN;
+    else return 0;
+    return len >= at + SKYMEM_ROUTE_HDR_LEN ? at : 0;
+}
 
 const char *skymem_auth_strerror(int rc)
 {
@@ -32,6 +40,8 @@ void skymem_auth_init(skymem_auth_t *a, uint64_t floor)
     memset(a, 0, sizeof *a);
     a->floor = floor;
 }
+
+uint64_t skymem_auth_high(const skymem_auth_t *a) { return a->high > a->floor ? a->high : a->floor; }
 
 int skymem_auth_add_key(skymem_auth_t *a, uint32_t id, const uint8_t *key, size_t len)
 {
@@ -126,49 +136,93 @@ int skymem_auth_load_text(skymem_auth_t *a, const char *text, size_t len, char *
 
 int skymem_auth_required(uint8_t cc)
 {
-    return cc == SKYMEM_SET_CHUNK_CC || cc == SKYMEM_EVICT_BLOCK_CC || cc == SKYMEM_MIGRATE_CC ||
-           cc == SKYMEM_SET_PARAM_CC || cc == SKYMEM_RESET_COUNTERS_CC;
+    (void)cc; /* every data-plane command: reads move the LRU order and the counters too */
+    return 1;
 }
 
 void skymem_auth_mac(const uint8_t *key, size_t key_len, const uint8_t *pkt, size_t len_before_tag,
                      uint8_t out[SKYMEM_AUTH_TAG_LEN])
 {
     static const uint8_t zeros[4] = {0, 0, 0, 0};
+    size_t r = route_at(pkt, len_before_tag), via = r + SKYMEM_ROUTE_VIA_PLANE, ttl = r + SKYMEM_ROUTE_TTL;
     skymem_hmac_t h;
     skymem_hmac_init(&h, key, key_len);
-    skymem_hmac_update(&h, pkt, OFF_CHECKSUM);
-    skymem_hmac_update(&h, zeros, 1);
-    skymem_hmac_update(&h, pkt + OFF_CHECKSUM + 1, OFF_VIA - OFF_CHECKSUM - 1);
+    if (r == SKYMEM_CMD_HDR_LEN) { /* a command: its checksum changes with every rewrite */
+        skymem_hmac_update(&h, pkt, OFF_CHECKSUM);
+        skymem_hmac_update(&h, zeros, 1);
+        skymem_hmac_update(&h, pkt + OFF_CHECKSUM + 1, via - OFF_CHECKSUM - 1);
+    } else {
+        skymem_hmac_update(&h, pkt, via);
+    }
     skymem_hmac_update(&h, zeros, 4);
-    skymem_hmac_update(&h, pkt + OFF_VIA + 4, OFF_TTL - OFF_VIA - 4);
+    skymem_hmac_update(&h, pkt + via + 4, ttl - via - 4);
     skymem_hmac_update(&h, zeros, 2);
-    skymem_hmac_update(&h, pkt + OFF_TTL + 2, len_before_tag - OFF_TTL - 2);
+    skymem_hmac_update(&h, pkt + ttl + 2, len_before_tag - ttl - 2);
     skymem_hmac_final(&h, out);
 }
 
+uint64_t skymem_auth_seq_at(uint64_t unix_us) { return unix_us / SKYMEM_AUTH_SEQ_US; }
+
 uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us)
 {
-    a->last_seq = now_us > a->last_seq ? now_us : a->last_seq + 1u;
+    uint64_t now = skymem_auth_seq_at(now_us);
+    a->last_seq = now > a->last_seq ? now : a->last_seq + 1u;
     return a->last_seq;
+}
+
+int skymem_auth_sign_with(const uint8_t *key, size_t key_len, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
+                          size_t cap)
+{
+    size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN, r = route_at(pkt, len);
+    if (key == NULL || r == 0 || out_len > cap || out_len > SKYMEM_MAX_PACKET ||
+        (pkt[r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
+        return SKYMEM_AUTH_E_ARG;
+    pkt[r + SKYMEM_ROUTE_FLAGS] |= SKYMEM_RF_AUTH;
+    skymem_put_u16(pkt + 4, (uint16_t)(out_len - 7u));
+    skymem_put_u32(pkt + len + SKYMEM_AT_KEY_ID, key_id);
+    skymem_put_u64(pkt + len + SKYMEM_AT_SEQ, seq);
+    skymem_auth_mac(key, key_len, pkt, len + SKYMEM_AT_TAG, pkt + len + SKYMEM_AT_TAG);
+    if (r == SKYMEM_CMD_HDR_LEN) skymem_cmd_finalize(pkt, out_len);
+    return (int)out_len;
 }
 
 int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len, size_t cap)
 {
     const skymem_auth_key_t *k;
-    size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN;
-    if (a == NULL || pkt == NULL || len < SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN || out_len > cap ||
-        out_len > SKYMEM_MAX_PACKET || skymem_get_u16(pkt) != SKYMEM_DATA_CMD_MID ||
-        (pkt[OFF_FLAGS] & SKYMEM_RF_AUTH))
-        return SKYMEM_AUTH_E_ARG;
+    if (a == NULL) return SKYMEM_AUTH_E_ARG;
     k = skymem_auth_find_key(a, key_id);
     if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
-    pkt[OFF_FLAGS] |= SKYMEM_RF_AUTH;
-    skymem_put_u16(pkt + 4, (uint16_t)(out_len - 7u));
-    skymem_put_u32(pkt + len + SKYMEM_AT_KEY_ID, key_id);
-    skymem_put_u64(pkt + len + SKYMEM_AT_SEQ, seq);
-    skymem_auth_mac(k->key, k->len, pkt, len + SKYMEM_AT_TAG, pkt + len + SKYMEM_AT_TAG);
-    skymem_cmd_finalize(pkt, out_len);
-    return (int)out_len;
+    return skymem_auth_sign_with(k->key, k->len, key_id, seq, pkt, len, cap);
+}
+
+/* The trailer's tag, checked in constant time; SKYMEM_AUTH_OK or E_BAD_MAC. */
+static int tag_ok(const uint8_t *key, size_t key_len, const uint8_t *pkt, size_t len)
+{
+    uint8_t tag[SKYMEM_AUTH_TAG_LEN], diff = 0;
+    const uint8_t *theirs = pkt + len - SKYMEM_AUTH_TAG_LEN;
+    size_t i;
+    skymem_auth_mac(key, key_len, pkt, len - SKYMEM_AUTH_TAG_LEN, tag);
+    for (i = 0; i < SKYMEM_AUTH_TAG_LEN; i++) diff |= (uint8_t)(tag[i] ^ theirs[i]);
+    return diff ? SKYMEM_AUTH_E_BAD_MAC : SKYMEM_AUTH_OK;
+}
+
+/* The signed packet's trailer, or NULL when it has none (no AUTH flag, no room). */
+static const uint8_t *trailer_of(const uint8_t *pkt, size_t len, size_t *r)
+{
+    *r = route_at(pkt, len);
+    if (*r == 0 || len < *r + SKYMEM_ROUTE_HDR_LEN + SKYMEM_AUTH_TRAILER_LEN ||
+        !(pkt[*r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
+        return NULL;
+    return pkt + len - SKYMEM_AUTH_TRAILER_LEN;
+}
+
+int skymem_auth_check_reply(const uint8_t *key, size_t key_len, uint32_t key_id, const uint8_t *pkt, size_t len)
+{
+    size_t r;
+    const uint8_t *trailer = trailer_of(pkt, len, &r);
+    if (key == NULL || trailer == NULL || r != SKYMEM_TLM_HDR_LEN) return SKYMEM_AUTH_E_NO_TRAILER;
+    if (skymem_get_u32(trailer + SKYMEM_AT_KEY_ID) != key_id) return SKYMEM_AUTH_E_UNKNOWN_KEY;
+    return tag_ok(key, key_len, pkt, len);
 }
 
 /* ---- replay windows -------------------------------------------------------- */
@@ -196,70 +250,73 @@ static skymem_replay_t *find_window(skymem_auth_t *a, uint32_t key_id, uint16_t 
     return &a->windows[victim];
 }
 
-static int window_seen(const skymem_replay_t *w, uint64_t seq)
+static int bit_of(const skymem_replay_t *w, uint64_t seq)
 {
-    uint64_t d;
-    if (!w->used || seq > w->top) return 0;
-    d = w->top - seq;
-    if (d >= SKYMEM_AUTH_WINDOW) return 1; /* too old to tell: refuse */
-    return (int)((w->bits[d / 64u] >> (d % 64u)) & 1u);
+    uint64_t pos = seq % SKYMEM_AUTH_WINDOW;
+    return (int)((w->bits[pos / 64u] >> (pos % 64u)) & 1u);
 }
 
+static int window_seen(const skymem_replay_t *w, uint64_t seq)
+{
+    if (!w->used || seq > w->top) return 0;
+    if (w->top - seq >= SKYMEM_AUTH_WINDOW) return 1; /* too old to tell: refuse */
+    return bit_of(w, seq);
+}
+
+/* Records seq; moving the top forward forgets the sequences that fall out of the window. */
 static void window_record(skymem_replay_t *w, uint64_t seq)
 {
-    uint64_t d;
+    uint64_t pos;
     if (!w->used) {
         w->used = 1;
         w->top = seq;
-        w->bits[0] = 1u;
-        return;
-    }
-    if (seq > w->top) { /* slide: bit d moves to d + shift */
-        uint64_t shift = seq - w->top;
-        if (shift >= SKYMEM_AUTH_WINDOW) {
+        memset(w->bits, 0, sizeof w->bits);
+    } else if (seq > w->top) {
+        if (seq - w->top >= SKYMEM_AUTH_WINDOW) {
             memset(w->bits, 0, sizeof w->bits);
-        } else {
-            unsigned ws = (unsigned)(shift / 64u), bs = (unsigned)(shift % 64u);
-            int k;
-            for (k = (int)WORDS - 1; k >= 0; k--) {
-                uint64_t v = 0;
-                if (k - (int)ws >= 0) v = w->bits[k - ws] << bs;
-                if (bs && k - (int)ws - 1 >= 0) v |= w->bits[k - ws - 1] >> (64u - bs);
-                w->bits[k] = v;
+        } else { /* clear the ring positions of top+1 .. seq, a word at a time where whole */
+            uint64_t s = w->top + 1u;
+            while (s <= seq) {
+                uint64_t p = s % SKYMEM_AUTH_WINDOW;
+                if (p % 64u == 0 && seq - s >= 63u) {
+                    w->bits[p / 64u] = 0;
+                    s += 64u;
+                } else {
+                    w->bits[p / 64u] &= ~((uint64_t)1u << (p % 64u));
+                    s++;
+                }
             }
         }
         w->top = seq;
-        w->bits[0] |= 1u;
-        return;
     }
-    d = w->top - seq;
-    w->bits[d / 64u] |= (uint64_t)1u << (d % 64u);
+    pos = seq % SKYMEM_AUTH_WINDOW;
+    w->bits[pos / 64u] |= (uint64_t)1u << (pos % 64u);
 }
 
 int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
 {
     const uint8_t *trailer;
     const skymem_auth_key_t *k;
-    uint8_t tag[SKYMEM_AUTH_TAG_LEN], diff = 0;
     uint32_t key_id;
     uint64_t seq;
-    uint16_t src_plane, src_sat;
+    uint16_t src_plane, src_sat, ground_end;
     skymem_replay_t *w;
-    size_t i;
-    if (a == NULL || pkt == NULL || len < MIN_SIGNED || skymem_get_u16(pkt) != SKYMEM_DATA_CMD_MID ||
-        !(pkt[OFF_FLAGS] & SKYMEM_RF_AUTH))
-        return SKYMEM_AUTH_E_NO_TRAILER;
-    trailer = pkt + len - SKYMEM_AUTH_TRAILER_LEN;
+    size_t r;
+    int rc;
+    if (a == NULL) return SKYMEM_AUTH_E_NO_TRAILER;
+    trailer = trailer_of(pkt, len, &r);
+    if (trailer == NULL) return SKYMEM_AUTH_E_NO_TRAILER;
     key_id = skymem_get_u32(trailer + SKYMEM_AT_KEY_ID);
     seq = skymem_get_u64(trailer + SKYMEM_AT_SEQ);
-    src_plane = skymem_get_u16(pkt + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_SRC_PLANE);
-    src_sat = skymem_get_u16(pkt + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_SRC_SAT);
+    src_plane = skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_PLANE);
+    src_sat = skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_SAT);
+    /* the end a ground station would be at: a command's source, a reply's destination */
+    ground_end = skymem_get_u16(pkt + r + (r == SKYMEM_CMD_HDR_LEN ? SKYMEM_ROUTE_SRC_PLANE : SKYMEM_ROUTE_DST_PLANE));
     k = skymem_auth_find_key(a, key_id);
     if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
-    if ((key_id == SKYMEM_AUTH_CONSTELLATION_KEY) != (src_plane != SKYMEM_GROUND_PLANE)) return SKYMEM_AUTH_E_KEY_SCOPE;
-    skymem_auth_mac(k->key, k->len, pkt, len - SKYMEM_AUTH_TAG_LEN, tag);
-    for (i = 0; i < SKYMEM_AUTH_TAG_LEN; i++) diff |= (uint8_t)(tag[i] ^ trailer[SKYMEM_AT_TAG + i]);
-    if (diff) return SKYMEM_AUTH_E_BAD_MAC;
+    if ((key_id == SKYMEM_AUTH_CONSTELLATION_KEY) != (ground_end != SKYMEM_GROUND_PLANE)) return SKYMEM_AUTH_E_KEY_SCOPE;
+    rc = tag_ok(k->key, k->len, pkt, len);
+    if (rc != SKYMEM_AUTH_OK) return rc;
     if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY;
     w = find_window(a, key_id, src_plane, src_sat, 0);
     if (w && window_seen(w, seq)) return SKYMEM_AUTH_E_REPLAY;
@@ -267,5 +324,6 @@ int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
     if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY; /* creating the window may have raised the floor */
     window_record(w, seq);
     w->last_use = ++a->tick;
+    if (seq > a->high) a->high = seq;
     return SKYMEM_AUTH_OK;
 }
