@@ -117,6 +117,9 @@ typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t wind
                  uint8_t nak_status;
                  double first_reply_s; }
     skymem_bulk_opts_t;
+const char *skymem_sha256_impl(void);
+int skymem_sha256_use_accel(int on);
+void skymem_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *data, size_t len, uint8_t out[32]);
 uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks);
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
@@ -131,7 +134,8 @@ ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "skymemory._native",
-    '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n#include "skymem_geometry.h"\n#include "skymem_bulk.h"\n',
+    '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n#include "skymem_geometry.h"\n#include "skymem_bulk.h"\n'
+    '#include "skymem_sha256.h"\n',
     # setuptools refuses absolute source paths: give them relative to where the build runs
     sources=[os.path.relpath(p) for p in core_sources()],
     include_dirs=[str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src"), str(CSRC)],

@@ -39,8 +39,9 @@ def test_five_instances_send_housekeeping_to_the_ground_and_cosmos_reads_it(tmp_
     if problem:
         pytest.skip(problem)
     defs = cosmos_defs.packets()
+    # --insecure: COSMOS's control commands carry no authentication trailer (docs/CFS.md)
     with launched(tmp_path, 1, 5, "--runtime", "cfs", "--cfs-exe", EXE, "--cfs-first-cpuid", free_first_cpuid(5),
-                  "--tlm-address", free_tlm_addresses(5)) as manifest:
+                  "--tlm-address", free_tlm_addresses(5), "--insecure") as manifest:
         m = Manifest.load(manifest)
         assert len({e.command_port for e in m.satellites} | {1235}) == 6
         with HousekeepingListener(m) as listener:
@@ -106,3 +107,47 @@ def test_instances_spread_over_hosts_reach_each_other(tmp_path):
         r = subprocess.run([sys.executable, str(LAUNCHER), "stop", "--manifest", str(manifest)], capture_output=True,
                            text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
+
+
+def test_keyed_cfs_constellation_takes_only_signed_commands(tmp_path):
+    """The default launch on cFS: the key file in every instance's /cf, a named object round trip
+    signed both ways, a migration whose ACK is signed with key 0, unsigned commands refused."""
+    import asyncio
+    import hashlib
+    import socket
+
+    from skymemory.link.client import SkyMemoryClient
+    from skymemory.protocol.auth import signer_for_manifest
+    from skymemory.store.objects import KVStore, key_of
+
+    problem = cfs_limits.problem(4, cfs_limits.HostLimits.local(), cfs_limits.InstanceCost())
+    if problem:
+        pytest.skip(problem)
+    with launched(tmp_path, 2, 2, "--runtime", "cfs", "--cfs-exe", EXE, "--cfs-first-cpuid",
+                  free_first_cpuid(4)) as manifest:
+        m = Manifest.load(manifest)
+        assert m.auth_key_file and all((Path(m.run_dir) / "cfs" / f"{e.plane}-{e.sat}" / "cf" / "skymem_auth.keys")
+                                       .stat().st_mode & 0o777 == 0o600 for e in m.satellites)
+        data = os.urandom(50_000)
+        kv = KVStore(m, 3, timeout_s=30)
+        kv.put("cfs-object", data)
+        assert kv.get(key_of("cfs-object"))[0] == data
+        h = hashlib.sha256(b"cfs-keyed").digest()
+
+        async def go():
+            async with SkyMemoryClient(m.ground_addresses(), signer=signer_for_manifest(m), timeout=0.5,
+                                       retries=8) as c:
+                await c.set_chunk((0, 0), h, 0, 1, b"m" * 1000)
+                assert await c.migrate((0, 0), h, 0, 1, (1, 1)) == 1  # the target's ACK verified by the holder
+                before = (await c.stats((1, 0))).auth_failures
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                    unsigned = wire.encode_data_command(wire.SKYMEM_RESET_COUNTERS_CC, wire.RouteHeader(1, 0))
+                    s.sendto(unsigned, m.ground_addresses()[(1, 0)])
+                deadline = time.monotonic() + 30
+                while (after := await c.stats((1, 0))).auth_failures == before:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.05)
+                return [(await c.stats(s)).auth_failures for s in [(0, 0), (1, 1)]], after.cmd_count
+
+        failures, commands = asyncio.run(go())
+        assert failures == [0, 0] and commands > 0  # nothing refused on the way; the counters were not reset

@@ -18,13 +18,34 @@
 
 /* ---- replies -------------------------------------------------------------- */
 
+/* The send time for a reply's telemetry header, written when it is built: the tag of a signed
+ * reply covers it, so nothing may stamp it afterwards. */
+static void SKYMEM_ReplyTime(uint32 *Seconds, uint16 *Subsecs)
+{
+    CFE_TIME_SysTime_t Now = CFE_TIME_GetTime();
+
+    *Seconds = Now.Seconds;
+    *Subsecs = (uint16)(Now.Subseconds >> 16);
+}
+
+/* Signs (when keys are on) and publishes a reply built in the scratch buffer. */
+static void SKYMEM_PublishReply(int Len, const skymem_route_t *Route)
+{
+    Len = SKYMEM_AuthSignReply(SKYMEM_Data.Scratch, Len, sizeof(SKYMEM_Data.Scratch), Route);
+    SKYMEM_Publish(SKYMEM_Data.Scratch, Len);
+}
+
 static void SKYMEM_SendReply(const skymem_route_t *Route, uint8 Kind, uint8 Cc, uint8 Status, uint32 ChunkId,
                              uint32 Value, const uint8 *Body, size_t BodyLen)
 {
-    int Len = skymem_build_reply(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, 0, 0,
-                                 Route, Kind, Cc, Status, ChunkId, Value, Body, BodyLen);
-    Len = SKYMEM_AuthSignReply(SKYMEM_Data.Scratch, Len, sizeof(SKYMEM_Data.Scratch), Route);
-    SKYMEM_Publish(SKYMEM_Data.Scratch, Len);
+    uint32 Seconds;
+    uint16 Subsecs;
+    int    Len;
+
+    SKYMEM_ReplyTime(&Seconds, &Subsecs);
+    Len = skymem_build_reply(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, Seconds,
+                             Subsecs, Route, Kind, Cc, Status, ChunkId, Value, Body, BodyLen);
+    SKYMEM_PublishReply(Len, Route);
 }
 
 void SKYMEM_SendAck(const skymem_route_t *Route, uint8 Cc, uint32 ChunkId, uint32 Value, const uint8 *Hash)
@@ -57,6 +78,8 @@ static void SKYMEM_AnswerChunk(const skymem_route_t *Route, uint8 Cc, const uint
     const uint8_t      *Data = NULL;
     size_t              Len  = 0;
     int                 PacketLen;
+    uint32              Seconds;
+    uint16              Subsecs;
 
     if (skymem_store_get(SKYMEM_Data.Store, Hash, ChunkId, &Meta, &Data, &Len) != SKYMEM_STORE_OK)
     {
@@ -67,10 +90,10 @@ static void SKYMEM_AnswerChunk(const skymem_route_t *Route, uint8 Cc, const uint
     skymem_chunk_desc_from_meta(&Desc, Hash, ChunkId, &Meta, Len);
 
     SKYMEM_Data.CmdCounter++;
-    PacketLen = skymem_build_reply_data(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, 0,
-                                        0, Route, Cc, &Desc, Data);
-    PacketLen = SKYMEM_AuthSignReply(SKYMEM_Data.Scratch, PacketLen, sizeof(SKYMEM_Data.Scratch), Route);
-    SKYMEM_Publish(SKYMEM_Data.Scratch, PacketLen);
+    SKYMEM_ReplyTime(&Seconds, &Subsecs);
+    PacketLen = skymem_build_reply_data(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++,
+                                        Seconds, Subsecs, Route, Cc, &Desc, Data);
+    SKYMEM_PublishReply(PacketLen, Route);
 }
 
 /* ---- request handlers ----------------------------------------------------- */
@@ -203,13 +226,16 @@ static void SKYMEM_EvictBlock(const skymem_msg_t *Msg, const skymem_route_t *Rep
 static void SKYMEM_Stats(const skymem_route_t *Reply)
 {
     skymem_stats_t Stats;
+    uint32         Seconds;
+    uint16         Subsecs;
     int            Len;
 
     SKYMEM_Data.CmdCounter++;
     SKYMEM_FillStats(&Stats);
-    Len = skymem_build_reply_stats(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, 0, 0,
-                                   Reply, &Stats);
-    SKYMEM_Publish(SKYMEM_Data.Scratch, Len);
+    SKYMEM_ReplyTime(&Seconds, &Subsecs);
+    Len = skymem_build_reply_stats(SKYMEM_Data.Scratch, sizeof(SKYMEM_Data.Scratch), SKYMEM_Data.SeqCount++, Seconds,
+                                   Subsecs, Reply, &Stats);
+    SKYMEM_PublishReply(Len, Reply);
 }
 
 static void SKYMEM_ServeRequest(const skymem_msg_t *Msg)

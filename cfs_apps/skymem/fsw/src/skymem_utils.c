@@ -307,8 +307,7 @@ static CFE_Status_t SKYMEM_Transmit(CFE_SB_MsgId_Atom_t WrapMid, const uint8 *Pa
     }
     else
     {
-        memcpy(Buf, Packet, (size_t)Length);
-        CFE_SB_TimeStampMsg(&Buf->Msg); /* replies are telemetry: stamp the send time */
+        memcpy(Buf, Packet, (size_t)Length); /* a reply, stamped when built (a signed one's tag covers its time) */
     }
 
     /* Not an origination: the SkyMemory packet keeps the sequence count we gave it. */
