@@ -46,14 +46,19 @@ def ports_free(first: int, count: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def free_port_offset(n: int, start: int = 6000, step: int = 250, avoid: set[int] = frozenset()) -> int:
-    """An offset k such that ISL ports 20000+k.. and ground ports 40000+k.. for n satellites are free.
+# A benchmark's constellation listens on ISL ports ISL_BASE+k.. and ground ports GROUND_BASE+k..,
+# both below Linux's ephemeral range (32768..60999), where any client socket could take a port first.
+ISL_BASE, GROUND_BASE, PORT_SPAN = 20000, 26000, 6000
+
+
+def free_port_offset(n: int, start: int = 1000, step: int = 250, avoid: set[int] = frozenset()) -> int:
+    """An offset k such that ISL ports ISL_BASE+k.. and ground ports GROUND_BASE+k.. for n satellites are free.
 
     Other constellations (tests, other users) may run on this machine at the same time.
     """
     offset = start
-    while 20000 + offset + n <= 40000:
-        if offset not in avoid and ports_free(20000 + offset, n) and ports_free(40000 + offset, n):
+    while offset + n <= PORT_SPAN:
+        if offset not in avoid and ports_free(ISL_BASE + offset, n) and ports_free(GROUND_BASE + offset, n):
             return offset
         offset += max(step, n)
     raise LaunchFailed(f"no free block of {n} UDP ports found for a constellation")
@@ -84,10 +89,8 @@ class LocalConstellation:
         n = planes * sats
         if port_offset < 0:
             raise ValueError(f"port offset must be >= 0, got {port_offset}")
-        if 20000 + port_offset + n > 40000:
+        if port_offset + n > PORT_SPAN:
             raise ValueError(f"port offset {port_offset} makes the ISL ports of {n} satellites overlap the ground ports")
-        if 40000 + port_offset + n > 65536:
-            raise ValueError(f"port offset {port_offset} runs past port 65535 for {n} satellites")
         self.planes, self.sats, self.profile = planes, sats, profile
         self.run_dir = Path(run_dir).resolve()
         self.manifest_path = self.run_dir / "manifest.json"
@@ -107,7 +110,7 @@ class LocalConstellation:
             sys.executable, "-m", "skymemory.launcher",
             "start", "--planes", str(self.planes), "--sats", str(self.sats),
             "--manifest", str(self.manifest_path), "--run-dir", str(self.run_dir),
-            "--isl-port-base", str(20000 + self.port_offset), "--ground-port-base", str(40000 + self.port_offset),
+            "--isl-port-base", str(ISL_BASE + self.port_offset), "--ground-port-base", str(GROUND_BASE + self.port_offset),
             "--chunk-size", str(self.chunk_size), "--memory-budget", str(self.memory_budget),
             "--health-timeout", repr(self.boot_timeout_s), *self.profile.launcher_args(),
         ]

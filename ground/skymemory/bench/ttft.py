@@ -377,7 +377,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
     from skymemory.store.constellation import ConstellationBlockStore
     from skymemory.store.local import LocalBlockStore
 
-    from .launch import boot
+    from .launch import GROUND_BASE, boot
 
     started_all = time.perf_counter()
     if not native.AVAILABLE:
@@ -411,7 +411,8 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                 used.add(sky.port_offset)
                 events.write("constellation", profile=profile.name, manifest=str(sky.manifest_path))
                 log(f"  {cfg.planes * cfg.sats} satellites healthy in {sky.boot_s:.1f} s "
-                    f"(ground ports {40000 + sky.port_offset}..{40000 + sky.port_offset + cfg.planes * cfg.sats - 1})")
+                    f"(ground ports {GROUND_BASE + sky.port_offset}.."
+                    f"{GROUND_BASE + sky.port_offset + cfg.planes * cfg.sats - 1})")
                 skies.append((profile, sky.manifest, sky.manifest_path.parent))
 
         log(f"loading model {cfg.model} ...")
