@@ -77,6 +77,10 @@ class Manifest:
     def ground_addresses(self) -> dict[tuple[int, int], tuple[str, int]]:
         return {(e.plane, e.sat): (e.host, e.ground_port) for e in self.satellites}
 
+    def ground_linked(self) -> set[tuple[int, int]]:
+        """Satellites with a ground link of their own (a ground port); the others are reached over ISL."""
+        return {(e.plane, e.sat) for e in self.satellites if e.ground_port > 0}
+
     def command_addresses(self) -> dict[tuple[int, int], tuple[str, int]]:
         """Where each satellite takes control commands: CI_LAB on cFS, the ground port on a native node."""
         return {(e.plane, e.sat): (e.host, e.command_port or e.ground_port) for e in self.satellites}
