@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -57,3 +58,14 @@ def test_more_servers_than_satellites_is_an_error(tmp_path):
     a = parser().parse_args(["transfer", "--servers", "30", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="exceeds"):
         a.func(a)
+
+
+def test_streaming_runs_against_a_keyed_constellation(node_path, tmp_path):
+    """End to end on the test model: the store signs with the constellation's key (keyed by default)."""
+    a = parser().parse_args(["streaming", "--model", "embedded-tiny", "--profiles", "none", "--planes", "3",
+                             "--sats", "3", "--servers", "4", "--prefix-blocks", "2", "--block-tokens", "16",
+                             "--suffix", "4", "--repeats", "1", "--fit-lengths", "8,16", "--node", str(node_path),
+                             "--out", str(tmp_path)])
+    assert a.func(a) == 0
+    modes = json.loads((tmp_path / "streaming.json").read_text())["modes"]
+    assert modes["sky-none"]["first_token_equal"] and modes["sky-none-stream"]["first_token_equal"]

@@ -135,7 +135,9 @@ def run(args, log=print) -> dict:
     def manager_for(store, name):
         m = KVCManager(model, tokenizer, store, block_tokens=block, kv_dtype=args.kv,
                        index_dir=index_root / f"{name}-{time.time_ns()}", probe=False)
-        m.add_blocks(prompt[: args.prefix_blocks * block], cache=full_cache)
+        added = m.add_blocks(prompt[: args.prefix_blocks * block], cache=full_cache)
+        if added.error:  # every later step needs the prefix stored
+            raise SystemExit(f"skymemory bench streaming: storing the prefix in {name} failed: {added.error}")
         return m
 
     local = manager_for(LocalBlockStore(chunk_bytes=args.chunk_bytes), "local")
@@ -150,9 +152,8 @@ def run(args, log=print) -> dict:
             manifest = sky.start()
             skies.append(sky)
             servers = manifest.constellation().nearest(args.servers)
-            store = ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=args.chunk_bytes,
-                                            mission_ms=manifest.constellation().mission_ms,
-                                            bind_host=manifest.ground_host)
+            # from the manifest: its key signs every command (the constellation is keyed by default)
+            store = ConstellationBlockStore.from_manifest(manifest, servers, via=None, chunk_bytes=args.chunk_bytes)
             mgr = manager_for(store, profile.name)
             records = [e.record for e in mgr.index.longest_prefix(mgr.root, mgr.block_hashes(prompt,
                                                                                               args.prefix_blocks))]
