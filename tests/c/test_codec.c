@@ -140,7 +140,7 @@ static void test_data_cmds(void)
     CHECK(buf[0] == 0x18 && buf[1] == 0x92 && buf[2] == 0xC0 && buf[3] == 42 && buf[4] == 0 && buf[5] == 57);
     CHECK(buf[6] == SKYMEM_GET_CHUNK_CC && skymem_cmd_checksum_ok(buf, (size_t)n));
     CHECK(buf[8] == 0 && buf[9] == 3 && buf[10] == 0 && buf[11] == 1 && buf[12] == 0xFF && buf[13] == 0xFF);
-    CHECK(buf[20] == 0xA1 && buf[23] == 0xD4 && buf[24] == 64 && buf[25] == 0);
+    CHECK(buf[20] == 0xA1 && buf[23] == 0xD4 && buf[24] == SKYMEM_DEFAULT_TTL && buf[25] == 0);
     CHECK(memcmp(buf + 28, HASH, 32) == 0 && buf[63] == 9);
     CHECK_EQ_INT(skymem_parse(buf, (size_t)n, &m), SKYMEM_OK);
     CHECK(m.cc == SKYMEM_GET_CHUNK_CC && m.chunk_id == 9 && memcmp(m.block_hash, HASH, 32) == 0);

@@ -40,6 +40,7 @@ def test_bad_arguments_are_rejected(tmp_path, capsys):
                  ["--addresses", "shared", "--isl-port-base", "40000", "--ground-port-base", "40010"],
                  ["--runtime", "cfs"], ["--hosts", "pc1,pc2"], ["--hosts", "10.0.0.1,10.0.0.1"], ["--bind", "localhost"],
                  ["--time-scale", "0"], ["--memory-budget", "-5"], ["--netns", "0"], ["--planes", "200", "--sats", "200"],
+                 ["--planes", "2", "--sats", "8000"],  # 4,001 hops across: more than a ttl allows
                  ["--addresses", "per-satellite", "--bind", "10.0.0.1"], ["--addresses", "per-satellite", "--netns", "2"],
                  ["--addresses", "per-satellite", "--bind", "127.255.255.200", "--planes", "10", "--sats", "10"]):
         with pytest.raises(SystemExit) as e:
@@ -78,6 +79,22 @@ def test_an_address_per_satellite_round_trip(node_path, tmp_path):
         with ConstellationBlockStore.from_manifest(m, m.constellation().nearest(4)) as store:  # via the overhead
             payload = bytes(range(256)) * 300
             rec = store.put_block(b"a" * 32, payload)
+            assert store.get_block(rec) == payload
+    finally:
+        r = stop(manifest)
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_request_crosses_more_than_64_hops(node_path, tmp_path):
+    """A 1x140 ring is 70 hops across: a block relayed to the far side and back arrives (ttl was once 64)."""
+    manifest = launch(tmp_path, 1, 140, "--memory-budget", str(1 << 20), "--overhead", "0,0")
+    try:
+        from skymemory.store.constellation import ConstellationBlockStore
+
+        m = Manifest.load(manifest)
+        with ConstellationBlockStore.from_manifest(m, [(0, 70)], via=(0, 0)) as store:
+            payload = bytes(range(256)) * 40
+            rec = store.put_block(b"f" * 32, payload)
             assert store.get_block(rec) == payload
     finally:
         r = stop(manifest)

@@ -11,6 +11,7 @@ from pathlib import Path
 from skymemory.argtypes import int_range
 from skymemory.launcher import cfs, cfs_limits, ports
 from skymemory.orbit.manifest import DEFAULT_PATH
+from skymemory.protocol.wire import SKYMEM_DEFAULT_TTL
 
 MAX_SATELLITES = 16384  # 128 x 128, as measured on one 2-core machine (BENCHMARKS.md)
 RUNTIMES = ("native", "cfs", "docker")
@@ -170,6 +171,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     n = args.planes * args.sats
     if n > MAX_SATELLITES:
         parser.error(f"{n} satellites is more than the launcher's limit of {MAX_SATELLITES}")
+    across = args.planes // 2 + args.sats // 2  # the longest shortest path on the torus
+    if across > SKYMEM_DEFAULT_TTL:
+        parser.error(f"a {args.planes}x{args.sats} grid is {across} ISL hops across, more than the {SKYMEM_DEFAULT_TTL} "
+                     "a packet's ttl allows: use a squarer grid")
     one_machine = not (args.netns or args.hosts or args.runtime == "cfs")
     try:
         args.layout, args.port_warning = ports.choose(n, args.bind, args.isl_port_base, args.ground_port_base,

@@ -85,7 +85,9 @@
 
 #define SKYMEM_GROUND_PLANE 0xFFFFu
 #define SKYMEM_NO_SAT       0xFFFFu
-#define SKYMEM_DEFAULT_TTL  64u
+/* the one-byte maximum: routes are shortest paths, so the ttl only guards against a routing bug, and a
+ * 128x128 torus is 128 hops across (grids more than 255 hops across are refused by the launcher) */
+#define SKYMEM_DEFAULT_TTL  255u
 
 #define SKYMEM_RF_AUTH      0x01u /* an authentication trailer ends the packet */
 #define SKYMEM_RF_GOSSIP    0x02u /* EVICT_BLOCK received from a neighbour */
