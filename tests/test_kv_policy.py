@@ -80,6 +80,24 @@ def test_the_link_estimate_separates_round_trip_and_goodput():
     assert link.samples == 3 and model.rtt_s == pytest.approx(0.01) and model.rate_Bps == pytest.approx(1e9)
 
 
+def test_an_old_link_estimate_is_measured_again():
+    """A store judged too slow is not judged so for ever: once its transfers age out, auto fetches again."""
+    now = [0.0]
+    link = LinkEstimate("sky", max_age_s=60.0, clock=lambda: now[0])
+    link.observe(1_000_000, 10.0, 0.5)  # a very slow transfer: auto would recompute
+    rates = calibration.DeviceRates(H100_TINYLLAMA, FAST_REBUILD, [], {}, 0.0)  # a GPU: recompute is cheap
+    args = dict(prompt_tokens=1056, cached_blocks=8, streaming=False, **TINYLLAMA)
+    assert FetchPolicy().decide(rates, link, **args).action == "recompute"
+    now[0] = 59.0
+    assert link.samples == 1
+    now[0] = 61.0
+    assert link.samples == 0 and link.model() is None
+    d = FetchPolicy().decide(rates, link, **args)
+    assert (d.action, d.fetch_blocks) == ("fetch", 8) and "measures the link" in d.reason
+    with pytest.raises(ValueError, match="max_age_s"):
+        LinkEstimate("sky", max_age_s=0)
+
+
 def test_the_compute_fit_learns_the_cost_of_a_context():
     truth = PrefillModel(0.01, 1e-4, 3e-8, d=2e-6)
     points = [(n, 0, truth.forward_s(n)) for n in (16, 128, 512, 1024)]

@@ -8,20 +8,24 @@
 `LinkEstimate` keeps the recent transfers of one store: the round trip (the
 transport's time to its first reply) and the goodput of the rest. With no
 transfer seen yet, "auto" fetches: that fetch is the measurement (a store is
-not worth judging before anything came from it). `DeviceRates` come from
-kv.calibration.
+not worth judging before anything came from it). Transfers older than
+`max_age_s` are forgotten, so a store "auto" stopped fetching from is measured
+again by a fetch a minute later: a link that was slow once is not judged slow
+for ever. `DeviceRates` come from kv.calibration.
 """
 
 from __future__ import annotations
 
 import statistics
 import threading
+import time
 from collections import deque
 
 from .costmodel import Decision, LinkModel, decide
 
 POLICIES = ("auto", "fetch", "recompute")
 MIN_SECONDS = 1e-6
+MAX_AGE_S = 60.0  # a link estimate older than this is measured again (one fetch)
 
 
 def check_policy(policy: str) -> str:
@@ -31,11 +35,15 @@ def check_policy(policy: str) -> str:
 
 
 class LinkEstimate:
-    """Round trip and goodput of one store, from its last `window` complete transfers."""
+    """Round trip and goodput of one store, from its last `window` complete transfers of the last `max_age_s`."""
 
-    def __init__(self, name: str, window: int = 16) -> None:
+    def __init__(self, name: str, window: int = 16, max_age_s: float = MAX_AGE_S, clock=time.monotonic) -> None:
+        if not max_age_s > 0:
+            raise ValueError(f"max_age_s must be > 0, got {max_age_s}")
         self.name = name
-        self._samples: deque[tuple[int, float, float]] = deque(maxlen=window)  # bytes, seconds, round trip
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self._samples: deque[tuple[int, float, float, float]] = deque(maxlen=window)  # bytes, s, round trip, when
         self._lock = threading.Lock()
 
     def observe(self, n_bytes: int, seconds: float, first_reply_s: float | None = None) -> None:
@@ -44,20 +52,26 @@ class LinkEstimate:
             return
         rtt = min(first_reply_s or 0.0, seconds)
         with self._lock:
-            self._samples.append((n_bytes, seconds, rtt))
+            self._samples.append((n_bytes, seconds, rtt, self._clock()))
+
+    def _recent(self) -> list[tuple[int, float, float, float]]:
+        oldest = self._clock() - self.max_age_s
+        with self._lock:
+            while self._samples and self._samples[0][3] < oldest:
+                self._samples.popleft()
+            return list(self._samples)
 
     @property
     def samples(self) -> int:
-        return len(self._samples)
+        return len(self._recent())
 
     def model(self) -> LinkModel | None:
-        """The link as the cost model sees it, or None before any transfer."""
-        with self._lock:
-            samples = list(self._samples)
+        """The link as the cost model sees it, or None before any transfer (or when all are too old)."""
+        samples = self._recent()
         if not samples:
             return None
         rtt = statistics.median(s[2] for s in samples)
-        rate = statistics.median(n / max(seconds - rtt, MIN_SECONDS) for n, seconds, _ in samples)
+        rate = statistics.median(n / max(seconds - rtt, MIN_SECONDS) for n, seconds, _, _ in samples)
         return LinkModel(self.name, rate, rtt)
 
 
@@ -77,7 +91,8 @@ class FetchPolicy:
         estimate = link.model()
         if estimate is None:
             return _without_prediction("fetch", cached_blocks, cached_blocks,
-                                       "no transfer measured yet: this fetch measures the link", link)
+                                       f"no transfer measured in the last {link.max_age_s:.0f} s: "
+                                       "this fetch measures the link", link)
         return decide(estimate, rates.prefill, prompt_tokens=prompt_tokens, cached_blocks=cached_blocks,
                       block_tokens=block_tokens, block_bytes=block_bytes, layers=layers, streaming=streaming,
                       rebuild=rates.rebuild)
