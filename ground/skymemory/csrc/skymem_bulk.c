@@ -532,7 +532,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         return SKYMEM_BULK_E_ARG;
     chunk_ref_t *refs = calloc(total ? total : 1, sizeof *refs);
     double *last = calloc(total ? total : 1, sizeof *last);
-    uint8_t *tries = calloc(total ? total : 1, 1);
+    uint32_t *tries = calloc(total ? total : 1, sizeof *tries); /* max_retries may exceed 255 */
     struct sockaddr_in *addrs = make_addrs(servers, n_servers_total);
     uint8_t *txbuf = malloc((size_t)TX_BATCH * RX_SLOT);
     rx_t rx;
@@ -551,6 +551,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     struct mmsghdr tx[TX_BATCH];
     struct iovec txiov[TX_BATCH];
     uint64_t next = 0, acked = 0, low = 0, outstanding = 0, failed = 0;
+    uint64_t sent_bytes = 0; /* chunk bytes of the first sends so far (what the pace meters) */
     double start = now_s();
     int refused = 0;
     skymem_msg_t m;
@@ -604,18 +605,27 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         if (t - start > o->deadline_s)
             break;
         int nt = 0;
+        double pace_wait = 0; /* > 0: the next chunk is held back this long by the pace */
         while (next < total && nt < TX_BATCH) {
             uint32_t cb = blocks[refs[next].block].chunk_bytes;
             if (outstanding > 0 && outstanding + cb > o->window_bytes)
                 break;
+            if (o->pace_Bps > 0 && sent_bytes > 0) { /* chunk k leaves when the bytes before it have had time */
+                double at = (double)sent_bytes / o->pace_Bps;
+                if (at > t - start) {
+                    pace_wait = at - (t - start);
+                    break;
+                }
+            }
             PREPARE_SET(next);
             last[next] = t;
             outstanding += cb;
+            sent_bytes += cb;
             next++;
         }
         if (nt)
             send_batch(o->fd, tx, nt, o);
-        if (wait_readable(o->fd, reply_wait_s(o, nt == TX_BATCH, 0)) < 0 && errno != EINTR) {
+        if (wait_readable(o->fd, reply_wait_s(o, nt == TX_BATCH, pace_wait)) < 0 && errno != EINTR) {
             rc = SKYMEM_BULK_E_SOCKET;
             break;
         }

@@ -54,7 +54,8 @@ typedef struct {
     double deadline_s;       /* give up after this long in all */
     uint32_t max_retries;    /* re-requests per request, at most */
     double pace_Bps;         /* get: after the first wave, ask for at most this many chunk bytes per
-                              * second (0 = as fast as the window allows); see skymem_bulk_get */
+                              * second (0 = as fast as the window allows); see skymem_bulk_get.
+                              * set: send new chunks no faster than this (resends are not metered) */
     /* results */
     uint64_t packets_rx, packets_tx, bytes_rx;
     uint64_t crc_failures, retransmits, ignored;
@@ -103,6 +104,10 @@ uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_
 
 /* Store every chunk of the blocks with SET_CHUNK, at most window_bytes
  * unacknowledged, resending a chunk whose ACK has not come after rto_s.
+ * With pace_Bps > 0 new chunks leave no faster than pace_Bps: a link that
+ * queues what it cannot carry at once (the node's token bucket) would
+ * otherwise hold the tail of a burst past rto_s, and every resend of it
+ * would only lengthen the queue.
  * With auth_key_len > 0 every packet sent is signed with a fresh sequence;
  * running out of the reserved range is SKYMEM_BULK_E_ARG. */
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,

@@ -271,6 +271,11 @@ class BulkTransfer:
             raise ValueError("window_bytes must be >= 1")
         return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps, window_bytes)
 
-    def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None) -> TransferStats:
-        """Store every chunk; `status` OK = acknowledged, NOT_FOUND = given up after the retries."""
-        return self._run("skymem_bulk_set", jobs, None, 0, deadline_s)
+    def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None, pace_Bps: float = 0.0) -> TransferStats:
+        """Store every chunk; `status` OK = acknowledged, NOT_FOUND = given up after the retries.
+
+        `pace_Bps` > 0 sends new chunks no faster than that many bytes per second (a link
+        that queues a burst delays its tail past the resend timer; see skymem_bulk.h)."""
+        if pace_Bps < 0:
+            raise ValueError("pace_Bps must be >= 0")
+        return self._run("skymem_bulk_set", jobs, None, 0, deadline_s, pace_Bps)
