@@ -76,7 +76,7 @@ def test_an_address_per_satellite_round_trip(node_path, tmp_path):
         assert len({(e.isl_port, e.ground_port) for e in m.satellites}) == 1
         from skymemory.store.constellation import ConstellationBlockStore
 
-        with ConstellationBlockStore.from_manifest(m, m.constellation().nearest(4)) as store:  # via the overhead
+        with ConstellationBlockStore.from_manifest(m, m.constellation().nearest(4), route="relay") as store:  # over ISL
             payload = bytes(range(256)) * 300
             rec = store.put_block(b"a" * 32, payload)
             assert store.get_block(rec) == payload
@@ -117,7 +117,7 @@ def test_netns_round_trip(node_path, tmp_path):
         assert len(m.backend["namespaces"]) == 3
         from skymemory.store.constellation import ConstellationBlockStore
 
-        with ConstellationBlockStore.from_manifest(m, m.constellation().nearest(4)) as store:
+        with ConstellationBlockStore.from_manifest(m, m.constellation().nearest(4), route="relay") as store:
             payload = bytes(range(256)) * 300
             rec = store.put_block(b"n" * 32, payload)
             assert store.get_block(rec) == payload

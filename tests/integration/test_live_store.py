@@ -54,7 +54,7 @@ def test_put_get_cli_roundtrip(constellation, tmp_path):
         r = cli("get", name_or_key, "-o", str(out), manifest=manifest)
         assert r.returncode == 0, r.stderr.decode()
         assert out.read_bytes() == src.read_bytes()
-    r = cli("put", str(src), "--name", "direct-object", "--direct", "-v", "--capture", str(tmp_path / "cap.bin"),
+    r = cli("put", str(src), "--name", "direct-object", "--route", "direct", "-v", "--capture", str(tmp_path / "cap.bin"),
             manifest=manifest)
     assert r.returncode == 0, r.stderr.decode()
     # the capture holds what went through the Python client and says the bulk path is not in it

@@ -95,7 +95,8 @@ def test_netns_through_dockers_default_firewall(docker_default_firewall, tmp_pat
             ["iptables", "-S", "DOCKER-USER"], capture_output=True, text=True).stdout
         from skymemory.store.constellation import ConstellationBlockStore
 
-        with ConstellationBlockStore.from_manifest(m, [(0, 0), (1, 1), (2, 2)]) as store:  # one per namespace
+        # one per namespace, relayed: the ISLs cross the bridge the firewall guards
+        with ConstellationBlockStore.from_manifest(m, [(0, 0), (1, 1), (2, 2)], route="relay") as store:
             payload = os.urandom(60_000)
             assert store.get_block(store.put_block(b"f" * 32, payload)) == payload
     finally:

@@ -17,6 +17,9 @@ The paper's configuration on a GPU:
 Watch it live: `skymemory demo --dashboard` serves the dashboard (skymemory
 dashboard) on http://127.0.0.1:8050/ for as long as the demo runs, fed by
 the run's event file (--events, default OUT/events.jsonl).
+
+--route (direct, relay, auto: skymemory.store.routes; default auto) is how the
+ground reaches the satellites holding the cache; it is handed to bench ttft.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from skymemory.argtypes import int_range, output_dir
 from skymemory.bench import options, ttft_command
+from skymemory.store.routes import DEFAULT_ROUTE, ROUTES, check_route
 
 
 def register(subparsers) -> None:
@@ -38,11 +42,23 @@ def register(subparsers) -> None:
     options.add_constellation_args(parser, 19, 5)
     parser.add_argument("--out", type=output_dir, default=Path("out/demo"), help="output directory (default out/demo)")
     options.add_events_arg(parser)
+    parser.add_argument("--route", type=_one_route, default=(DEFAULT_ROUTE,), metavar="{" + ",".join(ROUTES) + "}",
+                        help="how the ground reaches the satellites: direct (each satellite's own ground link), "
+                             "relay (up through the overhead satellite, then ISL), auto (direct where the manifest "
+                             f"gives a satellite a ground link, relay for the rest; default {DEFAULT_ROUTE})")
     parser.add_argument("--dashboard", action="store_true",
                         help="serve the live dashboard on 127.0.0.1 while the demo runs, and print its URL")
     parser.add_argument("--dashboard-port", type=int_range(0, 65535), default=8050,
                         help="the dashboard's port (default 8050; 0: any free port)")
     parser.set_defaults(func=_main)
+
+
+def _one_route(text: str) -> tuple[str]:
+    """The route, as the one-element list bench ttft takes (it can compare several)."""
+    try:
+        return (check_route(text),)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _main(args) -> int:

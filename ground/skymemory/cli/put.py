@@ -12,11 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.argtypes import output_file, positive_float, positive_int
+from skymemory.argtypes import float_range, output_file, positive_float, positive_int
 from skymemory.cli._common import add_manifest_arg, load_manifest
 from skymemory.protocol.errors import SkyMemoryError
 from skymemory.store.contract import BlockMiss
-from skymemory.store.objects import DEFAULT_TIMEOUT_S, KVStore, parse_key
+from skymemory.store.objects import DEFAULT_TIMEOUT_S, KVStore, PutFailed, parse_key
+from skymemory.store.routes import add_route_arg
 
 
 def register(subparsers) -> None:
@@ -41,10 +42,13 @@ def _add_client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
                    help=f"deadline of the whole operation, seconds (default {DEFAULT_TIMEOUT_S:g}): it ends by "
                         "then, with the data or with a message naming the satellites that did not answer")
-    p.add_argument("--direct", action="store_true",
-                   help="talk to each satellite over its own ground link (default: via the overhead one + ISL)")
+    add_route_arg(p)
+    p.add_argument("--pace-mbps", type=float_range(0, 1e6), default=None,
+                   help="each ground link's rate, Mbit/s: chunks move no faster than the links used carry them "
+                        "(default: the manifest's emulated --bandwidth-mbps, if any; 0: unpaced)")
     p.add_argument("-v", "--verbose", action="store_true",
-                   help="print the client's packet counters, the C fast path's packets included")
+                   help="print progress, the reason of every failure, and the client's packet counters (the C "
+                        "fast path's packets included)")
     p.add_argument("--capture", type=output_file, default=None,
                    help="write the packets the Python client sends and receives (requests, probes, metadata) to "
                         "this file (decode: skymemory telemetry decode); the C fast path's bulk chunk packets "
@@ -65,11 +69,14 @@ def run_put(args) -> int:
             print(f"skymemory put: --servers {args.servers} is more than the {n_satellites} satellites of this "
                   f"{m.planes}x{m.sats} constellation; striping over {n_satellites}", file=sys.stderr)
             args.servers = n_satellites
-        kv = KVStore(m, args.servers, capture=[] if args.capture else None, direct=args.direct,
-                     timeout_s=args.timeout)
+        kv = _kvstore(args, m, args.servers)
         data = args.file.read_bytes()
         t0 = time.perf_counter()
         meta = kv.put(args.name or args.file.name, data)
+    except PutFailed as exc:
+        print(f"skymemory put: {exc}", file=sys.stderr)
+        _counters(args, kv)
+        return 1
     except (FileNotFoundError, ValueError, BlockMiss, SkyMemoryError) as exc:
         print(f"skymemory put: {exc}", file=sys.stderr)
         return 1
@@ -85,6 +92,12 @@ def run_put(args) -> int:
     return 0
 
 
+def _kvstore(args, m, n_servers: int) -> KVStore:
+    say = (lambda text: print(text, file=sys.stderr, flush=True)) if args.verbose else None
+    return KVStore(m, n_servers, capture=[] if args.capture else None, route=args.route, timeout_s=args.timeout,
+                   pace_mbps=args.pace_mbps, say=say)
+
+
 def _counters(args, kv: KVStore) -> None:
     if args.capture and kv.capture is not None:
         args.capture.write_bytes(b"".join(kv.capture))
@@ -98,7 +111,7 @@ def _counters(args, kv: KVStore) -> None:
 def run_get(args) -> int:
     try:
         m = load_manifest(args)
-        kv = KVStore(m, 1, capture=[] if args.capture else None, direct=args.direct, timeout_s=args.timeout)
+        kv = _kvstore(args, m, 1)
         t0 = time.perf_counter()
         data, meta = kv.get(parse_key(args.key))
     except BlockMiss as exc:

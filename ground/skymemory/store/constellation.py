@@ -36,6 +36,7 @@ from skymemory.link.loop_thread import LoopThread
 from skymemory.protocol import auth, native, wire
 from skymemory.protocol.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
 from skymemory.store.contract import BlockMiss, BlockRecord, Landed, Sat, check_hash, land_one_by_one, split_chunks
+from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
 
 Locate = Callable[[BlockRecord, int], Sequence[Sat]]
 
@@ -60,6 +61,7 @@ class ConstellationBlockStore:
         request_timeout_s: float = 120.0,
         fast: bool = True,
         fast_options: dict | None = None,
+        pace_Bps: float = 0.0,
     ) -> None:
         if (servers is None) == (locate is None):
             raise ValueError("give exactly one of `servers` (a list of satellites) or `locate` (a placement)")
@@ -92,17 +94,32 @@ class ConstellationBlockStore:
                                      signer=self.client.signer,
                                      **{"deadline_s": request_timeout_s, **(fast_options or {})})
         self.last_transfer: TransferStats | None = None  # counters of the latest fast-path call
+        # put_block(s) and get_block(s) move chunk bytes no faster than this (0: as fast as the window
+        # allows); a caller sets it to what the link carries (skymemory.store.objects does)
+        if pace_Bps < 0:
+            raise ValueError("pace_Bps must be >= 0")
+        self.pace_Bps = pace_Bps
+        # the jobs of the fast-path call running now, so another thread can watch their status fill in
+        self.in_flight: Sequence[BlockJob] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: LoopThread | None = None
         self._loop_lock = threading.Lock()  # the KV layer calls get_block from several threads
 
     @classmethod
-    def from_manifest(cls, manifest, servers: Sequence[Sat] | None = None, **kw) -> "ConstellationBlockStore":
-        """Addresses, clock, centre, ground-link satellite (overhead) and key (auth) from a launch manifest."""
+    def from_manifest(cls, manifest, servers: Sequence[Sat] | None = None, *, route: str | None = None,
+                      **kw) -> "ConstellationBlockStore":
+        """Addresses, clock, centre, route and key (auth) from a launch manifest.
+
+        `route` (skymemory.store.routes: direct, relay, auto; default auto) decides which ground
+        link each request goes up; `via=` instead gives the low-level choice itself (not both).
+        """
+        if route is not None and "via" in kw:
+            raise ValueError("give route= or via=, not both")
         c = manifest.constellation()
         kw["client_options"] = {"signer": auth.signer_for_manifest(manifest), **(kw.get("client_options") or {})}
         kw.setdefault("chunk_bytes", manifest.chunk_size)
-        kw.setdefault("via", lambda _dst: c.overhead())
+        if "via" not in kw:
+            kw["via"] = via_for_route(route or DEFAULT_ROUTE, manifest)
         return cls(manifest.ground_addresses(), servers, mission_ms=c.mission_ms, centre=c.overhead,
                    bind_host=manifest.ground_host, **kw)
 
@@ -175,7 +192,12 @@ class ConstellationBlockStore:
         on loopback cost about as much as the transfer itself.
         """
         jobs = self.block_jobs(records, buffers)
-        self.fetch_jobs(jobs)
+        if self.pace_Bps:
+            # paced, the chunks are asked a wave at a time: one chunk per server per wave, so
+            # the unpaced first wave is no more than a link's burst
+            self.fetch_jobs(jobs, wave_chunks=self.n_servers, pace_Bps=self.pace_Bps)
+        else:
+            self.fetch_jobs(jobs)
         return [job.buf for job in jobs]
 
     def get_blocks_into(self, records: Sequence[BlockRecord], buffers: Sequence) -> Landed:
@@ -240,8 +262,12 @@ class ConstellationBlockStore:
                    wave_chunks: int = 0, pace_Bps: float = 0.0, window_bytes: int | None = None) -> TransferStats:
         """Run the C get for `jobs`; raises BlockMiss unless every chunk of every block arrived intact."""
         assert self.fast is not None
-        stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks, pace_Bps=pace_Bps,
-                              window_bytes=window_bytes)
+        self.in_flight = jobs
+        try:
+            stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks, pace_Bps=pace_Bps,
+                                  window_bytes=window_bytes)
+        finally:
+            self.in_flight = ()
         self.last_transfer = stats
         for job in jobs:
             if not bool(np.all(job.status == OK)):
@@ -267,7 +293,13 @@ class ConstellationBlockStore:
             jobs.append(BlockJob(block_hash, payload, len(payload), self.chunk_bytes, self._servers(record, now),
                                  created_ms=now))
         assert self.fast is not None
-        stats = self.fast.set(jobs)
+        self.in_flight = jobs
+        t0 = time.monotonic()
+        try:
+            stats = self.fast.set(jobs, pace_Bps=self.pace_Bps)
+        finally:
+            self.in_flight = ()
+        elapsed = time.monotonic() - t0
         self.last_transfer = stats
         names = ", ".join(h.hex()[:16] for h, _ in items)
         if stats.outcome == "refused":
@@ -278,8 +310,11 @@ class ConstellationBlockStore:
             raise NakError(status, name, f"SET_CHUNK of block {names} refused: NAK {name}{hint}")
         if stats.outcome != "done":
             missing = sum(int(np.count_nonzero(job.status != OK)) for job in jobs)
+            deadline = self.fast.deadline_s
+            why = (f"by the deadline ({deadline:g} s)" if elapsed >= deadline * 0.99
+                   else f"after {self.fast.retries} resends each")
             raise RequestTimeout(f"SET_CHUNK: {missing} of {sum(j.chunk_count for j in jobs)} chunks "
-                                 f"of block {names} not acknowledged")
+                                 f"of block {names} not acknowledged {why} ({stats.retransmits} resends in all)")
         return records
 
     def probe_block(self, block_hash: bytes) -> BlockRecord | None:

@@ -10,9 +10,9 @@ the constellation has them):
     metadata block hash = SHA-256(b"skymemory/meta\\0" + key)
     metadata = {"v": 1, "name", "key", "size", "sha256", "chunk_bytes", "chunk_count", "servers", "created_ms"}
 
-Requests go up the ground link of the overhead satellite and on over ISL
-(`direct=True`: to each satellite's own ground link, the paper's ideal).
-So any ground host holding the manifest can get an object by name or key,
+Requests take the route asked for (skymemory.store.routes: direct, relay, or auto, the
+default: each satellite's own ground link where the manifest gives it one, else up through
+the overhead satellite and on over ISL). So any ground host holding the manifest can get an object by name or key,
 without a local index: it asks every home for the metadata at once and takes
 the first that answers, then reads the chunks from the listed servers and
 checks the object's SHA-256. (Data does not migrate and is not replicated:
@@ -20,7 +20,9 @@ the servers are where the object was put; a dead server is a miss.)
 
 Every operation has one deadline (`timeout_s`, the CLI's --timeout): it ends
 in time with the data or with a `BlockMiss` that names the satellites that did
-not answer.
+not answer. A put that fails evicts what it stored (`PutFailed` says how much),
+keeping a slice of the deadline for that. Chunks move no faster than the link
+carries them (the manifest's emulated bandwidth, or `pace_mbps`).
 """
 
 from __future__ import annotations
@@ -29,19 +31,32 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import math
 import time
 from collections import Counter
+from typing import Callable
 
 from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
-from skymemory.protocol.errors import ChunkNotFound
+from skymemory.protocol.errors import ChunkNotFound, SkyMemoryError
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.contract import BlockMiss, BlockRecord
 from skymemory.store.object_homes import DEFAULT_REPLICAS, home_satellites
+from skymemory.store.progress import watch
+from skymemory.store.routes import DEFAULT_ROUTE, check_route, uplinks, via_for_route
 
 META_PREFIX = b"skymemory/meta\0"
 DEFAULT_TIMEOUT_S = 30.0
+RTO_S = 0.2  # the fast path resends what is unanswered after this long; the deadline, not a count, ends it
+CLEANUP_SHARE = 0.25  # of a put's deadline kept for evicting what a failed put stored (at most CLEANUP_MAX_S)
+CLEANUP_MAX_S = 1.0
+# Paced at the link's rate, a put or get keeps the emulated link's queue (a token bucket of 64 KiB, then a
+# queue) short. Unpaced, a burst of megabytes waits in that queue: everything after the bucket's depth is
+# delayed past the resend timer, the resends queue behind it too, and chunks are given up while the link
+# is still busy carrying their first copies. The pace is a little under the rate because the link also
+# carries each chunk's headers and the requests and acknowledgements.
+PACE_SHARE = 0.9
 
 Sat = tuple[int, int]
 
@@ -82,14 +97,30 @@ class Deadline:
         return time.monotonic() >= self.end
 
 
+class PutFailed(Exception):
+    """A put that did not complete; what it had stored was evicted (`evicted` chunks from `satellites`)."""
+
+    def __init__(self, cause: BaseException, evicted: int, satellites: int, not_evicted: list[str]) -> None:
+        self.cause, self.evicted, self.satellites, self.not_evicted = cause, evicted, satellites, not_evicted
+        text = f"put failed: {cause}; evicted {evicted} chunks from {satellites} satellites"
+        if not_evicted:
+            text += f" (could not evict at {'; '.join(not_evicted)})"
+        super().__init__(text)
+
+
 class KVStore:
     def __init__(self, manifest: Manifest, n_servers: int = 10, client_options: dict | None = None,
-                 capture: list[bytes] | None = None, direct: bool = False, *,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, replicas: int = DEFAULT_REPLICAS) -> None:
+                 capture: list[bytes] | None = None, *, route: str = DEFAULT_ROUTE,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, replicas: int = DEFAULT_REPLICAS,
+                 pace_mbps: float | None = None, say: Callable[[str], None] | None = None) -> None:
+        """`pace_mbps`: each ground link's rate in Mbit/s (None: the manifest's emulated bandwidth, if any;
+        0: unpaced). `say`: where progress and the reasons of failures go (the CLI's -v), or None."""
         if not 1 <= n_servers <= manifest.planes * manifest.sats:
             raise ValueError(f"servers must be 1..{manifest.planes * manifest.sats}, got {n_servers}")
         if not timeout_s > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout_s}")
+        if pace_mbps is not None and not pace_mbps >= 0:
+            raise ValueError(f"pace must be >= 0 Mbit/s, got {pace_mbps}")
         self.m = manifest
         self.c = manifest.constellation()
         self.n_servers = n_servers
@@ -100,17 +131,33 @@ class KVStore:
         # when a list: every packet the Python client sends and receives is appended; the C fast
         # path (bulk chunk transfers) bypasses it, its packets are only counted (fastpath_packets_*)
         self.capture = capture
-        self.direct = direct  # each satellite over its own ground link, not all through the overhead one
+        self.route = check_route(route)
+        self.link_mbps = float(manifest.link.get("bandwidth_mbps") or 0) if pace_mbps is None else pace_mbps
+        self.say = say
 
     def homes(self, key: bytes) -> list[Sat]:
         return home_satellites(key, self.m, self.replicas)
 
+    def pace_Bps(self, servers) -> float:
+        """Chunk bytes per second a transfer with `servers` may send: PACE_SHARE of the rate of every
+        ground link it uses (0: unpaced, when the links have no set rate)."""
+        if not self.link_mbps:
+            return 0.0
+        return PACE_SHARE * self.link_mbps * 1e6 / 8 * len(uplinks(self.route, self.m, servers))
+
+    def _tell(self, text: str) -> None:
+        if self.say is not None:
+            self.say(text)
+
     # ---- the chunks: the block store's fast path, within the deadline -------------------------
     @contextlib.contextmanager
     def _store(self, servers, deadline: Deadline):
-        extra = {"via": None} if self.direct else {}
-        store = ConstellationBlockStore.from_manifest(self.m, servers, client_options=self.client_options,
-                                                      request_timeout_s=deadline.left(), **extra)
+        left = deadline.left()
+        # as many resends as fit in the deadline: a busy link must not run a fixed count out early
+        fast = {"rto_s": RTO_S, "retries": min(1000, math.ceil(left / RTO_S) + 1)}
+        store = ConstellationBlockStore.from_manifest(self.m, servers, route=self.route,
+                                                      client_options=self.client_options, request_timeout_s=left,
+                                                      fast_options=fast, pace_Bps=self.pace_Bps(servers))
         store.client.capture = self.capture
         try:
             yield store
@@ -124,7 +171,7 @@ class KVStore:
     # ---- the metadata: one chunk on every home, asked all at once ------------------------------
     def _client(self) -> SkyMemoryClient:
         c = self.c
-        via = None if self.direct else (lambda _dst: c.overhead())
+        via = via_for_route(self.route, self.m)
         options = {"timeout": 0.5, "retries": 1000, **self.client_options}  # the deadline, not a count, ends it
         client = SkyMemoryClient(self.m.ground_addresses(), via=via, mission_ms=c.mission_ms,
                                  bind=(self.m.ground_host, 0), **{"signer": signer_for_manifest(self.m), **options})
@@ -164,34 +211,75 @@ class KVStore:
         return outcome
 
     def put(self, name: str, data: bytes) -> dict:
-        """Store `data` under `name`; the metadata goes to every home. Raises (SkyMemoryError, BlockMiss,
-        ValueError) when the chunks or every copy of the metadata could not be stored in time; meta
-        ["homes_failed"] lists the homes that did not take their copy."""
-        deadline = Deadline(self.timeout_s)
+        """Store `data` under `name`; the metadata goes to every home. When the chunks or every copy of the
+        metadata could not be stored in time, what was stored is evicted and PutFailed says why and how
+        much; meta["homes_failed"] lists the homes that did not take their copy."""
+        start = time.monotonic()
+        reserve = min(CLEANUP_MAX_S, CLEANUP_SHARE * self.timeout_s)
+        work = Deadline(self.timeout_s - reserve)  # the rest is kept for the cleanup
         key = key_of(name)
         servers = self.c.nearest(self.n_servers, self.c.mission_ms())
-        with self._store(servers, deadline) as store:
+        homes = self.homes(key)
+        pace = self.pace_Bps(servers)
+        self._tell(f"put: {len(data)} bytes to {len(servers)} satellites, route {self.route} "
+                   f"(up {len(uplinks(self.route, self.m, servers))} ground links), "
+                   + (f"paced to {pace / 1e6:.2f} MB/s" if pace else "unpaced") + f", deadline {self.timeout_s:g} s")
+        try:
+            return self._put(name, key, data, servers, homes, work)
+        except (SkyMemoryError, BlockMiss, OSError, ValueError) as exc:
+            self._tell(f"put: failed after {time.monotonic() - start:.2f} s: {exc}")
+            cleanup = Deadline(self.timeout_s - (time.monotonic() - start))
+            raise self._clean_up(key, servers, homes, exc, cleanup) from exc
+
+    def _put(self, name: str, key: bytes, data: bytes, servers: list[Sat], homes: list[Sat], work: Deadline) -> dict:
+        with self._store(servers, work) as store, watch(store, "put", "acknowledged", self.say):
             rec = store.put_block(key, data)
+        stats = store.last_transfer
+        if stats is not None:
+            self._tell(f"put: chunks stored ({stats.packets_tx} packets sent, {stats.retransmits} resends)")
         meta = {"v": 1, "name": name, "key": key.hex(), "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                 "chunk_bytes": rec.chunk_bytes, "chunk_count": rec.chunk_count, "servers": [list(s) for s in servers],
                 "created_ms": rec.created_ms}
         blob = json.dumps(meta, separators=(",", ":")).encode()
         if len(blob) > self.m.chunk_size:
             raise ValueError(f"metadata of {len(blob)} bytes does not fit one {self.m.chunk_size}-byte chunk")
-        homes = self.homes(key)
 
         async def store_copy(client: SkyMemoryClient, home: Sat) -> None:
             await client.set_chunk(home, meta_hash(key), 0, 1, blob, created_ms=rec.created_ms)
 
-        outcome = asyncio.run(self._each_home(homes, store_copy, deadline, first_wins=False))
+        outcome = asyncio.run(self._each_home(homes, store_copy, work, first_wins=False))
         stored = [h for h in homes if not isinstance(outcome[h], BaseException)]
         failed = [h for h in homes if h not in stored]
+        for h in failed:
+            self._tell(f"put: home {h} did not take the metadata: {outcome[h]}")
         if not stored:
             raise BlockMiss("timeout", f"the metadata could not be stored on any of its home satellites "
                             f"{_sats(homes)} within {self.timeout_s:g} s")
         meta["homes"] = [list(h) for h in stored]
         meta["homes_failed"] = [list(h) for h in failed]
         return meta
+
+    def _clean_up(self, key: bytes, servers: list[Sat], homes: list[Sat], cause: BaseException,
+                  deadline: Deadline) -> PutFailed:
+        """Evict the object's chunks from its servers and its metadata from its homes, by `deadline`."""
+        block, meta_block = key, meta_hash(key)
+
+        async def evict(client: SkyMemoryClient, sat: Sat) -> int:
+            purged = 0
+            if sat in servers:
+                purged += await client.evict_block(sat, block)
+            if sat in homes:
+                purged += await client.evict_block(sat, meta_block)
+            return purged
+
+        sats = list(dict.fromkeys([*servers, *homes]))
+        outcome = asyncio.run(self._each_home(sats, evict, deadline, first_wins=False))
+        purged = {s: n for s, n in outcome.items() if not isinstance(n, BaseException)}
+        not_evicted = [f"{s}: {outcome[s]}" for s in sats if s not in purged]
+        failed = PutFailed(cause, sum(purged.values()), sum(1 for n in purged.values() if n), not_evicted)
+        self._tell(f"put: cleanup: {failed.evicted} chunks evicted from {failed.satellites} satellites"
+                   + (f"; not evicted at {', '.join(not_evicted)}" if not_evicted else ""))
+        return failed
 
     def meta(self, key: bytes, deadline: Deadline | None = None) -> dict:
         """The object's metadata from the first home that has it; BlockMiss naming the homes otherwise."""
@@ -235,10 +323,20 @@ class KVStore:
         servers = [tuple(s) for s in meta["servers"]]
         rec = BlockRecord(key, meta["size"], meta["chunk_bytes"], meta["chunk_count"], meta["created_ms"],
                           "explicit", len(servers), servers[0])
-        with self._store(servers, deadline) as store:
+        pace = self.pace_Bps(servers)
+        self._tell(f"get: {meta['size']} bytes from {len(servers)} satellites (metadata from "
+                   f"{tuple(meta['answered_by'])}), route {self.route}, "
+                   + (f"paced to {pace / 1e6:.2f} MB/s" if pace else "unpaced")
+                   + f", {deadline.left():.2f} s of the deadline left")
+        with self._store(servers, deadline) as store, watch(store, "get", "received", self.say):
             try:
                 data = store.get_block(rec)
             except BlockMiss as exc:
+                stats = store.last_transfer
+                if stats is not None:
+                    self._tell(f"get: fast path ended {stats.outcome}: {stats.packets_rx} packets received, "
+                               f"{stats.retransmits} re-requests, {stats.crc_failures} failed CRC32C, "
+                               f"{stats.auth_failures} failed authentication")
                 if deadline.passed():
                     raise BlockMiss("timeout", f"the object's chunks did not all arrive from {_sats(servers)} "
                                     f"within {self.timeout_s:g} s ({exc})") from None

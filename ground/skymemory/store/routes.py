@@ -40,3 +40,18 @@ def via_for_route(route: str, manifest: Manifest) -> Callable[[Sat], Sat] | None
     if len(linked) == manifest.planes * manifest.sats:
         return None  # every satellite has its own ground link: auto is direct
     return lambda dst: tuple(dst) if tuple(dst) in linked else overhead()
+
+
+def uplinks(route: str, manifest: Manifest, servers) -> set[Sat]:
+    """The satellites whose ground links a transfer with `servers` goes up and down through: one (the
+    overhead) for relay, each server with a ground link of its own for direct and auto."""
+    via = via_for_route(route, manifest)
+    return {tuple(s) if via is None else tuple(via(tuple(s))) for s in servers}
+
+
+def add_route_arg(parser, what: str = "requests") -> None:
+    """The one --route option of every command that moves data (a bad value: argparse's one-line error, exit 2)."""
+    parser.add_argument("--route", choices=ROUTES, default=DEFAULT_ROUTE,
+                        help=f"how {what} reach the satellites: direct (each satellite's own ground link), relay "
+                             "(up through the overhead satellite, then ISL), auto (direct where the manifest gives "
+                             f"a satellite a ground link, relay for the rest; default {DEFAULT_ROUTE})")
