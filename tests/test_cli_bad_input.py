@@ -102,6 +102,8 @@ BAD_NUMBERS = [
     ["status", "--timeout", "nan"],
     ["put", "x", "--servers", "0"],
     ["get", "x", "--timeout", "abc"],
+    ["put", "x", "--route", "sideways"],
+    ["get", "x", "--pace-mbps", "-8"],
     ["rotate", "--duration", "0"],
     ["rotate", "--duration", "10", "--put-interval", "-1"],
     ["rotate", "--duration", "10", "--blocks", "0"],

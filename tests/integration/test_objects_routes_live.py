@@ -1,0 +1,95 @@
+"""Named objects over each route, and a failed put leaving nothing behind (issue 14), on real nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+
+import pytest
+
+from skymemory.launcher.cluster import Cluster
+from skymemory.link.client import SkyMemoryClient
+from skymemory.protocol.auth import signer_for_manifest
+from skymemory.protocol.errors import SkyMemoryError
+from skymemory.store.objects import KVStore, PutFailed, key_of
+from skymemory.store.routes import ROUTES
+
+from live import REPO
+
+SERVERS = 5
+
+
+def stats_of(m) -> dict:
+    """STATS of every satellite that answers (straight to its own ground port), within a few seconds."""
+    async def collect():
+        async with SkyMemoryClient(m.ground_addresses(), timeout=0.3, retries=3, bind=(m.ground_host, 0),
+                                   signer=signer_for_manifest(m)) as client:
+            async def one(sat):
+                try:
+                    return sat, await client.stats(sat)
+                except SkyMemoryError:
+                    return sat, None
+
+            return dict(await asyncio.gather(*(one((e.plane, e.sat)) for e in m.satellites)))
+
+    return {s: st for s, st in asyncio.run(collect()).items() if st is not None}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_put_get_round_trip_over_each_route(constellation, route):
+    m = constellation
+    data = os.urandom(250_000)
+    before = sum(st.forwarded for st in stats_of(m).values())
+    meta = KVStore(m, SERVERS, route=route, timeout_s=20).put(f"object-over-{route}", data)
+    got, _ = KVStore(m, SERVERS, route=route, timeout_s=20).get(key_of(f"object-over-{route}"))
+    assert got == data
+    forwarded = sum(st.forwarded for st in stats_of(m).values()) - before
+    # relay goes up through the overhead satellite and over ISL to the others; direct and auto (every
+    # satellite of a launched constellation has a ground link) go up each satellite's own
+    if route == "relay":
+        assert forwarded >= meta["chunk_count"] // 2, forwarded
+    else:
+        assert forwarded == 0, forwarded
+
+
+@pytest.fixture()
+def cluster(node_path):
+    cl = Cluster(3, 3).start_all()
+    try:
+        yield cl
+    finally:
+        cl.close()
+
+
+def test_a_failed_put_evicts_what_it_stored(cluster, tmp_path):
+    m = cluster.manifest()
+    fresh = stats_of(m)  # a node's own bookkeeping is in bytes_used from the start
+    kv = KVStore(m, SERVERS, timeout_s=3)
+    servers = kv.c.nearest(SERVERS)
+    cluster.kill(servers[-1])  # its chunks are never acknowledged: the put must fail by its deadline
+    told = []
+    kv.say = told.append
+    with pytest.raises(PutFailed) as failed:
+        kv.put("doomed", os.urandom(400_000))
+    assert "not acknowledged by the deadline" in str(failed.value)
+    assert failed.value.evicted > 0 and failed.value.satellites == SERVERS - 1, str(failed.value)
+    assert str(servers[-1]) in str(failed.value)  # the dead one is named: nothing could be evicted there
+    assert any("failed after" in t for t in told) and any("cleanup" in t for t in told), told
+    left = stats_of(m)
+    assert len(left) == 8 and all(st.chunks == 0 and st.bytes_used == fresh[s].bytes_used
+                                  for s, st in left.items()), left
+
+    # the same through the command line: exit 1, one line that says what was evicted
+    manifest = m.save(tmp_path / "manifest.json")
+    src = tmp_path / "object.bin"
+    src.write_bytes(os.urandom(400_000))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
+    r = subprocess.run([sys.executable, "-m", "skymemory", "put", str(src), "--servers", str(SERVERS),
+                        "--timeout", "3", "--manifest", str(manifest)], capture_output=True, text=True, env=env,
+                       timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("skymemory put: put failed: ") and "evicted" in lines[0], lines
+    assert all(st.chunks == 0 and st.bytes_used == fresh[s].bytes_used for s, st in stats_of(m).items())
