@@ -2,7 +2,10 @@
 
 See skymemory.store.objects for where objects and their metadata live: the chunks on the
 nearest satellites, the metadata on three home satellites in different planes (and hosts), so a
-get succeeds while any one of them answers. --timeout is the whole operation's deadline.
+get succeeds while any one of them answers. --timeout is the whole operation's deadline;
+--route picks the ground links (skymemory.store.routes); chunks are paced to the links'
+rate (--pace-mbps, default the manifest's emulated bandwidth); a failed put evicts what it
+stored and says so; -v tells progress and the reason of every failure.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ eviction       Evictions: REPLY_EVICTED notices, lazy eviction, the cleaner
 rotating       RotatingBlockStore: the contract over a turning constellation (placed + rotation + eviction)
 objects        KVStore: named objects of any size (the paper's key-value store, §3.10)
 object_homes   where a named object's metadata lives: three home satellites, planes and hosts apart
+routes         direct, relay, auto: which ground link a request goes up (the --route of every command)
+progress       chunks done while a fast-path call runs (put/get -v)
 
 The public face: `from skymemory.store import ConstellationBlockStore` (and the names below). Inside
 the package, modules import each other by their own paths. Above skymemory.link; below skymemory.kv.
