@@ -7,6 +7,11 @@
 - `auto`: direct to every satellite the manifest gives a ground link, relay for the rest.
   This is what a real ground station has, and the default.
 
+Every satellite the launcher starts has a ground port, and the manifest schema requires one, so on
+a launched constellation `auto` is `direct`. Which satellites a real station can reach changes as the
+constellation turns (line of sight, not a fixed list), so the launcher has no option to leave some
+without a ground link; `auto` is for manifests that describe hardware where only some nodes have one.
+
 `via_for_route` turns a route into the `via` that `SkyMemoryClient` and the C fast path take
 (None: straight to the destination's ground port; a callable dst -> the satellite to go up through).
 """
