@@ -192,13 +192,13 @@ class ConstellationBlockStore:
         on loopback cost about as much as the transfer itself.
         """
         jobs = self.block_jobs(records, buffers)
-        if self.pace_Bps:
-            # paced, the chunks are asked a wave at a time: one chunk per server per wave, so
-            # the unpaced first wave is no more than a link's burst
-            self.fetch_jobs(jobs, wave_chunks=self.n_servers, pace_Bps=self.pace_Bps)
-        else:
-            self.fetch_jobs(jobs)
+        self.fetch_jobs(jobs, **self.get_pacing())
         return [job.buf for job in jobs]
+
+    def get_pacing(self) -> dict:
+        """fetch_jobs options for this store's pace: chunks asked a wave at a time, one chunk per server
+        per wave (so the unpaced first wave is no more than a link's burst), the waves at pace_Bps."""
+        return {"wave_chunks": self.n_servers, "pace_Bps": self.pace_Bps} if self.pace_Bps else {}
 
     def get_blocks_into(self, records: Sequence[BlockRecord], buffers: Sequence) -> Landed:
         """Fill `buffers` (one per record, n_bytes each at least) in one fast-path call.
