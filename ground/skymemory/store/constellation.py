@@ -311,7 +311,7 @@ class ConstellationBlockStore:
         if stats.outcome != "done":
             missing = sum(int(np.count_nonzero(job.status != OK)) for job in jobs)
             deadline = self.fast.deadline_s
-            why = (f"by the deadline ({deadline:g} s)" if elapsed >= deadline * 0.99
+            why = (f"by the deadline ({deadline:.1f} s)" if elapsed >= deadline * 0.99
                    else f"after {self.fast.retries} resends each")
             raise RequestTimeout(f"SET_CHUNK: {missing} of {sum(j.chunk_count for j in jobs)} chunks "
                                  f"of block {names} not acknowledged {why} ({stats.retransmits} resends in all)")
