@@ -78,6 +78,8 @@ def test_kvstore_paces_to_the_links_it_uses():
     ["put", "x", "--direct"],  # replaced by --route direct
     ["put", "x", "--pace-mbps", "-1"],
     ["demo", "--route", "relay,direct"],
+    ["status", "--route", "overhead"],
+    ["status", "--via-overhead", "--route", "direct"],  # the deprecated alias and the option: not both
 ])
 def test_a_bad_route_is_one_line_and_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:

@@ -54,6 +54,17 @@ def test_put_get_round_trip_over_each_route(constellation, route):
         assert forwarded == 0, forwarded
 
 
+def test_status_over_each_route(constellation, tmp_path):
+    manifest = constellation.save(tmp_path / "manifest.json")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
+    for args in (["--route", "direct"], ["--route", "relay"], ["--route", "auto"], ["--via-overhead"]):
+        r = subprocess.run([sys.executable, "-m", "skymemory", "status", *args, "--manifest", str(manifest)],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0 and "16/16 satellites answered" in r.stdout, (args, r.stderr)
+        deprecated = "--via-overhead is deprecated; use --route relay" in r.stderr
+        assert deprecated == (args == ["--via-overhead"]), (args, r.stderr)
+
+
 @pytest.fixture()
 def cluster(node_path):
     cl = Cluster(3, 3).start_all()

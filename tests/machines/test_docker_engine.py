@@ -74,7 +74,7 @@ def test_19x5_in_containers(engine, tmp_path):
                                 capture_output=True, text=True, check=True).stdout.split("\n")
         assert set(filter(None, limits)) == {f"{int(CPUS * 1e9)} {MEMORY_MIB * 2**20}"}
 
-        r = skymemory("status", "--via-overhead", "--manifest", str(manifest))
+        r = skymemory("status", "--route", "relay", "--manifest", str(manifest))
         print(show(r))
         assert r.returncode == 0 and "95/95 satellites answered" in r.stdout, show(r)
 

@@ -75,7 +75,7 @@ def test_19x5_over_five_ssh_hosts(pcs, node_path, tmp_path):
         assert r.returncode == 0 and "95/95 satellites running" in r.stdout
 
         # every satellite answers through the overhead satellite: requests cross the hosts over ISL
-        r = skymemory("status", "--via-overhead", "--manifest", str(manifest))
+        r = skymemory("status", "--route", "relay", "--manifest", str(manifest))
         print(show(r))
         assert r.returncode == 0 and "95/95 satellites answered" in r.stdout, show(r)
 

@@ -13,20 +13,23 @@ from skymemory.launcher.machines import group_by_machine
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import SkyMemoryError
+from skymemory.store.routes import add_route_arg, via_for_route
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("status", help="table of every satellite's STATS (counters, chunks, memory)")
     add_manifest_arg(p)
     p.add_argument("--timeout", type=positive_float, default=0.5, help="seconds per attempt (default 0.5)")
-    p.add_argument("--via-overhead", action="store_true",
-                   help="route every request through the overhead satellite and ISL (default: direct)")
+    route = p.add_mutually_exclusive_group()
+    add_route_arg(route, "the STATS requests")
+    route.add_argument("--via-overhead", action="store_true",
+                       help="deprecated: the same as --route relay")
     p.set_defaults(func=run)
 
 
 async def _collect(m, args):
     c = m.constellation()
-    via = (lambda _dst: c.overhead()) if args.via_overhead else None
+    via = via_for_route(args.route, m)
     async with SkyMemoryClient(m.ground_addresses(), via=via, timeout=args.timeout, retries=2, window=128,
                                bind=client_bind(m), signer=signer_for_manifest(m)) as client:
         async def one(s):
@@ -44,6 +47,9 @@ def run(args) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"skymemory status: {exc}", file=sys.stderr)
         return 1
+    if args.via_overhead:
+        print("skymemory status: --via-overhead is deprecated; use --route relay", file=sys.stderr)
+        args.route = "relay"
     results, overhead = asyncio.run(_collect(m, args))
     rows = [("plane", "sat", "chunks", "used KiB", "budget KiB", "cmds", "errs", "rx", "tx", "fwd", "drop",
              "inval", "lru", "purged", "mig out", "mig in", "up s")]
