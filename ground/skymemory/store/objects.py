@@ -12,8 +12,8 @@ the constellation has them):
 
 Requests take the route asked for (skymemory.store.routes: direct, relay, or auto, the
 default: each satellite's own ground link where the manifest gives it one, else up through
-the overhead satellite and on over ISL). So any ground host holding the manifest can get an object by name or key,
-without a local index: it asks every home for the metadata at once and takes
+the overhead satellite and on over ISL). So any ground host holding the manifest can get
+an object by name or key, without a local index: it asks every home for the metadata at once and takes
 the first that answers, then reads the chunks from the listed servers and
 checks the object's SHA-256. (Data does not migrate and is not replicated:
 the servers are where the object was put; a dead server is a miss.)
@@ -101,8 +101,9 @@ class Deadline:
         return time.monotonic() >= self.end
 
 
-class PutFailed(Exception):
-    """A put that did not complete; what it had stored was evicted (`evicted` chunks from `satellites`)."""
+class PutFailed(SkyMemoryError):
+    """A put that did not complete; what it had stored was evicted (`evicted` chunks from `satellites`;
+    `not_evicted` names the satellites that could not be reached for that)."""
 
     def __init__(self, cause: BaseException, evicted: int, satellites: int, not_evicted: list[str]) -> None:
         self.cause, self.evicted, self.satellites, self.not_evicted = cause, evicted, satellites, not_evicted
@@ -363,11 +364,11 @@ def _fetch_hashing(store: ConstellationBlockStore, rec: BlockRecord) -> tuple[by
     prefix = np.zeros(1, dtype=np.uint32)
     view = memoryview(job.buf)
     sha = hashlib.sha256()
-    landed = threading.Event()
+    landed, failed = threading.Event(), threading.Event()
 
     def hash_prefix() -> None:
         done = 0
-        while True:
+        while not failed.is_set():  # a failed transfer's bytes are not worth hashing
             last_look = landed.is_set()
             upto = min(int(prefix[0]) * job.chunk_bytes, job.n_bytes)
             if upto > done:
@@ -382,6 +383,9 @@ def _fetch_hashing(store: ConstellationBlockStore, rec: BlockRecord) -> tuple[by
     hasher.start()
     try:
         store.fetch_jobs([job], prefix=prefix, **store.get_pacing())
+    except BaseException:
+        failed.set()
+        raise
     finally:
         landed.set()
         hasher.join()
