@@ -15,8 +15,10 @@ through the C fast path (`skymemory.link.fastpath`: one GET_CHUNKS per server,
 datagrams moved in batches straight into the block's buffer; SET_CHUNK with a
 window). It needs the compiled `skymemory._native` and says so loudly when it
 is missing (fast=False selects the pure-Python asyncio client instead, for
-comparison). Probe and evict use `SkyMemoryClient` on a private event-loop
-thread; `aput_block` / `aget_block` / ... can be awaited from any event loop.
+comparison). `from_manifest(route=...)` picks the ground links (skymemory.store.routes;
+default auto); `pace_Bps` paces put and get to the link. Probe and evict use
+`SkyMemoryClient` on a private event-loop thread; `aput_block` / `aget_block` / ...
+can be awaited from any event loop.
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ class ConstellationBlockStore:
         if pace_Bps < 0:
             raise ValueError("pace_Bps must be >= 0")
         self.pace_Bps = pace_Bps
-        # the jobs of the fast-path call running now, so another thread can watch their status fill in
+        # the jobs of the fast-path call running now (the latest started, when threads share the store),
+        # so another thread can watch their status fill in (store.progress)
         self.in_flight: Sequence[BlockJob] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: LoopThread | None = None
