@@ -11,12 +11,13 @@ import pytest
 
 from skymemory.launcher.cluster import Cluster
 from skymemory.link.client import SkyMemoryClient
+from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import SkyMemoryError
 from skymemory.store.objects import KVStore, PutFailed, key_of
 from skymemory.store.routes import ROUTES
 
-from live import REPO
+from live import REPO, launched
 
 SERVERS = 5
 
@@ -63,6 +64,19 @@ def test_status_over_each_route(constellation, tmp_path):
         assert r.returncode == 0 and "16/16 satellites answered" in r.stdout, (args, r.stderr)
         deprecated = "--via-overhead is deprecated; use --route relay" in r.stderr
         assert deprecated == (args == ["--via-overhead"]), (args, r.stderr)
+
+
+def test_put_get_paced_to_an_emulated_link(node_path, tmp_path):
+    """--bandwidth-mbps 8: the manifest records it, put and get pace to it (relay: one ground link)."""
+    with launched(tmp_path, 3, 3, "--bandwidth-mbps", "8") as manifest:
+        m = Manifest.load(manifest)
+        told = []
+        kv = KVStore(m, SERVERS, route="relay", timeout_s=30, say=told.append)
+        data = os.urandom(300_000)
+        kv.put("paced", data)
+        got, _ = kv.get(key_of("paced"))
+        assert got == data
+        assert sum("paced to 0.90 MB/s" in t for t in told) == 2, told  # the put and the get
 
 
 @pytest.fixture()
