@@ -8,7 +8,7 @@ BUILD  := build
 # torch first, pinned: that version is the local CPU build (any other spec pulls CUDA wheels).
 TORCH_SPEC := torch==2.13.0
 
-.PHONY: all venv build test ctest pytest demo bench clean cosmos browser test-hosts test-containers
+.PHONY: all venv native build test ctest pytest demo bench clean cosmos browser test-hosts test-containers
 
 all: build venv
 
@@ -22,6 +22,17 @@ $(VENV)/.installed: pyproject.toml setup.py
 	touch $@
 
 venv: $(VENV)/.installed
+
+# The Python extension (skymemory._native) compiles the flight core and the ground's C fast path; cffi does not
+# follow #includes, so it is rebuilt here whenever one of those sources or headers is newer (after a pull, say).
+NATIVE := ground/skymemory/_native.abi3.so
+NATIVE_SOURCES := $(wildcard cfs_apps/skymem_core/fsw/src/*.[ch] cfs_apps/skymem_core/fsw/inc/*.h \
+                             ground/skymemory/csrc/*.[ch]) ground/skymemory/_cffi_build.py
+$(NATIVE): $(NATIVE_SOURCES) | $(VENV)/.installed
+	$(PY) setup.py --quiet build_ext --inplace --force
+	touch $@
+
+native: $(NATIVE)
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -38,7 +49,7 @@ browser:
 	    $$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
 	fi
 
-pytest: build venv browser
+pytest: build venv native browser
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -q -p no:cacheprovider
 
 test: ctest pytest
@@ -47,7 +58,7 @@ test: ctest pytest
 # test-hosts: 19x5 over five emulated mini PCs (network namespaces), each running its own OpenSSH server.
 LIVE_PYTEST = SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -v -s -p no:cacheprovider
 
-test-hosts: build venv
+test-hosts: build venv native
 	tools/testbed/install_packages.sh openssh-server iptables
 	SKYMEM_LIVE=hosts $(LIVE_PYTEST) tests/machines/test_ssh_hosts.py
 
@@ -55,11 +66,11 @@ test-hosts: build venv
 # dockerd it starts without a bridge network); the base image is made offline with debootstrap when missing.
 # Then --netns behind the firewall Docker's defaults set up (FORWARD DROP, bridged frames through iptables),
 # emulated without a Docker bridge and put back as it was.
-test-containers: build venv
+test-containers: build venv native
 	tools/testbed/install_packages.sh docker.io docker-compose debootstrap iptables nftables
 	SKYMEM_LIVE=containers $(LIVE_PYTEST) tests/machines/test_docker_engine.py tests/machines/test_netns_firewall.py
 
-demo: build venv
+demo: build venv native
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m skymemory demo
 
 # COSMOS plugin (cfs_apps/cosmos) and TO_LAB / SCH_LAB table fragments (cfs_apps/mission_tables),
