@@ -93,10 +93,11 @@ def free_tlm_addresses(n: int, port: int = 1235) -> str:
 
 
 FAKE_SSH = """#!/bin/sh
-# stand-in for ssh: the "hosts" of the tests are loopback addresses of this machine
-while [ "$1" = "-o" ]; do shift 2; done
+# stand-in for ssh: the "hosts" of the tests are loopback addresses of this machine. Like ssh, it joins
+# the remote command's words with spaces and hands the line to a shell.
+while [ "$1" = "-o" ] || [ "$1" = "-F" ]; do shift 2; done
 shift
-exec "$@"
+exec sh -c "$*"
 """
 
 
@@ -132,3 +133,42 @@ def time_scale_for(step_wall_s: float, sats: int, altitude_km: float = 550.0) ->
     from skymemory.orbit import geometry
 
     return geometry.orbital_period_s(altitude_km * 1000.0) / sats / step_wall_s
+
+
+def unsigned_commands_refused(m, sat: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """Send one satellite of a keyed constellation two unsigned commands (RESET_COUNTERS, SET_CHUNK) straight
+    to its ground port, as anyone on the link could, and wait until both are counted as auth failures.
+    Asserts neither was taken; returns its auth_failures before and after (for the test's log)."""
+    import asyncio
+    import hashlib
+    import time
+
+    from skymemory.link.client import SkyMemoryClient
+    from skymemory.protocol import auth, wire
+
+    signer = auth.signer_for_manifest(m)
+    assert signer is not None, "the manifest names no key file: this constellation runs without authentication"
+    block = hashlib.sha256(b"unsigned-probe").digest()
+
+    async def go() -> tuple[int, int]:
+        async with SkyMemoryClient(m.ground_addresses(), signer=signer, bind=(m.ground_host, 0), timeout=0.5,
+                                   retries=6) as c:
+            before = await c.stats(sat)
+            route = wire.RouteHeader(sat[0], sat[1], request_id=4242)
+            unsigned = [wire.encode_data_command(wire.SKYMEM_RESET_COUNTERS_CC, route, b""),
+                        wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(
+                            wire.make_desc(block, 0, 1, int(time.time() * 1000), b"unsigned"), b"unsigned"))]
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.bind((m.ground_host, 0))
+                for packet in unsigned:
+                    s.sendto(packet, m.ground_addresses()[sat])
+            deadline = time.monotonic() + 30  # a bound on waiting for the datagrams to arrive, not a measurement
+            while (after := await c.stats(sat)).auth_failures < before.auth_failures + len(unsigned):
+                assert time.monotonic() < deadline, f"unsigned commands not counted as auth failures: {after}"
+                await asyncio.sleep(0.05)
+            # neither was taken: the counters were not reset (only our STATS requests count), no chunk was stored
+            assert after.auth_failures == before.auth_failures + len(unsigned), after
+            assert after.cmd_count > before.cmd_count and after.chunks == before.chunks, (before, after)
+            return before.auth_failures, after.auth_failures
+
+    return asyncio.run(go())

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 
 import pytest
 
-from skymemory.launcher import processes
+from skymemory.launcher import keys, processes
 from skymemory.orbit.manifest import Manifest
 
 from live import LAUNCHER, launch, launch_netns, stop
@@ -138,6 +140,26 @@ def test_docker_without_engine_writes_compose_and_fails(tmp_path):
     compose = (tmp_path / "docker-compose.yml").read_text()
     assert compose.count("image: ${SKYMEM_IMAGE:-skymemory-node:latest}") == 4
     assert '"--plane", "1", "--sat", "1"' in compose
+    assert compose.count(f'"--auth-keys", "{keys.CONTAINER_KEY_FILE}"') == 4  # keyed by default, as everywhere
+
+
+def test_compose_hands_every_container_the_key_read_only(tmp_path):
+    """Each service mounts the key file read-only where --auth-keys points, and runs as the file's owner (the
+    file stays 0600; the image's user, nobody, could not read it) with no capabilities; --insecure: none of it."""
+    from skymemory.launcher import docker
+
+    key = keys.make_key_file(tmp_path)
+    jobs = [((0, s), ["--plane", "0", "--sat", str(s), "--auth-keys", keys.CONTAINER_KEY_FILE]) for s in range(3)]
+    compose = docker.write_compose(tmp_path / "keyed.yml", "skymemtest", jobs, key_file=key).read_text()
+    assert compose.count(f'      - "{key}:{keys.CONTAINER_KEY_FILE}:ro"\n') == 3
+    assert compose.count(f'    user: "{os.getuid()}:{os.getgid()}"\n') == 3
+    assert compose.count("    cap_drop: [ALL]\n") == 3
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    insecure = docker.write_compose(tmp_path / "open.yml", "skymemtest", jobs).read_text()
+    assert "volumes:" not in insecure and "user:" not in insecure
+    with pytest.raises(ValueError, match="choose another --run-dir"):
+        odd = tmp_path / "a:b"
+        docker.write_compose(tmp_path / "odd.yml", "skymemtest", jobs, key_file=keys.make_key_file(odd))
 
 
 def test_cfs_runtime_round_trip(tmp_path):

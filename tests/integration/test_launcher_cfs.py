@@ -9,17 +9,19 @@ tests/integration/test_cfs_ground.py.)
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from skymemory.launcher import cfs_limits, processes
+from skymemory.launcher import cfs_limits, keys, processes, ssh
 from skymemory.launcher.options import parse_args
 from skymemory.orbit.manifest import Manifest
 
-from live import LAUNCHER, fake_ssh_env, free_first_cpuid, free_port_bases
+from live import LAUNCHER, fake_ssh_env, free_first_cpuid, free_port_bases, unsigned_commands_refused
 
 
 def fake_core(tmp_path: Path, body: str) -> Path:
@@ -133,17 +135,24 @@ def fake_ssh(tmp_path):
 
 
 def test_hosts_over_ssh_start_put_get_stop(node_path, tmp_path, fake_ssh):
-    """Native nodes on two "hosts" (127.0.0.2, 127.0.0.3) through the ssh scripts."""
+    """Native nodes on two "hosts" (127.0.0.2, 127.0.0.3) through the ssh scripts, keyed: the key file is
+    copied into --remote-dir (mode 0600), the nodes take only signed commands, `stop` removes the copy."""
     isl, ground = free_port_bases(4, host="127.0.0.2")
     manifest = tmp_path / "m.json"
+    remote_key = tmp_path / "remote" / keys.REMOTE_KEY_FILE
     r = run_launcher("--hosts", "127.0.0.2,127.0.0.3", "--planes", "2", "--sats", "2", "--manifest", str(manifest),
                      "--remote-dir", str(tmp_path / "remote"), "--remote-node", str(node_path),
                      "--isl-port-base", str(isl), "--ground-port-base", str(ground), "--detach", "--quiet",
                      "--health-timeout", "30", env=fake_ssh)
     assert r.returncode == 0, r.stderr
+    assert "without authentication" not in r.stderr
     m = Manifest.load(manifest)
     try:
         assert [e.host for e in m.satellites] == ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
+        assert m.auth_key_file == str(tmp_path / keys.KEY_FILE_NAME)  # the ground's own copy
+        assert stat.S_IMODE(remote_key.stat().st_mode) == 0o600
+        assert remote_key.read_bytes() == Path(m.auth_key_file).read_bytes()
+        unsigned_commands_refused(m, (1, 1))
         from skymemory.store.constellation import ConstellationBlockStore
 
         with ConstellationBlockStore.from_manifest(m, [(0, 0), (1, 1)]) as store:
@@ -155,6 +164,43 @@ def test_hosts_over_ssh_start_put_get_stop(node_path, tmp_path, fake_ssh):
                            text=True, timeout=60, env=fake_ssh)
     assert r.returncode == 0, r.stderr
     assert not any(processes.alive(e.pid) for e in m.satellites)
+    assert not remote_key.exists()
+
+
+def test_a_host_the_key_cannot_reach_stops_the_launch(node_path, tmp_path, fake_ssh):
+    """The key file cannot be written on a host (its --remote-dir is under a plain file): the launch says so
+    and stops; nothing is left running unauthenticated."""
+    (tmp_path / "not-a-dir").write_text("")
+    isl, ground = free_port_bases(4, host="127.0.0.2")
+    r = run_launcher("--hosts", "127.0.0.2,127.0.0.3", "--planes", "2", "--sats", "2", "--manifest",
+                     str(tmp_path / "m.json"), "--remote-dir", str(tmp_path / "not-a-dir" / "remote"),
+                     "--remote-node", str(node_path), "--isl-port-base", str(isl), "--ground-port-base", str(ground),
+                     "--detach", "--quiet", env=fake_ssh)
+    assert r.returncode == 1
+    assert f"cannot be copied to 127.0.0.2:{tmp_path / 'not-a-dir' / 'remote'}" in r.stderr, r.stderr
+    assert "the launch stops rather than run unauthenticated" in r.stderr
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_cfs_start_script_gives_each_instance_the_key_0600(tmp_path):
+    """cFS on --hosts: each instance's /cf gets a copy of the key (mode 0600 even where --cfs-exe brought a
+    world-readable one); run here with sh, the stand-in core printing what it finds."""
+    exe = fake_core(tmp_path, "stat -c '%a' cf/skymem_auth.keys; cat cf/skymem_auth.keys\n")
+    (exe / "cf" / "skymem_auth.keys").write_text("stale\n")
+    (exe / "cf" / "skymem_auth.keys").chmod(0o644)
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    (remote / keys.REMOTE_KEY_FILE).write_text("0 " + "ab" * 32 + "\n")
+    (remote / keys.REMOTE_KEY_FILE).chmod(0o600)
+    script = ssh.cfs_start_script(str(remote), str(exe), "core-cpu1", [("0-0", ["./core-cpu1"], "plane = 0\n")],
+                                  str(remote / keys.REMOTE_KEY_FILE))
+    r = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    log = remote / "logs" / "0-0.log"
+    deadline = time.monotonic() + 30  # the core runs in the background: a bound on waiting for its two lines
+    while log.read_text().count("\n") < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log.read_text() == "600\n0 " + "ab" * 32 + "\n"
 
 
 def test_cfs_over_hosts_refused_per_host_before_starting(tmp_path, fake_ssh):

@@ -8,6 +8,11 @@ the `docker compose` plugin (v2) or the standalone `docker-compose` (v1), whiche
 when neither is, or no engine answers (`docker info`), the launcher says so and leaves the
 compose file in the run directory.
 
+Unless --insecure, each container gets the constellation's key file bind-mounted read-only at
+keys.CONTAINER_KEY_FILE (the node's --auth-keys). The file stays mode 0600, so the node runs as
+the file's owner (the user who launched; the image's default user, nobody, could not read it),
+with every capability dropped, so that running as root in there grants nothing beyond the uid.
+
 Every container is named <project>-sat-<plane>-<sat> (machines.container_name; the project is
 "skymem" and a random tag, kept in the manifest), so `status` names an unhealthy container and
 `stop` checks that none of the project's containers is left.
@@ -15,10 +20,12 @@ Every container is named <project>-sat-<plane>-<sat> (machines.container_name; t
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
+from skymemory.launcher.keys import CONTAINER_KEY_FILE
 from skymemory.launcher.machines import container_name
 from skymemory.launcher.nodes import REPO
 
@@ -62,14 +69,30 @@ NO_COMPOSE = "neither `docker compose` (the v2 plugin) nor `docker-compose` (v1)
 
 
 def write_compose(path: Path, project: str, nodes: list[tuple[tuple[int, int], list[str]]],
-                  cpus: float | None = None, memory_mib: int | None = None) -> Path:
-    """nodes: ((plane, sat), argv without the binary); the image's entrypoint is skymem_node."""
+                  cpus: float | None = None, memory_mib: int | None = None, key_file: Path | None = None) -> Path:
+    """nodes: ((plane, sat), argv without the binary); the image's entrypoint is skymem_node.
+    key_file: the constellation's key file, mounted read-only in every container (None: --insecure)."""
     limits = (f"    cpus: {cpus:g}\n" if cpus else "") + (f"    mem_limit: {memory_mib}m\n" if memory_mib else "")
+    key = _key_mount(key_file)
     services = "".join(SERVICE.format(name=f"{p}-{s}", container=container_name(project, p, s),
-                                      command=_yaml_list(argv)) + limits for (p, s), argv in nodes)
+                                      command=_yaml_list(argv)) + limits + key for (p, s), argv in nodes)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(TEMPLATE.read_text().rstrip("\n") + "\n" + services)
     return path
+
+
+def _key_mount(key_file: Path | None) -> str:
+    """The service lines that hand a container the key file: read-only, read as its owner, no capabilities."""
+    if key_file is None:
+        return ""
+    source = str(Path(key_file).resolve())
+    if ":" in source or '"' in source:  # the short volume syntax splits on ':'
+        raise ValueError(f"the key file's path {source} has a ':' or '\"', which a compose volume cannot name; "
+                         "choose another --run-dir")
+    owner = os.stat(source)
+    return (f'    user: "{owner.st_uid}:{owner.st_gid}"\n'
+            "    cap_drop: [ALL]\n"
+            f'    volumes:\n      - "{source}:{CONTAINER_KEY_FILE}:ro"\n')
 
 
 def _yaml_list(argv: list[str]) -> str:

@@ -4,7 +4,10 @@
 satellites sign what they send each other with, and key 1, the ground key every client of this
 constellation signs with (skymemory.protocol.auth). Native nodes get the file with --auth-keys, cFS
 instances a copy in their /cf (`install_for_cfs`), clients find it through the manifest's
-`auth_key_file`. A new launch makes new keys, so traffic recorded from an earlier run is refused too.
+`auth_key_file`. On --hosts machines the launcher copies it into --remote-dir as REMOTE_KEY_FILE
+(ssh.copy_key, removed again by `stop`); containers get it bind-mounted read-only at
+CONTAINER_KEY_FILE (docker.write_compose). A new launch makes new keys, so traffic recorded from an
+earlier run is refused too.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from skymemory.protocol import auth
 KEY_FILE_NAME = "constellation.keys"
 GROUND_KEY_ID = 1
 CFS_KEY_FILE = Path("cf") / "skymem_auth.keys"  # /cf/skymem_auth.keys as the SKYMEM app reads it (docs/CFS.md)
+# The copy on an ssh host, inside --remote-dir. Not the ground's name: where --remote-dir is the run
+# directory of this machine, `stop` removing the host's copy must not remove the ground's file.
+REMOTE_KEY_FILE = "skymem_auth.keys"
+CONTAINER_KEY_FILE = "/run/secrets/skymem_auth.keys"  # where each container sees the (read-only) key file
 
 
 def make_key_file(run_dir: Path) -> Path:
@@ -30,9 +37,11 @@ def make_key_file(run_dir: Path) -> Path:
 
 
 def install_for_cfs(key_file: Path, workdir: Path) -> Path:
-    """The key file where a cFS instance's SKYMEM app reads it, mode 0600."""
+    """The key file where a cFS instance's SKYMEM app reads it, mode 0600 from its creation on."""
     target = workdir / CFS_KEY_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(key_file, target)
-    os.chmod(target, 0o600)
+    target.unlink(missing_ok=True)  # the copy of --cfs-exe may hold one, with any mode
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out, open(key_file, "rb") as src:
+        shutil.copyfileobj(src, out)
     return target

@@ -9,6 +9,10 @@ The node binary is either found on each host (--remote-node, a path or a name on
 its PATH) or copied there first from this machine (--copy-node: the same binary,
 so the hosts must run the same OS and C library). --ssh-config FILE is passed
 to every ssh call (`ssh -F`), for keys and users that are not in ~/.ssh/config.
+Unless --insecure, the constellation's key file is copied into --remote-dir on
+every host first (copy_key: mode 0600 from its creation on) and the nodes get
+`--auth-keys` with that path (cFS instances a copy in their /cf); `stop` removes
+those copies (remove_keys). A host the key cannot reach stops the launch.
 `status` asks each host which of its pids still run; a host ssh cannot reach is
 reported by name.
 With --runtime cfs each host copies its share of cFS working directories from
@@ -30,6 +34,7 @@ from skymemory.launcher.cfs import ERROR_PATTERN, first_error
 
 SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
 COPIED_NODE = "skymem_node"  # --copy-node puts the binary here, inside --remote-dir
+CFS_KEY = "cf/skymem_auth.keys"  # a cFS instance's copy of the key, in its working directory (keys.CFS_KEY_FILE)
 
 
 def ssh_argv(destination: str, config: str | None = None) -> list[str]:
@@ -85,6 +90,30 @@ def copy_node(destination: str, local_binary: str, remote_dir: str, config: str 
     return target
 
 
+def copy_key(destination: str, local_key: str, remote_dir: str, name: str, config: str | None = None) -> str:
+    """Copy the constellation's key file into remote_dir on that host; returns its path there.
+
+    umask 077 before the file exists, so it is never readable by anyone else, not even while it is
+    written; written beside the target and renamed over it, like copy_node."""
+    target = f"{remote_dir}/{name}"
+    tmp = shlex.quote(target) + ".new.$$"
+    command = (f"mkdir -p {shlex.quote(remote_dir)} && umask 077 && cat > {tmp} && chmod 600 {tmp} && "
+               f"mv -f {tmp} {shlex.quote(target)}")
+    with open(local_key, "rb") as f:
+        r = subprocess.run([*ssh_argv(destination, config), command], stdin=f, capture_output=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"ssh exited with {r.returncode}: {r.stderr.decode(errors='replace').strip()}")
+    return target
+
+
+def remove_keys(destination: str, remote_dir: str, name: str, cfs_names: list[str],
+                config: str | None = None) -> None:
+    """Remove the key file copied into remote_dir, and each named cFS instance's copy, on that host."""
+    d = shlex.quote(remote_dir)
+    files = [f"{d}/{shlex.quote(name)}"] + [f"{d}/cfs/{shlex.quote(n)}/{CFS_KEY}" for n in cfs_names]
+    run_script(destination, f"rm -f {' '.join(files)}\n", timeout=30, config=config)
+
+
 def parse_pids(output: str) -> dict[str, int]:
     pids = {}
     for line in output.splitlines():
@@ -129,16 +158,21 @@ def failing(destination: str, remote_dir: str, names: list[str], config: str | N
     return [line[:-len(".log")] for line in out.split() if line.endswith(".log")]
 
 
-def cfs_start_script(remote_dir: str, exe: str, binary: str, jobs: list[tuple[str, list[str], str]]) -> str:
-    """Per satellite (name, core argv, skymemory.cfg text): a fresh copy of `exe`, its config, the core started."""
+def cfs_start_script(remote_dir: str, exe: str, binary: str, jobs: list[tuple[str, list[str], str]],
+                     key_file: str | None = None) -> str:
+    """Per satellite (name, core argv, skymemory.cfg text): a fresh copy of `exe`, its config, the core started.
+
+    key_file (a path on the host, from copy_key): copied to each instance's /cf, mode 0600 (umask 077)."""
     d = shlex.quote(remote_dir)
     lines = ["set -e", f"mkdir -p {d}/logs {d}/cfs", f"cd {d}",
              f"[ -x {shlex.quote(exe)}/{shlex.quote(binary)} ] || {{ echo 'no {exe}/{binary} here' >&2; exit 3; }}"]
     for name, argv, config in jobs:
         work = f"cfs/{shlex.quote(name)}"
         lines += [f"rm -rf {work}", f"cp -r {shlex.quote(exe)} {work}", f"mkdir -p {work}/cf",
-                  f"cat > {work}/cf/skymemory.cfg <<'SKYMEM_CFG'", config.rstrip("\n"), "SKYMEM_CFG",
-                  f"(cd {work} && exec nohup {shlex.join(argv)} > ../../logs/{name}.log 2>&1 < /dev/null) &",
+                  f"cat > {work}/cf/skymemory.cfg <<'SKYMEM_CFG'", config.rstrip("\n"), "SKYMEM_CFG"]
+        if key_file:  # rm first: cp onto a file that --cfs-exe brought would keep that file's mode
+            lines += [f"rm -f {work}/{CFS_KEY}", f"(umask 077 && cp {shlex.quote(key_file)} {work}/{CFS_KEY})"]
+        lines += [f"(cd {work} && exec nohup {shlex.join(argv)} > ../../logs/{name}.log 2>&1 < /dev/null) &",
                   f"echo {name} $!"]
     return "\n".join(lines) + "\n"
 

@@ -141,16 +141,19 @@ def start(args) -> int:
 
 def _make_keys(args, m: Manifest, run_dir: Path) -> list[str]:
     """The constellation's key file, named in the manifest (unless --insecure); returns the node options
-    that hand it to native nodes (cFS instances get a copy in their /cf: _start_cfs)."""
+    that hand it to native nodes: the file itself here, its copy in --remote-dir on ssh hosts (_start_ssh
+    copies it there), its read-only mount in containers. cFS instances get a copy in their /cf instead."""
     if args.insecure:
         log(args, "  --insecure: no authentication; whoever reaches a port can command these satellites")
         return []
-    if args.hosts or args.runtime == "docker":
-        print("launch_constellation: note: the key file is not handed to ssh hosts or containers yet, so this "
-              "constellation runs without authentication, as with --insecure", file=sys.stderr)
+    m.auth_key_file = str(keys.make_key_file(run_dir))  # the ground's copy, wherever the satellites run
+    if args.runtime == "cfs":
         return []
-    m.auth_key_file = str(keys.make_key_file(run_dir))
-    return [] if args.runtime == "cfs" else ["--auth-keys", m.auth_key_file]
+    if args.hosts:
+        return ["--auth-keys", f"{args.remote_dir}/{keys.REMOTE_KEY_FILE}"]
+    if args.runtime == "docker":
+        return ["--auth-keys", keys.CONTAINER_KEY_FILE]
+    return ["--auth-keys", m.auth_key_file]
 
 
 def _failing_instances(m: Manifest) -> list[str]:
@@ -347,17 +350,20 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
     m.satellites = _entries(args, lambda i: addresses[host_index(i)])
     shares = [[e for e in m.satellites if host_index(e.plane * args.sats + e.sat) == h] for h in range(len(hosts))]
     m.backend = {"kind": "ssh", "marker": args.cfs_binary if args.runtime == "cfs" else "skymem_node",
-                 "hosts": hosts, "remote_dir": args.remote_dir, "ssh_config": config}
+                 "hosts": hosts, "remote_dir": args.remote_dir, "ssh_config": config,
+                 "remote_key_file": keys.REMOTE_KEY_FILE if m.auth_key_file else ""}  # `stop` removes it
     m.ground_host = "0.0.0.0"
     peers = nodes.peers_text(m.satellites)
     remote_peers = f"{args.remote_dir}/peers.txt"
     local_node = str(nodes.find_node(args.node)) if args.copy_node else None
+    m.save(args.manifest)  # the hosts on disk before the first key copy, so `stop` can remove every copy
     for h, dest in enumerate(hosts):
         mine = shares[h]
+        remote_key = _copy_key(m, dest, args.remote_dir, config) if m.auth_key_file else None
         if args.runtime == "cfs":
             jobs = [(nodes.sat_name(e.plane, e.sat), cfs.core_argv(args.cfs_binary, e.cpuid),
                      cfs.config_text(_cfs_config(args, common, e, addresses))) for e in mine]
-            script = ssh.cfs_start_script(args.remote_dir, str(args.cfs_exe), args.cfs_binary, jobs)
+            script = ssh.cfs_start_script(args.remote_dir, str(args.cfs_exe), args.cfs_binary, jobs, remote_key)
         else:
             node = ssh.copy_node(dest, local_node, args.remote_dir, config) if local_node else args.remote_node
             jobs = [(nodes.sat_name(e.plane, e.sat), nodes.node_argv(node, e, common, args, remote_peers))
@@ -371,6 +377,17 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
         log(args, f"  {dest}: started {len(pids)}/{len(mine)} satellites")
         if len(pids) != len(mine):
             raise LaunchError(f"{dest} started only {len(pids)} of {len(mine)} nodes")
+
+
+def _copy_key(m: Manifest, dest: str, remote_dir: str, config: str | None) -> str:
+    """The key file into remote_dir on that host (its path there); a host it cannot reach stops the launch,
+    since its nodes would otherwise run without authentication."""
+    try:
+        return ssh.copy_key(dest, m.auth_key_file, remote_dir, keys.REMOTE_KEY_FILE, config)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"the key file {m.auth_key_file} cannot be copied to {dest}:{remote_dir} "
+                          f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); the launch stops rather "
+                          "than run unauthenticated (--insecure launches without a key)") from None
 
 
 def _check_cfs_fits(args, n: int) -> None:
@@ -401,8 +418,12 @@ def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
     m.satellites = _entries(args, args.layout.address)
     project = f"skymem{secrets.token_hex(3)}"
     jobs = [((e.plane, e.sat), nodes.node_argv("", e, common, args, None)[1:]) for e in m.satellites]
-    compose_path = docker.write_compose(Path(m.run_dir) / "docker-compose.yml", project, jobs,
-                                        args.container_cpus, args.container_memory_mib)
+    try:
+        compose_path = docker.write_compose(Path(m.run_dir) / "docker-compose.yml", project, jobs,
+                                            args.container_cpus, args.container_memory_mib,
+                                            Path(m.auth_key_file) if m.auth_key_file else None)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
     command = docker.compose_command()
     problem = docker.NO_COMPOSE if command is None else docker.engine_problem()
     if problem:

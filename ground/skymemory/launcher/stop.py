@@ -22,16 +22,22 @@ def teardown(m: Manifest) -> list:
     survivors: list = []
     if kind == "ssh":
         config = m.backend.get("ssh_config")
+        key = m.backend.get("remote_key_file")
         for dest in m.backend.get("hosts", []):
             pids = [e.pid for e in m.satellites if e.remote == dest and e.pid]
-            if pids:
-                try:
+            try:
+                if pids:
                     left = [f"{dest}:{p}" for p in ssh.stop_remote(dest, pids, config=config)]
                     if m.runtime == "cfs" and not left:  # cFE leaves its reset area behind (see cfs.py)
                         left += [f"{dest}: {err}" for err in ssh.remove_shared_memory(dest, pids, config)]
                     survivors += left
-                except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-                    survivors.append(f"{dest}: {exc}")
+                if key:  # on every host: a failed boot may have copied it to a host that started nothing
+                    # by address, not e.remote: that is set only once the host's start script has run
+                    cfs_names = ([nodes.sat_name(e.plane, e.sat) for e in m.satellites
+                                  if e.host == ssh.host_address(dest)] if m.runtime == "cfs" else [])
+                    ssh.remove_keys(dest, m.backend["remote_dir"], key, cfs_names, config)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+                survivors.append(f"{dest}: {exc}")
         return survivors
     if kind == "docker":
         return _docker_down(m)
