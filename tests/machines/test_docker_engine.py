@@ -15,13 +15,13 @@ import sys
 import pytest
 
 from skymemory.bench.roundtrip import kv_block_round_trip, object_round_trip
-from skymemory.launcher import docker
+from skymemory.launcher import docker, keys
 from skymemory.launcher.machines import container_name
 from skymemory.orbit.manifest import Manifest
 
 from commands import firewall_state, launcher, opt_in, show, skymemory
 from docker_engine import DockerEngine
-from live import free_port_bases
+from live import free_port_bases, unsigned_commands_refused
 
 pytestmark = opt_in("containers", "make test-containers")
 
@@ -73,6 +73,20 @@ def test_19x5_in_containers(engine, tmp_path):
         limits = subprocess.run(["docker", "inspect", "-f", "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}", *names],
                                 capture_output=True, text=True, check=True).stdout.split("\n")
         assert set(filter(None, limits)) == {f"{int(CPUS * 1e9)} {MEMORY_MIB * 2**20}"}
+
+        # keyed: the key file mounted read-only where each node's --auth-keys points, the node run as the
+        # file's owner without capabilities; a satellite refuses unsigned commands (counted as auth failures)
+        assert m.auth_key_file and os.path.dirname(m.auth_key_file) == m.run_dir
+        seen = subprocess.run(["docker", "inspect", "-f", '{{.Config.User}} {{json .HostConfig.CapDrop}} '
+                               '{{range .Mounts}}{{.Source}}:{{.Destination}}:{{.RW}}{{end}}', *names],
+                              capture_output=True, text=True, check=True).stdout.split("\n")
+        owner = os.stat(m.auth_key_file)
+        assert set(filter(None, seen)) == {f'{owner.st_uid}:{owner.st_gid} ["ALL"] '
+                                           f"{m.auth_key_file}:{keys.CONTAINER_KEY_FILE}:false"}, seen[:2]
+        for sat in ((0, 0), (PLANES - 1, SATS - 1)):
+            before, after = unsigned_commands_refused(m, sat)
+            print(f"container {container_name(project, *sat)}: 2 unsigned commands refused, "
+                  f"auth_failures {before} -> {after}")
 
         r = skymemory("status", "--route", "relay", "--manifest", str(manifest))
         print(show(r))

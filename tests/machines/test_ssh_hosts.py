@@ -1,23 +1,27 @@
 """--hosts against real OpenSSH servers: the paper's split, 19 satellites on each of 5 mini PCs.
 
 The mini PCs are network namespaces, each running its own sshd on its own address with a key
-made here (minipcs.py). The launcher copies the node binary to every host over ssh, starts
-each host's nodes there, and they talk to each other over the hosts' addresses (ISLs between
-hosts). Opt-in: `make test-hosts`.
+made here (minipcs.py). The launcher copies the node binary and the constellation's key file
+to every host over ssh, starts each host's nodes there (keyed: unsigned commands are refused),
+and they talk to each other over the hosts' addresses (ISLs between hosts). Opt-in:
+`make test-hosts`.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
+from pathlib import Path
 
 import pytest
 
 from skymemory.bench.roundtrip import kv_block_round_trip, object_round_trip
-from skymemory.launcher import netns
+from skymemory.launcher import keys, netns
 from skymemory.orbit.manifest import Manifest
 
 from commands import launcher, opt_in, show, skymemory
+from live import unsigned_commands_refused
 from minipcs import SSHD, MiniPCs
 
 pytestmark = opt_in("hosts", "make test-hosts")
@@ -54,6 +58,7 @@ def test_a_host_without_the_node_binary_is_named(pcs, node_path, tmp_path):
     assert f"ssh {pcs.destinations[0]} failed" in r.stderr and "no node binary" in r.stderr
     assert not (tmp_path / "m.json").exists()
     assert all(pcs.processes(h) == [] for h in range(HOSTS))
+    assert not any((pcs.dir / f"pc{h}" / keys.REMOTE_KEY_FILE).exists() for h in range(HOSTS))  # removed again
 
 
 def test_19x5_over_five_ssh_hosts(pcs, node_path, tmp_path):
@@ -73,6 +78,22 @@ def test_19x5_over_five_ssh_hosts(pcs, node_path, tmp_path):
         r = launcher("status", "--manifest", str(manifest))
         print(show(r))
         assert r.returncode == 0 and "95/95 satellites running" in r.stdout
+
+        # keyed: every host holds a 0600 copy of the ground's key file, which its nodes were started with,
+        # and a satellite refuses unsigned commands (counted as auth failures)
+        assert m.auth_key_file and os.path.dirname(m.auth_key_file) == m.run_dir
+        remote_key = f"{pcs.remote_dir}/{keys.REMOTE_KEY_FILE}"
+        for h, dest in enumerate(pcs.destinations):
+            copy = pcs.dir / f"pc{h}" / keys.REMOTE_KEY_FILE  # that host's disk
+            assert stat.S_IMODE(copy.stat().st_mode) == 0o600, copy
+            assert copy.read_bytes() == Path(m.auth_key_file).read_bytes()
+            pid = next(e.pid for e in m.satellites if e.remote == dest)
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            assert argv[argv.index(b"--auth-keys") + 1].decode() == remote_key
+        for sat in ((0, 0), (PLANES - 1, SATS - 1)):  # on the first host and on the last
+            before, after = unsigned_commands_refused(m, sat)
+            print(f"satellite {sat} on {next(e.remote for e in m.satellites if (e.plane, e.sat) == sat)}: "
+                  f"2 unsigned commands refused, auth_failures {before} -> {after}")
 
         # every satellite answers through the overhead satellite: requests cross the hosts over ISL
         r = skymemory("status", "--route", "relay", "--manifest", str(manifest))
@@ -116,3 +137,5 @@ def test_19x5_over_five_ssh_hosts(pcs, node_path, tmp_path):
     left = {pcs.destinations[h]: pcs.processes(h) for h in range(HOSTS)}
     print(f"processes left in the mini PCs' namespaces (their sshd aside): {left}")
     assert not any(left.values()), left
+    keys_left = [str(p) for h in range(HOSTS) if (p := pcs.dir / f"pc{h}" / keys.REMOTE_KEY_FILE).exists()]
+    assert not keys_left, f"stop left key files on the hosts: {keys_left}"
