@@ -99,10 +99,18 @@ def _yaml_list(argv: list[str]) -> str:
     return "[" + ", ".join('"' + a.replace('"', '\\"') + '"' for a in argv) + "]"
 
 
-def compose(command: list[str], path: Path, project: str, *verb: str,
+def compose(command: list[str], path: Path, project: str, *verb: str, services: int = 0,
             timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run Compose on the project. services: how many the file has, for COMPOSE_PARALLEL_LIMIT (below)."""
+    env = None
+    if services:
+        # Compose v1 creates each service's container in a task nested in that service's own task, and
+        # both take a slot of one pool (64 by default): with more services than slots, every slot can be
+        # held by a service task waiting for a slot for its create, and `up` hangs for good
+        # (docker/compose#7486, #5864; seen here with 95 services). Two slots per service rule that out.
+        env = {**os.environ, "COMPOSE_PARALLEL_LIMIT": str(max(64, 2 * services))}
     return subprocess.run([*command, "-f", str(path), "-p", project, *verb], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def containers(project: str) -> dict[str, str]:

@@ -434,7 +434,7 @@ def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
                  "addresses": args.layout.name}
     m.save(args.manifest)  # teardown info on disk before any container exists
     log(args, f"  {' '.join(command)} up -d: {len(jobs)} containers, project {project}")
-    r = docker.compose(command, compose_path, project, "up", "-d")
+    r = docker.compose(command, compose_path, project, "up", "-d", services=len(jobs))
     if r.returncode != 0:
         raise LaunchError(f"{' '.join(command)} up failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
     return None

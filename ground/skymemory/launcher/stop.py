@@ -65,7 +65,8 @@ def _docker_down(m: Manifest) -> list:
     command = m.backend.get("compose_command") or docker.compose_command()
     if command is None:
         return [docker.NO_COMPOSE]
-    r = docker.compose(command, Path(m.backend["compose"]), project, "down", "--timeout", "5")
+    r = docker.compose(command, Path(m.backend["compose"]), project, "down", "--timeout", "5",
+                       services=len(m.satellites))
     try:
         left = [f"container {name} ({state})" for name, state in docker.containers(project).items()]
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
