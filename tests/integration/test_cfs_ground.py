@@ -14,6 +14,7 @@ generated COSMOS definitions as ccsdspy decodes them.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -27,7 +28,8 @@ from skymemory.protocol import telemetry, wire
 from skymemory.protocol.housekeeping import HousekeepingListener
 
 import cosmos_defs
-from live import LAUNCHER, fake_ssh_env, free_first_cpuid, free_port_bases, free_tlm_addresses, launched
+from live import (LAUNCHER, fake_ssh_env, free_first_cpuid, free_port_bases, free_tlm_addresses, launched,
+                  unsigned_commands_refused)
 
 EXE = os.environ.get("SKYMEM_CFS_EXE")
 pytestmark = pytest.mark.skipif(not EXE or not (Path(EXE) / "core-cpu1").is_file(),
@@ -96,6 +98,12 @@ def test_instances_spread_over_hosts_reach_each_other(tmp_path):
         assert [e.host for e in m.satellites] == ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
         cfg = (tmp_path / "remote" / "cfs" / "1-0" / "cf" / "skymemory.cfg").read_text()
         assert "hosts = 127.0.0.2, 127.0.0.3" in cfg and "bind = 127.0.0.3" in cfg
+        # keyed: every instance holds a 0600 copy of the ground's key file and refuses unsigned commands
+        for name in ("0-0", "0-1", "1-0", "1-1"):
+            copy = tmp_path / "remote" / "cfs" / name / "cf" / "skymem_auth.keys"
+            assert stat.S_IMODE(copy.stat().st_mode) == 0o600
+            assert copy.read_bytes() == Path(m.auth_key_file).read_bytes()
+        unsigned_commands_refused(m, (1, 1))
         from skymemory.store.constellation import ConstellationBlockStore
 
         # up the overhead satellite's ground link: chunks for the other host's satellites cross over ISL
@@ -107,6 +115,7 @@ def test_instances_spread_over_hosts_reach_each_other(tmp_path):
         r = subprocess.run([sys.executable, str(LAUNCHER), "stop", "--manifest", str(manifest)], capture_output=True,
                            text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
+    assert not list((tmp_path / "remote").rglob("skymem_auth.keys")), "stop leaves no copy of the key"
 
 
 def test_keyed_cfs_constellation_takes_only_signed_commands(tmp_path):
