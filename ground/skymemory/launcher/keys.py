@@ -4,7 +4,7 @@
 satellites sign what they send each other with, and key 1, the ground key every client of this
 constellation signs with (skymemory.protocol.auth). Native nodes get the file with --auth-keys, cFS
 instances a copy in their /cf (`install_for_cfs`), clients find it through the manifest's
-`auth_key_file`. On --hosts machines the launcher copies it into --remote-dir as REMOTE_KEY_FILE
+`auth_key_file`. On --hosts machines the launcher copies it to `remote_key_file(--remote-dir)`
 (ssh.copy_key, removed again by `stop`); containers get it bind-mounted read-only at
 CONTAINER_KEY_FILE (docker.write_compose). A new launch makes new keys, so traffic recorded from an
 earlier run is refused too.
@@ -45,3 +45,8 @@ def install_for_cfs(key_file: Path, workdir: Path) -> Path:
     with os.fdopen(fd, "wb") as out, open(key_file, "rb") as src:
         shutil.copyfileobj(src, out)
     return target
+
+
+def remote_key_file(remote_dir: str) -> str:
+    """Where the key file goes on an ssh host (the nodes' --auth-keys there; the manifest's remote_key_file)."""
+    return f"{remote_dir}/{REMOTE_KEY_FILE}"

@@ -12,7 +12,7 @@ to every ssh call (`ssh -F`), for keys and users that are not in ~/.ssh/config.
 Unless --insecure, the constellation's key file is copied into --remote-dir on
 every host first (copy_key: mode 0600 from its creation on) and the nodes get
 `--auth-keys` with that path (cFS instances a copy in their /cf); `stop` removes
-those copies (remove_keys). A host the key cannot reach stops the launch.
+those copies (remove_files). A host the key cannot reach stops the launch.
 `status` asks each host which of its pids still run; a host ssh cannot reach is
 reported by name.
 With --runtime cfs each host copies its share of cFS working directories from
@@ -27,6 +27,7 @@ real OpenSSH servers (`make test-hosts`).
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import shlex
 import subprocess
 
@@ -90,28 +91,23 @@ def copy_node(destination: str, local_binary: str, remote_dir: str, config: str 
     return target
 
 
-def copy_key(destination: str, local_key: str, remote_dir: str, name: str, config: str | None = None) -> str:
-    """Copy the constellation's key file into remote_dir on that host; returns its path there.
+def copy_key(destination: str, local_key: str, target: str, config: str | None = None) -> None:
+    """Copy the constellation's key file to `target` on that host.
 
     umask 077 before the file exists, so it is never readable by anyone else, not even while it is
     written; written beside the target and renamed over it, like copy_node."""
-    target = f"{remote_dir}/{name}"
     tmp = shlex.quote(target) + ".new.$$"
-    command = (f"mkdir -p {shlex.quote(remote_dir)} && umask 077 && cat > {tmp} && chmod 600 {tmp} && "
-               f"mv -f {tmp} {shlex.quote(target)}")
+    command = (f"mkdir -p {shlex.quote(posixpath.dirname(target) or '.')} && umask 077 && cat > {tmp} && "
+               f"chmod 600 {tmp} && mv -f {tmp} {shlex.quote(target)}")
     with open(local_key, "rb") as f:
         r = subprocess.run([*ssh_argv(destination, config), command], stdin=f, capture_output=True, timeout=60)
     if r.returncode != 0:
         raise RuntimeError(f"ssh exited with {r.returncode}: {r.stderr.decode(errors='replace').strip()}")
-    return target
 
 
-def remove_keys(destination: str, remote_dir: str, name: str, cfs_names: list[str],
-                config: str | None = None) -> None:
-    """Remove the key file copied into remote_dir, and each named cFS instance's copy, on that host."""
-    d = shlex.quote(remote_dir)
-    files = [f"{d}/{shlex.quote(name)}"] + [f"{d}/cfs/{shlex.quote(n)}/{CFS_KEY}" for n in cfs_names]
-    run_script(destination, f"rm -f {' '.join(files)}\n", timeout=30, config=config)
+def remove_files(destination: str, paths: list[str], config: str | None = None) -> None:
+    """rm -f these files on that host (raises RuntimeError when ssh cannot reach it)."""
+    run_script(destination, f"rm -f {' '.join(shlex.quote(p) for p in paths)}\n", timeout=30, config=config)
 
 
 def parse_pids(output: str) -> dict[str, int]:

@@ -150,7 +150,7 @@ def _make_keys(args, m: Manifest, run_dir: Path) -> list[str]:
     if args.runtime == "cfs":
         return []
     if args.hosts:
-        return ["--auth-keys", f"{args.remote_dir}/{keys.REMOTE_KEY_FILE}"]
+        return ["--auth-keys", keys.remote_key_file(args.remote_dir)]
     if args.runtime == "docker":
         return ["--auth-keys", keys.CONTAINER_KEY_FILE]
     return ["--auth-keys", m.auth_key_file]
@@ -351,7 +351,7 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
     shares = [[e for e in m.satellites if host_index(e.plane * args.sats + e.sat) == h] for h in range(len(hosts))]
     m.backend = {"kind": "ssh", "marker": args.cfs_binary if args.runtime == "cfs" else "skymem_node",
                  "hosts": hosts, "remote_dir": args.remote_dir, "ssh_config": config,
-                 "remote_key_file": keys.REMOTE_KEY_FILE if m.auth_key_file else ""}  # `stop` removes it
+                 "remote_key_file": keys.remote_key_file(args.remote_dir) if m.auth_key_file else ""}
     m.ground_host = "0.0.0.0"
     peers = nodes.peers_text(m.satellites)
     remote_peers = f"{args.remote_dir}/peers.txt"
@@ -359,7 +359,9 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
     m.save(args.manifest)  # the hosts on disk before the first key copy, so `stop` can remove every copy
     for h, dest in enumerate(hosts):
         mine = shares[h]
-        remote_key = _copy_key(m, dest, args.remote_dir, config) if m.auth_key_file else None
+        remote_key = m.backend["remote_key_file"]
+        if remote_key:
+            _copy_key(m, dest, remote_key, config)
         if args.runtime == "cfs":
             jobs = [(nodes.sat_name(e.plane, e.sat), cfs.core_argv(args.cfs_binary, e.cpuid),
                      cfs.config_text(_cfs_config(args, common, e, addresses))) for e in mine]
@@ -374,18 +376,19 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
             e.remote = dest
             e.pid = pids.get(nodes.sat_name(e.plane, e.sat), 0)
         m.save(args.manifest)  # each host's pids on disk as soon as they exist
-        log(args, f"  {dest}: started {len(pids)}/{len(mine)} satellites")
+        log(args, f"  {dest}: started {len(pids)}/{len(mine)} satellites"
+                  + (f", keyed with its copy of the key file, {remote_key}" if remote_key else ""))
         if len(pids) != len(mine):
             raise LaunchError(f"{dest} started only {len(pids)} of {len(mine)} nodes")
 
 
-def _copy_key(m: Manifest, dest: str, remote_dir: str, config: str | None) -> str:
-    """The key file into remote_dir on that host (its path there); a host it cannot reach stops the launch,
-    since its nodes would otherwise run without authentication."""
+def _copy_key(m: Manifest, dest: str, target: str, config: str | None) -> None:
+    """The key file to `target` on that host; a host it cannot reach stops the launch, since its nodes
+    would otherwise run without authentication."""
     try:
-        return ssh.copy_key(dest, m.auth_key_file, remote_dir, keys.REMOTE_KEY_FILE, config)
+        ssh.copy_key(dest, m.auth_key_file, target, config)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-        raise LaunchError(f"the key file {m.auth_key_file} cannot be copied to {dest}:{remote_dir} "
+        raise LaunchError(f"the key file {m.auth_key_file} cannot be copied to {dest}:{target} "
                           f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); the launch stops rather "
                           "than run unauthenticated (--insecure launches without a key)") from None
 
@@ -433,7 +436,9 @@ def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
     m.backend = {"kind": "docker", "compose": str(compose_path), "project": project, "compose_command": command,
                  "addresses": args.layout.name}
     m.save(args.manifest)  # teardown info on disk before any container exists
-    log(args, f"  {' '.join(command)} up -d: {len(jobs)} containers, project {project}")
+    log(args, f"  {' '.join(command)} up -d: {len(jobs)} containers, project {project}"
+              + (f", each keyed with the key file mounted read-only at {keys.CONTAINER_KEY_FILE}"
+                 if m.auth_key_file else ""))
     r = docker.compose(command, compose_path, project, "up", "-d", services=len(jobs))
     if r.returncode != 0:
         raise LaunchError(f"{' '.join(command)} up failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")

@@ -32,10 +32,11 @@ def teardown(m: Manifest) -> list:
                         left += [f"{dest}: {err}" for err in ssh.remove_shared_memory(dest, pids, config)]
                     survivors += left
                 if key:  # on every host: a failed boot may have copied it to a host that started nothing
-                    # by address, not e.remote: that is set only once the host's start script has run
-                    cfs_names = ([nodes.sat_name(e.plane, e.sat) for e in m.satellites
-                                  if e.host == ssh.host_address(dest)] if m.runtime == "cfs" else [])
-                    ssh.remove_keys(dest, m.backend["remote_dir"], key, cfs_names, config)
+                    # cFS instances' copies too; by address, not e.remote, which is set once the host's start
+                    # script has run
+                    cfs_copies = [f"{m.backend['remote_dir']}/cfs/{nodes.sat_name(e.plane, e.sat)}/{ssh.CFS_KEY}"
+                                  for e in m.satellites if m.runtime == "cfs" and e.host == ssh.host_address(dest)]
+                    ssh.remove_files(dest, [key, *cfs_copies], config)
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                 survivors.append(f"{dest}: {exc}")
         return survivors
