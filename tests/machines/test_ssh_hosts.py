@@ -61,6 +61,24 @@ def test_a_host_without_the_node_binary_is_named(pcs, node_path, tmp_path):
     assert not any((pcs.dir / f"pc{h}" / keys.REMOTE_KEY_FILE).exists() for h in range(HOSTS))  # removed again
 
 
+def test_a_host_the_key_cannot_reach_stops_the_launch(pcs, node_path, tmp_path):
+    """The third host's sshd is down: its key cannot be copied, so the launch stops, with one line naming
+    it, rather than start that host's nodes unauthenticated; the hosts already started are torn down."""
+    down = 2
+    pcs.stop_sshd(down)
+    try:
+        r = launcher(*hosts_args(pcs, tmp_path / "m.json"), "--copy-node")
+    finally:
+        pcs.start_sshd(down)
+    print(show(r))
+    assert r.returncode == 1
+    assert f"cannot be copied to {pcs.destinations[down]}:{pcs.remote_dir}/{keys.REMOTE_KEY_FILE}" in r.stderr
+    assert "the launch stops rather than run unauthenticated" in r.stderr
+    assert not (tmp_path / "m.json").exists()
+    assert all(pcs.processes(h) == [] for h in range(HOSTS))
+    assert not any((pcs.dir / f"pc{h}" / keys.REMOTE_KEY_FILE).exists() for h in range(HOSTS))
+
+
 def test_19x5_over_five_ssh_hosts(pcs, node_path, tmp_path):
     manifest = tmp_path / "m.json"
     r = launcher(*hosts_args(pcs, manifest), "--copy-node")
