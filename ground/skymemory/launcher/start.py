@@ -356,11 +356,11 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
     peers = nodes.peers_text(m.satellites)
     remote_peers = f"{args.remote_dir}/peers.txt"
     local_node = str(nodes.find_node(args.node)) if args.copy_node else None
+    remote_key = m.backend["remote_key_file"]
     m.save(args.manifest)  # the hosts on disk before the first key copy, so `stop` can remove every copy
     for h, dest in enumerate(hosts):
         mine = shares[h]
-        remote_key = m.backend["remote_key_file"]
-        if remote_key:
+        if remote_key:  # before anything starts there
             _copy_key(m, dest, remote_key, config)
         if args.runtime == "cfs":
             jobs = [(nodes.sat_name(e.plane, e.sat), cfs.core_argv(args.cfs_binary, e.cpuid),
