@@ -7,6 +7,7 @@
 
 #include "node_config.h"
 #include "node_evq.h"
+#include "node_tx.h"
 #include "skymem_auth.h"
 #include "skymem_codec.h"
 #include "skymem_router.h"
@@ -19,7 +20,7 @@
 #define NODE_MIGRATE_WINDOW 32
 #define NODE_MIGRATE_TIMEOUT_MS 1000u
 #define NODE_MIGRATE_RETRIES 3
-#define NODE_RX_BATCH 256 /* datagrams read per wakeup per socket */
+#define NODE_RX_BATCH 1024 /* datagrams read per wakeup per socket, so neither socket starves the other */
 
 typedef struct {
     double tokens;       /* bytes; negative = bytes queued behind the cap */
@@ -96,6 +97,8 @@ typedef struct {
     uint64_t timer_armed_ns;
     skymem_auth_t *auth; /* NULL: command authentication off */
     uint32_t reply_key_id; /* ground key of the latest verified ground command: signs what goes to the ground */
+    node_tx_t tx_isl, tx_ground; /* datagrams waiting for one sendmmsg each (node_flush_tx) */
+    const uint8_t *lent;          /* the received datagram in hand, in a slot kept until node_flush_tx */
     uint8_t txbuf[SKYMEM_MAX_PACKET];
 } node_t;
 
@@ -126,6 +129,8 @@ void node_send_ground(node_t *n, const struct sockaddr_in *addr, const uint8_t *
  * later through the queue when the socket buffer is full. */
 void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len);
 void node_flush_tx(node_t *n);
+/* Binds the tx batches to the sockets (after they are open). */
+void node_tx_setup(node_t *n);
 /* Runs due queue events; returns when the earliest pending event is in the future. */
 void node_run_due(node_t *n, uint64_t now_ns);
 

@@ -114,20 +114,20 @@ double node_rand01(node_t *n)
     return (double)((n->rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* Datagrams are gathered per socket and sent with one sendmmsg per batch
- * (node_flush_tx runs before the loop blocks again). */
-#define TX_VEC 16
-typedef struct {
-    int fd;
-    int count;
-    struct sockaddr_in addr[TX_VEC];
-    uint32_t len[TX_VEC];
-    uint8_t data[TX_VEC][SKYMEM_MAX_PACKET]; /* pages touched only by large packets */
-} tx_batch_t;
-static tx_batch_t tx_isl, tx_ground;
+/* Datagrams are gathered per socket and sent with one sendmmsg per batch (node_tx.c); the
+ * batches are flushed before a receive slot is reused and before the loop blocks again. */
+static uint8_t isl_copies[NODE_TX_VEC][SKYMEM_MAX_PACKET]; /* pages touched only by large packets */
+static uint8_t ground_copies[NODE_TX_VEC][SKYMEM_MAX_PACKET];
 
-static void retry_or_drop(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len, int err)
+void node_tx_setup(node_t *n)
 {
+    node_tx_init(&n->tx_isl, n->isl_fd, &isl_copies[0][0], SKYMEM_MAX_PACKET);
+    node_tx_init(&n->tx_ground, n->ground_fd, &ground_copies[0][0], SKYMEM_MAX_PACKET);
+}
+
+static void retry_or_drop(void *ctx, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len, int err)
+{
+    node_t *n = (node_t *)ctx;
     if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS) {
         /* socket buffer full: keep it (bounded queue) rather than drop */
         if (evq_push(&n->evq, node_mono_ns() + RETRY_NS, fd == n->isl_fd ? EV_TX_ISL : EV_TX_GROUND, addr, pkt, len) ==
@@ -138,53 +138,26 @@ static void retry_or_drop(node_t *n, int fd, const struct sockaddr_in *addr, con
     node_log(n, NODE_LOG_DEBUG, "send failed (%s), dropped", strerror(err));
 }
 
-static void flush_batch(node_t *n, tx_batch_t *b)
+static void flush_one(node_t *n, node_tx_t *b)
 {
-    struct mmsghdr msgs[TX_VEC];
-    struct iovec iov[TX_VEC];
-    int i, sent = 0;
-    if (b->count == 0) return;
-    for (i = 0; i < b->count; i++) {
-        iov[i].iov_base = b->data[i];
-        iov[i].iov_len = b->len[i];
-        memset(&msgs[i], 0, sizeof msgs[i]);
-        msgs[i].msg_hdr.msg_name = &b->addr[i];
-        msgs[i].msg_hdr.msg_namelen = sizeof b->addr[i];
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-    }
-    while (sent < b->count) {
-        int k = sendmmsg(b->fd, msgs + sent, (unsigned)(b->count - sent), MSG_DONTWAIT);
-        if (k <= 0) {
-            int err = errno;
-            /* the first unsent datagram failed: retry it later (or drop it), carry on with the rest */
-            retry_or_drop(n, b->fd, &b->addr[sent], b->data[sent], b->len[sent], k < 0 ? err : EIO);
-            sent++;
-            continue;
-        }
-        n->c.tx_packets += (uint32_t)k;
-        if (b == &tx_isl) n->rc.tx_isl += (uint32_t)k;
-        else n->rc.tx_ground += (uint32_t)k;
-        sent += k;
-    }
-    b->count = 0;
+    uint32_t k = (uint32_t)node_tx_flush(b, retry_or_drop, n);
+    n->c.tx_packets += k;
+    if (b == &n->tx_isl) n->rc.tx_isl += k;
+    else n->rc.tx_ground += k;
 }
 
 void node_flush_tx(node_t *n)
 {
-    flush_batch(n, &tx_isl);
-    flush_batch(n, &tx_ground);
+    flush_one(n, &n->tx_isl);
+    flush_one(n, &n->tx_ground);
 }
 
 void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const uint8_t *pkt, size_t len)
 {
-    tx_batch_t *b = fd == n->isl_fd ? &tx_isl : &tx_ground;
-    if (b->count == TX_VEC) flush_batch(n, b);
-    b->fd = fd;
-    b->addr[b->count] = *addr;
-    b->len[b->count] = (uint32_t)len;
-    memcpy(b->data[b->count], pkt, len);
-    b->count++;
+    node_tx_t *b = fd == n->isl_fd ? &n->tx_isl : &n->tx_ground;
+    if (node_tx_full(b)) flush_one(n, b);
+    /* the packet in hand still in its receive slot (a relay): send it from there, no copy */
+    node_tx_add(b, addr, pkt, len, pkt == n->lent);
 }
 
 /* Extra queueing delay imposed by the bandwidth cap on this link. */

@@ -20,8 +20,9 @@
 
 #include "node.h"
 
-/* Receive buffers: pages are touched only as large datagrams arrive. */
-#define RX_VEC 16
+/* Receive slots: pages are touched only as large datagrams arrive. A relayed datagram is sent
+ * from its slot (node_t.lent), so the slots are reused only after node_flush_tx. */
+#define RX_VEC 64
 static uint8_t rxbuf[RX_VEC][SKYMEM_MAX_PACKET + 1];
 static uint64_t start_unix_ms;
 
@@ -109,7 +110,8 @@ static void arm_timer(node_t *n)
     n->timer_armed_ns = due;
 }
 
-/* Reads up to NODE_RX_BATCH datagrams, RX_VEC at a time (one recvmmsg call each). */
+/* Reads up to NODE_RX_BATCH datagrams, RX_VEC at a time (one recvmmsg call each); what they
+ * cause to be sent leaves in one sendmmsg per socket before the slots are read into again. */
 static void drain_socket(node_t *n, int fd)
 {
     static struct mmsghdr msgs[RX_VEC];
@@ -134,8 +136,11 @@ static void drain_socket(node_t *n, int fd)
                 n->c.invalid++;
                 continue;
             }
+            n->lent = rxbuf[i];
             node_on_packet(n, fd == n->ground_fd, &src[i], rxbuf[i], msgs[i].msg_len);
+            n->lent = NULL;
         }
+        node_flush_tx(n); /* before recvmmsg overwrites a slot a queued datagram points into */
         total += k;
         if (k < RX_VEC) break;
     }
@@ -209,6 +214,7 @@ static int setup(node_t *n)
         node_log(n, NODE_LOG_ERROR, "event setup failed: %s", strerror(errno));
         return 1;
     }
+    node_tx_setup(n);
     signal(SIGPIPE, SIG_IGN);
     return 0;
 }
