@@ -61,10 +61,15 @@ void node_log(const node_t *n, int level, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+/* Socket buffers: a relay must hold a whole get window arriving at once from ten servers (the
+ * ground's window is up to 24 MiB, link/fastpath.py; the kernel doubles the size asked, the other
+ * half covering each datagram's overhead). Pages are used only while datagrams wait. */
+#define NODE_SOCKET_BUFFER (32 << 20)
+
 static int open_udp(node_t *n, const struct sockaddr_in *a, const char *what)
 {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int sz = 4 << 20;
+    int sz = NODE_SOCKET_BUFFER;
     char host[INET_ADDRSTRLEN];
     if (fd < 0) {
         node_log(n, NODE_LOG_ERROR, "socket: %s", strerror(errno));
