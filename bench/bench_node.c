@@ -3,6 +3,11 @@
  *      ground port, all addressed to its neighbour B (delay emulation off); A
  *      relays them over ISL; the figure is A's forwarded count / send time,
  *      cross-checked with the commands B received (from STATS).
+ *   1b. 6 KB SET_CHUNKs relayed by A to B (one sendto per packet: the sender is the limit).
+ *   1c. 6 KB DATA replies relayed by A from its ISL port to the ground station (the GET path
+ *      through the overhead satellite): blasted with sendmmsg at A's ISL port as if from B;
+ *      A sends each down its ground link to us. Figures: A's forwarded count / blast time, the
+ *      datagrams we received, and A's forwarded count per CPU-second of A.
  *   2. idle RSS of a node (VmRSS from /proc/PID/status) with the default 64 MiB budget.
  *   3. idle CPU of a node (utime + stime from /proc/PID/stat over a few seconds).
  * Usage: bench_node PATH/TO/skymem_node [SECONDS_OF_BLAST] */
@@ -207,6 +212,80 @@ int main(int argc, char **argv)
                "chunk data through A (A relayed %u toward B; the rest were lost in full socket buffers)\n",
                sent, n, t1 - t0, b1.cmd_count - b0.cmd_count - 1, (double)(b1.cmd_count - b0.cmd_count - 1) / (t1 - t0),
                (double)(b1.cmd_count - b0.cmd_count - 1) * 6144.0 / (t1 - t0) / 1e6, a1.forwarded - a0.forwarded);
+    }
+    { /* 1c. 6 KB DATA replies relayed by A from the ISL to the ground link */
+        static uint8_t big[SKYMEM_MAX_PACKET], data[6144];
+        static uint8_t rx[64][SKYMEM_MAX_PACKET];
+        struct mmsghdr msgs[64], rmsgs[64];
+        struct iovec iov[64], riov[64];
+        skymem_stats_t a0, a1;
+        skymem_route_t r;
+        skymem_chunk_desc_t d;
+        struct sockaddr_in isl_a;
+        unsigned long sent = 0, received = 0;
+        double t0, t1, c0, c1, cpu_s;
+        int n, i, sfd = np_client_socket(), big_buf = 8 << 20;
+        np_addr(g.isl_base, &isl_a); /* A = satellite (0,0) */
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big_buf, sizeof big_buf);
+        if (stats(fd, &g, 0, 0, &a0)) return 1; /* also teaches A where ground station 1 is: here */
+        memset(data, 0x5A, sizeof data);
+        memset(&d, 0, sizeof d);
+        memset(d.block_hash, 0xEF, sizeof d.block_hash);
+        d.chunk_count = 1u << 20;
+        d.data_len = sizeof data;
+        d.crc32c = skymem_crc32c(data, sizeof data);
+        memset(&r, 0, sizeof r);
+        r.dst_plane = SKYMEM_GROUND_PLANE;
+        r.dst_sat = 1;
+        r.src_plane = 0;
+        r.src_sat = 1;
+        r.via_plane = 0;
+        r.via_sat = 0;
+        r.ttl = SKYMEM_DEFAULT_TTL;
+        n = skymem_build_reply_data(big, sizeof big, 0, 0, 0, &r, SKYMEM_GET_CHUNK_CC, &d, data);
+        for (i = 0; i < 64; i++) {
+            iov[i].iov_base = big;
+            iov[i].iov_len = (size_t)n;
+            memset(&msgs[i], 0, sizeof msgs[i]);
+            msgs[i].msg_hdr.msg_name = &isl_a;
+            msgs[i].msg_hdr.msg_namelen = sizeof isl_a;
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            riov[i].iov_base = rx[i];
+            riov[i].iov_len = sizeof rx[i];
+            memset(&rmsgs[i], 0, sizeof rmsgs[i]);
+            rmsgs[i].msg_hdr.msg_iov = &riov[i];
+            rmsgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        c0 = cpu_ticks(g.pid[0]);
+        t0 = now_s();
+        do {
+            int k = sendmmsg(sfd, msgs, 16, MSG_DONTWAIT); /* 16 at a time, then drain what came back */
+            if (k > 0) sent += (unsigned long)k;
+            while ((k = recvmmsg(fd, rmsgs, 64, MSG_DONTWAIT, NULL)) > 0) received += (unsigned long)k;
+            t1 = now_s();
+        } while (t1 - t0 < seconds);
+        { /* what is still on its way: up to 0.3 s */
+            double end = now_s() + 0.3;
+            while (now_s() < end) {
+                int k = recvmmsg(fd, rmsgs, 64, MSG_DONTWAIT, NULL);
+                if (k > 0) received += (unsigned long)k;
+                else usleep(1000);
+            }
+        }
+        c1 = cpu_ticks(g.pid[0]);
+        if (stats(fd, &g, 0, 0, &a1)) return 1;
+        cpu_s = (c1 - c0) / (double)sysconf(_SC_CLK_TCK);
+        /* a reply for the ground leaves through A's own ground link: counted as sent (tx), not "forwarded" */
+        {
+            double relayed = (double)(a1.tx_packets - a0.tx_packets - 1); /* less the first STATS reply */
+            printf("reply relay: offered %lu DATA replies of %d bytes in %.2f s (%.0f/s) at A's ISL port; A sent "
+                   "%.0f = %.0f packets/s = %.1f MB/s of chunk data down its ground link; the ground received %lu; "
+                   "A used %.2f CPU-seconds = %.0f packets relayed per CPU-second\n",
+                   sent, n, t1 - t0, (double)sent / (t1 - t0), relayed, relayed / (t1 - t0),
+                   relayed * 6144.0 / (t1 - t0) / 1e6, received, cpu_s, cpu_s > 0 ? relayed / cpu_s : 0.0);
+        }
+        close(sfd);
     }
     if (np_stop_all(&g, 3000) != 0) fprintf(stderr, "warning: a node did not exit 0\n");
 
