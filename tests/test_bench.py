@@ -78,7 +78,7 @@ def test_summary_medians_ratios_and_order():
     assert local["tokens_equal"] and not sky["tokens_equal"]
     result = {"summary": rows, "config": {"gen_tokens": 30}}
     table = report.ttft_table(result)
-    assert "| 1024 | sky-laser | 2500 [2000-3000] |" in table and "| NO |" in table
+    assert "| 1024 | sky-laser | - | 2500 [2000-3000] |" in table and "| NO |" in table
     gen = report.generation_table(result)
     assert "| 1024 | sky-laser | 12.00 | 1.67x | 40% |" in gen and "6.2 / 4.9" in gen
 

@@ -41,6 +41,21 @@ def token_list(text: str) -> tuple[int, ...]:
     return values
 
 
+def route_list(text: str) -> tuple[str, ...]:
+    """'direct,relay' -> ('direct', 'relay'): routes of skymemory.store.routes, each once."""
+    from skymemory.store.routes import check_route
+
+    routes = tuple(r.strip() for r in text.split(","))
+    try:
+        for r in routes:
+            check_route(r)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if len(set(routes)) != len(routes):
+        raise argparse.ArgumentTypeError(f"a route is listed twice: {text}")
+    return routes
+
+
 def profile_list(text: str):
     try:
         return tuple(parse_profiles(text))

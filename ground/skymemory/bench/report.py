@@ -78,16 +78,17 @@ def header(result: dict) -> str:
 
 def ttft_table(result: dict) -> str:
     lines = [
-        "| prefix tokens | mode | TTFT ms, median [min-max] | lookup ms | retrieval ms | KV rebuild ms | "
+        "| prefix tokens | mode | route | TTFT ms, median [min-max] | lookup ms | retrieval ms | KV rebuild ms | "
         "prefill ms | cached tokens | speedup vs no cache | vs gpu-ram | vs local RAM | decision | tokens equal |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in result["summary"]:
         retrieval = _ms_short(r["retrieval_s"]) if r["mode"] not in ("nocache", "gpu-ram") else "-"
         if r.get("stream_waited_s"):  # streamed: the transfer overlaps the prefill, which includes the wait
             retrieval += f" (overlapped; waited {_ms_short(r['stream_waited_s'])})"
         lines.append(
-            f"| {r['prefix_tokens']} | {r['mode']} | {_ms(r['ttft_s'])} | {_ms_short(r['lookup_s'])} | "
+            f"| {r['prefix_tokens']} | {r['mode']} | {r.get('route') or '-'} | {_ms(r['ttft_s'])} | "
+            f"{_ms_short(r['lookup_s'])} | "
             f"{retrieval} | "
             f"{_ms_short(r['rebuild_s']) if r['mode'] not in ('nocache', 'gpu-ram') else '-'} | "
             f"{_ms_short(r['prefill_s'])} | "

@@ -19,6 +19,14 @@ The C ceiling reuses its buffer, like get-into.
 Goodput = payload bytes / wall time of the call, in MB/s (10^6 bytes);
 packets/s counts datagrams sent and received by the ground during the call.
 
+`--routes direct,relay` measures each case over each route on the same constellation
+(skymemory.store.routes): direct = every request up the server's own ground link, relay =
+every request up the overhead satellite's ground link and on over the ISLs; every row
+carries its `route`, and the closing table gives relay goodput as a share of direct. The
+C-only ceiling is measured on the direct route only (bench_transfer has no relay).
+`--placement rotation-hop` stripes over the paper's rotation-hop servers around the
+overhead satellite (up to a few ISL hops away) instead of the nearest ones.
+
 `--auth on,off` (the default) measures each profile twice in the same run: on a
 constellation launched with its key (every request signed, every reply checked,
 in C on both sides) and on one launched --insecure; the closing table gives
@@ -40,7 +48,9 @@ from pathlib import Path
 import skymemory
 
 from skymemory.argtypes import input_file, output_dir
+from skymemory.orbit import placement
 from skymemory.protocol.auth import signer_for_manifest
+from skymemory.store.routes import check_route, via_for_route
 
 from .options import positive_int
 from .profiles import parse_profiles
@@ -66,9 +76,13 @@ def bench_binary(explicit: str | None) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def _row(profile, auth, chunk, case, op, path, n_bytes, times, packets, retransmits, window) -> dict:
+PLACEMENTS = ("nearest", "rotation-hop")
+
+
+def _row(profile, auth, route, chunk, case, op, path, n_bytes, times, packets, retransmits, window) -> dict:
     med = statistics.median(times)
-    return {"profile": profile, "auth": auth, "chunk_bytes": chunk, "case": case, "op": op, "path": path,
+    return {"profile": profile, "auth": auth, "route": route, "chunk_bytes": chunk, "case": case, "op": op,
+            "path": path,
             "bytes": n_bytes,
             "median_s": med, "min_s": min(times), "goodput_MBps": n_bytes / med / 1e6,
             "packets_per_s": packets / med if med > 0 else 0.0, "retransmits": retransmits, "runs": len(times),
@@ -120,6 +134,17 @@ def measure_c(binary: Path, manifest, servers, n_bytes: int, blocks: int, chunk:
             ("get", total, out["get_s"], out["get_packets"], out["retransmits"], get_window)]
 
 
+def pick_servers(manifest, n: int, how: str) -> list[tuple[int, int]]:
+    """The n satellites a block is striped over: the nearest to the ground host, or the
+    rotation-hop servers around the overhead satellite (orbit.placement)."""
+    c = manifest.constellation()
+    if how == "nearest":
+        return c.nearest(n)
+    placement.check_fits(how, n, manifest.planes, manifest.sats)
+    centre = c.overhead()
+    return [placement.satellite_at(centre, off, manifest.planes, manifest.sats) for off in placement.offsets(how, n)]
+
+
 def run(args, log=print) -> list[dict]:
     from skymemory.store.constellation import ConstellationBlockStore
 
@@ -144,57 +169,80 @@ def run(args, log=print) -> list[dict]:
                                      memory_budget=args.memory_budget_mb * 1024 * 1024, insecure=auth == "off")
             with sky:
                 manifest = sky.manifest
-                servers = manifest.constellation().nearest(args.servers)
+                servers = pick_servers(manifest, args.servers, args.placement)
+                overhead = manifest.constellation().overhead()
+                hops = [manifest.constellation().hops(overhead, s) for s in servers]
                 log(f"profile {profile.name} ({profile.description}), authentication {auth}: "
-                    f"{args.planes}x{args.sats} satellites, servers {servers}")
+                    f"{args.planes}x{args.sats} satellites, servers {servers} ({args.placement}; "
+                    f"0..{max(hops)} ISL hops from the overhead satellite {overhead})")
                 for chunk in args.chunk_sizes:
-                    with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
-                                                 mission_ms=manifest.constellation().mission_ms,
-                                                 bind_host=manifest.ground_host,
-                                                 client_options={"signer": signer_for_manifest(manifest)}) as store:
-                        for case, blocks in cases:
-                            windows = {}
-                            for op, *measured in measure_python(store, case, blocks, args.repeats):
-                                rows.append(_row(profile.name, auth, chunk, case, op, "python+C", *measured))
-                                windows[op] = measured[-1]
-                                log(_line(rows[-1]))
-                            if binary is not None:
-                                size = len(blocks[0])
-                                for op, *measured in measure_c(binary, manifest, servers, size, len(blocks), chunk,
-                                                               args.repeats, windows["set"], windows["get"]):
-                                    rows.append(_row(profile.name, auth, chunk, case, op, "C only", *measured))
+                    for route in args.routes:
+                        with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
+                                                     mission_ms=manifest.constellation().mission_ms,
+                                                     via=via_for_route(route, manifest),
+                                                     bind_host=manifest.ground_host,
+                                                     client_options={"signer": signer_for_manifest(manifest)}) as store:
+                            for case, blocks in cases:
+                                windows = {}
+                                for op, *measured in measure_python(store, case, blocks, args.repeats):
+                                    rows.append(_row(profile.name, auth, route, chunk, case, op, "python+C", *measured))
+                                    windows[op] = measured[-1]
                                     log(_line(rows[-1]))
+                                if binary is not None and route == "direct":
+                                    size = len(blocks[0])
+                                    for op, *measured in measure_c(binary, manifest, servers, size, len(blocks), chunk,
+                                                                   args.repeats, windows["set"], windows["get"]):
+                                        rows.append(_row(profile.name, auth, route, chunk, case, op, "C only",
+                                                         *measured))
+                                        log(_line(rows[-1]))
     return rows
+
+
+def relay_share(rows: list[dict]) -> str:
+    """Each relayed measurement beside the same one direct (same run, same constellation): relay / direct."""
+    direct = {(r["profile"], r["auth"], r["chunk_bytes"], r["case"], r["op"], r["path"]): r
+              for r in rows if r["route"] == "direct"}
+    lines = ["| profile | auth | chunk B | case | op | direct MB/s | relay MB/s | relay retransmits | relay / direct |",
+             "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        d = direct.get((r["profile"], r["auth"], r["chunk_bytes"], r["case"], r["op"], r["path"]))
+        if r["route"] != "relay" or d is None:
+            continue
+        lines.append(f"| {r['profile']} | {r['auth']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | "
+                     f"{d['goodput_MBps']:.1f} | {r['goodput_MBps']:.1f} | {r['retransmits']} | "
+                     f"{r['goodput_MBps'] / d['goodput_MBps']:.2f}x |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def auth_cost(rows: list[dict]) -> str:
     """Each measurement with authentication on beside the same one off (same run): goodput on / off."""
-    off = {(r["profile"], r["chunk_bytes"], r["case"], r["op"], r["path"]): r for r in rows if r["auth"] == "off"}
-    lines = ["| profile | chunk B | case | op | path | auth off MB/s | auth on MB/s | on / off |",
-             "| --- | ---: | --- | --- | --- | ---: | ---: | ---: |"]
+    off = {(r["profile"], r["route"], r["chunk_bytes"], r["case"], r["op"], r["path"]): r
+           for r in rows if r["auth"] == "off"}
+    lines = ["| profile | route | chunk B | case | op | path | auth off MB/s | auth on MB/s | on / off |",
+             "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: |"]
     for r in rows:
-        o = off.get((r["profile"], r["chunk_bytes"], r["case"], r["op"], r["path"]))
+        o = off.get((r["profile"], r["route"], r["chunk_bytes"], r["case"], r["op"], r["path"]))
         if r["auth"] != "on" or o is None:
             continue
-        lines.append(f"| {r['profile']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
+        lines.append(f"| {r['profile']} | {r['route']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
                      f"{o['goodput_MBps']:.1f} | {r['goodput_MBps']:.1f} | "
                      f"{r['goodput_MBps'] / o['goodput_MBps'] * 100:.1f} % |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def _line(r: dict) -> str:
-    return (f"  {r['profile']:6s} auth {r['auth']:3s} chunk {r['chunk_bytes']:6d}  {r['case']:16s} {r['op']:8s} "
+    return (f"  {r['profile']:6s} auth {r['auth']:3s} {r['route']:6s} chunk {r['chunk_bytes']:6d}  {r['case']:16s} {r['op']:8s} "
             f"{r['path']:8s} "
             f"{r['goodput_MBps']:8.1f} MB/s  {r['packets_per_s']:9.0f} pkt/s  median {r['median_s'] * 1000:8.2f} ms"
             f"  retx {r['retransmits']}  window {r['window_bytes'] / 2**20:.1f} MiB")
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| profile | auth | chunk B | case | op | path | window MiB | goodput MB/s | packets/s | median ms | "
-             "retransmits |",
-             "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| profile | auth | route | chunk B | case | op | path | window MiB | goodput MB/s | packets/s | "
+             "median ms | retransmits |",
+             "| --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        lines.append(f"| {r['profile']} | {r['auth']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
+        lines.append(f"| {r['profile']} | {r['auth']} | {r['route']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
                      f"{r.get('window_bytes', 0) / 2**20:.1f} | "
                      f"{r['goodput_MBps']:.1f} | {r['packets_per_s']:.0f} | {r['median_s'] * 1000:.2f} | "
                      f"{r['retransmits']} |")
@@ -212,6 +260,12 @@ def register(subparsers) -> None:
                    default=[6144, 60000], help="chunk data sizes to compare, default 6144,60000")
     p.add_argument("--no-kv", action="store_true", help="skip the 8-block TinyLlama KV case")
     p.add_argument("--servers", type=positive_int, default=10, help="satellites a block is striped over (10)")
+    p.add_argument("--placement", choices=PLACEMENTS, default="nearest",
+                   help="which satellites: the --servers nearest the ground host (default), or the rotation-hop "
+                        "servers around the overhead satellite")
+    p.add_argument("--routes", type=_routes, default=["direct"],
+                   help="direct, relay, auto, comma-separated (default direct): each case is measured over each "
+                        "route on the same constellation; with direct and relay, a closing table compares them")
     p.add_argument("--planes", type=positive_int, default=5)
     p.add_argument("--sats", type=positive_int, default=5)
     p.add_argument("--repeats", type=positive_int, default=5, help="gets per case (median reported)")
@@ -224,6 +278,20 @@ def register(subparsers) -> None:
                         "with both, the closing table compares them")
     p.add_argument("--out", type=output_dir, default="out/bench-transfer", help="output directory (JSON, markdown)")
     p.set_defaults(func=_main)
+
+
+def _routes(text: str) -> list[str]:
+    routes = [r.strip() for r in text.split(",") if r.strip()]
+    try:
+        if not routes:
+            raise ValueError(f"no route in {text!r}")
+        for r in routes:
+            check_route(r)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if len(set(routes)) != len(routes):
+        raise argparse.ArgumentTypeError(f"a route is listed twice: {text!r}")
+    return routes
 
 
 def _auth_modes(text: str) -> list[str]:
@@ -245,11 +313,19 @@ def _main(args) -> int:
         args.profiles = parse_profiles(args.profiles)
     if args.servers > args.planes * args.sats:
         raise SystemExit(f"--servers {args.servers} exceeds the {args.planes * args.sats} satellites")
+    if args.placement != "nearest":
+        try:
+            placement.check_fits(args.placement, args.servers, args.planes, args.sats)
+        except ValueError as exc:
+            raise SystemExit(f"--placement {args.placement}: {exc}") from None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = run(args)
     (out / "transfer.json").write_text(json.dumps(rows, indent=1))
     table = markdown(rows)
+    share = relay_share(rows)
+    if share:
+        table += "\n\nRelay through the overhead satellite, as a share of the direct goodput (same run):\n\n" + share
     cost = auth_cost(rows)
     if cost:
         table += "\n\nAuthentication on, as a share of the goodput with it off (same run):\n\n" + cost

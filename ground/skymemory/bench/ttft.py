@@ -15,6 +15,10 @@ prefix + one of several suffixes) in every mode, side by side:
                  (--streaming on|both; skymemory.kv.streaming): "retrieval" is then
                  the whole transfer, overlapped with the prefill, and "waited" the
                  part of it the model waited for
+  sky-<profile>@relay
+                 (--route direct,relay) the same KV fetched through the satellite
+                 overhead the ground station and on over the ISLs (skymemory.store.routes);
+                 plain sky-<profile> is the --route given first, each row records its route
   sky-<profile>-auto
                  what KVCManager does by default: fetch the prefix, part of it, or
                  nothing, as decided from the rates measured on this host
@@ -47,6 +51,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from skymemory.store.routes import check_route, via_for_route
+
 from .profiles import PROFILES, LinkProfile, profile_of_manifest
 from .workload import Prompt, build_workload
 
@@ -77,6 +83,7 @@ class TTFTConfig:
     work_dir: Path | None = None  # constellation run dirs (default: a temporary directory)
     warmup: bool = True
     streaming: str = "off"  # sky modes: "off" fetch then compute, "on" streamed, "both" side by side
+    routes: tuple[str, ...] = ("direct",)  # how the ground reaches the servers (store.routes); the first names sky-<profile>
     events: Path | None = None  # a JSON-lines file the run appends its progress to (for a live view)
 
     def check(self) -> None:
@@ -92,6 +99,10 @@ class TTFTConfig:
             raise ValueError("no link profile")
         if self.streaming not in STREAMING_CHOICES:
             raise ValueError(f"streaming must be one of {', '.join(STREAMING_CHOICES)}")
+        if not self.routes or len(set(self.routes)) != len(self.routes):
+            raise ValueError(f"routes must be distinct and at least one, got {self.routes}")
+        for route in self.routes:
+            check_route(route)
 
 
 @dataclass
@@ -117,6 +128,7 @@ class Measurement:
     miss_reason: str | None = None  # why the cache covered less than the whole usable prefix
     stream_waited_s: float | None = None  # streamed: time the forward waited for prefix layers
     decision: str | None = None  # fetch-or-recompute decision ("fetch 8/8", "recompute 0/8", ...)
+    route: str | None = None  # sky modes: direct, relay or auto (store.routes)
     first_token_equal: bool | None = None  # vs the no-cache run of the same round
     tokens_equal: bool | None = None
 
@@ -237,6 +249,7 @@ class CachedMode:
     profile: LinkProfile | None
     store: object
     streaming: bool = False
+    route: str | None = None  # sky modes: how the ground reaches the servers
 
 
 def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
@@ -307,6 +320,7 @@ def summarise(measurements: list[Measurement]) -> list[dict]:
             "tokens_equal": all(m.tokens_equal is not False for m in runs),
             "tokens_compared": sum(1 for m in runs if m.tokens_equal is not None),
             "decisions": sorted({m.decision for m in runs if m.decision is not None}),
+            "route": runs[0].route,
         })
     by_key = {(r["prefix_tokens"], r["mode"]): r for r in rows}
     for r in rows:
@@ -431,22 +445,24 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             constellation = manifest.constellation()
             servers = constellation.nearest(min(cfg.servers, manifest.planes * manifest.sats))
             servers_used[profile.name] = [list(s) for s in servers]
-            # The ground host talks to each line-of-sight server over its own ground link (paper §2:
-            # 10-20 satellites in view at once); relaying all 23 MB through the overhead satellite
-            # alone is a one-node bottleneck (158 ms vs 24 ms for 8 blocks on loopback).
-            store = ConstellationBlockStore.from_manifest(manifest, servers, via=None,
-                                                          client_options={"timeout": 2.0})
-            stack.callback(store.close)
-            index = RadixIndex(index_dir)
-            manager = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="fetch")
-            if cfg.streaming in ("off", "both"):
-                modes.append(CachedMode(f"sky-{profile.name}", manager, profile, store))
-            if cfg.streaming in ("on", "both"):  # the same store and index, the prefix streamed
-                modes.append(CachedMode(f"sky-{profile.name}-stream", manager, profile, store, streaming=True))
-            # the same store, index and link measurements, deciding by itself what to fetch
-            deciding = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="auto")
-            deciding.link = manager.link
-            modes.append(CachedMode(f"sky-{profile.name}-auto", deciding, profile, store))
+            # Direct: the ground host talks to each line-of-sight server over its own ground link (paper §2:
+            # 10-20 satellites in view at once). Relay: everything goes up the overhead satellite's link.
+            for k, route in enumerate(cfg.routes):
+                name = f"sky-{profile.name}" + ("" if k == 0 else f"@{route}")
+                store = ConstellationBlockStore.from_manifest(manifest, servers, via=via_for_route(route, manifest),
+                                                              client_options={"timeout": 2.0})
+                stack.callback(store.close)
+                # the first route keeps its index beside the manifest (live view); the others their own in memory
+                index = RadixIndex(index_dir if k == 0 else None)
+                manager = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="fetch")
+                if cfg.streaming in ("off", "both"):
+                    modes.append(CachedMode(name, manager, profile, store, route=route))
+                if cfg.streaming in ("on", "both"):  # the same store and index, the prefix streamed
+                    modes.append(CachedMode(f"{name}-stream", manager, profile, store, streaming=True, route=route))
+                if k == 0:  # the same store, index and link measurements, deciding by itself what to fetch
+                    deciding = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="auto")
+                    deciding.link = manager.link
+                    modes.append(CachedMode(f"sky-{profile.name}-auto", deciding, profile, store, route=route))
         block_tokens = modes[0].manager.block_tokens
         if any(mode.manager.policy.mode == "auto" for mode in modes):
             t = time.perf_counter()
@@ -509,7 +525,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                 for mode in modes:
                     fields = run_cached(mode.manager, prompt, gen, mode.streaming)
                     m = Measurement(prefix_tokens, mode.name, rnd, prompt.suffix_index, **fields,
-                                    expected_cached_tokens=expected)
+                                    expected_cached_tokens=expected, route=mode.route)
                     miss = m.miss_reason
                     _compare(m, ref, gen)
                     measurements.append(m)
