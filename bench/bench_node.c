@@ -10,7 +10,10 @@
  *      datagrams we received, and A's forwarded count per CPU-second of A.
  *   2. idle RSS of a node (VmRSS from /proc/PID/status) with the default 64 MiB budget.
  *   3. idle CPU of a node (utime + stime from /proc/PID/stat over a few seconds).
- * Usage: bench_node PATH/TO/skymem_node [SECONDS_OF_BLAST] */
+ * Usage: bench_node PATH/TO/skymem_node [SECONDS_OF_BLAST]
+ *        bench_node --relay-only HOST ISL_PORT GROUND_PORT PLANE SAT [SECONDS]
+ *   (1c alone, at a satellite already running there: a real cFS instance's ISL_ROUTER, or a node;
+ *    it must accept an unsigned STATS: launched --insecure) */
 #include <sys/socket.h>
 
 #include "../tests/c/nodeproc.h"
@@ -25,11 +28,11 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int stats(int fd, np_grid_t *g, uint32_t p, uint32_t s, skymem_stats_t *st)
+/* STATS of satellite (p, s) through its ground port a (5 tries of 1 s). */
+static int stats_at(int fd, const struct sockaddr_in *a, uint32_t p, uint32_t s, skymem_stats_t *st)
 {
     static uint32_t req = 1;
     skymem_route_t r;
-    struct sockaddr_in a = np_ground_addr(g, p, s);
     uint8_t pkt[64];
     int n, tries;
     memset(&r, 0, sizeof r);
@@ -43,7 +46,7 @@ static int stats(int fd, np_grid_t *g, uint32_t p, uint32_t s, skymem_stats_t *s
         uint64_t deadline;
         r.request_id = req++;
         n = skymem_build_data_cmd(pkt, sizeof pkt, SKYMEM_STATS_CC, 0, &r, NULL, 0);
-        sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&a, sizeof a);
+        sendto(fd, pkt, (size_t)n, 0, (const struct sockaddr *)a, sizeof *a);
         deadline = np_now_ms() + 1000;
         while (np_now_ms() < deadline) {
             skymem_msg_t m;
@@ -56,6 +59,12 @@ static int stats(int fd, np_grid_t *g, uint32_t p, uint32_t s, skymem_stats_t *s
         }
     }
     return -1;
+}
+
+static int stats(int fd, np_grid_t *g, uint32_t p, uint32_t s, skymem_stats_t *st)
+{
+    struct sockaddr_in a = np_ground_addr(g, p, s);
+    return stats_at(fd, &a, p, s, st);
 }
 
 static long vmrss_kb(pid_t pid)
@@ -89,12 +98,120 @@ static double cpu_ticks(pid_t pid)
     return (double)(ut + st);
 }
 
+/* 1c: 6 KB DATA replies blasted at a satellite's ISL port as if from its neighbour, addressed to
+ * ground station 1 through that satellite: it sends each down its ground link to fd. A STATS
+ * first teaches it where station 1 is (fd). pid > 0: also the satellite's CPU time. */
+static int relay_replies(int fd, const char *name, struct sockaddr_in ground_a, struct sockaddr_in isl_a,
+                         uint16_t plane, uint16_t sat, double seconds, pid_t pid)
+{
+    static uint8_t big[SKYMEM_MAX_PACKET], data[6144];
+    static uint8_t rx[64][SKYMEM_MAX_PACKET];
+    struct mmsghdr msgs[64], rmsgs[64];
+    struct iovec iov[64], riov[64];
+    skymem_stats_t a0, a1;
+    skymem_route_t r;
+    skymem_chunk_desc_t d;
+    unsigned long sent = 0, received = 0;
+    double t0, t1, c0 = 0, c1 = 0, cpu_s;
+    int n, i, sfd = np_client_socket(), big_buf = 8 << 20, have_stats;
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big_buf, sizeof big_buf);
+    if (stats_at(fd, &ground_a, plane, sat, &a0)) { /* also teaches the satellite where ground station 1 is */
+        fprintf(stderr, "satellite %s did not answer STATS\n", name);
+        return 1;
+    }
+    memset(data, 0x5A, sizeof data);
+    memset(&d, 0, sizeof d);
+    memset(d.block_hash, 0xEF, sizeof d.block_hash);
+    d.chunk_count = 1u << 20;
+    d.data_len = sizeof data;
+    d.crc32c = skymem_crc32c(data, sizeof data);
+    memset(&r, 0, sizeof r);
+    r.dst_plane = SKYMEM_GROUND_PLANE;
+    r.dst_sat = 1;
+    r.src_plane = plane;
+    r.src_sat = (uint16_t)(sat + 1); /* "from" a neighbour; never read by the relay */
+    r.via_plane = plane;
+    r.via_sat = sat;
+    r.ttl = SKYMEM_DEFAULT_TTL;
+    n = skymem_build_reply_data(big, sizeof big, 0, 0, 0, &r, SKYMEM_GET_CHUNK_CC, &d, data);
+    for (i = 0; i < 64; i++) {
+        iov[i].iov_base = big;
+        iov[i].iov_len = (size_t)n;
+        memset(&msgs[i], 0, sizeof msgs[i]);
+        msgs[i].msg_hdr.msg_name = &isl_a;
+        msgs[i].msg_hdr.msg_namelen = sizeof isl_a;
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        riov[i].iov_base = rx[i];
+        riov[i].iov_len = sizeof rx[i];
+        memset(&rmsgs[i], 0, sizeof rmsgs[i]);
+        rmsgs[i].msg_hdr.msg_iov = &riov[i];
+        rmsgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    if (pid > 0) c0 = cpu_ticks(pid);
+    t0 = now_s();
+    do {
+        int k = sendmmsg(sfd, msgs, 16, MSG_DONTWAIT); /* 16 at a time, then drain what came back */
+        if (k > 0) sent += (unsigned long)k;
+        while ((k = recvmmsg(fd, rmsgs, 64, MSG_DONTWAIT, NULL)) > 0) received += (unsigned long)k;
+        t1 = now_s();
+    } while (t1 - t0 < seconds);
+    { /* what is still on its way: up to 0.3 s */
+        double end = now_s() + 0.3;
+        while (now_s() < end) {
+            int k = recvmmsg(fd, rmsgs, 64, MSG_DONTWAIT, NULL);
+            if (k > 0) received += (unsigned long)k;
+            else usleep(1000);
+        }
+    }
+    if (pid > 0) c1 = cpu_ticks(pid);
+    have_stats = stats_at(fd, &ground_a, plane, sat, &a1) == 0;
+    cpu_s = (c1 - c0) / (double)sysconf(_SC_CLK_TCK);
+    printf("reply relay: offered %lu DATA replies of %d bytes in %.2f s (%.0f/s) at %s's ISL port; the ground "
+           "received %lu = %.0f packets/s = %.1f MB/s of chunk data",
+           sent, n, t1 - t0, (double)sent / (t1 - t0), name, received, (double)received / (t1 - t0),
+           (double)received * 6144.0 / (t1 - t0) / 1e6);
+    /* a reply for the ground leaves through the satellite's own ground link: counted as sent (tx) */
+    if (have_stats && a1.tx_packets > a0.tx_packets)
+        printf("; %s counted %u sent", name, a1.tx_packets - a0.tx_packets - 1); /* less the first STATS reply */
+    if (cpu_s > 0)
+        printf("; %s used %.2f CPU-seconds = %.0f packets relayed per CPU-second", name, cpu_s,
+               (double)received / cpu_s);
+    printf("\n");
+    close(sfd);
+    return 0;
+}
+
+static int relay_only(int argc, char **argv)
+{
+    struct sockaddr_in ground_a, isl_a;
+    long isl_port = atol(argv[3]), ground_port = atol(argv[4]), plane = atol(argv[5]), sat = atol(argv[6]);
+    double seconds = argc > 7 ? atof(argv[7]) : 3.0;
+    if (isl_port < 1 || isl_port > 65535 || ground_port < 1 || ground_port > 65535 || plane < 0 || plane > 1023 ||
+        sat < 0 || sat > 1023 || seconds <= 0 || seconds > 60) {
+        fprintf(stderr, "usage: bench_node --relay-only HOST ISL_PORT GROUND_PORT PLANE SAT [SECONDS 0..60]\n");
+        return 2;
+    }
+    memset(&ground_a, 0, sizeof ground_a);
+    ground_a.sin_family = AF_INET;
+    if (inet_pton(AF_INET, argv[2], &ground_a.sin_addr) != 1) {
+        fprintf(stderr, "bench_node: '%s' is not an IPv4 address\n", argv[2]);
+        return 2;
+    }
+    isl_a = ground_a;
+    ground_a.sin_port = htons((uint16_t)ground_port);
+    isl_a.sin_port = htons((uint16_t)isl_port);
+    return relay_replies(np_client_socket(), argv[2], ground_a, isl_a, (uint16_t)plane, (uint16_t)sat, seconds, 0);
+}
+
 int main(int argc, char **argv)
 {
     np_grid_t g;
+    struct sockaddr_in isl_a0;
     const char *fast[] = {"--delay-scale", "0", "--log-level", "error", NULL};
     int fd;
     double seconds = argc > 2 ? atof(argv[2]) : 3.0;
+    if (argc >= 7 && !strcmp(argv[1], "--relay-only")) return relay_only(argc, argv);
     if (argc < 2 || seconds <= 0 || seconds > 60) {
         fprintf(stderr, "usage: bench_node PATH/TO/skymem_node [SECONDS 0..60]\n");
         return 2;
@@ -110,6 +227,7 @@ int main(int argc, char **argv)
     np_spawn(&g, argv[1], 0, 0, fast);
     np_spawn(&g, argv[1], 0, 1, fast);
     fd = np_client_socket();
+    np_addr(g.isl_base, &isl_a0); /* A = satellite (0,0) */
     usleep(300000);
 
     { /* 1. forwarding */
@@ -213,80 +331,7 @@ int main(int argc, char **argv)
                sent, n, t1 - t0, b1.cmd_count - b0.cmd_count - 1, (double)(b1.cmd_count - b0.cmd_count - 1) / (t1 - t0),
                (double)(b1.cmd_count - b0.cmd_count - 1) * 6144.0 / (t1 - t0) / 1e6, a1.forwarded - a0.forwarded);
     }
-    { /* 1c. 6 KB DATA replies relayed by A from the ISL to the ground link */
-        static uint8_t big[SKYMEM_MAX_PACKET], data[6144];
-        static uint8_t rx[64][SKYMEM_MAX_PACKET];
-        struct mmsghdr msgs[64], rmsgs[64];
-        struct iovec iov[64], riov[64];
-        skymem_stats_t a0, a1;
-        skymem_route_t r;
-        skymem_chunk_desc_t d;
-        struct sockaddr_in isl_a;
-        unsigned long sent = 0, received = 0;
-        double t0, t1, c0, c1, cpu_s;
-        int n, i, sfd = np_client_socket(), big_buf = 8 << 20;
-        np_addr(g.isl_base, &isl_a); /* A = satellite (0,0) */
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big_buf, sizeof big_buf);
-        if (stats(fd, &g, 0, 0, &a0)) return 1; /* also teaches A where ground station 1 is: here */
-        memset(data, 0x5A, sizeof data);
-        memset(&d, 0, sizeof d);
-        memset(d.block_hash, 0xEF, sizeof d.block_hash);
-        d.chunk_count = 1u << 20;
-        d.data_len = sizeof data;
-        d.crc32c = skymem_crc32c(data, sizeof data);
-        memset(&r, 0, sizeof r);
-        r.dst_plane = SKYMEM_GROUND_PLANE;
-        r.dst_sat = 1;
-        r.src_plane = 0;
-        r.src_sat = 1;
-        r.via_plane = 0;
-        r.via_sat = 0;
-        r.ttl = SKYMEM_DEFAULT_TTL;
-        n = skymem_build_reply_data(big, sizeof big, 0, 0, 0, &r, SKYMEM_GET_CHUNK_CC, &d, data);
-        for (i = 0; i < 64; i++) {
-            iov[i].iov_base = big;
-            iov[i].iov_len = (size_t)n;
-            memset(&msgs[i], 0, sizeof msgs[i]);
-            msgs[i].msg_hdr.msg_name = &isl_a;
-            msgs[i].msg_hdr.msg_namelen = sizeof isl_a;
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-            riov[i].iov_base = rx[i];
-            riov[i].iov_len = sizeof rx[i];
-            memset(&rmsgs[i], 0, sizeof rmsgs[i]);
-            rmsgs[i].msg_hdr.msg_iov = &riov[i];
-            rmsgs[i].msg_hdr.msg_iovlen = 1;
-        }
-        c0 = cpu_ticks(g.pid[0]);
-        t0 = now_s();
-        do {
-            int k = sendmmsg(sfd, msgs, 16, MSG_DONTWAIT); /* 16 at a time, then drain what came back */
-            if (k > 0) sent += (unsigned long)k;
-            while ((k = recvmmsg(fd, rmsgs, 64, MSG_DONTWAIT, NULL)) > 0) received += (unsigned long)k;
-            t1 = now_s();
-        } while (t1 - t0 < seconds);
-        { /* what is still on its way: up to 0.3 s */
-            double end = now_s() + 0.3;
-            while (now_s() < end) {
-                int k = recvmmsg(fd, rmsgs, 64, MSG_DONTWAIT, NULL);
-                if (k > 0) received += (unsigned long)k;
-                else usleep(1000);
-            }
-        }
-        c1 = cpu_ticks(g.pid[0]);
-        if (stats(fd, &g, 0, 0, &a1)) return 1;
-        cpu_s = (c1 - c0) / (double)sysconf(_SC_CLK_TCK);
-        /* a reply for the ground leaves through A's own ground link: counted as sent (tx), not "forwarded" */
-        {
-            double relayed = (double)(a1.tx_packets - a0.tx_packets - 1); /* less the first STATS reply */
-            printf("reply relay: offered %lu DATA replies of %d bytes in %.2f s (%.0f/s) at A's ISL port; A sent "
-                   "%.0f = %.0f packets/s = %.1f MB/s of chunk data down its ground link; the ground received %lu; "
-                   "A used %.2f CPU-seconds = %.0f packets relayed per CPU-second\n",
-                   sent, n, t1 - t0, (double)sent / (t1 - t0), relayed, relayed / (t1 - t0),
-                   relayed * 6144.0 / (t1 - t0) / 1e6, received, cpu_s, cpu_s > 0 ? relayed / cpu_s : 0.0);
-        }
-        close(sfd);
-    }
+    if (relay_replies(fd, "A", np_ground_addr(&g, 0, 0), isl_a0, 0, 0, seconds, g.pid[0]) != 0) return 1;
     if (np_stop_all(&g, 3000) != 0) fprintf(stderr, "warning: a node did not exit 0\n");
 
     { /* 2 + 3: idle figures of a fresh node with the default budget */
