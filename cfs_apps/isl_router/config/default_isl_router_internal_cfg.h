@@ -15,6 +15,11 @@
 #define ISL_ROUTER_RX_TASK_PRIORITY 50
 #define ISL_ROUTER_RX_SELECT_MS     500
 
+/* Datagrams read from one socket per wakeup. OSAL reads one datagram per OS_SocketRecvFrom (a
+ * select and a recvfrom each, no recvmmsg), so a burst saves only the outer OS_SelectMultiple per
+ * datagram; the bound keeps one busy socket from starving the other. */
+#define ISL_ROUTER_RX_BURST 64
+
 /* Ground stations whose return address is remembered (from their requests). */
 #define ISL_ROUTER_MAX_GROUND_STATIONS 64
 

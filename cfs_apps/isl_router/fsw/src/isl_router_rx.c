@@ -20,7 +20,8 @@ static bool ISL_ROUTER_IntactRequestForMe(const uint8 *Pkt, size_t Len)
                            skymem_get_u16(Pkt + SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_DST_SAT));
 }
 
-static void ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
+/* Reads and handles one datagram; false when none was waiting. */
+static bool ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
 {
     ISL_ROUTER_Counters_t *Counters = &ISL_ROUTER_Data.RxCounters;
     skymem_msg_t          *Msg      = &ISL_ROUTER_Data.RxMsg;
@@ -34,7 +35,7 @@ static void ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
     Len = OS_SocketRecvFrom(Sock, ISL_ROUTER_Data.RxBuf, sizeof(ISL_ROUTER_Data.RxBuf), &From, OS_CHECK);
     if (Len <= 0)
     {
-        return;
+        return false;
     }
     if (FromGround)
     {
@@ -55,7 +56,7 @@ static void ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
         CFE_EVS_SendEvent(ISL_ROUTER_INVALID_EID, CFE_EVS_EventType_DEBUG,
                           "ISL_ROUTER: dropped invalid %ld-byte datagram (%s)", (long)Len,
                           rc != SKYMEM_OK ? skymem_strerror(rc) : "no route header");
-        return;
+        return true;
     }
     if (Malformed)
     {
@@ -81,10 +82,21 @@ static void ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
         {
             Counters->Delivered++;
         }
-        return;
+        return true;
     }
 
     ISL_ROUTER_RoutePacket(ISL_ROUTER_Data.RxBuf, (size_t)Len, Msg, Counters, false);
+    return true;
+}
+
+/* Up to ISL_ROUTER_RX_BURST datagrams from one readable socket. */
+static void ISL_ROUTER_ReceiveBurst(osal_id_t Sock, bool FromGround)
+{
+    uint32 i;
+
+    for (i = 0; i < ISL_ROUTER_RX_BURST && ISL_ROUTER_ReceiveOne(Sock, FromGround); i++)
+    {
+    }
 }
 
 void ISL_ROUTER_RxTask(void)
@@ -118,11 +130,11 @@ void ISL_ROUTER_RxTask(void)
         CFE_ES_PerfLogEntry(ISL_ROUTER_RX_PERF_ID);
         if (OS_SelectFdIsSet(&ReadSet, ISL_ROUTER_Data.IslSock))
         {
-            ISL_ROUTER_ReceiveOne(ISL_ROUTER_Data.IslSock, false);
+            ISL_ROUTER_ReceiveBurst(ISL_ROUTER_Data.IslSock, false);
         }
         if (OS_SelectFdIsSet(&ReadSet, ISL_ROUTER_Data.GroundSock))
         {
-            ISL_ROUTER_ReceiveOne(ISL_ROUTER_Data.GroundSock, true);
+            ISL_ROUTER_ReceiveBurst(ISL_ROUTER_Data.GroundSock, true);
         }
         CFE_ES_PerfLogExit(ISL_ROUTER_RX_PERF_ID);
     }
