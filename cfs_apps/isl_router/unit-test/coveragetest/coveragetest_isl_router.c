@@ -9,6 +9,7 @@
 #include "isl_router_cmds.h"
 #include "isl_router_dispatch.h"
 #include "isl_router_forward.h"
+#include "isl_router_rx.h"
 #include "isl_router_utils.h"
 
 #include "skymem_codec.h"
@@ -245,6 +246,41 @@ static void Test_CommandsAndHk(void)
     UtAssert_STUB_COUNT(CFE_SB_TransmitMsg, 1);
 }
 
+/* The receive task runs one wakeup: the app is told to stop while it waits. */
+static int32 UT_StopAfterSelect(void *UserObj, int32 StubRetcode, uint32 CallCount, const UT_StubContext_t *Context)
+{
+    ISL_ROUTER_Data.RunStatus = CFE_ES_RunStatus_APP_EXIT;
+    return StubRetcode;
+}
+
+static void Test_RxReadsABurstPerWakeup(void)
+{
+    /* Both sockets readable, and always another datagram waiting (the stub's zero-filled
+     * datagrams, invalid): one wakeup reads ISL_ROUTER_RX_BURST from each socket, no more. */
+    ISL_ROUTER_Data.RunStatus = CFE_ES_RunStatus_APP_RUN;
+    UT_SetHookFunction(UT_KEY(OS_SelectMultiple), UT_StopAfterSelect, NULL);
+    UT_SetDefaultReturnValue(UT_KEY(OS_SelectFdIsSet), true);
+    ISL_ROUTER_RxTask();
+    UtAssert_STUB_COUNT(OS_SelectMultiple, 1);
+    UtAssert_STUB_COUNT(OS_SocketRecvFrom, 2 * ISL_ROUTER_RX_BURST);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.RxIsl, ISL_ROUTER_RX_BURST);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.RxGround, ISL_ROUTER_RX_BURST);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Invalid, 2 * ISL_ROUTER_RX_BURST);
+}
+
+static void Test_RxStopsWhenTheSocketIsDrained(void)
+{
+    /* Only the ISL socket readable, three datagrams waiting: the fourth read finds none. */
+    ISL_ROUTER_Data.RunStatus = CFE_ES_RunStatus_APP_RUN;
+    UT_SetHookFunction(UT_KEY(OS_SelectMultiple), UT_StopAfterSelect, NULL);
+    UT_SetDeferredRetcode(UT_KEY(OS_SelectFdIsSet), 1, true);
+    UT_SetDeferredRetcode(UT_KEY(OS_SocketRecvFrom), 4, OS_ERROR_TIMEOUT);
+    ISL_ROUTER_RxTask();
+    UtAssert_STUB_COUNT(OS_SocketRecvFrom, 4);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.RxIsl, 3);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.RxGround, 0);
+}
+
 void UtTest_Setup(void)
 {
     UtTest_Add(Test_ForwardOneHop, UT_Setup, NULL, "forward one +GRID hop");
@@ -255,4 +291,6 @@ void UtTest_Setup(void)
     UtTest_Add(Test_BusPacketsAndCredits, UT_Setup, NULL, "SKYMEM gossip from the bus, credit returned");
     UtTest_Add(Test_HostsOfAGridOverTwoMachines, UT_Setup, NULL, "satellites spread over two machines");
     UtTest_Add(Test_CommandsAndHk, UT_Setup, NULL, "NOOP and housekeeping");
+    UtTest_Add(Test_RxReadsABurstPerWakeup, UT_Setup, NULL, "receive task: a bounded burst per wakeup");
+    UtTest_Add(Test_RxStopsWhenTheSocketIsDrained, UT_Setup, NULL, "receive task: stops at an empty socket");
 }
