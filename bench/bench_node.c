@@ -11,9 +11,9 @@
  *   2. idle RSS of a node (VmRSS from /proc/PID/status) with the default 64 MiB budget.
  *   3. idle CPU of a node (utime + stime from /proc/PID/stat over a few seconds).
  * Usage: bench_node PATH/TO/skymem_node [SECONDS_OF_BLAST]
- *        bench_node --relay-only HOST ISL_PORT GROUND_PORT PLANE SAT [SECONDS]
+ *        bench_node --relay-only HOST ISL_PORT GROUND_PORT PLANE SAT [SECONDS [PID]]
  *   (1c alone, at a satellite already running there: a real cFS instance's ISL_ROUTER, or a node;
- *    it must accept an unsigned STATS: launched --insecure) */
+ *    it must accept an unsigned STATS: launched --insecure; PID: count that process's CPU time) */
 #include <sys/socket.h>
 
 #include "../tests/c/nodeproc.h"
@@ -187,9 +187,10 @@ static int relay_only(int argc, char **argv)
     struct sockaddr_in ground_a, isl_a;
     long isl_port = atol(argv[3]), ground_port = atol(argv[4]), plane = atol(argv[5]), sat = atol(argv[6]);
     double seconds = argc > 7 ? atof(argv[7]) : 3.0;
-    if (isl_port < 1 || isl_port > 65535 || ground_port < 1 || ground_port > 65535 || plane < 0 || plane > 1023 ||
+    long pid = argc > 8 ? atol(argv[8]) : 0;
+    if (pid < 0 || isl_port < 1 || isl_port > 65535 || ground_port < 1 || ground_port > 65535 || plane < 0 || plane > 1023 ||
         sat < 0 || sat > 1023 || seconds <= 0 || seconds > 60) {
-        fprintf(stderr, "usage: bench_node --relay-only HOST ISL_PORT GROUND_PORT PLANE SAT [SECONDS 0..60]\n");
+        fprintf(stderr, "usage: bench_node --relay-only HOST ISL_PORT GROUND_PORT PLANE SAT [SECONDS 0..60 [PID]]\n");
         return 2;
     }
     memset(&ground_a, 0, sizeof ground_a);
@@ -201,7 +202,8 @@ static int relay_only(int argc, char **argv)
     isl_a = ground_a;
     ground_a.sin_port = htons((uint16_t)ground_port);
     isl_a.sin_port = htons((uint16_t)isl_port);
-    return relay_replies(np_client_socket(), argv[2], ground_a, isl_a, (uint16_t)plane, (uint16_t)sat, seconds, 0);
+    return relay_replies(np_client_socket(), argv[2], ground_a, isl_a, (uint16_t)plane, (uint16_t)sat, seconds,
+                         (pid_t)pid);
 }
 
 int main(int argc, char **argv)
