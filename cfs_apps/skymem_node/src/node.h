@@ -131,7 +131,8 @@ void node_sendto_now(node_t *n, int fd, const struct sockaddr_in *addr, const ui
 void node_flush_tx(node_t *n);
 /* Binds the tx batches to the sockets (after they are open). */
 void node_tx_setup(node_t *n);
-/* Runs due queue events; returns when the earliest pending event is in the future. */
+/* Runs due queue events, sending each from its event, and flushes them; returns when the earliest
+ * pending event is in the future. Called from the main loop only (no receive slot lent). */
 void node_run_due(node_t *n, uint64_t now_ns);
 
 /* node_handlers.c: packet processing */

@@ -233,17 +233,33 @@ void node_send_ground(node_t *n, const struct sockaddr_in *addr, const uint8_t *
     emulate_send(n, NODE_LINK_GROUND, n->ground_fd, EV_TX_GROUND, addr, pkt, len, delay_ns);
 }
 
+/* Due events are sent from their own memory (lent, like a relayed receive slot) and freed only
+ * once the batches holding them have been flushed: a delayed packet is copied once, into its event. */
+static void free_sent(node_t *n, node_ev_t **done, int *count)
+{
+    int i;
+    node_flush_tx(n);
+    for (i = 0; i < *count; i++) free(done[i]);
+    *count = 0;
+}
+
 void node_run_due(node_t *n, uint64_t now_ns)
 {
+    node_ev_t *done[NODE_TX_VEC];
     node_ev_t *e;
+    int count = 0;
     while ((e = evq_peek(&n->evq)) != NULL && e->due_ns <= now_ns) {
         e = evq_pop(&n->evq);
+        n->lent = e->data;
         switch (e->kind) {
         case EV_TX_ISL: node_sendto_now(n, n->isl_fd, &e->addr, e->data, e->len); break;
         case EV_TX_GROUND: node_sendto_now(n, n->ground_fd, &e->addr, e->data, e->len); break;
         case EV_RX_GROUND: node_on_packet(n, 2, &e->addr, e->data, e->len); break;
         default: break;
         }
-        free(e);
+        n->lent = NULL;
+        done[count++] = e;
+        if (count == NODE_TX_VEC) free_sent(n, done, &count);
     }
+    if (count > 0) free_sent(n, done, &count);
 }
