@@ -239,7 +239,7 @@ static void free_sent(node_t *n, node_ev_t **done, int *count)
 {
     int i;
     node_flush_tx(n);
-    for (i = 0; i < *count; i++) free(done[i]);
+    for (i = 0; i < *count; i++) evq_release(&n->evq, done[i]);
     *count = 0;
 }
 
