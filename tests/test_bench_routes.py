@@ -98,3 +98,22 @@ def test_relayed_block_is_byte_exact_and_rows_carry_route(node_path, tmp_path):
     assert {r["route"] for r in rows} == {"direct", "relay"}
     assert all(r["bytes"] == 1_000_000 for r in rows)
     assert "| relay |" in (tmp_path / "out" / "transfer.md").read_text()
+
+
+def test_ttft_rows_carry_their_route():
+    from skymemory.bench import report
+    from skymemory.bench.ttft import Measurement, TTFTConfig, summarise
+
+    def m(mode, ttft, route=None):
+        return Measurement(prefix_tokens=1024, mode=mode, round=0, suffix_index=0, prompt_tokens=1056, ttft_s=ttft,
+                           first_token=5, cached_tokens=1024, expected_cached_tokens=1024, route=route)
+
+    rows = summarise([m("nocache", 8.0), m("sky-laser", 0.6, "direct"), m("sky-laser@relay", 0.64, "relay")])
+    assert [(r["mode"], r["route"]) for r in rows] == [("nocache", None), ("sky-laser", "direct"),
+                                                       ("sky-laser@relay", "relay")]
+    table = report.ttft_table({"summary": rows, "config": {"gen_tokens": 30}})
+    assert "| 1024 | sky-laser@relay | relay | 640 [640-640] |" in table and "| 1024 | nocache | - |" in table
+    with pytest.raises(ValueError, match="route"):
+        TTFTConfig(routes=("direct", "moon")).check()
+    with pytest.raises(ValueError, match="distinct"):
+        TTFTConfig(routes=("relay", "relay")).check()

@@ -145,9 +145,32 @@ def pick_servers(manifest, n: int, how: str) -> list[tuple[int, int]]:
     return [placement.satellite_at(centre, off, manifest.planes, manifest.sats) for off in placement.offsets(how, n)]
 
 
-def run(args, log=print) -> list[dict]:
+def measure_route(manifest, servers, route: str, chunk: int, cases, repeats: int, binary: Path | None,
+                  tags: tuple[str, str], log=print) -> list[dict]:
+    """Every case over one route (store.routes) with one chunk size: the Python fast path, and the
+    C-only ceiling on the direct route (bench_transfer has no relay). tags = (profile, auth)."""
     from skymemory.store.constellation import ConstellationBlockStore
 
+    rows: list[dict] = []
+    with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
+                                 mission_ms=manifest.constellation().mission_ms,
+                                 via=via_for_route(route, manifest), bind_host=manifest.ground_host,
+                                 client_options={"signer": signer_for_manifest(manifest)}) as store:
+        for case, blocks in cases:
+            windows = {}
+            for op, *measured in measure_python(store, case, blocks, repeats):
+                rows.append(_row(*tags, route, chunk, case, op, "python+C", *measured))
+                windows[op] = measured[-1]
+                log(_line(rows[-1]))
+            if binary is not None and route == "direct":
+                for op, *measured in measure_c(binary, manifest, servers, len(blocks[0]), len(blocks), chunk,
+                                               repeats, windows["set"], windows["get"]):
+                    rows.append(_row(*tags, route, chunk, case, op, "C only", *measured))
+                    log(_line(rows[-1]))
+    return rows
+
+
+def run(args, log=print) -> list[dict]:
     from .launch import LocalConstellation, free_port_offset
 
     rows: list[dict] = []
@@ -177,24 +200,8 @@ def run(args, log=print) -> list[dict]:
                     f"0..{max(hops)} ISL hops from the overhead satellite {overhead})")
                 for chunk in args.chunk_sizes:
                     for route in args.routes:
-                        with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
-                                                     mission_ms=manifest.constellation().mission_ms,
-                                                     via=via_for_route(route, manifest),
-                                                     bind_host=manifest.ground_host,
-                                                     client_options={"signer": signer_for_manifest(manifest)}) as store:
-                            for case, blocks in cases:
-                                windows = {}
-                                for op, *measured in measure_python(store, case, blocks, args.repeats):
-                                    rows.append(_row(profile.name, auth, route, chunk, case, op, "python+C", *measured))
-                                    windows[op] = measured[-1]
-                                    log(_line(rows[-1]))
-                                if binary is not None and route == "direct":
-                                    size = len(blocks[0])
-                                    for op, *measured in measure_c(binary, manifest, servers, size, len(blocks), chunk,
-                                                                   args.repeats, windows["set"], windows["get"]):
-                                        rows.append(_row(profile.name, auth, route, chunk, case, op, "C only",
-                                                         *measured))
-                                        log(_line(rows[-1]))
+                        rows += measure_route(manifest, servers, route, chunk, cases, args.repeats, binary,
+                                              (profile.name, auth), log)
     return rows
 
 
