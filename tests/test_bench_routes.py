@@ -40,10 +40,10 @@ def test_bad_route_options_are_rejected(argv, capsys):
 
 
 def test_route_defaults_and_lists():
-    assert transfer_parser().parse_args(["transfer"]).routes == ["direct"]
-    assert transfer_parser().parse_args(["transfer", "--routes", "direct,relay"]).routes == ["direct", "relay"]
+    assert transfer_parser().parse_args(["transfer"]).routes == ("auto",)
+    assert transfer_parser().parse_args(["transfer", "--routes", "direct,relay"]).routes == ("direct", "relay")
     parser = build_parser()
-    assert parser.parse_args(["bench", "ttft"]).route == ("direct",)
+    assert parser.parse_args(["bench", "ttft"]).route == ("auto",)
     assert parser.parse_args(["bench", "ttft", "--route", "relay,direct"]).route == ("relay", "direct")
     with pytest.raises(SystemExit):
         parser.parse_args(["bench", "ttft", "--route", "sideways"])

@@ -47,6 +47,8 @@ def route_list(text: str) -> tuple[str, ...]:
 
     routes = tuple(r.strip() for r in text.split(","))
     try:
+        if not all(routes):
+            raise ValueError(f"an empty route in {text!r}")
         for r in routes:
             check_route(r)
     except ValueError as exc:

@@ -50,9 +50,9 @@ import skymemory
 from skymemory.argtypes import input_file, output_dir
 from skymemory.orbit import placement
 from skymemory.protocol.auth import signer_for_manifest
-from skymemory.store.routes import check_route, via_for_route
+from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
 
-from .options import positive_int
+from .options import positive_int, route_list
 from .profiles import parse_profiles
 from .report import command_line, regenerate
 
@@ -148,13 +148,15 @@ def pick_servers(manifest, n: int, how: str) -> list[tuple[int, int]]:
 def measure_route(manifest, servers, route: str, chunk: int, cases, repeats: int, binary: Path | None,
                   tags: tuple[str, str], log=print) -> list[dict]:
     """Every case over one route (store.routes) with one chunk size: the Python fast path, and the
-    C-only ceiling on the direct route (bench_transfer has no relay). tags = (profile, auth)."""
+    C-only ceiling where the route goes up each server's own ground link (bench_transfer has no relay).
+    tags = (profile, auth)."""
     from skymemory.store.constellation import ConstellationBlockStore
 
     rows: list[dict] = []
+    via = via_for_route(route, manifest)
     with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
                                  mission_ms=manifest.constellation().mission_ms,
-                                 via=via_for_route(route, manifest), bind_host=manifest.ground_host,
+                                 via=via, bind_host=manifest.ground_host,
                                  client_options={"signer": signer_for_manifest(manifest)}) as store:
         for case, blocks in cases:
             windows = {}
@@ -162,7 +164,7 @@ def measure_route(manifest, servers, route: str, chunk: int, cases, repeats: int
                 rows.append(_row(*tags, route, chunk, case, op, "python+C", *measured))
                 windows[op] = measured[-1]
                 log(_line(rows[-1]))
-            if binary is not None and route == "direct":
+            if binary is not None and via is None:  # direct, or auto where every server has its ground link
                 for op, *measured in measure_c(binary, manifest, servers, len(blocks[0]), len(blocks), chunk,
                                                repeats, windows["set"], windows["get"]):
                     rows.append(_row(*tags, route, chunk, case, op, "C only", *measured))
@@ -270,8 +272,8 @@ def register(subparsers) -> None:
     p.add_argument("--placement", choices=PLACEMENTS, default="nearest",
                    help="which satellites: the --servers nearest the ground host (default), or the rotation-hop "
                         "servers around the overhead satellite")
-    p.add_argument("--routes", type=_routes, default=["direct"],
-                   help="direct, relay, auto, comma-separated (default direct): each case is measured over each "
+    p.add_argument("--routes", type=route_list, default=(DEFAULT_ROUTE,),
+                   help=f"direct, relay, auto, comma-separated (default {DEFAULT_ROUTE}): each case is measured over each "
                         "route on the same constellation; with direct and relay, a closing table compares them")
     p.add_argument("--planes", type=positive_int, default=5)
     p.add_argument("--sats", type=positive_int, default=5)
@@ -285,20 +287,6 @@ def register(subparsers) -> None:
                         "with both, the closing table compares them")
     p.add_argument("--out", type=output_dir, default="out/bench-transfer", help="output directory (JSON, markdown)")
     p.set_defaults(func=_main)
-
-
-def _routes(text: str) -> list[str]:
-    routes = [r.strip() for r in text.split(",") if r.strip()]
-    try:
-        if not routes:
-            raise ValueError(f"no route in {text!r}")
-        for r in routes:
-            check_route(r)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if len(set(routes)) != len(routes):
-        raise argparse.ArgumentTypeError(f"a route is listed twice: {text!r}")
-    return routes
 
 
 def _auth_modes(text: str) -> list[str]:

@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from skymemory.store.routes import check_route, via_for_route
+from skymemory.store.routes import DEFAULT_ROUTE, check_route, via_for_route
 
 from .profiles import PROFILES, LinkProfile, profile_of_manifest
 from .workload import Prompt, build_workload
@@ -83,7 +83,7 @@ class TTFTConfig:
     work_dir: Path | None = None  # constellation run dirs (default: a temporary directory)
     warmup: bool = True
     streaming: str = "off"  # sky modes: "off" fetch then compute, "on" streamed, "both" side by side
-    routes: tuple[str, ...] = ("direct",)  # how the ground reaches the servers (store.routes); the first names sky-<profile>
+    routes: tuple[str, ...] = (DEFAULT_ROUTE,)  # how the ground reaches the servers (store.routes); the first names sky-<profile>
     events: Path | None = None  # a JSON-lines file the run appends its progress to (for a live view)
 
     def check(self) -> None:

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from skymemory.store.routes import DEFAULT_ROUTE
+
 from . import options, report
 from .ttft import STREAMING_CHOICES, TTFTConfig, run
 
@@ -27,7 +29,7 @@ def config_from_args(args: argparse.Namespace):
         profiles=args.profiles, planes=args.planes, sats=args.sats, servers=args.servers, chunk_size=args.chunk_size,
         manifest=getattr(args, "manifest", None), node=args.node, work_dir=args.work_dir,
         streaming=getattr(args, "streaming", "off"), events=getattr(args, "events", None),
-        routes=getattr(args, "route", ("direct",)),
+        routes=getattr(args, "route", (DEFAULT_ROUTE,)),
     )
     if cfg.manifest is None and cfg.servers > cfg.planes * cfg.sats:
         raise ValueError(f"--servers {cfg.servers} is more than the {cfg.planes}x{cfg.sats} satellites")
@@ -108,9 +110,10 @@ def register(subparsers) -> None:
     parser.add_argument("--streaming", choices=STREAMING_CHOICES, default="off",
                         help="constellation modes: fetch the prefix then compute (off, the default), stream it "
                              "layer by layer into the forward pass (on), or both side by side")
-    parser.add_argument("--route", type=options.route_list, default=("direct",),
-                        help="how the ground reaches the servers: direct (each over its own ground link, the "
-                             "default), relay (up the overhead satellite, then over the ISLs) or auto; "
+    parser.add_argument("--route", type=options.route_list, default=(DEFAULT_ROUTE,),
+                        help="how the ground reaches the servers: direct (each over its own ground link), relay "
+                             "(up the overhead satellite, then over the ISLs) or auto (direct where a satellite "
+                             f"has a ground link, relay for the rest; the default); "
                              "comma-separated for several side by side on the same constellation (sky-<profile> "
                              "is the first, the others sky-<profile>@<route>)")
     parser.add_argument("--out", type=Path, default=Path("out/ttft"), help="output directory (default out/ttft)")
