@@ -79,8 +79,7 @@ typedef struct {
     uint8_t used;
     uint32_t key_id;
     uint16_t src_plane, src_sat;
-    uint64_t top;                               /* highest sequence accepted */
-    uint64_t bits[SKYMEM_AUTH_WINDOW / 64u];    /* bit (s mod WINDOW): sequence s seen, for top - s < WINDOW */
+    uint64_t top;      /* highest sequence accepted */
     uint64_t last_use;
 } skymem_replay_t;
 
@@ -92,6 +91,10 @@ typedef struct {
     uint64_t tick;  /* LRU clock for windows */
     uint64_t last_seq; /* last sequence this side signed with */
     uint64_t high;  /* highest sequence ever accepted: what a restart must not reopen (persist it) */
+    /* windows[i]'s bitmap, bit (s mod WINDOW): sequence s seen, for top - s < WINDOW. Last, and cleared
+     * only when a window is taken: init leaves these 1 MiB alone, so a node that hears from a few
+     * sources touches a few pages of it (16,384 nodes on one host), not all of them. */
+    uint64_t bits[SKYMEM_AUTH_SOURCES][SKYMEM_AUTH_WINDOW / 64u];
 } skymem_auth_t;
 
 const char *skymem_auth_strerror(int rc);

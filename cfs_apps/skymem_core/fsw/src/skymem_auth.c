@@ -1,5 +1,6 @@
 /* skymem_auth.c -- sign and verify the command authentication trailer, with
  * per-(key, source) replay windows. See skymem_auth.h for what is covered. */
+#include <stddef.h>
 #include <string.h>
 
 #include "skymem_auth.h"
@@ -37,7 +38,7 @@ const char *skymem_auth_strerror(int rc)
 
 void skymem_auth_init(skymem_auth_t *a, uint64_t floor)
 {
-    memset(a, 0, sizeof *a);
+    memset(a, 0, offsetof(skymem_auth_t, bits)); /* the bitmaps are cleared as windows are taken */
     a->floor = floor;
 }
 
@@ -250,39 +251,37 @@ static skymem_replay_t *find_window(skymem_auth_t *a, uint32_t key_id, uint16_t 
     return &a->windows[victim];
 }
 
-static int bit_of(const skymem_replay_t *w, uint64_t seq)
+/* The bitmap of window w (a->windows + i). */
+static uint64_t *bits_of(skymem_auth_t *a, const skymem_replay_t *w) { return a->bits[w - a->windows]; }
+
+static int window_seen(skymem_auth_t *a, const skymem_replay_t *w, uint64_t seq)
 {
     uint64_t pos = seq % SKYMEM_AUTH_WINDOW;
-    return (int)((w->bits[pos / 64u] >> (pos % 64u)) & 1u);
-}
-
-static int window_seen(const skymem_replay_t *w, uint64_t seq)
-{
     if (!w->used || seq > w->top) return 0;
     if (w->top - seq >= SKYMEM_AUTH_WINDOW) return 1; /* too old to tell: refuse */
-    return bit_of(w, seq);
+    return (int)((bits_of(a, w)[pos / 64u] >> (pos % 64u)) & 1u);
 }
 
 /* Records seq; moving the top forward forgets the sequences that fall out of the window. */
-static void window_record(skymem_replay_t *w, uint64_t seq)
+static void window_record(skymem_auth_t *a, skymem_replay_t *w, uint64_t seq)
 {
-    uint64_t pos;
+    uint64_t pos, *bits = bits_of(a, w);
     if (!w->used) {
         w->used = 1;
         w->top = seq;
-        memset(w->bits, 0, sizeof w->bits);
+        memset(bits, 0, sizeof a->bits[0]);
     } else if (seq > w->top) {
         if (seq - w->top >= SKYMEM_AUTH_WINDOW) {
-            memset(w->bits, 0, sizeof w->bits);
+            memset(bits, 0, sizeof a->bits[0]);
         } else { /* clear the ring positions of top+1 .. seq, a word at a time where whole */
             uint64_t s = w->top + 1u;
             while (s <= seq) {
                 uint64_t p = s % SKYMEM_AUTH_WINDOW;
                 if (p % 64u == 0 && seq - s >= 63u) {
-                    w->bits[p / 64u] = 0;
+                    bits[p / 64u] = 0;
                     s += 64u;
                 } else {
-                    w->bits[p / 64u] &= ~((uint64_t)1u << (p % 64u));
+                    bits[p / 64u] &= ~((uint64_t)1u << (p % 64u));
                     s++;
                 }
             }
@@ -290,7 +289,7 @@ static void window_record(skymem_replay_t *w, uint64_t seq)
         w->top = seq;
     }
     pos = seq % SKYMEM_AUTH_WINDOW;
-    w->bits[pos / 64u] |= (uint64_t)1u << (pos % 64u);
+    bits[pos / 64u] |= (uint64_t)1u << (pos % 64u);
 }
 
 int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
@@ -319,10 +318,10 @@ int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
     if (rc != SKYMEM_AUTH_OK) return rc;
     if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY;
     w = find_window(a, key_id, src_plane, src_sat, 0);
-    if (w && window_seen(w, seq)) return SKYMEM_AUTH_E_REPLAY;
+    if (w && window_seen(a, w, seq)) return SKYMEM_AUTH_E_REPLAY;
     if (w == NULL) w = find_window(a, key_id, src_plane, src_sat, 1);
     if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY; /* creating the window may have raised the floor */
-    window_record(w, seq);
+    window_record(a, w, seq);
     w->last_use = ++a->tick;
     if (seq > a->high) a->high = seq;
     return SKYMEM_AUTH_OK;
