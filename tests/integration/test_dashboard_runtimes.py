@@ -13,11 +13,10 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 from skymemory.dashboard import Dashboard
 
-from live import LAUNCHER, fake_ssh_env, free_port_bases, launch, launch_netns, stop
+from live import LAUNCHER, fake_ssh_env, free_port_bases, launch_netns, stop
 
 
 def every_satellite_up(manifest, timeout_s: float = 60.0) -> dict:

@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path

@@ -30,7 +30,6 @@ import asyncio
 import hashlib
 import os
 import random
-import sys
 import tempfile
 import time
 from collections import Counter

@@ -24,10 +24,8 @@ import hashlib
 import multiprocessing as mp
 import os
 import random
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 from skymemory.argtypes import float_range, int_range
 from skymemory.launcher.cluster import Cluster

@@ -113,7 +113,7 @@ def register(subparsers) -> None:
     parser.add_argument("--route", type=options.route_list, default=(DEFAULT_ROUTE,),
                         help="how the ground reaches the servers: direct (each over its own ground link), relay "
                              "(up the overhead satellite, then over the ISLs) or auto (direct where a satellite "
-                             f"has a ground link, relay for the rest; the default); "
+                             "has a ground link, relay for the rest; the default); "
                              "comma-separated for several side by side on the same constellation (sky-<profile> "
                              "is the first, the others sky-<profile>@<route>)")
     parser.add_argument("--out", type=Path, default=Path("out/ttft"), help="output directory (default out/ttft)")
