@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from kv_support import FailingStore, MemoryBlockStore, random_prompt, tiny
+from skymemory.kv.cache_arg import cache_arg
 from skymemory.kv.manager import KVCManager, generate_with_cache
 from skymemory.kv.report import compare_generation
 from skymemory.kv.store import BlockMiss
@@ -71,7 +72,7 @@ def test_a_wrong_prefix_changes_the_output(tmp_path):
     ids = torch.tensor([prompt])
     with torch.no_grad():
         reference = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, min_new_tokens=8, do_sample=False)
-        spoiled = model.generate(ids, attention_mask=torch.ones_like(ids), past_key_values=wrong,
+        spoiled = model.generate(ids, attention_mask=torch.ones_like(ids), **cache_arg(model, wrong),
                                  max_new_tokens=8, min_new_tokens=8, do_sample=False)
     assert not torch.equal(reference, spoiled)
 
@@ -115,7 +116,7 @@ def test_no_cache_gives_an_empty_cache_that_generate_accepts(tmp_path):
     assert (result.prefix_tokens, result.miss_reason, result.cache.get_seq_length()) == (0, "not-cached", 0)
     with torch.no_grad():
         out = manager.model.generate(result.input_ids, attention_mask=result.attention_mask,
-                                     past_key_values=result.cache, max_new_tokens=3, do_sample=False)
+                                     **cache_arg(manager.model, result.cache), max_new_tokens=3, do_sample=False)
     assert out.shape[1] == result.input_ids.shape[1] + 3
 
 
@@ -258,3 +259,21 @@ def test_blocks_stored_before_a_failed_put_stay_indexed(tmp_path):
     assert added.blocks_stored == 2 and "TimeoutError" in added.error
     assert added.hashes[1] in manager.index and added.hashes[2] not in manager.index
     assert manager.get_cache(prompt).prefix_tokens == 2 * BLOCK
+
+
+def test_the_cache_goes_in_by_the_name_the_installed_transformers_takes():
+    """cache_arg / cache_of: `cache` on transformers 5 (past_key_values warns there), past_key_values before."""
+    import inspect
+
+    from skymemory.kv.cache_arg import cache_of
+
+    model, _ = tiny("fp32")
+    name = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+    ids = torch.tensor([random_prompt(BLOCK, seed=4)])
+    with torch.no_grad():
+        first = model(input_ids=ids, use_cache=True)
+        cache = cache_of(first)
+        assert cache is not None and cache.get_seq_length() == BLOCK
+        assert list(cache_arg(model, cache)) == [name]
+        nxt = model(input_ids=ids[:, -1:], **cache_arg(model, cache), use_cache=True)
+    assert cache_of(nxt).get_seq_length() == BLOCK + 1

@@ -8,6 +8,7 @@ import os
 
 import torch
 
+from skymemory.kv.cache_arg import cache_arg
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.streaming import generate_streaming
 from skymemory.store.constellation import ConstellationBlockStore
@@ -59,7 +60,7 @@ def test_get_cache_streaming_flag_gives_the_same_tokens(constellation, tmp_path)
         def generate(result):
             with torch.no_grad():
                 out = model.generate(result.input_ids, attention_mask=result.attention_mask,
-                                     past_key_values=result.cache, max_new_tokens=6, do_sample=False)
+                                     **cache_arg(model, result.cache), max_new_tokens=6, do_sample=False)
             return out[0, result.input_ids.shape[1]:].tolist()
 
         fetched = manager.get_cache(prompt)

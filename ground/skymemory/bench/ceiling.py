@@ -14,6 +14,8 @@ import statistics
 import sys
 import time
 
+from skymemory.kv.cache_arg import cache_arg, cache_of
+
 STEPS = ("whole_prompt", "suffix_after_prefix", "one_decode_step", "suffix_alone")
 
 
@@ -34,14 +36,14 @@ def measure(model, prefix_tokens: int, suffix_tokens: int, repeats: int) -> dict
 
     with torch.no_grad():
         model(input_ids=ids[:, :16], logits_to_keep=1)
-        prefix_cache = model(input_ids=ids[:, :prefix_tokens], use_cache=True, logits_to_keep=1).past_key_values
+        prefix_cache = cache_of(model(input_ids=ids[:, :prefix_tokens], use_cache=True, logits_to_keep=1))
         for _ in range(repeats):
             timed("whole_prompt", input_ids=ids)
             extra = prefix_cache.get_seq_length() - prefix_tokens
             if extra > 0:
                 prefix_cache.crop(-extra)  # back to the prefix only
-            out = timed("suffix_after_prefix", input_ids=ids[:, prefix_tokens:], past_key_values=prefix_cache)
-            timed("one_decode_step", input_ids=ids[:, :1], past_key_values=out.past_key_values)
+            out = timed("suffix_after_prefix", input_ids=ids[:, prefix_tokens:], **cache_arg(model, prefix_cache))
+            timed("one_decode_step", input_ids=ids[:, :1], **cache_arg(model, cache_of(out)))
             timed("suffix_alone", input_ids=ids[:, prefix_tokens:])
     return times
 

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from skymemory.kv.cache_arg import cache_of
 from skymemory.orbit.manifest import Manifest
 
 KV_BLOCK_TOKENS = 128
@@ -65,7 +66,7 @@ def kv_block_round_trip(m: Manifest, servers: int, index_dir: Path) -> RoundTrip
     model, tokenizer = load_model("embedded-tiny", device="cpu", dtype="fp32")
     prompt = [1] + [3 + (i * 7919) % 256 for i in range(KV_BLOCK_TOKENS)]  # one full block and one token more
     with torch.no_grad():
-        own = model(input_ids=torch.tensor([prompt[:KV_BLOCK_TOKENS]]), use_cache=True).past_key_values
+        own = cache_of(model(input_ids=torch.tensor([prompt[:KV_BLOCK_TOKENS]]), use_cache=True))
     expected = encode_cache_blocks(own, KV_BLOCK_TOKENS, 0, 1, "fp32")[0]
     nearest = m.constellation().nearest(min(servers, m.planes * m.sats))
     with ConstellationBlockStore.from_manifest(m, nearest) as store:

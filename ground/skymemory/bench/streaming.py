@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from skymemory.argtypes import input_file, nonnegative_int, output_dir
+from skymemory.kv.cache_arg import cache_arg, cache_of
 
 from .options import positive_int
 from .profiles import parse_profiles
@@ -53,7 +54,7 @@ def ttft_cached(manager, prompt, streaming: bool, wave_layers: int = 1, pace_Bps
         result = (get_cache_streaming(manager, prompt, wave_layers=wave_layers, pace_Bps=pace_Bps) if streaming
                   else manager.get_cache(prompt))
         suffix = result.input_ids[:, result.prefix_tokens:]
-        out = manager.model(input_ids=suffix, past_key_values=result.cache, use_cache=True, logits_to_keep=1)
+        out = manager.model(input_ids=suffix, **cache_arg(manager.model, result.cache), use_cache=True, logits_to_keep=1)
         first = _first_token(out)
         ttft = time.perf_counter() - started
     row = {"ttft_s": ttft, "first_token": first, "cached_tokens": result.prefix_tokens,
@@ -75,7 +76,7 @@ def ttft_recompute(model, prompt) -> dict:
         started = time.perf_counter()
         out = model(input_ids=torch.tensor([prompt], device=model.device), use_cache=True, logits_to_keep=1)
         first = _first_token(out)
-        return {"ttft_s": time.perf_counter() - started, "first_token": first, "cache": out.past_key_values}
+        return {"ttft_s": time.perf_counter() - started, "first_token": first, "cache": cache_of(out)}
 
 
 def measure_link(store, records, repeats: int = 3) -> tuple[float, float]:

@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from skymemory.kv.cache_arg import cache_arg, cache_of
 from skymemory.store.routes import DEFAULT_ROUTE, check_route, via_for_route
 
 from .profiles import PROFILES, LinkProfile, profile_of_manifest
@@ -150,7 +151,7 @@ def _continue_greedy(model, cache, first: int, total: int) -> list[int]:
     tokens = [first]
     next_ids = torch.tensor([[first]], dtype=torch.long, device=model.device)
     while len(tokens) < total:
-        out = model(input_ids=next_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=next_ids, **cache_arg(model, cache), use_cache=True, logits_to_keep=1)
         tokens.append(_argmax_last(out.logits))
         next_ids[0, 0] = tokens[-1]
     return tokens
@@ -162,7 +163,7 @@ def _first_then_rest(model, out, started: float, gen_tokens: int | None):
     ttft = time.perf_counter() - started
     if not gen_tokens:
         return first, ttft, [first], None
-    tokens = _continue_greedy(model, out.past_key_values, first, gen_tokens)
+    tokens = _continue_greedy(model, cache_of(out), first, gen_tokens)
     return first, ttft, tokens, time.perf_counter() - started
 
 
@@ -178,7 +179,7 @@ def run_nocache(model, tokenizer, prompt: Prompt, gen_tokens: int | None):
         first, ttft, tokens, gen_total = _first_then_rest(model, out, started, gen_tokens)
     fields = dict(ttft_s=ttft, first_token=first, prompt_tokens=ids.shape[1], lookup_s=tokenised - started,
                   prefill_s=ttft - (tokenised - started), gen_total_s=gen_total, tokens=tokens)
-    return fields, out.past_key_values
+    return fields, cache_of(out)
 
 
 def run_in_memory(model, tokenizer, prompt: Prompt, held: list, gen_tokens: int | None) -> dict:
@@ -193,7 +194,7 @@ def run_in_memory(model, tokenizer, prompt: Prompt, held: list, gen_tokens: int 
         ids = torch.tensor([tokenizer(prompt.text).input_ids], dtype=torch.long, device=model.device)
         cache = to_cache(held, model.config)  # the tensors themselves: forward appends to new ones
         got_cache = time.perf_counter()
-        out = model(input_ids=ids[:, cached:], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=ids[:, cached:], **cache_arg(model, cache), use_cache=True, logits_to_keep=1)
         first, ttft, tokens, gen_total = _first_then_rest(model, out, started, gen_tokens)
     return dict(ttft_s=ttft, first_token=first, prompt_tokens=ids.shape[1], cached_tokens=cached,
                 lookup_s=got_cache - started, prefill_s=ttft - (got_cache - started), gen_total_s=gen_total,
@@ -221,11 +222,11 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
         suffix = result.input_ids[:, result.prefix_tokens:]
         stream = getattr(result.cache, "stream", None)
         try:
-            out = model(input_ids=suffix, past_key_values=result.cache, use_cache=True, logits_to_keep=1)
+            out = model(input_ids=suffix, **cache_arg(model, result.cache), use_cache=True, logits_to_keep=1)
         except StreamFailed as exc:  # as generate_streaming does: evict, then the whole prompt uncached
             evict_after_failure(manager, result, exc)
             result.prefix_tokens, result.miss_reason = 0, f"stream failed: {exc.reason}"
-            out = model(input_ids=result.input_ids, past_key_values=DynamicCache(config=model.config),
+            out = model(input_ids=result.input_ids, **cache_arg(model, DynamicCache(config=model.config)),
                         use_cache=True, logits_to_keep=1)
             stream = None
         if stream is not None:  # the forward has waited for the last layer: the transfer is over

@@ -16,6 +16,7 @@ import sys
 import time
 
 from skymemory.argtypes import KV_FORMATS, kv_format_list, positive_int
+from skymemory.kv.cache_arg import cache_arg, cache_of
 
 PAPER_BLOCK_MB = 2.9  # §5: "4x 128 token blocks of about 2.9MB each"
 
@@ -144,9 +145,9 @@ def _bench(args) -> int:
     ids[0, 0] = 1
     with torch.no_grad():
         prefill_s = _timed(lambda: model(input_ids=ids, use_cache=True), args.repeats, device)
-        cache = model(input_ids=ids, use_cache=True).past_key_values
+        cache = cache_of(model(input_ids=ids, use_cache=True))
         held = [(layer.keys, layer.values) for layer in cache.layers]
-        decode_s = _timed(lambda: model(input_ids=ids[:, -1:], past_key_values=to_cache(held, model.config),
+        decode_s = _timed(lambda: model(input_ids=ids[:, -1:], **cache_arg(model, to_cache(held, model.config)),
                                         use_cache=True), args.repeats, device)
     print(f"prefill {args.prefill_tokens} tokens               {prefill_s:8.3f} s  ({args.prefill_tokens / prefill_s:.1f} tokens/s)")
     print(f"one decode step after prefill     {decode_s:8.4f} s")
@@ -184,7 +185,7 @@ def _bench_cached_prefix(args, model, ids, cache, prefill_s: float, device) -> N
         suffix = ids[:, result.prefix_tokens :]
         prefix = [(layer.keys, layer.values) for layer in result.cache.layers]
         with torch.no_grad():  # a fresh cache over the same tensors each call: the forward appends to it
-            suffix_s = _timed(lambda: model(input_ids=suffix, past_key_values=to_cache(prefix, model.config),
+            suffix_s = _timed(lambda: model(input_ids=suffix, **cache_arg(model, to_cache(prefix, model.config)),
                                             use_cache=True), args.repeats, device)
     print(f"get_cache {result.prefix_tokens} tokens            {got_s:8.4f} s  (lookup {result.lookup_s:.4f}, "
           f"retrieval {result.retrieval_s:.4f}, check + rebuild {result.decode_s:.4f})")

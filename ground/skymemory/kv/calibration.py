@@ -35,6 +35,7 @@ import torch
 from skymemory.protocol import native
 
 from . import codec, rebuild
+from .cache_arg import cache_arg, cache_of
 from .costmodel import PrefillModel, RebuildModel
 from .device import cpu_name, timings
 from .models import cache_dir
@@ -104,12 +105,12 @@ def _measure_compute(model, budget_s: float, repeats: int, max_tokens: int) -> l
             seconds = min(timings(lambda: model(input_ids=prompt, use_cache=True), repeats, device, warm_up=warm_each_shape))
             points.append((n, 0, seconds))
             if n >= 2 * SUFFIX_TOKENS:  # a suffix over this prompt as context
-                kept = [(layer.keys, layer.values) for layer in model(input_ids=prompt, use_cache=True)
-                        .past_key_values.layers]
+                kept = [(layer.keys, layer.values)
+                        for layer in cache_of(model(input_ids=prompt, use_cache=True)).layers]
                 suffix = ids[:, n:n + SUFFIX_TOKENS]
 
                 def over_context():
-                    model(input_ids=suffix, past_key_values=rebuild.to_cache(kept, model.config), use_cache=True)
+                    model(input_ids=suffix, **cache_arg(model, rebuild.to_cache(kept, model.config)), use_cache=True)
 
                 points.append((SUFFIX_TOKENS, n, min(timings(over_context, repeats, device, warm_up=warm_each_shape))))
             if seconds > budget_s and sum(1 for p in points if p[1] == 0) >= 3:  # three lengths: a, b and c

@@ -4,7 +4,7 @@
     manager.add_blocks(prompt)          # compute the prompt's KV once, store new full blocks
     result = manager.get_cache(prompt)  # the cached prefix worth fetching, as a DynamicCache
     result = manager.get_cache(prompt, streaming=True)  # the same, its layers streamed in during the forward
-    model.generate(result.input_ids, past_key_values=result.cache, ...)
+    model.generate(result.input_ids, **cache_arg(model, result.cache), ...)   # cache= or past_key_values=
 
 Fetch or recompute: by default (policy="auto") `get_cache` fetches only what
 beats recomputing on this host: all of the cached prefix, its first blocks,
@@ -43,6 +43,7 @@ from transformers import DynamicCache
 
 from . import codec, landing, rebuild
 from .blocks import chain_hashes, model_fingerprint, root_hash, split_blocks, tokenizer_fingerprint, usable_blocks
+from .cache_arg import cache_arg, cache_of
 from .calibration import DeviceRates, load_or_calibrate
 from .costmodel import Decision
 from .models import cache_dir
@@ -391,7 +392,7 @@ class KVCManager:
         if cache is None or cache.get_seq_length() < n_tokens:
             ids = torch.tensor([token_ids[:n_tokens]], dtype=torch.long, device=self.model.device)
             with torch.no_grad():
-                cache = self.model(input_ids=ids, use_cache=True).past_key_values
+                cache = cache_of(self.model(input_ids=ids, use_cache=True))
         result.compute_s = time.perf_counter() - started
 
         parent = self.root if first_new == 0 else hashes[first_new - 1]
@@ -456,7 +457,7 @@ def generate_with_cache(
         output = manager.model.generate(
             lookup.input_ids,
             attention_mask=lookup.attention_mask,
-            past_key_values=lookup.cache,
+            **cache_arg(manager.model, lookup.cache),
             max_new_tokens=max_new_tokens,
             return_dict_in_generate=True,
             **generate_kwargs,
@@ -465,7 +466,7 @@ def generate_with_cache(
     added = None
     full_blocks = len(lookup.input_ids[0]) // manager.block_tokens
     if store_new and full_blocks > len(lookup.blocks):
-        added = manager.add_blocks(lookup.input_ids[0].tolist(), cache=output.past_key_values)
+        added = manager.add_blocks(lookup.input_ids[0].tolist(), cache=cache_of(output))
     new_tokens = output.sequences[0, lookup.input_ids.shape[1] :].tolist()
     text = manager.tokenizer.decode(new_tokens, skip_special_tokens=True)
     return GenerationResult(output.sequences, new_tokens, text, lookup, added, generate_s)

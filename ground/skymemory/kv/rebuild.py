@@ -76,7 +76,7 @@ def payload_views(raw: torch.Tensor, geometry: codec.BlockGeometry, kv_format: s
         kv = _typed(payload, codec._TORCH[kv_format]).view(m, g.layers, 2, g.kv_heads, g.tokens, g.head_dim)
         return PayloadViews(g, kv_format, m, kv=kv)
     n = g.kv_heads * g.tokens * g.head_dim
-    k_scales, v_scales = 2 * g.kv_heads * g.head_dim, 2 * g.kv_heads * g.tokens
+    k_scales = 2 * g.kv_heads * g.head_dim  # bytes of K's fp16 scales; V's scales run to the end
     return PayloadViews(
         g, kv_format, m,
         k=_typed(payload[..., :n], torch.int8).view(shape),
@@ -124,7 +124,7 @@ def to_device(raw: torch.Tensor, device: torch.device | str) -> torch.Tensor:
 
 
 def to_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], config) -> DynamicCache:
-    """A DynamicCache holding these tensors themselves (no copy), ready for generate(past_key_values=...).
+    """A DynamicCache holding these tensors themselves (no copy), ready for generate(cache=...).
 
     DynamicCache(data) would copy every layer once more (its update() concatenates onto an
     empty tensor); a plain DynamicLayer is given the tensors instead. Other layer kinds

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from . import codec
+from .cache_arg import cache_arg
 from .manager import KVCManager
 
 
@@ -38,7 +39,7 @@ def _greedy(model, input_ids, new_tokens: int, cache=None):
         output = model.generate(
             input_ids,
             attention_mask=torch.ones_like(input_ids),
-            past_key_values=cache,
+            **cache_arg(model, cache),
             max_new_tokens=new_tokens,
             min_new_tokens=new_tokens,  # EOS must not end one run earlier than the other
             do_sample=False,

@@ -56,6 +56,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 
 from . import codec, rebuild
+from .cache_arg import cache_arg
 from .result import CacheResult
 from .store import BlockMiss
 
@@ -393,7 +394,7 @@ def generate_streaming(manager, prompt, *, max_new_tokens: int = 30, wave_layers
 
     def run(cache):
         with torch.no_grad():
-            out = manager.model.generate(result.input_ids, attention_mask=result.attention_mask, past_key_values=cache,
+            out = manager.model.generate(result.input_ids, attention_mask=result.attention_mask, **cache_arg(manager.model, cache),
                                          max_new_tokens=max_new_tokens, **generate_kwargs)
         return out[0, result.input_ids.shape[1]:].tolist()
 
