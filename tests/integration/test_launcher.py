@@ -43,6 +43,7 @@ def test_bad_arguments_are_rejected(tmp_path, capsys):
                  ["--runtime", "cfs"], ["--hosts", "pc1,pc2"], ["--hosts", "10.0.0.1,10.0.0.1"], ["--bind", "localhost"],
                  ["--time-scale", "0"], ["--memory-budget", "-5"], ["--netns", "0"], ["--planes", "200", "--sats", "200"],
                  ["--planes", "2", "--sats", "8000"],  # 4,001 hops across: more than a ttl allows
+                 ["--hosts", "10.0.0.1", "--remote-dir", "skymemory"],  # relative: the start script cds into it
                  ["--addresses", "per-satellite", "--bind", "10.0.0.1"], ["--addresses", "per-satellite", "--netns", "2"],
                  ["--addresses", "per-satellite", "--bind", "127.255.255.200", "--planes", "10", "--sats", "10"]):
         with pytest.raises(SystemExit) as e:

@@ -197,6 +197,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--netns {args.netns} is more hosts than the {n} satellites")
     if args.hosts and len(args.hosts) > n:
         parser.error(f"--hosts names {len(args.hosts)} hosts for {n} satellites")
+    if args.hosts and not args.remote_dir.startswith("/"):  # the start script cds there, then names files in it
+        parser.error(f"--remote-dir must be an absolute path on the hosts, got {args.remote_dir!r}")
     if args.runtime == "cfs" and args.action == "start":
         if args.cfs_exe is None:
             parser.error("--runtime cfs needs --cfs-exe DIR (a cFS build's exe/cpu1 directory)")
