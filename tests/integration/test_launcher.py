@@ -240,3 +240,14 @@ def test_killed_launcher_leaves_no_orphans(node_path, tmp_path):
     assert not any(processes.alive(p) for p in pids)
     r = stop(manifest)  # the stale manifest is cleaned up without error
     assert r.returncode == 0, r.stderr
+
+
+def test_a_cluster_started_twice_runs_each_node_once(node_path, monkeypatch):
+    """`with Cluster(...).start_all() as cl` starts the nodes once: a second start leaves a running node alone."""
+    from skymemory.launcher.cluster import Cluster
+
+    monkeypatch.setenv("SKYMEM_NODE", str(node_path))
+    with Cluster(1, 2, ["--delay-scale", "0"]).start_all() as cl:
+        pids = {sat: p.pid for sat, p in cl.procs.items()}
+        cl.start_all()
+        assert {sat: p.pid for sat, p in cl.procs.items()} == pids and all(cl.alive().values())

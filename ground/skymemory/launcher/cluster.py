@@ -61,6 +61,10 @@ class Cluster:
 
     # ---- processes -----------------------------------------------------------------
     def start(self, sat: Sat) -> None:
+        """Start the node of `sat`, unless it is running already (`with Cluster(...).start_all()` is safe)."""
+        running = self.procs.get(sat)
+        if running is not None and running.poll() is None:
+            return
         log = subprocess.DEVNULL
         if self.log_dir is not None:
             log = open(self.log_dir / f"node_{sat[0]}_{sat[1]}.log", "ab")
