@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 
-
 from skymemory.dashboard import Dashboard
 
 from live import LAUNCHER, fake_ssh_env, free_port_bases, launch_netns, stop

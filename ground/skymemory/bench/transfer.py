@@ -207,36 +207,39 @@ def run(args, log=print) -> list[dict]:
     return rows
 
 
+ROW_KEY = ("profile", "auth", "route", "chunk_bytes", "case", "op", "path")  # what one measurement is of
+
+
+def _pairs(rows: list[dict], field: str, base: str, other: str):
+    """(row, its twin) for every row whose `field` is `other`: the twin is the same measurement with `base`."""
+    same = [k for k in ROW_KEY if k != field]
+    twins = {tuple(r[k] for k in same): r for r in rows if r[field] == base}
+    for r in rows:
+        twin = twins.get(tuple(r[k] for k in same))
+        if r[field] == other and twin is not None:
+            yield r, twin
+
+
+def _table(header: str, align: str, lines: list[str]) -> str:
+    return "\n".join([header, align, *lines]) if lines else ""
+
+
 def relay_share(rows: list[dict]) -> str:
     """Each relayed measurement beside the same one direct (same run, same constellation): relay / direct."""
-    direct = {(r["profile"], r["auth"], r["chunk_bytes"], r["case"], r["op"], r["path"]): r
-              for r in rows if r["route"] == "direct"}
-    lines = ["| profile | auth | chunk B | case | op | direct MB/s | relay MB/s | relay retransmits | relay / direct |",
-             "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
-    for r in rows:
-        d = direct.get((r["profile"], r["auth"], r["chunk_bytes"], r["case"], r["op"], r["path"]))
-        if r["route"] != "relay" or d is None:
-            continue
-        lines.append(f"| {r['profile']} | {r['auth']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | "
-                     f"{d['goodput_MBps']:.1f} | {r['goodput_MBps']:.1f} | {r['retransmits']} | "
-                     f"{r['goodput_MBps'] / d['goodput_MBps']:.2f}x |")
-    return "\n".join(lines) if len(lines) > 2 else ""
+    return _table("| profile | auth | chunk B | case | op | direct MB/s | relay MB/s | relay retransmits | relay / direct |",
+                  "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |",
+                  [f"| {r['profile']} | {r['auth']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | "
+                   f"{d['goodput_MBps']:.1f} | {r['goodput_MBps']:.1f} | {r['retransmits']} | "
+                   f"{r['goodput_MBps'] / d['goodput_MBps']:.2f}x |" for r, d in _pairs(rows, "route", "direct", "relay")])
 
 
 def auth_cost(rows: list[dict]) -> str:
     """Each measurement with authentication on beside the same one off (same run): goodput on / off."""
-    off = {(r["profile"], r["route"], r["chunk_bytes"], r["case"], r["op"], r["path"]): r
-           for r in rows if r["auth"] == "off"}
-    lines = ["| profile | route | chunk B | case | op | path | auth off MB/s | auth on MB/s | on / off |",
-             "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: |"]
-    for r in rows:
-        o = off.get((r["profile"], r["route"], r["chunk_bytes"], r["case"], r["op"], r["path"]))
-        if r["auth"] != "on" or o is None:
-            continue
-        lines.append(f"| {r['profile']} | {r['route']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
-                     f"{o['goodput_MBps']:.1f} | {r['goodput_MBps']:.1f} | "
-                     f"{r['goodput_MBps'] / o['goodput_MBps'] * 100:.1f} % |")
-    return "\n".join(lines) if len(lines) > 2 else ""
+    return _table("| profile | route | chunk B | case | op | path | auth off MB/s | auth on MB/s | on / off |",
+                  "| --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: |",
+                  [f"| {r['profile']} | {r['route']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
+                   f"{o['goodput_MBps']:.1f} | {r['goodput_MBps']:.1f} | "
+                   f"{r['goodput_MBps'] / o['goodput_MBps'] * 100:.1f} % |" for r, o in _pairs(rows, "auth", "off", "on")])
 
 
 def _line(r: dict) -> str:
