@@ -109,24 +109,25 @@ def decode_file(path: str | Path) -> dict[int, dict[str, np.ndarray]]:
     return decode_stream(Path(path).read_bytes())
 
 
+def _decode_fixed(stream: bytes, mid: int, body_len: int, what: str, packet) -> dict[str, np.ndarray]:
+    """Every packet of `stream` must be `what` (message id `mid`, `body_len` bytes after the header)."""
+    for pkt in iter_packets(stream):
+        if int.from_bytes(pkt[:2], "big") != mid:
+            raise WireError(f"not an {what} packet: message id {pkt[:2].hex()}")
+        if len(pkt) != wire.SKYMEM_TLM_HDR_LEN + body_len:
+            raise WireError(f"{what} packet of {len(pkt)} bytes")
+    return packet.load(io.BytesIO(stream), include_primary_header=True)
+
+
 def decode_hk_stream(stream: bytes) -> dict[str, np.ndarray]:
     """Only HK packets (every packet must be SKYMEM HK telemetry of the right length)."""
-    for pkt in iter_packets(stream):
-        if int.from_bytes(pkt[:2], "big") != wire.SKYMEM_HK_TLM_MID:
-            raise WireError(f"not an HK packet: message id {pkt[:2].hex()}")
-        if len(pkt) != wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_STATS_LEN:
-            raise WireError(f"HK packet of {len(pkt)} bytes")
-    return HK_PACKET.load(io.BytesIO(stream), include_primary_header=True)
+    return _decode_fixed(stream, wire.SKYMEM_HK_TLM_MID, wire.SKYMEM_STATS_LEN, "HK", HK_PACKET)
 
 
 def decode_router_hk_stream(stream: bytes) -> dict[str, np.ndarray]:
     """Only ISL_ROUTER HK packets (each of the right length)."""
-    for pkt in iter_packets(stream):
-        if int.from_bytes(pkt[:2], "big") != wire.ISL_ROUTER_HK_TLM_MID:
-            raise WireError(f"not an ISL_ROUTER HK packet: message id {pkt[:2].hex()}")
-        if len(pkt) != wire.SKYMEM_TLM_HDR_LEN + wire.ISL_ROUTER_HK_LEN:
-            raise WireError(f"ISL_ROUTER HK packet of {len(pkt)} bytes")
-    return ROUTER_HK_PACKET.load(io.BytesIO(stream), include_primary_header=True)
+    return _decode_fixed(stream, wire.ISL_ROUTER_HK_TLM_MID, wire.ISL_ROUTER_HK_LEN, "ISL_ROUTER HK",
+                         ROUTER_HK_PACKET)
 
 
 def decode_stats_replies(stream: bytes) -> dict[str, np.ndarray]:
