@@ -98,6 +98,22 @@ static double cpu_ticks(pid_t pid)
     return (double)(ut + st);
 }
 
+/* `count` sendmmsg entries that all send the same packet to `to` (the senders below blast one packet). */
+static void same_packet_batch(struct mmsghdr *msgs, struct iovec *iov, int count, uint8_t *pkt, size_t len,
+                              struct sockaddr_in *to)
+{
+    int i;
+    for (i = 0; i < count; i++) {
+        iov[i].iov_base = pkt;
+        iov[i].iov_len = len;
+        memset(&msgs[i], 0, sizeof msgs[i]);
+        msgs[i].msg_hdr.msg_name = to;
+        msgs[i].msg_hdr.msg_namelen = sizeof *to;
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+}
+
 /* 1c: 6 KB DATA replies blasted at a satellite's ISL port as if from its neighbour, addressed to
  * ground station 1 through that satellite: it sends each down its ground link to fd. A STATS
  * first teaches it where station 1 is (fd). pid > 0: also the satellite's CPU time. */
@@ -134,14 +150,8 @@ static int relay_replies(int fd, const char *name, struct sockaddr_in ground_a, 
     r.via_sat = sat;
     r.ttl = SKYMEM_DEFAULT_TTL;
     n = skymem_build_reply_data(big, sizeof big, 0, 0, 0, &r, SKYMEM_GET_CHUNK_CC, &d, data);
+    same_packet_batch(msgs, iov, 64, big, (size_t)n, &isl_a);
     for (i = 0; i < 64; i++) {
-        iov[i].iov_base = big;
-        iov[i].iov_len = (size_t)n;
-        memset(&msgs[i], 0, sizeof msgs[i]);
-        msgs[i].msg_hdr.msg_name = &isl_a;
-        msgs[i].msg_hdr.msg_namelen = sizeof isl_a;
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
         riov[i].iov_base = rx[i];
         riov[i].iov_len = sizeof rx[i];
         memset(&rmsgs[i], 0, sizeof rmsgs[i]);
@@ -241,7 +251,7 @@ int main(int argc, char **argv)
         struct iovec iov[64];
         unsigned long sent = 0;
         double t0, t1, c0, c1, cpu_s;
-        int n, i;
+        int n;
         if (stats(fd, &g, 0, 0, &a0) || stats(fd, &g, 0, 1, &b0)) {
             fprintf(stderr, "nodes did not answer\n");
             return 1;
@@ -258,15 +268,7 @@ int main(int argc, char **argv)
         r.ttl = SKYMEM_DEFAULT_TTL;
         r.flags = SKYMEM_RF_GOSSIP;
         n = skymem_build_evict(pkt, sizeof pkt, 0, &r, hash, 1, 0);
-        for (i = 0; i < 64; i++) {
-            iov[i].iov_base = pkt;
-            iov[i].iov_len = (size_t)n;
-            memset(&msgs[i], 0, sizeof msgs[i]);
-            msgs[i].msg_hdr.msg_name = &a;
-            msgs[i].msg_hdr.msg_namelen = sizeof a;
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-        }
+        same_packet_batch(msgs, iov, 64, pkt, (size_t)n, &a);
         c0 = cpu_ticks(g.pid[0]);
         t0 = now_s();
         do {
