@@ -8,7 +8,7 @@ BUILD  := build
 # torch first, pinned: that version is the local CPU build (any other spec pulls CUDA wheels).
 TORCH_SPEC := torch==2.13.0
 
-.PHONY: all venv native build test ctest pytest demo bench clean cosmos browser test-hosts test-containers
+.PHONY: all venv native build test ctest pytest demo bench clean cosmos browser test-hosts test-containers test-arm64
 
 all: build venv
 
@@ -69,6 +69,12 @@ test-hosts: build venv native
 test-containers: build venv native
 	tools/testbed/install_packages.sh docker.io docker-compose debootstrap iptables nftables
 	SKYMEM_LIVE=containers $(LIVE_PYTEST) tests/machines/test_docker_engine.py tests/machines/test_netns_firewall.py
+
+# test-arm64: the authentication tests (SHA-256, POLYVAL with Arm PMULL and portable, the tag) cross-built for
+# 64-bit Arm (a Jetson ground host) and run under qemu-user.
+test-arm64:
+	tools/testbed/install_packages.sh gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+	tests/c/run_arm64.sh
 
 demo: build venv native
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m skymemory demo

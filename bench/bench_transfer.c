@@ -186,8 +186,7 @@ int main(int argc, char **argv)
         if (id < 0)
             return 2;
         const skymem_auth_key_t *k = skymem_auth_find_key(&ring, (uint32_t)id);
-        o.auth_key = k->key;
-        o.auth_key_len = k->len;
+        o.auth_key = &k->mac;
         o.auth_key_id = (uint32_t)id;
     }
 

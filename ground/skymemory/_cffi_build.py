@@ -16,8 +16,9 @@ from cffi import FFI
 
 REPO = Path(__file__).resolve().parents[2]
 CORE = Path(os.environ.get("SKYMEM_CORE_DIR", REPO / "cfs_apps" / "skymem_core"))
-# skymem_auth + skymem_sha256: the fast path signs SET_CHUNK like the satellites verify it
-SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c", "skymem_auth.c", "skymem_sha256.c"]
+# skymem_auth + skymem_sha256 + skymem_polyval: the fast path signs SET_CHUNK like the satellites verify it
+SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c", "skymem_auth.c", "skymem_sha256.c",
+           "skymem_polyval.c"]
 # the ground's batched transfer (POSIX sockets: not part of the portable flight core)
 CSRC = Path(__file__).resolve().parent / "csrc"
 GROUND_SOURCES = ["skymem_bulk.c"]
@@ -30,7 +31,7 @@ def core_sources() -> list[Path]:
 def sources_present() -> bool:
     return all(p.is_file() for p in core_sources()) and all(
         (CORE / "fsw" / "inc" / h).is_file() for h in ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h",
-                                                 "skymem_auth.h", "skymem_sha256.h")) \
+                                                 "skymem_auth.h", "skymem_sha256.h", "skymem_polyval.h")) \
         and (CSRC / "skymem_bulk.h").is_file()
 
 
@@ -103,6 +104,11 @@ int skymem_build_reply_data(uint8_t *buf, size_t cap, uint16_t seq, uint32_t sec
                             const uint8_t *data);
 int skymem_build_reply_stats(uint8_t *buf, size_t cap, uint16_t seq, uint32_t seconds, uint16_t subsecs,
                              const skymem_route_t *route, const skymem_stats_t *stats);
+typedef struct { ...; } skymem_mac_key_t;
+void skymem_mac_key_init(skymem_mac_key_t *k, const uint8_t *key, size_t key_len);
+void skymem_auth_mac(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_before_tag, uint8_t out[32]);
+const char *skymem_polyval_impl(void);
+int skymem_polyval_use_accel(int level);
 typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port; }
     skymem_bulk_server_t;
 typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t chunk_bytes; uint32_t chunk_count;
@@ -112,7 +118,7 @@ typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t c
 typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t window_bytes; uint32_t wave_chunks;
                  double rto_s; double deadline_s; uint32_t max_retries; double pace_Bps;
                  uint64_t packets_rx, packets_tx, bytes_rx; uint64_t crc_failures, retransmits, ignored;
-                 const uint8_t *auth_key; uint32_t auth_key_len; uint32_t auth_key_id;
+                 const skymem_mac_key_t *auth_key; uint32_t auth_key_id;
                  uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint64_t auth_failures;
                  uint8_t nak_status;
                  double first_reply_s; }
@@ -135,7 +141,7 @@ ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "skymemory._native",
     '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n#include "skymem_geometry.h"\n#include "skymem_bulk.h"\n'
-    '#include "skymem_sha256.h"\n',
+    '#include "skymem_sha256.h"\n#include "skymem_auth.h"\n#include "skymem_polyval.h"\n',
     # setuptools refuses absolute source paths: give them relative to where the build runs
     sources=[os.path.relpath(p) for p in core_sources()],
     include_dirs=[str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src"), str(CSRC)],

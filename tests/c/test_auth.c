@@ -1,10 +1,12 @@
-/* test_auth.c -- SHA-256 (FIPS 180-2 examples), HMAC-SHA256 (RFC 4231), and the
- * command authentication trailer: sign, verify, forgery, replay windows, key files. */
+/* test_auth.c -- SHA-256 (FIPS 180-2 examples), HMAC-SHA256 (RFC 4231), POLYVAL (RFC 8452),
+ * the tag (known answers from the independent Python code), and the command authentication
+ * trailer: sign, verify, forgery, replay windows, key files. */
 #include <string.h>
 
 #include "check.h"
 #include "skymem_auth.h"
 #include "skymem_codec.h"
+#include "skymem_polyval.h"
 
 static void unhex(const char *h, uint8_t *out)
 {
@@ -243,6 +245,22 @@ static void test_replay_window(void)
 #undef TRY
 }
 
+/* 1 when k signs like a key made from these hex bytes (a packet's tag compared: the derived
+ * contexts hold padding that need not match) */
+static int same_key(const skymem_mac_key_t *k, const char *hex)
+{
+    static skymem_mac_key_t want;
+    uint8_t key[64], pkt[100], t1[32], t2[32];
+    size_t i, n = strlen(hex) / 2;
+    unhex(hex, key);
+    skymem_mac_key_init(&want, key, n);
+    for (i = 0; i < sizeof pkt; i++) pkt[i] = (uint8_t)i;
+    skymem_put_u16(pkt, SKYMEM_DATA_CMD_MID);
+    skymem_auth_mac(k, pkt, sizeof pkt, t1);
+    skymem_auth_mac(&want, pkt, sizeof pkt, t2);
+    return memcmp(t1, t2, 32) == 0;
+}
+
 static void test_key_file(void)
 {
     static skymem_auth_t a;
@@ -250,9 +268,10 @@ static void test_key_file(void)
     const char *good = "# keys\n\n0 000102030405060708090a0b0c0d0e0f\n  7\tFFEEDDCCBBAA99887766554433221100ffee # gs 7\r\n";
     skymem_auth_init(&a, 0);
     CHECK_EQ_INT(skymem_auth_load_text(&a, good, strlen(good), err, sizeof err), 2);
-    CHECK(skymem_auth_find_key(&a, 0) != NULL && skymem_auth_find_key(&a, 0)->len == 16);
-    CHECK(skymem_auth_find_key(&a, 7) != NULL && skymem_auth_find_key(&a, 7)->len == 18);
-    CHECK(skymem_auth_find_key(&a, 7)->key[0] == 0xFF);
+    CHECK(skymem_auth_find_key(&a, 0) != NULL && skymem_auth_find_key(&a, 7) != NULL);
+    CHECK(same_key(&skymem_auth_find_key(&a, 0)->mac, "000102030405060708090a0b0c0d0e0f"));
+    CHECK(same_key(&skymem_auth_find_key(&a, 7)->mac, "FFEEDDCCBBAA99887766554433221100ffee"));
+    CHECK(!same_key(&skymem_auth_find_key(&a, 7)->mac, "FFEEDDCCBBAA99887766554433221100ff"));
 #define BAD(text, msg)                                                                            \
     do {                                                                                          \
         skymem_auth_init(&a, 0);                                                                  \
@@ -283,6 +302,7 @@ static void test_key_file(void)
 static void test_replies(void)
 {
     static skymem_auth_t sat, peer;
+    static skymem_mac_key_t mk1, mk0;
     uint8_t key1[32], key0[32], buf[256], copy[256], hash[32];
     skymem_route_t r, r2;
     skymem_msg_t m;
@@ -296,6 +316,8 @@ static void test_replies(void)
     skymem_auth_init(&peer, 0);
     skymem_auth_add_key(&peer, 1, key1, sizeof key1);
     skymem_auth_add_key(&peer, 0, key0, sizeof key0);
+    skymem_mac_key_init(&mk1, key1, sizeof key1);
+    skymem_mac_key_init(&mk0, key0, sizeof key0);
     /* satellite (1,2) to ground station 7 through (1,1): an ACK signed with the station's key 1 */
     memset(&r, 0, sizeof r);
     r.dst_plane = SKYMEM_GROUND_PLANE;
@@ -311,16 +333,16 @@ static void test_replies(void)
     CHECK(len > 0);
     CHECK_EQ_INT(skymem_parse(buf, (size_t)len, &m), SKYMEM_OK);
     CHECK(m.auth != NULL && m.reply_kind == SKYMEM_REPLY_ACK && m.has_block_hash);
-    CHECK_EQ_INT(skymem_auth_check_reply(key1, sizeof key1, 1, buf, (size_t)len), SKYMEM_AUTH_OK);
-    CHECK_EQ_INT(skymem_auth_check_reply(key1, sizeof key1, 2, buf, (size_t)len), SKYMEM_AUTH_E_UNKNOWN_KEY);
-    CHECK_EQ_INT(skymem_auth_check_reply(key0, sizeof key0, 1, buf, (size_t)len), SKYMEM_AUTH_E_BAD_MAC);
+    CHECK_EQ_INT(skymem_auth_check_reply(&mk1, 1, buf, (size_t)len), SKYMEM_AUTH_OK);
+    CHECK_EQ_INT(skymem_auth_check_reply(&mk1, 2, buf, (size_t)len), SKYMEM_AUTH_E_UNKNOWN_KEY);
+    CHECK_EQ_INT(skymem_auth_check_reply(&mk0, 1, buf, (size_t)len), SKYMEM_AUTH_E_BAD_MAC);
     /* relays rewrite ttl and hops on the way down: still valid */
     memcpy(copy, buf, (size_t)len);
     r2 = m.route;
     r2.ttl = 60;
     r2.hops = 4;
     CHECK_EQ_INT(skymem_rewrite_route(copy, (size_t)len, &r2), SKYMEM_OK);
-    CHECK_EQ_INT(skymem_auth_check_reply(key1, sizeof key1, 1, copy, (size_t)len), SKYMEM_AUTH_OK);
+    CHECK_EQ_INT(skymem_auth_check_reply(&mk1, 1, copy, (size_t)len), SKYMEM_AUTH_OK);
     /* any other bit: refused (kind, status, value, hash, time, request id, source...) */
     for (i = 0; i < len - (int)SKYMEM_AUTH_TAG_LEN - 12; i++) {
         int off = i - (int)SKYMEM_TLM_HDR_LEN;
@@ -328,11 +350,11 @@ static void test_replies(void)
         if (off == (int)SKYMEM_ROUTE_FLAGS || i < 2) continue; /* unsigned or not a reply: checked below */
         memcpy(copy, buf, (size_t)len);
         copy[i] ^= 0x01u;
-        CHECK(skymem_auth_check_reply(key1, sizeof key1, 1, copy, (size_t)len) != SKYMEM_AUTH_OK);
+        CHECK(skymem_auth_check_reply(&mk1, 1, copy, (size_t)len) != SKYMEM_AUTH_OK);
     }
     memcpy(copy, buf, (size_t)len);
     copy[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_FLAGS] &= (uint8_t)~SKYMEM_RF_AUTH;
-    CHECK_EQ_INT(skymem_auth_check_reply(key1, sizeof key1, 1, copy, (size_t)len), SKYMEM_AUTH_E_NO_TRAILER);
+    CHECK_EQ_INT(skymem_auth_check_reply(&mk1, 1, copy, (size_t)len), SKYMEM_AUTH_E_NO_TRAILER);
     /* key scope: a ground-bound reply under the constellation key is refused by a satellite */
     len = skymem_build_reply(buf, sizeof buf, 0, 10, 20, &r, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 3, 1, hash, 32);
     len = skymem_auth_sign(&sat, 0, 5001, buf, (size_t)len, sizeof buf);
@@ -379,6 +401,69 @@ static void test_sha256_implementations_agree(void)
     skymem_sha256_use_accel(accel);
 }
 
+/* RFC 8452 Appendix A's POLYVAL example, then every implementation this CPU has against the
+ * portable one: lengths around the 32-block groups and any split of the input. */
+static void test_polyval(void)
+{
+    static uint8_t data[16 * 200];
+    static skymem_polyval_key_t k;
+    uint8_t h[16], x[32], want[16], acc[16], ref[16];
+    uint32_t r = 777u;
+    size_t n, cut, i;
+    int level, top = skymem_polyval_use_accel(2);
+    unhex("25629347589242761d31f826ba4b757b", h);
+    unhex("4f4f95668c83dfb6401762bb2d01a262d1a24ddd2721d006bbe45f20d3c9f362", x);
+    unhex("f7a3b47b846119fae5b7866cf5e5b77e", want);
+    skymem_polyval_init(&k, h);
+    for (i = 0; i < sizeof data; i++) {
+        r = r * 1103515245u + 12345u;
+        data[i] = (uint8_t)(r >> 16);
+    }
+    printf("polyval: %s\n", skymem_polyval_impl());
+    for (level = 0; level <= top; level++) {
+        CHECK_EQ_INT(skymem_polyval_use_accel(level), level);
+        memset(acc, 0, sizeof acc);
+        skymem_polyval_blocks(&k, acc, x, 2);
+        CHECK(memcmp(acc, want, 16) == 0);
+        for (n = 0; n <= 200; n += (n < 70 ? 1 : 13)) {
+            skymem_polyval_use_accel(0);
+            memset(ref, 0, sizeof ref);
+            skymem_polyval_blocks(&k, ref, data, n);
+            skymem_polyval_use_accel(level);
+            for (cut = 0; cut <= n; cut += 1 + n / 5) {
+                memset(acc, 0, sizeof acc);
+                skymem_polyval_blocks(&k, acc, data, cut);
+                skymem_polyval_blocks(&k, acc, data + 16 * cut, n - cut);
+                CHECK(memcmp(acc, ref, 16) == 0);
+            }
+        }
+    }
+    skymem_polyval_use_accel(top);
+}
+
+/* The whole tag against answers computed by skymemory.protocol.mac.tag_py (pure Python, its
+ * own POLYVAL), with every POLYVAL implementation: a 77-byte command, a 1000-byte reply. */
+static void test_tag_known_answers(void)
+{
+    static skymem_mac_key_t k;
+    uint8_t key[32], pkt[1000], tag[32];
+    size_t i;
+    int level, top = skymem_polyval_use_accel(2);
+    for (i = 0; i < sizeof key; i++) key[i] = (uint8_t)i;
+    for (i = 0; i < sizeof pkt; i++) pkt[i] = (uint8_t)(i * 7u + 3u);
+    skymem_mac_key_init(&k, key, sizeof key);
+    for (level = 0; level <= top; level++) {
+        skymem_polyval_use_accel(level);
+        skymem_put_u16(pkt, SKYMEM_DATA_CMD_MID);
+        skymem_auth_mac(&k, pkt, 77, tag);
+        CHECK(digest_is(tag, "3a4199e6b9b779a7eb1c705e497ddfc8b36baa27ae11552e8c30d75ef8dafd42", 32));
+        skymem_put_u16(pkt, SKYMEM_REPLY_TLM_MID);
+        skymem_auth_mac(&k, pkt, 1000, tag);
+        CHECK(digest_is(tag, "b275a04220a00cbeff3bcb674d3f73f0a4dd1eedc820a409184ef8b2ccf882de", 32));
+    }
+    skymem_polyval_use_accel(top);
+}
+
 int main(void)
 {
     test_sha256();
@@ -388,6 +473,8 @@ int main(void)
     test_hmac_rfc4231();
     skymem_sha256_use_accel(1);
     test_sha256_implementations_agree();
+    test_polyval();
+    test_tag_known_answers();
     test_sign_verify();
     test_replay_window();
     test_key_file();

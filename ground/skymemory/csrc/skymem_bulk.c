@@ -255,11 +255,11 @@ uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_
  * Returns the new length, len when unkeyed, or 0 when the reserved sequences ran out. */
 static int sign_if_keyed(skymem_bulk_opts_t *o, uint8_t *pkt, int len, size_t cap)
 {
-    if (o->auth_key_len == 0 || len <= 0)
+    if (o->auth_key == NULL || len <= 0)
         return len;
     if (o->auth_seq_used >= o->auth_seq_count)
         return 0;
-    len = skymem_auth_sign_with(o->auth_key, o->auth_key_len, o->auth_key_id, o->auth_seq_first + o->auth_seq_used++,
+    len = skymem_auth_sign_with(o->auth_key, o->auth_key_id, o->auth_seq_first + o->auth_seq_used++,
                                 pkt, (size_t)len, cap);
     return len > 0 ? len : 0;
 }
@@ -267,8 +267,7 @@ static int sign_if_keyed(skymem_bulk_opts_t *o, uint8_t *pkt, int len, size_t ca
 /* A reply may answer only when it is signed with our key (keyed call); counts the others. */
 static int reply_authentic(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len)
 {
-    if (o->auth_key_len == 0 ||
-        skymem_auth_check_reply(o->auth_key, o->auth_key_len, o->auth_key_id, pkt, len) == SKYMEM_AUTH_OK)
+    if (o->auth_key == NULL || skymem_auth_check_reply(o->auth_key, o->auth_key_id, pkt, len) == SKYMEM_AUTH_OK)
         return 1;
     o->auth_failures++;
     return 0;
@@ -558,10 +557,6 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     o->auth_seq_used = 0;
     o->auth_failures = 0;
     o->nak_status = 0;
-    if (o->auth_key_len > 0 && !o->auth_key) {
-        rc = SKYMEM_BULK_E_ARG;
-        goto out;
-    }
 
 /* builds SET_CHUNK for global chunk index gi into tx slot nt */
 #define PREPARE_SET(gi)                                                                                        \

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "skymem_auth.h"
+
 /* One satellite holding chunks, and the ground link that reaches it. */
 typedef struct {
     uint16_t plane, sat;         /* destination of the requests */
@@ -59,13 +61,12 @@ typedef struct {
     /* results */
     uint64_t packets_rx, packets_tx, bytes_rx;
     uint64_t crc_failures, retransmits, ignored;
-    /* A keyed constellation (auth_key_len > 0, skymem_auth.h): every request is
+    /* A keyed constellation (auth_key not NULL, skymem_auth.h): every request is
      * signed -- each packet, resends included, takes the next sequence of the range
      * [auth_seq_first, auth_seq_first + auth_seq_count) the caller reserved from its
      * signer, so no sequence is ever used twice -- and a reply counts only when
      * signed with this key (others: auth_failures). */
-    const uint8_t *auth_key;
-    uint32_t auth_key_len;
+    const skymem_mac_key_t *auth_key; /* NULL: unkeyed (skymem_mac_key_init makes one from the key) */
     uint32_t auth_key_id;
     uint64_t auth_seq_first, auth_seq_count;
     uint64_t auth_seq_used;  /* result: sequences consumed */
@@ -108,7 +109,7 @@ uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_
  * queues what it cannot carry at once (the node's token bucket) would
  * otherwise hold the tail of a burst past rto_s, and every resend of it
  * would only lengthen the queue.
- * With auth_key_len > 0 every packet sent is signed with a fresh sequence;
+ * With an auth_key every packet sent is signed with a fresh sequence;
  * running out of the reserved range is SKYMEM_BULK_E_ARG. */
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);

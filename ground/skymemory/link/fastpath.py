@@ -234,9 +234,7 @@ class BulkTransfer:
         opts.max_retries = self.retries
         if self.signer is not None:
             # every send may be a resend: reserve a fresh sequence for each possible one
-            key = ffi.new("uint8_t[]", self.signer.key)
-            keep.append(key)
-            opts.auth_key, opts.auth_key_len, opts.auth_key_id = key, len(self.signer.key), self.signer.key_id
+            opts.auth_key, opts.auth_key_id = self.signer.mac_key.c_key, self.signer.key_id
             sends = (sum(job.chunk_count for job in jobs) if fn_name == "skymem_bulk_set"
                      else lib.skymem_bulk_get_requests(blocks, len(jobs), wave_chunks))
             opts.auth_seq_count = max(1, sends) * (self.retries + 1)

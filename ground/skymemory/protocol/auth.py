@@ -1,10 +1,10 @@
 """Authenticated commands and replies, ground side: the trailer of skymem_wire.h.
 
 A signed data-plane command or reply ends with 44 bytes: u32 key_id, u64
-sequence and HMAC-SHA256 over every byte before the tag, with the bytes
+sequence and a 32-byte tag over every byte before it, with the bytes
 satellites rewrite on the way taken as zero -- a command's cFS checksum (byte 7),
 the route header's via (4 bytes), ttl and hops -- so the tag still holds after
-any number of ISL hops. The route flag AUTH (0x01) is set, the length field grows
+any number of ISL hops. The tag is POLYVAL under HMAC-SHA256 (`skymemory.protocol.mac`). The route flag AUTH (0x01) is set, the length field grows
 by 44 and a command's checksum is recomputed. The C side is
 cfs_apps/skymem_core/fsw/src/skymem_auth.c.
 
@@ -28,7 +28,6 @@ the file holds several ground keys) turn signing on for any other
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 import struct
@@ -37,11 +36,12 @@ import time
 from pathlib import Path
 
 from skymemory.protocol import wire
+from skymemory.protocol.mac import MacKey, route_at
 from skymemory.protocol.native import xor_checksum
 
 SEQ_US = 16  # one sequence number = this many microseconds (SKYMEM_AUTH_SEQ_US)
 TRAILER_LEN = 44
-TAG_LEN = 32
+TAG_LEN = 32  # skymemory.protocol.mac.TAG_LEN
 CONSTELLATION_KEY_ID = 0
 KEY_MIN, KEY_MAX = 16, 64
 # commands a keyed satellite refuses unsigned (skymem_auth_required): every one
@@ -50,11 +50,10 @@ SIGNED_CCS = frozenset(range(wire.SKYMEM_NUM_CC))
 
 def _route_at(packet: bytes | bytearray) -> int:
     """Where the route header starts: after a command's 8-byte header or a reply's 16; AuthError otherwise."""
-    mid = int.from_bytes(packet[:2], "big") if len(packet) >= 2 else -1
-    at = {wire.SKYMEM_DATA_CMD_MID: wire.SKYMEM_CMD_HDR_LEN, wire.SKYMEM_REPLY_TLM_MID: wire.SKYMEM_TLM_HDR_LEN}.get(mid)
-    if at is None or len(packet) < at + wire.SKYMEM_ROUTE_HDR_LEN:
-        raise AuthError("only data-plane commands and replies are signed")
-    return at
+    try:
+        return route_at(packet)
+    except ValueError as exc:
+        raise AuthError(str(exc)) from None
 
 
 class AuthError(ValueError):
@@ -91,15 +90,10 @@ def load_keys(path: str | os.PathLike) -> dict[int, bytes]:
 
 
 def mac(key: bytes, packet_before_tag: bytes | bytearray) -> bytes:
-    """The tag over a signed packet's bytes before the tag, mutable bytes zeroed."""
-    b = bytearray(packet_before_tag)
-    r = _route_at(b)
-    if r == wire.SKYMEM_CMD_HDR_LEN:
-        b[7] = 0  # a command's checksum; a reply's byte 7 is part of its time stamp
-    via, ttl = r + wire.SKYMEM_ROUTE_VIA_PLANE, r + wire.SKYMEM_ROUTE_TTL
-    b[via:via + 4] = b"\0\0\0\0"
-    b[ttl:ttl + 2] = b"\0\0"
-    return hmac.new(key, b, hashlib.sha256).digest()
+    """The tag over a signed packet's bytes before the tag, mutable bytes zeroed (a Signer keeps its
+    key derived; this derives it for one packet)."""
+    _route_at(packet_before_tag)
+    return MacKey(key).tag(packet_before_tag)
 
 
 class Signer:
@@ -115,6 +109,7 @@ class Signer:
             raise AuthError(f"key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
         self.key_id = key_id
         self._key = key
+        self.mac_key = MacKey(key)  # derived once; its c_key is what the C fast path signs with
         self._last_seq = 0
         self._seq_lock = threading.Lock()  # the client's loop and fast-path threads sign at once
 
@@ -129,11 +124,6 @@ class Signer:
         if key_id not in keys:
             raise AuthError(f"{path}: no key id {key_id}")
         return cls(key_id, keys[key_id])
-
-    @property
-    def key(self) -> bytes:
-        """The key itself: for the C fast path, which signs in place (skymem_bulk_set)."""
-        return self._key
 
     def next_seq(self) -> int:
         return self.reserve(1)
@@ -167,7 +157,7 @@ class Signer:
         b[flags] |= wire.SKYMEM_RF_AUTH
         b += struct.pack(">IQ", self.key_id, self.next_seq() if seq is None else seq)
         struct.pack_into(">H", b, 4, len(b) + TAG_LEN - 7)
-        b += mac(self._key, b)
+        b += self.mac_key.tag(b)
         if r == wire.SKYMEM_CMD_HDR_LEN:
             b[7] = 0
             b[7] = xor_checksum(bytes(b))
@@ -185,7 +175,7 @@ class Signer:
             return False
         if int.from_bytes(packet[-TRAILER_LEN:-TRAILER_LEN + 4], "big") != self.key_id:
             return False
-        return hmac.compare_digest(mac(self._key, packet[:-TAG_LEN]), packet[-TAG_LEN:])
+        return hmac.compare_digest(self.mac_key.tag(packet[:-TAG_LEN]), packet[-TAG_LEN:])
 
 
 def strip_trailer(packet: bytes) -> bytes:

@@ -662,7 +662,7 @@ static void Test_Auth(void)
     UT_ParseReply(0, &Reply);
     UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_ACK);
     UtAssert_True(Reply.auth != NULL, "the reply carries a trailer");
-    UtAssert_INT32_EQ(skymem_auth_check_reply(Ground.keys[1].key, Ground.keys[1].len, 1, UT_Out[0].Bytes,
+    UtAssert_INT32_EQ(skymem_auth_check_reply(&Ground.keys[1].mac, 1, UT_Out[0].Bytes,
                                               skymem_get_u16(UT_Out[0].Bytes + 4) + 7u),
                       SKYMEM_AUTH_OK);
     UtAssert_INT32_EQ(skymem_store_peek(SKYMEM_Data.Store, Hash, 2, NULL, NULL, NULL), SKYMEM_STORE_OK);

@@ -1,8 +1,24 @@
 /*
  * skymem_auth.h -- authenticated commands and replies: the trailer of skymem_wire.h
- * (u32 key_id + u64 sequence + HMAC-SHA256), a key ring and per-source replay
+ * (u32 key_id + u64 sequence + 32-byte tag), a key ring and per-source replay
  * windows. Portable C99, no allocation: shared by the native node, the cFS app and
  * the ground's C fast path.
+ *
+ * The tag (skymem_auth_mac) is a universal hash under a pseudo-random function:
+ *   S   = POLYVAL(H, M padded with zeros to 16 bytes || LE64(8 * len(M)) || LE64(0))
+ *   tag = HMAC-SHA256(K_tag, S)
+ * with M the packet before the tag and H (16 bytes) and K_tag (32 bytes) derived from
+ * the key: HMAC-SHA256(key, "skymem auth v2 polyval")[0..15] and
+ * HMAC-SHA256(key, "skymem auth v2 tag"). The length block is AES-GCM-SIV's (M as
+ * additional data, no plaintext). POLYVAL is almost universal: two different
+ * packets of at most L blocks give the same S for at most L + 1 of the 2^128
+ * values of H; S never leaves the sender, and a PRF of it reveals nothing of H.
+ * So a forgery needs either a guess of the PRF's output or such a collision --
+ * roughly q^2 (L + 1) / 2^129 for q packets seen (the standard UHF-then-PRF bound),
+ * with no nonce to misuse: the sequence is simply part of M. Why not HMAC over the
+ * whole packet: with the CPU's carry-less multiply, POLYVAL runs at 15-40 GB/s
+ * against SHA-256's 1.5 GB/s with the SHA extensions, and the one HMAC left is over
+ * 16 bytes (BENCHMARKS.md, "Authentication cost").
  *
  * What the MAC covers: every byte of the packet before the tag, with the bytes a
  * relay or the first satellite rewrite taken as zero -- the cFS checksum (byte 7,
@@ -38,6 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "skymem_polyval.h"
 #include "skymem_sha256.h"
 #include "skymem_wire.h"
 
@@ -68,11 +85,15 @@ extern "C" {
 #define SKYMEM_AUTH_E_REPLAY -5     /* authentic but already seen, too old, or before the floor */
 #define SKYMEM_AUTH_E_ARG -6        /* bad argument (builders, key ring) */
 
+/* A key made ready to sign and check with: derived once, when the key is loaded. */
+typedef struct {
+    skymem_polyval_key_t hash; /* H and its powers */
+    skymem_hmac_t tag;         /* HMAC-SHA256 keyed with K_tag, nothing hashed yet */
+} skymem_mac_key_t;
+
 typedef struct {
     uint32_t id;
-    uint8_t len;
-    uint8_t used;
-    uint8_t key[SKYMEM_AUTH_KEY_MAX];
+    skymem_mac_key_t mac;
 } skymem_auth_key_t;
 
 typedef struct {
@@ -84,13 +105,14 @@ typedef struct {
 } skymem_replay_t;
 
 typedef struct {
-    skymem_auth_key_t keys[SKYMEM_AUTH_MAX_KEYS];
     uint32_t n_keys;
     skymem_replay_t windows[SKYMEM_AUTH_SOURCES];
     uint64_t floor; /* sequences <= floor are refused */
     uint64_t tick;  /* LRU clock for windows */
     uint64_t last_seq; /* last sequence this side signed with */
     uint64_t high;  /* highest sequence ever accepted: what a restart must not reopen (persist it) */
+    /* keys[0 .. n_keys): written when added, so init leaves the other 23 KiB untouched too */
+    skymem_auth_key_t keys[SKYMEM_AUTH_MAX_KEYS];
     /* windows[i]'s bitmap, bit (s mod WINDOW): sequence s seen, for top - s < WINDOW. Last, and cleared
      * only when a window is taken: init leaves these 1 MiB alone, so a node that hears from a few
      * sources touches a few pages of it (16,384 nodes on one host), not all of them. */
@@ -117,9 +139,12 @@ int skymem_auth_load_text(skymem_auth_t *a, const char *text, size_t len, char *
  * the counters, and answer with data. */
 int skymem_auth_required(uint8_t cc);
 
+/* Derives H and K_tag from a key (any length; the ring takes 16..64 bytes). */
+void skymem_mac_key_init(skymem_mac_key_t *k, const uint8_t *key, size_t key_len);
+
 /* The tag over pkt[0, len_before_tag) with the mutable bytes taken as zero.
  * pkt must be a data-plane command (at least 8 + 20 bytes) or a reply (16 + 20). */
-void skymem_auth_mac(const uint8_t *key, size_t key_len, const uint8_t *pkt, size_t len_before_tag,
+void skymem_auth_mac(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_before_tag,
                      uint8_t out[SKYMEM_AUTH_TAG_LEN]);
 
 /* The sequence number of a Unix time in microseconds (a receiver's floor at its start). */
@@ -132,7 +157,7 @@ uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us);
  * checksum). Returns the new length or SKYMEM_AUTH_E_*. */
 int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len, size_t cap);
 /* The same with one key given directly (the ground, which holds only its own). */
-int skymem_auth_sign_with(const uint8_t *key, size_t key_len, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
+int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
                           size_t cap);
 
 /* Checks a data-plane command's or a reply's trailer: key known and in scope,
@@ -144,7 +169,7 @@ int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len);
  * window: a reply is fresh when it echoes the request id of a request still waiting, which
  * the caller checks. Returns SKYMEM_AUTH_OK, E_NO_TRAILER (unsigned), E_UNKNOWN_KEY (another
  * key id) or E_BAD_MAC. */
-int skymem_auth_check_reply(const uint8_t *key, size_t key_len, uint32_t key_id, const uint8_t *pkt, size_t len);
+int skymem_auth_check_reply(const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt, size_t len);
 
 #ifdef __cplusplus
 }

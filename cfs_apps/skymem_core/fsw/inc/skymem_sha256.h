@@ -37,10 +37,12 @@ void skymem_sha256_update(skymem_sha256_t *c, const uint8_t *data, size_t len);
 void skymem_sha256_final(skymem_sha256_t *c, uint8_t out[SKYMEM_SHA256_LEN]);
 void skymem_sha256(const uint8_t *data, size_t len, uint8_t out[SKYMEM_SHA256_LEN]);
 
-/* HMAC-SHA256. Keys longer than the 64-byte block are hashed first (RFC 2104). */
+/* HMAC-SHA256. Keys longer than the 64-byte block are hashed first (RFC 2104). A context
+ * just initialised holds both padded-key blocks already hashed: a copy of it is a keyed
+ * HMAC ready for a message, so a short message costs two compressions, not four. */
 typedef struct {
-    skymem_sha256_t inner;
-    uint8_t okey[SKYMEM_SHA256_BLOCK]; /* key XOR opad, for the outer hash */
+    skymem_sha256_t inner; /* after key XOR ipad */
+    skymem_sha256_t outer; /* after key XOR opad */
 } skymem_hmac_t;
 
 void skymem_hmac_init(skymem_hmac_t *c, const uint8_t *key, size_t key_len);

@@ -38,7 +38,7 @@ const char *skymem_auth_strerror(int rc)
 
 void skymem_auth_init(skymem_auth_t *a, uint64_t floor)
 {
-    memset(a, 0, offsetof(skymem_auth_t, bits)); /* the bitmaps are cleared as windows are taken */
+    memset(a, 0, offsetof(skymem_auth_t, keys)); /* keys are written as added, bitmaps as windows are taken */
     a->floor = floor;
 }
 
@@ -52,9 +52,7 @@ int skymem_auth_add_key(skymem_auth_t *a, uint32_t id, const uint8_t *key, size_
         if (a->keys[i].id == id) return SKYMEM_AUTH_E_ARG; /* duplicate id */
     if (a->n_keys >= SKYMEM_AUTH_MAX_KEYS) return SKYMEM_AUTH_E_ARG;
     a->keys[a->n_keys].id = id;
-    a->keys[a->n_keys].len = (uint8_t)len;
-    a->keys[a->n_keys].used = 1;
-    memcpy(a->keys[a->n_keys].key, key, len);
+    skymem_mac_key_init(&a->keys[a->n_keys].mac, key, len);
     a->n_keys++;
     return SKYMEM_AUTH_OK;
 }
@@ -141,24 +139,44 @@ int skymem_auth_required(uint8_t cc)
     return 1;
 }
 
-void skymem_auth_mac(const uint8_t *key, size_t key_len, const uint8_t *pkt, size_t len_before_tag,
+void skymem_mac_key_init(skymem_mac_key_t *k, const uint8_t *key, size_t key_len)
+{
+    static const char hash_label[] = "skymem auth v2 polyval", tag_label[] = "skymem auth v2 tag";
+    uint8_t d[SKYMEM_SHA256_LEN];
+    skymem_hmac_sha256(key, key_len, (const uint8_t *)hash_label, sizeof hash_label - 1, d);
+    d[0] |= (uint8_t)(d[0] == 0 && !memcmp(d, d + 1, SKYMEM_POLYVAL_BLOCK - 1)); /* H = 0 would hash all to 0 */
+    skymem_polyval_init(&k->hash, d);
+    skymem_hmac_sha256(key, key_len, (const uint8_t *)tag_label, sizeof tag_label - 1, d);
+    skymem_hmac_init(&k->tag, d, sizeof d);
+    memset(d, 0, sizeof d);
+}
+
+#define HEAD_LEN 48u /* three blocks: past every byte the MAC takes as zero (a reply's hops end at byte 34) */
+
+void skymem_auth_mac(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_before_tag,
                      uint8_t out[SKYMEM_AUTH_TAG_LEN])
 {
-    static const uint8_t zeros[4] = {0, 0, 0, 0};
-    size_t r = route_at(pkt, len_before_tag), via = r + SKYMEM_ROUTE_VIA_PLANE, ttl = r + SKYMEM_ROUTE_TTL;
-    skymem_hmac_t h;
-    skymem_hmac_init(&h, key, key_len);
-    if (r == SKYMEM_CMD_HDR_LEN) { /* a command: its checksum changes with every rewrite */
-        skymem_hmac_update(&h, pkt, OFF_CHECKSUM);
-        skymem_hmac_update(&h, zeros, 1);
-        skymem_hmac_update(&h, pkt + OFF_CHECKSUM + 1, via - OFF_CHECKSUM - 1);
-    } else {
-        skymem_hmac_update(&h, pkt, via);
-    }
-    skymem_hmac_update(&h, zeros, 4);
-    skymem_hmac_update(&h, pkt + via + 4, ttl - via - 4);
-    skymem_hmac_update(&h, zeros, 2);
-    skymem_hmac_update(&h, pkt + ttl + 2, len_before_tag - ttl - 2);
+    size_t r = route_at(pkt, len_before_tag), n = len_before_tag, head = n < HEAD_LEN ? n : HEAD_LEN;
+    size_t body = n > HEAD_LEN ? (n - HEAD_LEN) / SKYMEM_POLYVAL_BLOCK : 0, rest = n - head - SKYMEM_POLYVAL_BLOCK * body;
+    uint8_t first[HEAD_LEN], last[2 * SKYMEM_POLYVAL_BLOCK], s[SKYMEM_POLYVAL_BLOCK];
+    uint64_t bits = (uint64_t)n * 8u;
+    skymem_hmac_t h = k->tag;
+    int i;
+    /* the head with the rewritten bytes zeroed (and zero padding when the packet is shorter) */
+    memset(first, 0, sizeof first);
+    memcpy(first, pkt, head);
+    if (r == SKYMEM_CMD_HDR_LEN) first[OFF_CHECKSUM] = 0; /* a command's checksum changes with every rewrite */
+    memset(first + r + SKYMEM_ROUTE_VIA_PLANE, 0, 4);
+    memset(first + r + SKYMEM_ROUTE_TTL, 0, 2);
+    /* the last partial block, zero-padded, then the length block */
+    memset(last, 0, sizeof last);
+    memcpy(last, pkt + head + SKYMEM_POLYVAL_BLOCK * body, rest);
+    for (i = 0; i < 8; i++) last[(rest ? SKYMEM_POLYVAL_BLOCK : 0) + i] = (uint8_t)(bits >> (8 * i));
+    memset(s, 0, sizeof s);
+    skymem_polyval_blocks(&k->hash, s, first, (head + SKYMEM_POLYVAL_BLOCK - 1) / SKYMEM_POLYVAL_BLOCK);
+    skymem_polyval_blocks(&k->hash, s, pkt + head, body);
+    skymem_polyval_blocks(&k->hash, s, last, rest ? 2 : 1);
+    skymem_hmac_update(&h, s, sizeof s);
     skymem_hmac_final(&h, out);
 }
 
@@ -171,18 +189,18 @@ uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us)
     return a->last_seq;
 }
 
-int skymem_auth_sign_with(const uint8_t *key, size_t key_len, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
+int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
                           size_t cap)
 {
     size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN, r = route_at(pkt, len);
-    if (key == NULL || r == 0 || out_len > cap || out_len > SKYMEM_MAX_PACKET ||
+    if (k == NULL || r == 0 || out_len > cap || out_len > SKYMEM_MAX_PACKET ||
         (pkt[r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
         return SKYMEM_AUTH_E_ARG;
     pkt[r + SKYMEM_ROUTE_FLAGS] |= SKYMEM_RF_AUTH;
     skymem_put_u16(pkt + 4, (uint16_t)(out_len - 7u));
     skymem_put_u32(pkt + len + SKYMEM_AT_KEY_ID, key_id);
     skymem_put_u64(pkt + len + SKYMEM_AT_SEQ, seq);
-    skymem_auth_mac(key, key_len, pkt, len + SKYMEM_AT_TAG, pkt + len + SKYMEM_AT_TAG);
+    skymem_auth_mac(k, pkt, len + SKYMEM_AT_TAG, pkt + len + SKYMEM_AT_TAG);
     if (r == SKYMEM_CMD_HDR_LEN) skymem_cmd_finalize(pkt, out_len);
     return (int)out_len;
 }
@@ -193,16 +211,16 @@ int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint
     if (a == NULL) return SKYMEM_AUTH_E_ARG;
     k = skymem_auth_find_key(a, key_id);
     if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
-    return skymem_auth_sign_with(k->key, k->len, key_id, seq, pkt, len, cap);
+    return skymem_auth_sign_with(&k->mac, key_id, seq, pkt, len, cap);
 }
 
 /* The trailer's tag, checked in constant time; SKYMEM_AUTH_OK or E_BAD_MAC. */
-static int tag_ok(const uint8_t *key, size_t key_len, const uint8_t *pkt, size_t len)
+static int tag_ok(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len)
 {
     uint8_t tag[SKYMEM_AUTH_TAG_LEN], diff = 0;
     const uint8_t *theirs = pkt + len - SKYMEM_AUTH_TAG_LEN;
     size_t i;
-    skymem_auth_mac(key, key_len, pkt, len - SKYMEM_AUTH_TAG_LEN, tag);
+    skymem_auth_mac(k, pkt, len - SKYMEM_AUTH_TAG_LEN, tag);
     for (i = 0; i < SKYMEM_AUTH_TAG_LEN; i++) diff |= (uint8_t)(tag[i] ^ theirs[i]);
     return diff ? SKYMEM_AUTH_E_BAD_MAC : SKYMEM_AUTH_OK;
 }
@@ -217,13 +235,13 @@ static const uint8_t *trailer_of(const uint8_t *pkt, size_t len, size_t *r)
     return pkt + len - SKYMEM_AUTH_TRAILER_LEN;
 }
 
-int skymem_auth_check_reply(const uint8_t *key, size_t key_len, uint32_t key_id, const uint8_t *pkt, size_t len)
+int skymem_auth_check_reply(const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt, size_t len)
 {
     size_t r;
     const uint8_t *trailer = trailer_of(pkt, len, &r);
-    if (key == NULL || trailer == NULL || r != SKYMEM_TLM_HDR_LEN) return SKYMEM_AUTH_E_NO_TRAILER;
+    if (k == NULL || trailer == NULL || r != SKYMEM_TLM_HDR_LEN) return SKYMEM_AUTH_E_NO_TRAILER;
     if (skymem_get_u32(trailer + SKYMEM_AT_KEY_ID) != key_id) return SKYMEM_AUTH_E_UNKNOWN_KEY;
-    return tag_ok(key, key_len, pkt, len);
+    return tag_ok(k, pkt, len);
 }
 
 /* ---- replay windows -------------------------------------------------------- */
@@ -314,7 +332,7 @@ int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
     k = skymem_auth_find_key(a, key_id);
     if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
     if ((key_id == SKYMEM_AUTH_CONSTELLATION_KEY) != (ground_end != SKYMEM_GROUND_PLANE)) return SKYMEM_AUTH_E_KEY_SCOPE;
-    rc = tag_ok(k->key, k->len, pkt, len);
+    rc = tag_ok(&k->mac, pkt, len);
     if (rc != SKYMEM_AUTH_OK) return rc;
     if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY;
     w = find_window(a, key_id, src_plane, src_sat, 0);

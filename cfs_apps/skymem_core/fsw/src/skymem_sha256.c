@@ -196,17 +196,19 @@ void skymem_sha256(const uint8_t *data, size_t len, uint8_t out[SKYMEM_SHA256_LE
 
 void skymem_hmac_init(skymem_hmac_t *c, const uint8_t *key, size_t key_len)
 {
-    uint8_t k[SKYMEM_SHA256_BLOCK], ikey[SKYMEM_SHA256_BLOCK];
+    uint8_t k[SKYMEM_SHA256_BLOCK], ikey[SKYMEM_SHA256_BLOCK], okey[SKYMEM_SHA256_BLOCK];
     size_t i;
     memset(k, 0, sizeof k);
     if (key_len > SKYMEM_SHA256_BLOCK) skymem_sha256(key, key_len, k);
     else if (key_len) memcpy(k, key, key_len);
     for (i = 0; i < SKYMEM_SHA256_BLOCK; i++) {
         ikey[i] = (uint8_t)(k[i] ^ 0x36u);
-        c->okey[i] = (uint8_t)(k[i] ^ 0x5cu);
+        okey[i] = (uint8_t)(k[i] ^ 0x5cu);
     }
     skymem_sha256_init(&c->inner);
     skymem_sha256_update(&c->inner, ikey, sizeof ikey);
+    skymem_sha256_init(&c->outer);
+    skymem_sha256_update(&c->outer, okey, sizeof okey);
 }
 
 void skymem_hmac_update(skymem_hmac_t *c, const uint8_t *data, size_t len) { skymem_sha256_update(&c->inner, data, len); }
@@ -214,12 +216,9 @@ void skymem_hmac_update(skymem_hmac_t *c, const uint8_t *data, size_t len) { sky
 void skymem_hmac_final(skymem_hmac_t *c, uint8_t out[SKYMEM_SHA256_LEN])
 {
     uint8_t ih[SKYMEM_SHA256_LEN];
-    skymem_sha256_t outer;
     skymem_sha256_final(&c->inner, ih);
-    skymem_sha256_init(&outer);
-    skymem_sha256_update(&outer, c->okey, sizeof c->okey);
-    skymem_sha256_update(&outer, ih, sizeof ih);
-    skymem_sha256_final(&outer, out);
+    skymem_sha256_update(&c->outer, ih, sizeof ih);
+    skymem_sha256_final(&c->outer, out);
 }
 
 void skymem_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *data, size_t len,

@@ -1,0 +1,54 @@
+/*
+ * skymem_polyval.h -- POLYVAL (RFC 8452 section 3): the polynomial hash over GF(2^128) of
+ * AES-GCM-SIV, here the universal hash of the authentication tag (skymem_auth.h).
+ *
+ * POLYVAL(H, X_1 .. X_n) = S_n, with S_0 = 0 and S_j = dot(S_{j-1} xor X_j, H), where
+ * dot(a, b) = a * b * x^-128 modulo x^128 + x^127 + x^126 + x^121 + 1 and a 16-byte
+ * string is a polynomial with bit i of byte j the coefficient of x^(8j + i).
+ *
+ * C99, no allocation. Three implementations, chosen once at run time: portable C
+ * (constant time, 64-bit integer multiplies), x86 PCLMULQDQ, and x86 AVX-512
+ * VPCLMULQDQ (four blocks per instruction). Both x86 ones sum up to
+ * SKYMEM_POLYVAL_POWERS blocks times precomputed powers of H before one reduction,
+ * so the only serial step is one multiply per SKYMEM_POLYVAL_POWERS blocks. The
+ * x86 code is compiled with per-function target attributes: the file needs no
+ * special flags and builds (portable only) for any other CPU or compiler.
+ * Tested against RFC 8452's example, an independent Python implementation and
+ * each other (tests/c/test_auth.c).
+ */
+#ifndef SKYMEM_POLYVAL_H
+#define SKYMEM_POLYVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SKYMEM_POLYVAL_BLOCK 16u
+#define SKYMEM_POLYVAL_POWERS 32u /* blocks summed per reduction */
+
+typedef struct {
+    /* pow[i] = H^(SKYMEM_POLYVAL_POWERS - i) in POLYVAL's form (the last is H, each one before it
+     * dot(next, H)): descending, so the powers for the m blocks of a group are pow[POWERS - m ..] in order */
+    uint8_t pow[SKYMEM_POLYVAL_POWERS][SKYMEM_POLYVAL_BLOCK];
+} skymem_polyval_key_t;
+
+void skymem_polyval_init(skymem_polyval_key_t *k, const uint8_t h[SKYMEM_POLYVAL_BLOCK]);
+
+/* Continues the hash in acc (16 bytes, zero to start) over n whole 16-byte blocks at p. */
+void skymem_polyval_blocks(const skymem_polyval_key_t *k, uint8_t acc[SKYMEM_POLYVAL_BLOCK], const uint8_t *p,
+                           size_t n);
+
+/* Which implementation runs: "portable C", "x86 PCLMULQDQ" or "x86 AVX-512 VPCLMULQDQ". */
+const char *skymem_polyval_impl(void);
+/* Caps the implementation (tests compare them; benchmarks measure each): 0 portable C,
+ * 1 PCLMULQDQ, 2 VPCLMULQDQ, each only when the CPU has it. Returns the level now in use. */
+int skymem_polyval_use_accel(int level);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SKYMEM_POLYVAL_H */
