@@ -107,6 +107,9 @@ int skymem_build_reply_stats(uint8_t *buf, size_t cap, uint16_t seq, uint32_t se
 typedef struct { ...; } skymem_mac_key_t;
 void skymem_mac_key_init(skymem_mac_key_t *k, const uint8_t *key, size_t key_len);
 void skymem_auth_mac(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_before_tag, uint8_t out[32]);
+int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
+                          size_t cap);
+int skymem_auth_check_reply(const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt, size_t len);
 const char *skymem_polyval_impl(void);
 int skymem_polyval_use_accel(int level);
 typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port; }

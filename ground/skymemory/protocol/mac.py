@@ -29,10 +29,13 @@ TAG_LEN = 32
 _M64 = (1 << 64) - 1
 
 
+_ROUTE_AT = {wire.SKYMEM_DATA_CMD_MID: wire.SKYMEM_CMD_HDR_LEN, wire.SKYMEM_REPLY_TLM_MID: wire.SKYMEM_TLM_HDR_LEN}
+
+
 def route_at(packet: bytes | bytearray | memoryview) -> int:
     """Where the route header starts: after a command's 8-byte header or a reply's 16; ValueError otherwise."""
     mid = int.from_bytes(packet[:2], "big") if len(packet) >= 2 else -1
-    at = {wire.SKYMEM_DATA_CMD_MID: wire.SKYMEM_CMD_HDR_LEN, wire.SKYMEM_REPLY_TLM_MID: wire.SKYMEM_TLM_HDR_LEN}.get(mid)
+    at = _ROUTE_AT.get(mid)
     if at is None or len(packet) < at + wire.SKYMEM_ROUTE_HDR_LEN:
         raise ValueError("only data-plane commands and replies are signed")
     return at

@@ -87,10 +87,21 @@ int skymem_pri_decode(const uint8_t *buf, size_t len, skymem_pri_hdr_t *out)
 /* ---- command checksum ------------------------------------------------------ */
 uint8_t skymem_cmd_checksum(const uint8_t *pkt, size_t len)
 {
+    uint64_t w = 0, v;
     uint8_t x = 0xFF;
-    size_t i;
-    for (i = 0; i < len; i++) x ^= pkt[i]; /* branch-free so the compiler can vectorise it */
-    if (len > 7) x ^= pkt[7];               /* byte 7 counts as zero */
+    size_t i = 0;
+    /* eight bytes at a time (XOR does not care how bytes are grouped), then fold the word to a byte:
+     * a byte loop took 1.5 us per 6 KiB SET_CHUNK, five times its authentication tag */
+    for (; i + 8u <= len; i += 8u) {
+        memcpy(&v, pkt + i, 8u);
+        w ^= v;
+    }
+    w ^= w >> 32;
+    w ^= w >> 16;
+    w ^= w >> 8;
+    x ^= (uint8_t)w;
+    for (; i < len; i++) x ^= pkt[i];
+    if (len > 7) x ^= pkt[7]; /* byte 7 counts as zero */
     return x;
 }
 
