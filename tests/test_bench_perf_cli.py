@@ -25,6 +25,7 @@ def parser():
     ["transfer", "--sizes-mb", "x"],
     ["transfer", "--profiles", "moon"],
     ["transfer", "--servers", "0"],
+    ["transfer", "--rounds", "0"],
     ["streaming", "--kv", "int4"],
     ["streaming", "--profiles", "none,none"],
     ["streaming", "--prefix-blocks", "-1"],
@@ -46,6 +47,18 @@ def test_defaults():
     assert b.prefix_blocks == 8 and b.kv == "fp16" and [p.name for p in b.profiles] == ["none", "laser"]
     assert b.pace == [0.0] and b.wave_layers == 1
     assert parser().parse_args(["streaming", "--pace", "off,800"]).pace == [0.0, 800e6]
+
+
+def test_rounds_merge_into_one_row_per_measurement_over_all_runs():
+    def row(auth, times, packets, retx):
+        return transfer._row("none", auth, "auto", 6144, "16MB", "get", "C only", 16_000_000, times, packets, retx, 1)
+    rounds = [row("on", [0.02, 0.04], 100, 1), row("off", [0.01], 90, 0), row("on", [0.03], 120, 2)]
+    merged = transfer.merge_rounds(rounds)
+    assert [r["auth"] for r in merged] == ["on", "off"]
+    on = merged[0]
+    assert on["runs"] == 3 and on["median_s"] == 0.03 and on["retransmits"] == 3
+    assert on["goodput_MBps"] == pytest.approx(16 / 0.03) and on["packets_per_s"] == pytest.approx(110 / 0.03)
+    assert merged[1] == rounds[1]  # measured once: as it was
 
 
 def test_one_fit_length_is_refused_before_any_work(tmp_path):

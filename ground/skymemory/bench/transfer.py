@@ -29,13 +29,17 @@ overhead satellite (up to a few ISL hops away) instead of the nearest ones.
 
 `--auth on,off` (the default) measures each profile twice in the same run: on a
 constellation launched with its key (every request signed, every reply checked,
-in C on both sides) and on one launched --insecure; the closing table gives
-each row's goodput with authentication as a share of the goodput without.
+in C on both sides) and on one launched --insecure, both up at once; the closing
+table gives each row's goodput with authentication as a share of the goodput
+without. `--rounds N` measures every case N times, alternating between the two
+(on, off, off, on, ...) so that a shared machine's drifting load hits both alike,
+and reports the median over all rounds' runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -86,7 +90,23 @@ def _row(profile, auth, route, chunk, case, op, path, n_bytes, times, packets, r
             "bytes": n_bytes,
             "median_s": med, "min_s": min(times), "goodput_MBps": n_bytes / med / 1e6,
             "packets_per_s": packets / med if med > 0 else 0.0, "retransmits": retransmits, "runs": len(times),
-            "window_bytes": window}
+            "window_bytes": window, "times_s": list(times), "packets": packets}
+
+
+def merge_rounds(rows: list[dict]) -> list[dict]:
+    """One row per measurement (ROW_KEY) from the rows of every round: the median over all their runs."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in ROW_KEY), []).append(r)
+    merged = []
+    for key, same in groups.items():
+        if len(same) == 1:
+            merged.append(same[0])
+            continue
+        times = [t for r in same for t in r["times_s"]]
+        merged.append(_row(*key, same[0]["bytes"], times, statistics.median(r["packets"] for r in same),
+                           sum(r["retransmits"] for r in same), same[0]["window_bytes"]))
+    return merged
 
 
 def measure_python(store, case: str, blocks: list[bytes], repeats: int) -> list[tuple]:
@@ -185,26 +205,32 @@ def run(args, log=print) -> list[dict]:
     if not args.no_kv:
         cases.insert(0, (f"kv-{KV_BLOCKS}x{KV_BLOCK_BYTES}", [os.urandom(KV_BLOCK_BYTES) for _ in range(KV_BLOCKS)]))
     for profile in args.profiles:
-        for auth in args.auth:
-            n = args.planes * args.sats
-            sky = LocalConstellation(planes=args.planes, sats=args.sats, profile=profile,
-                                     run_dir=Path(work.name) / f"sky-{profile.name}-auth-{auth}",
-                                     port_offset=free_port_offset(n), node=args.node,
-                                     chunk_size=max(args.chunk_sizes),
-                                     memory_budget=args.memory_budget_mb * 1024 * 1024, insecure=auth == "off")
-            with sky:
-                manifest = sky.manifest
-                servers = pick_servers(manifest, args.servers, args.placement)
-                overhead = manifest.constellation().overhead()
-                hops = [manifest.constellation().hops(overhead, s) for s in servers]
-                log(f"profile {profile.name} ({profile.description}), authentication {auth}: "
-                    f"{args.planes}x{args.sats} satellites, servers {servers} ({args.placement}; "
-                    f"0..{max(hops)} ISL hops from the overhead satellite {overhead})")
-                for chunk in args.chunk_sizes:
-                    for route in args.routes:
-                        rows += measure_route(manifest, servers, route, chunk, cases, args.repeats, binary,
-                                              (profile.name, auth), log)
-    return rows
+        # one constellation per authentication mode, all up at once: the rounds alternate between them
+        # (on, off, then off, on, ...), so a machine whose load drifts loads both alike
+        with contextlib.ExitStack() as stack:
+            manifests = {}
+            for auth in args.auth:
+                n = args.planes * args.sats
+                sky = LocalConstellation(planes=args.planes, sats=args.sats, profile=profile,
+                                         run_dir=Path(work.name) / f"sky-{profile.name}-auth-{auth}",
+                                         port_offset=free_port_offset(n), node=args.node,
+                                         chunk_size=max(args.chunk_sizes),
+                                         memory_budget=args.memory_budget_mb * 1024 * 1024, insecure=auth == "off")
+                manifests[auth] = stack.enter_context(sky).manifest
+            for round_no in range(args.rounds):
+                for auth in (args.auth if round_no % 2 == 0 else args.auth[::-1]):
+                    manifest = manifests[auth]
+                    servers = pick_servers(manifest, args.servers, args.placement)
+                    overhead = manifest.constellation().overhead()
+                    hops = [manifest.constellation().hops(overhead, s) for s in servers]
+                    log(f"profile {profile.name} ({profile.description}), authentication {auth}, round "
+                        f"{round_no + 1}/{args.rounds}: {args.planes}x{args.sats} satellites, servers {servers} "
+                        f"({args.placement}; 0..{max(hops)} ISL hops from the overhead satellite {overhead})")
+                    for chunk in args.chunk_sizes:
+                        for route in args.routes:
+                            rows += measure_route(manifest, servers, route, chunk, cases, args.repeats, binary,
+                                                  (profile.name, auth), log)
+    return merge_rounds(rows)
 
 
 ROW_KEY = ("profile", "auth", "route", "chunk_bytes", "case", "op", "path")  # what one measurement is of
@@ -280,7 +306,10 @@ def register(subparsers) -> None:
                         "route on the same constellation; with direct and relay, a closing table compares them")
     p.add_argument("--planes", type=positive_int, default=5)
     p.add_argument("--sats", type=positive_int, default=5)
-    p.add_argument("--repeats", type=positive_int, default=5, help="gets per case (median reported)")
+    p.add_argument("--repeats", type=positive_int, default=5, help="gets per case per round (median reported)")
+    p.add_argument("--rounds", type=positive_int, default=1,
+                   help="times every case is measured (a set and --repeats gets each time), alternating between the "
+                        "--auth constellations; the median over all rounds is reported")
     p.add_argument("--memory-budget-mb", type=positive_int, default=256, help="per satellite, MiB")
     p.add_argument("--node", type=input_file, default=None, help="skymem_node binary (default: SKYMEM_NODE or build/)")
     p.add_argument("--bench-binary", default=None, help="bench_transfer binary (default build/bench_transfer)")

@@ -4,8 +4,9 @@ A signed data-plane command or reply ends with 44 bytes: u32 key_id, u64
 sequence and a 32-byte tag over every byte before it, with the bytes
 satellites rewrite on the way taken as zero -- a command's cFS checksum (byte 7),
 the route header's via (4 bytes), ttl and hops -- so the tag still holds after
-any number of ISL hops. The tag is POLYVAL under HMAC-SHA256 (`skymemory.protocol.mac`). The route flag AUTH (0x01) is set, the length field grows
-by 44 and a command's checksum is recomputed. The C side is
+any number of ISL hops. The tag is POLYVAL under HMAC-SHA256
+(`skymemory.protocol.mac`). The route flag AUTH (0x01) is set, the length field
+grows by 44 and a command's checksum is recomputed. The C side is
 cfs_apps/skymem_core/fsw/src/skymem_auth.c.
 
 With keys, a satellite takes no command unsigned (reads included) and signs
