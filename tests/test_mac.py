@@ -1,5 +1,6 @@
-"""The tag (skymemory.protocol.mac): the pure-Python definition against RFC 8452 and against the C core
-with every POLYVAL implementation this CPU has, on commands and replies of every length class."""
+"""The tag (skymemory.protocol.mac): the pure-Python definition against RFC 8452 and FIPS 197, and against
+the C core with every POLYVAL and AES implementation this CPU has, on commands and replies of every length
+class."""
 
 import random
 
@@ -14,6 +15,11 @@ RFC8452_X = bytes.fromhex("4f4f95668c83dfb6401762bb2d01a262d1a24ddd2721d006bbe45
 
 def test_polyval_matches_rfc_8452_appendix_a():
     assert mac.polyval_py(RFC8452_H, RFC8452_X).hex() == "f7a3b47b846119fae5b7866cf5e5b77e"
+
+
+def test_aes_matches_fips_197_appendix_c1():
+    key, plain = bytes(range(16)), bytes.fromhex("00112233445566778899aabbccddeeff")
+    assert mac.aes128_encrypt_py(key, plain).hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
 
 
 def test_polyval_refuses_partial_blocks():
@@ -34,6 +40,7 @@ def test_c_tag_equals_the_python_definition(level):
     if lib.skymem_polyval_use_accel(level) != level:
         lib.skymem_polyval_use_accel(2)
         pytest.skip(f"this CPU has no POLYVAL level {level}")
+    lib.skymem_aes_use_accel(level > 0)  # the portable AES with the portable POLYVAL, the instructions with the others
     rng = random.Random(level)
     try:
         for n in [36, 47, 48, 49, 63, 64, 65, 100, 527, 528, 529, 1000, 6228]:
@@ -43,6 +50,7 @@ def test_c_tag_equals_the_python_definition(level):
                 assert mac.MacKey(key).tag(pkt) == mac.tag_py(key, pkt), (n, reply)
     finally:
         lib.skymem_polyval_use_accel(2)
+        lib.skymem_aes_use_accel(1)
 
 
 def test_rewritten_bytes_do_not_change_the_tag_and_others_do():

@@ -16,9 +16,9 @@ from cffi import FFI
 
 REPO = Path(__file__).resolve().parents[2]
 CORE = Path(os.environ.get("SKYMEM_CORE_DIR", REPO / "cfs_apps" / "skymem_core"))
-# skymem_auth + skymem_sha256 + skymem_polyval: the fast path signs SET_CHUNK like the satellites verify it
+# skymem_auth + skymem_sha256 + skymem_polyval + skymem_aes: the fast path signs SET_CHUNK like the satellites verify it
 SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c", "skymem_auth.c", "skymem_sha256.c",
-           "skymem_polyval.c"]
+           "skymem_polyval.c", "skymem_aes.c"]
 # the ground's batched transfer (POSIX sockets: not part of the portable flight core)
 CSRC = Path(__file__).resolve().parent / "csrc"
 GROUND_SOURCES = ["skymem_bulk.c"]
@@ -31,7 +31,8 @@ def core_sources() -> list[Path]:
 def sources_present() -> bool:
     return all(p.is_file() for p in core_sources()) and all(
         (CORE / "fsw" / "inc" / h).is_file() for h in ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h",
-                                                 "skymem_auth.h", "skymem_sha256.h", "skymem_polyval.h")) \
+                                                 "skymem_auth.h", "skymem_sha256.h", "skymem_polyval.h",
+                                                 "skymem_aes.h")) \
         and (CSRC / "skymem_bulk.h").is_file()
 
 
@@ -112,6 +113,8 @@ int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t s
 int skymem_auth_check_reply(const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt, size_t len);
 const char *skymem_polyval_impl(void);
 int skymem_polyval_use_accel(int level);
+const char *skymem_aes_impl(void);
+int skymem_aes_use_accel(int on);
 typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port; }
     skymem_bulk_server_t;
 typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t chunk_bytes; uint32_t chunk_count;
@@ -144,7 +147,7 @@ ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "skymemory._native",
     '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n#include "skymem_geometry.h"\n#include "skymem_bulk.h"\n'
-    '#include "skymem_sha256.h"\n#include "skymem_auth.h"\n#include "skymem_polyval.h"\n',
+    '#include "skymem_sha256.h"\n#include "skymem_auth.h"\n#include "skymem_polyval.h"\n#include "skymem_aes.h"\n',
     # setuptools refuses absolute source paths: give them relative to where the build runs
     sources=[os.path.relpath(p) for p in core_sources()],
     include_dirs=[str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src"), str(CSRC)],

@@ -1,4 +1,4 @@
-/* test_auth.c -- SHA-256 (FIPS 180-2 examples), HMAC-SHA256 (RFC 4231), POLYVAL (RFC 8452),
+/* test_auth.c -- SHA-256 (FIPS 180-2 examples), HMAC-SHA256 (RFC 4231), POLYVAL (RFC 8452), AES-128 (FIPS 197),
  * the tag (known answers from the independent Python code), and the command authentication
  * trailer: sign, verify, forgery, replay windows, key files. */
 #include <string.h>
@@ -441,8 +441,39 @@ static void test_polyval(void)
     skymem_polyval_use_accel(top);
 }
 
+/* FIPS 197 Appendix C.1 with each AES implementation this CPU has, and the instructions against the
+ * portable code on a chain of blocks under changing keys. */
+static void test_aes(void)
+{
+    static skymem_aes128_t k;
+    uint8_t key[16], block[16], want[16], a[16], b[16];
+    int i, accel = skymem_aes_use_accel(1);
+    printf("aes: %s\n", skymem_aes_impl());
+    unhex("000102030405060708090a0b0c0d0e0f", key);
+    unhex("00112233445566778899aabbccddeeff", block);
+    unhex("69c4e0d86a7b0430d8cdb78070b4c55a", want);
+    skymem_aes128_init(&k, key);
+    skymem_aes_use_accel(0);
+    skymem_aes128_encrypt(&k, block, a);
+    CHECK(memcmp(a, want, 16) == 0);
+    skymem_aes_use_accel(1);
+    skymem_aes128_encrypt(&k, block, b);
+    CHECK(memcmp(b, want, 16) == 0);
+    for (i = 0; i < 200; i++) { /* the ciphertext becomes the next key and block */
+        skymem_aes128_init(&k, a);
+        skymem_aes_use_accel(0);
+        skymem_aes128_encrypt(&k, a, a);
+        skymem_aes_use_accel(1);
+        skymem_aes128_encrypt(&k, b, b);
+        CHECK(memcmp(a, b, 16) == 0);
+        memcpy(b, a, 16);
+    }
+    skymem_aes_use_accel(accel);
+}
+
 /* The whole tag against answers computed by skymemory.protocol.mac.tag_py (pure Python, its
- * own POLYVAL), with every POLYVAL implementation: a 77-byte command, a 1000-byte reply. */
+ * own POLYVAL and AES), with every POLYVAL implementation (and AES, portable with the portable
+ * POLYVAL): a 77-byte command, a 1000-byte reply. */
 static void test_tag_known_answers(void)
 {
     static skymem_mac_key_t k;
@@ -454,14 +485,16 @@ static void test_tag_known_answers(void)
     skymem_mac_key_init(&k, key, sizeof key);
     for (level = 0; level <= top; level++) {
         skymem_polyval_use_accel(level);
+        skymem_aes_use_accel(level > 0);
         skymem_put_u16(pkt, SKYMEM_DATA_CMD_MID);
         skymem_auth_mac(&k, pkt, 77, tag);
-        CHECK(digest_is(tag, "3a4199e6b9b779a7eb1c705e497ddfc8b36baa27ae11552e8c30d75ef8dafd42", 32));
+        CHECK(digest_is(tag, "e6f7cb2dc728d45fe141270da4bf6c3a947366aa6defe0dd920008ca8e9dd481", 32));
         skymem_put_u16(pkt, SKYMEM_REPLY_TLM_MID);
         skymem_auth_mac(&k, pkt, 1000, tag);
-        CHECK(digest_is(tag, "b275a04220a00cbeff3bcb674d3f73f0a4dd1eedc820a409184ef8b2ccf882de", 32));
+        CHECK(digest_is(tag, "81c1ce9373ceb7541b2991e823328685ef6072ba41e0862ec00a1a4b40d68a1b", 32));
     }
     skymem_polyval_use_accel(top);
+    skymem_aes_use_accel(1);
 }
 
 int main(void)
@@ -474,6 +507,7 @@ int main(void)
     skymem_sha256_use_accel(1);
     test_sha256_implementations_agree();
     test_polyval();
+    test_aes();
     test_tag_known_answers();
     test_sign_verify();
     test_replay_window();

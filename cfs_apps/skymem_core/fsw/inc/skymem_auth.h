@@ -4,21 +4,22 @@
  * windows. Portable C99, no allocation: shared by the native node, the cFS app and
  * the ground's C fast path.
  *
- * The tag (skymem_auth_mac) is a universal hash under a pseudo-random function:
+ * The tag (skymem_auth_mac) is a universal hash under a block cipher, as in AES-GCM-SIV:
  *   S   = POLYVAL(H, M padded with zeros to 16 bytes || LE64(8 * len(M)) || LE64(0))
- *   tag = HMAC-SHA256(K_tag, S)
- * with M the packet before the tag and H (16 bytes) and K_tag (32 bytes) derived from
- * the key: HMAC-SHA256(key, "skymem auth v2 polyval")[0..15] and
- * HMAC-SHA256(key, "skymem auth v2 tag"). The length block is AES-GCM-SIV's (M as
- * additional data, no plaintext). POLYVAL is almost universal: two different
- * packets of at most L blocks give the same S for at most L + 1 of the 2^128
- * values of H; S never leaves the sender, and a PRF of it reveals nothing of H.
- * So a forgery needs either a guess of the PRF's output or such a collision --
- * roughly q^2 (L + 1) / 2^129 for q packets seen (the standard UHF-then-PRF bound),
- * with no nonce to misuse: the sequence is simply part of M. Why not HMAC over the
- * whole packet: with the CPU's carry-less multiply, POLYVAL runs at 15-40 GB/s
- * against SHA-256's 1.5 GB/s with the SHA extensions, and the one HMAC left is over
- * 16 bytes (BENCHMARKS.md, "Authentication cost").
+ *   tag = AES-128_K1(S) || AES-128_K2(S)
+ * with M the packet before the tag, H the first 16 bytes of
+ * HMAC-SHA256(key, "skymem auth v2 polyval") and K1 || K2 = HMAC-SHA256(key,
+ * "skymem auth v2 tag"). The length block is AES-GCM-SIV's (M as additional data,
+ * no plaintext). POLYVAL is almost universal: two different packets of at most L
+ * blocks give the same S for at most L + 1 of the 2^128 values of H; S never leaves
+ * the sender, and a pseudo-random permutation of it reveals nothing of H. So a
+ * forgery needs either a guess of AES's output or such a collision -- roughly
+ * q^2 (L + 2) / 2^129 for q packets seen (the UHF-then-PRF bound, with AES's PRP/PRF
+ * switch) -- and there is no nonce to misuse: the sequence is simply part of M.
+ * Why not HMAC-SHA256 over the whole packet, as before: SHA-256 runs at 1.5 GB/s
+ * even with the SHA extensions, POLYVAL at 15-45 GB/s with the carry-less multiply,
+ * and an HMAC of S alone would still cost two dependent SHA-256 compressions
+ * (~0.14 us) per packet where AES costs ~0.02 us (BENCHMARKS.md, "Authentication cost").
  *
  * What the MAC covers: every byte of the packet before the tag, with the bytes a
  * relay or the first satellite rewrite taken as zero -- the cFS checksum (byte 7,
@@ -54,6 +55,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "skymem_aes.h"
 #include "skymem_polyval.h"
 #include "skymem_sha256.h"
 #include "skymem_wire.h"
@@ -88,7 +90,7 @@ extern "C" {
 /* A key made ready to sign and check with: derived once, when the key is loaded. */
 typedef struct {
     skymem_polyval_key_t hash; /* H and its powers */
-    skymem_hmac_t tag;         /* HMAC-SHA256 keyed with K_tag, nothing hashed yet */
+    skymem_aes128_t tag[2];    /* K1 and K2: each gives 16 bytes of the tag */
 } skymem_mac_key_t;
 
 typedef struct {
@@ -139,7 +141,7 @@ int skymem_auth_load_text(skymem_auth_t *a, const char *text, size_t len, char *
  * the counters, and answer with data. */
 int skymem_auth_required(uint8_t cc);
 
-/* Derives H and K_tag from a key (any length; the ring takes 16..64 bytes). */
+/* Derives H, K1 and K2 from a key (any length; the ring takes 16..64 bytes). */
 void skymem_mac_key_init(skymem_mac_key_t *k, const uint8_t *key, size_t key_len);
 
 /* The tag over pkt[0, len_before_tag) with the mutable bytes taken as zero.

@@ -38,8 +38,8 @@ void skymem_sha256_final(skymem_sha256_t *c, uint8_t out[SKYMEM_SHA256_LEN]);
 void skymem_sha256(const uint8_t *data, size_t len, uint8_t out[SKYMEM_SHA256_LEN]);
 
 /* HMAC-SHA256. Keys longer than the 64-byte block are hashed first (RFC 2104). A context
- * just initialised holds both padded-key blocks already hashed: a copy of it is a keyed
- * HMAC ready for a message, so a short message costs two compressions, not four. */
+ * just initialised holds both padded-key blocks already hashed, so a copy of it is a keyed
+ * HMAC ready for a message. */
 typedef struct {
     skymem_sha256_t inner; /* after key XOR ipad */
     skymem_sha256_t outer; /* after key XOR opad */

@@ -147,7 +147,8 @@ void skymem_mac_key_init(skymem_mac_key_t *k, const uint8_t *key, size_t key_len
     d[0] |= (uint8_t)(d[0] == 0 && !memcmp(d, d + 1, SKYMEM_POLYVAL_BLOCK - 1)); /* H = 0 would hash all to 0 */
     skymem_polyval_init(&k->hash, d);
     skymem_hmac_sha256(key, key_len, (const uint8_t *)tag_label, sizeof tag_label - 1, d);
-    skymem_hmac_init(&k->tag, d, sizeof d);
+    skymem_aes128_init(&k->tag[0], d);
+    skymem_aes128_init(&k->tag[1], d + SKYMEM_AES128_KEY);
     memset(d, 0, sizeof d);
 }
 
@@ -160,7 +161,6 @@ void skymem_auth_mac(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_b
     size_t body = n > HEAD_LEN ? (n - HEAD_LEN) / SKYMEM_POLYVAL_BLOCK : 0, rest = n - head - SKYMEM_POLYVAL_BLOCK * body;
     uint8_t first[HEAD_LEN], last[2 * SKYMEM_POLYVAL_BLOCK], s[SKYMEM_POLYVAL_BLOCK];
     uint64_t bits = (uint64_t)n * 8u;
-    skymem_hmac_t h = k->tag;
     int i;
     /* the head with the rewritten bytes zeroed (and zero padding when the packet is shorter) */
     memset(first, 0, sizeof first);
@@ -176,8 +176,8 @@ void skymem_auth_mac(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_b
     skymem_polyval_blocks(&k->hash, s, first, (head + SKYMEM_POLYVAL_BLOCK - 1) / SKYMEM_POLYVAL_BLOCK);
     skymem_polyval_blocks(&k->hash, s, pkt + head, body);
     skymem_polyval_blocks(&k->hash, s, last, rest ? 2 : 1);
-    skymem_hmac_update(&h, s, sizeof s);
-    skymem_hmac_final(&h, out);
+    skymem_aes128_encrypt(&k->tag[0], s, out);
+    skymem_aes128_encrypt(&k->tag[1], s, out + SKYMEM_AES_BLOCK);
 }
 
 uint64_t skymem_auth_seq_at(uint64_t unix_us) { return unix_us / SKYMEM_AUTH_SEQ_US; }
