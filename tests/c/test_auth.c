@@ -6,6 +6,7 @@
 #include "check.h"
 #include "skymem_auth.h"
 #include "skymem_codec.h"
+#include "skymem_crc32c.h"
 #include "skymem_polyval.h"
 
 static void unhex(const char *h, uint8_t *out)
@@ -352,6 +353,18 @@ static void test_replies(void)
         copy[i] ^= 0x01u;
         CHECK(skymem_auth_check_reply(&mk1, 1, copy, (size_t)len) != SKYMEM_AUTH_OK);
     }
+    { /* the same check with a CRC of the body in the same pass */
+        uint32_t crc = 1;
+        size_t at = SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + 12u;
+        CHECK_EQ_INT(skymem_auth_check_reply_crc(&mk1, 1, buf, (size_t)len, at, 32, &crc), SKYMEM_AUTH_OK);
+        CHECK(crc == skymem_crc32c(buf + at, 32));
+        memcpy(copy, buf, (size_t)len);
+        copy[at + 5] ^= 0x40u;
+        CHECK_EQ_INT(skymem_auth_check_reply_crc(&mk1, 1, copy, (size_t)len, at, 32, &crc), SKYMEM_AUTH_E_BAD_MAC);
+        CHECK(crc == skymem_crc32c(copy + at, 32));
+        CHECK_EQ_INT(skymem_auth_check_reply_crc(&mk1, 1, buf, (size_t)len, at, (size_t)len, &crc), SKYMEM_AUTH_E_ARG);
+        CHECK_EQ_INT(skymem_auth_check_reply_crc(&mk1, 1, buf, (size_t)len, 8, 4, &crc), SKYMEM_AUTH_E_ARG);
+    }
     memcpy(copy, buf, (size_t)len);
     copy[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_FLAGS] &= (uint8_t)~SKYMEM_RF_AUTH;
     CHECK_EQ_INT(skymem_auth_check_reply(&mk1, 1, copy, (size_t)len), SKYMEM_AUTH_E_NO_TRAILER);
@@ -437,6 +450,21 @@ static void test_polyval(void)
                 CHECK(memcmp(acc, ref, 16) == 0);
             }
         }
+    }
+    /* hashing with a CRC beside it (fused where the CPU can): the same hash, the CRC of its own range */
+    printf("polyval + crc32c in one pass: %s\n", skymem_polyval_crc32c_fused() ? "yes" : "no");
+    for (n = 0; n <= 200; n += (n < 40 ? 1 : 23)) {
+        size_t off, clen;
+        for (off = 0; off < 40; off += 13)
+            for (clen = 0; off + clen <= sizeof data; clen += (clen < 20 ? 1 : 997)) {
+                uint32_t crc = 0;
+                memset(ref, 0, sizeof ref);
+                skymem_polyval_blocks(&k, ref, data, n);
+                memset(acc, 0, sizeof acc);
+                skymem_polyval_blocks_crc32c(&k, acc, data, n, data + off, clen, &crc);
+                CHECK(memcmp(acc, ref, 16) == 0);
+                CHECK(crc == skymem_crc32c(data + off, clen));
+            }
     }
     skymem_polyval_use_accel(top);
 }

@@ -17,7 +17,7 @@ static uint32_t crc_bitwise(const uint8_t *p, size_t n)
     return ~c;
 }
 
-int main(void)
+static void known_answers(void)
 {
     uint8_t buf[1000];
     size_t i, n;
@@ -57,5 +57,16 @@ int main(void)
         CHECK_EQ_INT(skymem_crc32c_fold(crcs, 1, 6144, 0), 0u); /* the empty block */
         CHECK_EQ_INT(skymem_crc32c_fold(NULL, 1, 6144, 10), 0u);
     }
+}
+
+/* every check with the CRC32 instruction (where this CPU has it) and with slice-by-8 */
+int main(void)
+{
+    int accel = skymem_crc32c_use_accel(1);
+    printf("crc32c: %s\n", skymem_crc32c_impl());
+    known_answers();
+    skymem_crc32c_use_accel(0);
+    known_answers();
+    skymem_crc32c_use_accel(accel);
     return check_report("crc32c");
 }

@@ -97,6 +97,10 @@ typedef struct {
     uint64_t timer_armed_ns;
     skymem_auth_t *auth; /* NULL: command authentication off */
     uint32_t reply_key_id; /* ground key of the latest verified ground command: signs what goes to the ground */
+    /* A SET_CHUNK's data CRC, computed in its tag's pass (node_auth_refuse) and used by handle_set_chunk
+     * for the same packet instead of a second pass; set_crc_of is that packet's data, NULL when none. */
+    const uint8_t *set_crc_of;
+    uint32_t set_crc;
     node_tx_t tx_isl, tx_ground; /* datagrams waiting for one sendmmsg each (node_flush_tx) */
     const uint8_t *lent;          /* the received datagram in hand, in a slot kept until node_flush_tx */
     uint8_t txbuf[SKYMEM_MAX_PACKET];

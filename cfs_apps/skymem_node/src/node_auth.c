@@ -105,7 +105,12 @@ int node_auth_refuse(node_t *n, const skymem_msg_t *m, const uint8_t *pkt, size_
         if (!skymem_auth_required(m->cc)) return 0;
         rc = SKYMEM_AUTH_E_NO_TRAILER;
     } else {
-        rc = skymem_auth_verify(n->auth, pkt, len);
+        if (m->cc == SKYMEM_SET_CHUNK_CC && m->data != NULL) { /* the tag and the chunk's CRC in one pass */
+            rc = skymem_auth_verify_crc(n->auth, pkt, len, (size_t)(m->data - pkt), m->desc.data_len, &n->set_crc);
+            n->set_crc_of = rc == SKYMEM_AUTH_OK ? m->data : NULL;
+        } else {
+            rc = skymem_auth_verify(n->auth, pkt, len);
+        }
         if (rc == SKYMEM_AUTH_OK) {
             if (r->src_plane == SKYMEM_GROUND_PLANE) n->reply_key_id = skymem_get_u32(m->auth + SKYMEM_AT_KEY_ID);
             return 0;

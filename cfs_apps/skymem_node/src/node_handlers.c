@@ -292,13 +292,17 @@ static void handle_set_chunk(node_t *n, const skymem_msg_t *m, const skymem_rout
 {
     skymem_store_info_t info;
     skymem_chunk_meta_t meta;
+    uint32_t crc;
     int rc;
     skymem_store_info(n->store, &info);
     if (m->desc.data_len > info.chunk_size) {
         node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_TOO_LARGE, m->desc.chunk_id, 0, m->block_hash, 32);
         return;
     }
-    if (skymem_crc32c(m->data, m->desc.data_len) != m->desc.crc32c) {
+    /* the CRC from the tag's pass over this very packet (node_auth_refuse), else computed here */
+    crc = n->set_crc_of == m->data ? n->set_crc : skymem_crc32c(m->data, m->desc.data_len);
+    n->set_crc_of = NULL;
+    if (crc != m->desc.crc32c) {
         node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BAD_CRC, m->desc.chunk_id, 0, m->block_hash, 32);
         return;
     }
@@ -479,6 +483,7 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
     skymem_msg_t m;
     skymem_route_t r;
     int rc, from_ground = from != 0;
+    n->set_crc_of = NULL; /* a CRC from an earlier packet's tag pass is never this one's */
     if (from != 2) n->c.rx_packets++;
     if (from == 0) n->rc.rx_isl++;
     else if (from == 1) n->rc.rx_ground++;

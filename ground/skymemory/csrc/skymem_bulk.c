@@ -29,40 +29,9 @@
 #define RX_SLOT 65536
 #define GET_PKT_CAP 128 /* a GET_CHUNKS with its authentication trailer: 8 + 20 + 44 + 44 bytes */
 
-/* CRC32C with the SSE4.2 instruction where the CPU has it (several GB/s; the
- * portable table version in the flight core does ~2 GB/s, which alone would
- * take half the time of a loopback transfer). Same polynomial, same result. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(const uint8_t *p, size_t n)
-{
-    uint64_t c = 0xFFFFFFFFu;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = __builtin_ia32_crc32di(c, v);
-        p += 8;
-        n -= 8;
-    }
-    uint32_t c32 = (uint32_t)c;
-    while (n--)
-        c32 = __builtin_ia32_crc32qi(c32, *p++);
-    return c32 ^ 0xFFFFFFFFu;
-}
-
-static uint32_t bulk_crc32c(const uint8_t *p, size_t n)
-{
-    static int hw = -1;
-    if (hw < 0)
-        hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-    return hw ? crc32c_hw(p, n) : skymem_crc32c(p, n);
-}
-#else
-#define bulk_crc32c skymem_crc32c
-#endif
-
 uint32_t skymem_bulk_crc32c(const uint8_t *data, size_t len)
 {
-    return bulk_crc32c(data, len);
+    return skymem_crc32c(data, len); /* the core's: the CRC32 instruction where the CPU has it */
 }
 
 static double now_s(void)
@@ -273,6 +242,36 @@ static int reply_authentic(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len
     return 0;
 }
 
+/* A DATA reply's chunk: its CRC against the descriptor's, then (keyed call) its tag. Where the CPU can
+ * do both in one pass over the chunk (skymem_polyval_crc32c_fused) they are; a chunk failing both
+ * counts as a CRC failure either way. Returns 1 when the chunk may land; counts why not. */
+static int data_reply_ok(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len, const skymem_msg_t *m, uint32_t want)
+{
+    if (o->auth_key != NULL && skymem_polyval_crc32c_fused()) {
+        uint32_t crc = 0;
+        int rc = skymem_auth_check_reply_crc(o->auth_key, o->auth_key_id, pkt, len, (size_t)(m->data - pkt), want,
+                                             &crc);
+        if (rc != SKYMEM_AUTH_OK && rc != SKYMEM_AUTH_E_BAD_MAC) { /* unsigned, another key: nothing hashed */
+            o->auth_failures++;
+            return 0;
+        }
+        if (crc != m->desc.crc32c) {
+            o->crc_failures++;
+            return 0;
+        }
+        if (rc != SKYMEM_AUTH_OK) {
+            o->auth_failures++;
+            return 0;
+        }
+        return 1;
+    }
+    if (skymem_crc32c(m->data, want) != m->desc.crc32c) {
+        o->crc_failures++;
+        return 0;
+    }
+    return reply_authentic(o, pkt, len);
+}
+
 /* Prepares the GET_CHUNKS for the still-missing span of request `i`. Returns its length or 0. */
 static int make_get_pkt(uint8_t *pkt, const get_req_t *r, uint32_t rid, const skymem_bulk_block_t *blocks,
                         const skymem_bulk_server_t *servers, uint16_t station, skymem_bulk_opts_t *o)
@@ -428,11 +427,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                         o->ignored++;
                         continue;
                     }
-                    if (bulk_crc32c(m.data, want) != m.desc.crc32c) {
-                        o->crc_failures++;
-                        continue; /* not received: asked again after rto */
-                    }
-                    if (!reply_authentic(o, pkt, len))
+                    if (!data_reply_ok(o, pkt, len, &m, want))
                         continue; /* as if lost: asked again after rto */
                     memcpy(b->buf + (uint64_t)cid * b->chunk_bytes, m.data, want);
                     if (b->chunk_crcs)
@@ -570,7 +565,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         desc_.chunk_id = c_;                                                                                   \
         desc_.chunk_count = b_->chunk_count;                                                                   \
         desc_.created_ms = b_->created_ms;                                                                     \
-        desc_.crc32c = bulk_crc32c(d_, len_);                                                                \
+        desc_.crc32c = skymem_crc32c(d_, len_);                                                                \
         desc_.data_len = (uint16_t)len_;                                                                       \
         uint32_t srv_ = b_->server0 + c_ % b_->n_servers;                                                      \
         skymem_route_t rt_ = route_to(&servers[srv_], o->station_id, o->request_id + (uint32_t)(gi));          \

@@ -166,12 +166,22 @@ int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t s
  * tag right (constant-time compare), sequence fresh for (key, source); records
  * the sequence only when everything holds. Returns SKYMEM_AUTH_OK or an error. */
 int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len);
+/* The same, and CRC32C of pkt[crc_off, crc_off + crc_len) (a SET_CHUNK's data) in the tag's pass over
+ * the packet, into *crc whenever the tag was computed (OK, E_BAD_MAC, E_REPLAY): the satellite then
+ * checks the chunk's CRC without reading it again. Range as skymem_auth_check_reply_crc. */
+int skymem_auth_verify_crc(skymem_auth_t *a, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len,
+                           uint32_t *crc);
 
 /* The ground's check of a reply: signed with key `key_id` (its own), tag right. No replay
  * window: a reply is fresh when it echoes the request id of a request still waiting, which
  * the caller checks. Returns SKYMEM_AUTH_OK, E_NO_TRAILER (unsigned), E_UNKNOWN_KEY (another
  * key id) or E_BAD_MAC. */
 int skymem_auth_check_reply(const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt, size_t len);
+/* The same, and in the same pass over the packet CRC32C of pkt[crc_off, crc_off + crc_len) into *crc --
+ * a DATA reply's chunk data, whose CRC the ground checks too (skymem_polyval_blocks_crc32c). The range
+ * must lie inside the packet, past its first 48 bytes: SKYMEM_AUTH_E_ARG otherwise. */
+int skymem_auth_check_reply_crc(const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt, size_t len,
+                                size_t crc_off, size_t crc_len, uint32_t *crc);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,16 @@ void skymem_polyval_init(skymem_polyval_key_t *k, const uint8_t h[SKYMEM_POLYVAL
 void skymem_polyval_blocks(const skymem_polyval_key_t *k, uint8_t acc[SKYMEM_POLYVAL_BLOCK], const uint8_t *p,
                            size_t n);
 
+/* skymem_polyval_blocks and, in the same pass over memory, CRC32C of crc_len bytes at crc_data
+ * (skymem_crc32c_update's convention: *crc is the running value, 0 to start): a receiver that
+ * checks both a chunk's CRC and its packet's tag reads the chunk once. Fused on x86-64 with
+ * AVX-512 VPCLMULQDQ and SSE4.2, where the CRC instruction's dependency chain leaves room for
+ * the multiplies (skymem_polyval_crc32c_fused() says so); elsewhere one after the other, the
+ * CRC in portable C. */
+void skymem_polyval_blocks_crc32c(const skymem_polyval_key_t *k, uint8_t acc[SKYMEM_POLYVAL_BLOCK], const uint8_t *p,
+                                  size_t n, const uint8_t *crc_data, size_t crc_len, uint32_t *crc);
+int skymem_polyval_crc32c_fused(void);
+
 /* Which implementation runs: "portable C", "x86 PCLMULQDQ" or "x86 AVX-512 VPCLMULQDQ". */
 const char *skymem_polyval_impl(void);
 /* Caps the implementation (tests compare them; benchmarks measure each): 0 portable C,

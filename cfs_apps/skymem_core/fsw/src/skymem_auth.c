@@ -154,8 +154,10 @@ void skymem_mac_key_init(skymem_mac_key_t *k, const uint8_t *key, size_t key_len
 
 #define HEAD_LEN 48u /* three blocks: past every byte the MAC takes as zero (a reply's hops end at byte 34) */
 
-void skymem_auth_mac(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_before_tag,
-                     uint8_t out[SKYMEM_AUTH_TAG_LEN])
+/* The tag; with crc != NULL also CRC32C of pkt[crc_off, crc_off + crc_len) in the same pass
+ * (the caller keeps that range inside the packet). */
+static void mac_and_crc(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_before_tag, size_t crc_off,
+                        size_t crc_len, uint32_t *crc, uint8_t out[SKYMEM_AUTH_TAG_LEN])
 {
     size_t r = route_at(pkt, len_before_tag), n = len_before_tag, head = n < HEAD_LEN ? n : HEAD_LEN;
     size_t body = n > HEAD_LEN ? (n - HEAD_LEN) / SKYMEM_POLYVAL_BLOCK : 0, rest = n - head - SKYMEM_POLYVAL_BLOCK * body;
@@ -174,10 +176,21 @@ void skymem_auth_mac(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_b
     for (i = 0; i < 8; i++) last[(rest ? SKYMEM_POLYVAL_BLOCK : 0) + i] = (uint8_t)(bits >> (8 * i));
     memset(s, 0, sizeof s);
     skymem_polyval_blocks(&k->hash, s, first, (head + SKYMEM_POLYVAL_BLOCK - 1) / SKYMEM_POLYVAL_BLOCK);
-    skymem_polyval_blocks(&k->hash, s, pkt + head, body);
+    if (crc != NULL) {
+        *crc = 0;
+        skymem_polyval_blocks_crc32c(&k->hash, s, pkt + head, body, pkt + crc_off, crc_len, crc);
+    } else {
+        skymem_polyval_blocks(&k->hash, s, pkt + head, body);
+    }
     skymem_polyval_blocks(&k->hash, s, last, rest ? 2 : 1);
     skymem_aes128_encrypt(&k->tag[0], s, out);
     skymem_aes128_encrypt(&k->tag[1], s, out + SKYMEM_AES_BLOCK);
+}
+
+void skymem_auth_mac(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_before_tag,
+                     uint8_t out[SKYMEM_AUTH_TAG_LEN])
+{
+    mac_and_crc(k, pkt, len_before_tag, 0, 0, NULL, out);
 }
 
 uint64_t skymem_auth_seq_at(uint64_t unix_us) { return unix_us / SKYMEM_AUTH_SEQ_US; }
@@ -214,13 +227,14 @@ int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint
     return skymem_auth_sign_with(&k->mac, key_id, seq, pkt, len, cap);
 }
 
-/* The trailer's tag, checked in constant time; SKYMEM_AUTH_OK or E_BAD_MAC. */
-static int tag_ok(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len)
+/* The trailer's tag, checked in constant time; SKYMEM_AUTH_OK or E_BAD_MAC. With crc, as mac_and_crc. */
+static int tag_ok(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len,
+                  uint32_t *crc)
 {
     uint8_t tag[SKYMEM_AUTH_TAG_LEN], diff = 0;
     const uint8_t *theirs = pkt + len - SKYMEM_AUTH_TAG_LEN;
     size_t i;
-    skymem_auth_mac(k, pkt, len - SKYMEM_AUTH_TAG_LEN, tag);
+    mac_and_crc(k, pkt, len - SKYMEM_AUTH_TAG_LEN, crc_off, crc_len, crc, tag);
     for (i = 0; i < SKYMEM_AUTH_TAG_LEN; i++) diff |= (uint8_t)(tag[i] ^ theirs[i]);
     return diff ? SKYMEM_AUTH_E_BAD_MAC : SKYMEM_AUTH_OK;
 }
@@ -241,7 +255,18 @@ int skymem_auth_check_reply(const skymem_mac_key_t *k, uint32_t key_id, const ui
     const uint8_t *trailer = trailer_of(pkt, len, &r);
     if (k == NULL || trailer == NULL || r != SKYMEM_TLM_HDR_LEN) return SKYMEM_AUTH_E_NO_TRAILER;
     if (skymem_get_u32(trailer + SKYMEM_AT_KEY_ID) != key_id) return SKYMEM_AUTH_E_UNKNOWN_KEY;
-    return tag_ok(k, pkt, len);
+    return tag_ok(k, pkt, len, 0, 0, NULL);
+}
+
+int skymem_auth_check_reply_crc(const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt, size_t len,
+                                size_t crc_off, size_t crc_len, uint32_t *crc)
+{
+    size_t r;
+    const uint8_t *trailer = trailer_of(pkt, len, &r);
+    if (crc == NULL || crc_off < HEAD_LEN || crc_off > len || crc_len > len - crc_off) return SKYMEM_AUTH_E_ARG;
+    if (k == NULL || trailer == NULL || r != SKYMEM_TLM_HDR_LEN) return SKYMEM_AUTH_E_NO_TRAILER;
+    if (skymem_get_u32(trailer + SKYMEM_AT_KEY_ID) != key_id) return SKYMEM_AUTH_E_UNKNOWN_KEY;
+    return tag_ok(k, pkt, len, crc_off, crc_len, crc);
 }
 
 /* ---- replay windows -------------------------------------------------------- */
@@ -310,7 +335,9 @@ static void window_record(skymem_auth_t *a, skymem_replay_t *w, uint64_t seq)
     bits[pos / 64u] |= (uint64_t)1u << (pos % 64u);
 }
 
-int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
+/* skymem_auth_verify; with crc != NULL, also the CRC of pkt[crc_off, crc_off + crc_len) in the tag's pass
+ * (*crc is then set whenever the tag was computed: OK, E_BAD_MAC, E_REPLAY). */
+static int verify(skymem_auth_t *a, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len, uint32_t *crc)
 {
     const uint8_t *trailer;
     const skymem_auth_key_t *k;
@@ -332,7 +359,7 @@ int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
     k = skymem_auth_find_key(a, key_id);
     if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
     if ((key_id == SKYMEM_AUTH_CONSTELLATION_KEY) != (ground_end != SKYMEM_GROUND_PLANE)) return SKYMEM_AUTH_E_KEY_SCOPE;
-    rc = tag_ok(&k->mac, pkt, len);
+    rc = tag_ok(&k->mac, pkt, len, crc_off, crc_len, crc);
     if (rc != SKYMEM_AUTH_OK) return rc;
     if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY;
     w = find_window(a, key_id, src_plane, src_sat, 0);
@@ -343,4 +370,13 @@ int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
     w->last_use = ++a->tick;
     if (seq > a->high) a->high = seq;
     return SKYMEM_AUTH_OK;
+}
+
+int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len) { return verify(a, pkt, len, 0, 0, NULL); }
+
+int skymem_auth_verify_crc(skymem_auth_t *a, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len,
+                           uint32_t *crc)
+{
+    if (crc == NULL || crc_off < HEAD_LEN || crc_off > len || crc_len > len - crc_off) return SKYMEM_AUTH_E_ARG;
+    return verify(a, pkt, len, crc_off, crc_len, crc);
 }

@@ -1,4 +1,5 @@
-/* skymem_crc32c.c -- CRC32C (Castagnoli), software slice-by-8, and CRC combination.
+/* skymem_crc32c.c -- CRC32C (Castagnoli): the x86-64 CRC32 instruction (SSE4.2) where the CPU
+ * has it, chosen at run time, else software slice-by-8; and CRC combination.
  *
  * Combination: a CRC is linear over GF(2), so crc(A || B) = crc(A) * x^(8|B|) + crc(B)
  * (mod the polynomial; the pre- and post-inversion cancel out). Polynomials are held
@@ -7,7 +8,15 @@
 
 #include "skymem_crc32c_table.h"
 
-uint32_t skymem_crc32c_update(uint32_t crc, const uint8_t *p, size_t len)
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SKYMEM_CRC32C_PORTABLE_ONLY)
+#define SKYMEM_HAVE_CRC32_INSN 1
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+static uint32_t update_portable(uint32_t crc, const uint8_t *p, size_t len)
 {
     crc = ~crc;
     if (p == NULL) return ~crc;
@@ -22,6 +31,54 @@ uint32_t skymem_crc32c_update(uint32_t crc, const uint8_t *p, size_t len)
     }
     while (len--) crc = crc_table[0][(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
     return ~crc;
+}
+
+#ifdef SKYMEM_HAVE_CRC32_INSN
+/* The instruction computes this very CRC, eight bytes a step (about five times slice-by-8). */
+__attribute__((target("sse4.2"))) static uint32_t update_sse42(uint32_t crc, const uint8_t *p, size_t len)
+{
+    uint64_t c = (uint32_t)~crc;
+    uint32_t c32;
+    if (p == NULL) return crc;
+    for (; len >= 8u; p += 8, len -= 8u) {
+        uint64_t v;
+        memcpy(&v, p, 8u);
+        c = _mm_crc32_u64(c, v);
+    }
+    c32 = (uint32_t)c;
+    while (len--) c32 = _mm_crc32_u8(c32, *p++);
+    return ~c32;
+}
+
+static int cpu_has_sse42(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 20));
+}
+#endif
+
+static uint32_t (*update_fn)(uint32_t crc, const uint8_t *p, size_t len); /* chosen on first use */
+
+int skymem_crc32c_use_accel(int on)
+{
+    update_fn = update_portable;
+#ifdef SKYMEM_HAVE_CRC32_INSN
+    if (on && cpu_has_sse42()) update_fn = update_sse42;
+#endif
+    (void)on;
+    return update_fn != update_portable;
+}
+
+const char *skymem_crc32c_impl(void)
+{
+    if (update_fn == NULL) skymem_crc32c_use_accel(1);
+    return update_fn == update_portable ? "portable C" : "x86 SSE4.2";
+}
+
+uint32_t skymem_crc32c_update(uint32_t crc, const uint8_t *p, size_t len)
+{
+    if (update_fn == NULL) skymem_crc32c_use_accel(1); /* a race here only picks the same function twice */
+    return update_fn(crc, p, len);
 }
 
 uint32_t skymem_crc32c(const uint8_t *data, size_t len) { return skymem_crc32c_update(0, data, len); }

@@ -10,6 +10,7 @@
  */
 #include <string.h>
 
+#include "skymem_crc32c.h"
 #include "skymem_polyval.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
@@ -208,6 +209,81 @@ VCLMUL_TARGET static void blocks_vclmul(const skymem_polyval_key_t *k, uint8_t a
     _mm_storeu_si128((__m128i *)acc, s);
 }
 
+#ifdef __x86_64__
+#define SKYMEM_HAVE_FUSED_CRC 1
+#define FUSED_TARGET __attribute__((target("pclmul,sse4.1,sse4.2,avx2,avx512f,vpclmulqdq")))
+
+/* Up to `qwords` steps of the CRC instruction's chain over *cp (8 bytes each). */
+FUSED_TARGET static uint64_t crc_steps(uint64_t c, const uint8_t **cp, size_t *clen, unsigned qwords)
+{
+    for (; qwords && *clen >= 8u; qwords--, *cp += 8, *clen -= 8u) {
+        uint64_t v;
+        memcpy(&v, *cp, 8u);
+        c = _mm_crc32_u64(c, v);
+    }
+    return c;
+}
+
+/* Eight steps, 64 bytes, no checks: for where at least that much is left. */
+FUSED_TARGET static uint64_t crc_8_steps(uint64_t c, const uint8_t *cp)
+{
+    uint64_t v[8];
+    memcpy(v, cp, sizeof v);
+    c = _mm_crc32_u64(c, v[0]);
+    c = _mm_crc32_u64(c, v[1]);
+    c = _mm_crc32_u64(c, v[2]);
+    c = _mm_crc32_u64(c, v[3]);
+    c = _mm_crc32_u64(c, v[4]);
+    c = _mm_crc32_u64(c, v[5]);
+    c = _mm_crc32_u64(c, v[6]);
+    return _mm_crc32_u64(c, v[7]);
+}
+
+/* blocks_vclmul with eight CRC steps beside each 64-byte vector: the CRC chain (3 cycles a step)
+ * sets the pace and the multiplies run in its shadow. */
+FUSED_TARGET static void blocks_vclmul_crc(const skymem_polyval_key_t *k, uint8_t acc[16], const uint8_t *p,
+                                           size_t n, const uint8_t *cp, size_t clen, uint32_t *crc)
+{
+    __m128i s = _mm_loadu_si128((const __m128i *)acc);
+    uint64_t c = (uint32_t)~*crc;
+    if (n >= SKYMEM_POLYVAL_POWERS) {
+        __m512i pw[SKYMEM_POLYVAL_POWERS / 4];
+        int r;
+        for (r = 0; r < (int)(SKYMEM_POLYVAL_POWERS / 4); r++) pw[r] = _mm512_loadu_si512(k->pow[4 * r]);
+        for (; n >= SKYMEM_POLYVAL_POWERS; n -= SKYMEM_POLYVAL_POWERS, p += 16 * SKYMEM_POLYVAL_POWERS) {
+            __m512i x = _mm512_loadu_si512(p + 64), lo, mid, hi;
+            int whole = clen >= 64u * (SKYMEM_POLYVAL_POWERS / 4); /* CRC bytes for the whole group: no checks */
+            if (whole) c = crc_8_steps(c, cp);
+            else c = crc_steps(c, &cp, &clen, 8);
+            lo = _mm512_clmulepi64_epi128(x, pw[1], 0x00);
+            hi = _mm512_clmulepi64_epi128(x, pw[1], 0x11);
+            mid = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, pw[1], 0x01), _mm512_clmulepi64_epi128(x, pw[1], 0x10));
+            for (r = 2; r <= (int)(SKYMEM_POLYVAL_POWERS / 4); r++) {
+                int i = r % (int)(SKYMEM_POLYVAL_POWERS / 4);
+                if (whole) c = crc_8_steps(c, cp + 64 * (r - 1));
+                else c = crc_steps(c, &cp, &clen, 8);
+                x = _mm512_loadu_si512(p + 64 * i);
+                if (i == 0) x = _mm512_xor_si512(x, _mm512_zextsi128_si512(s));
+                lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128(x, pw[i], 0x00));
+                hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128(x, pw[i], 0x11));
+                mid = _mm512_ternarylogic_epi64(mid, _mm512_clmulepi64_epi128(x, pw[i], 0x01),
+                                                _mm512_clmulepi64_epi128(x, pw[i], 0x10), 0x96);
+            }
+            if (whole) {
+                cp += 64u * (SKYMEM_POLYVAL_POWERS / 4);
+                clen -= 64u * (SKYMEM_POLYVAL_POWERS / 4);
+            }
+            s = finish(lanes_xor(lo), lanes_xor(mid), lanes_xor(hi));
+        }
+    }
+    _mm256_zeroupper();
+    if (n) s = group_clmul(k, s, p, n);
+    _mm_storeu_si128((__m128i *)acc, s);
+    c = crc_steps(c, &cp, &clen, ~0u);
+    *crc = skymem_crc32c_update(~(uint32_t)c, cp, clen); /* the last bytes, under 8 (it inverts in and out) */
+}
+#endif
+
 static int cpu_clmul_level(void)
 {
     unsigned a, b, c, d, xcr0_lo, xcr0_hi;
@@ -273,6 +349,8 @@ PMULL_TARGET static void blocks_pmull(const skymem_polyval_key_t *k, uint8_t acc
 }
 #endif
 
+static int fused_crc; /* blocks_vclmul_crc usable: level 2 in use and SSE4.2 */
+
 typedef void (*blocks_fn_t)(const skymem_polyval_key_t *k, uint8_t acc[16], const uint8_t *p, size_t n);
 static blocks_fn_t blocks_fn; /* chosen on first use, or by skymem_polyval_use_accel */
 static int level_in_use;
@@ -289,9 +367,16 @@ int skymem_polyval_use_accel(int level)
     level_in_use = level < have ? level : have;
     if (level_in_use < 0) level_in_use = 0;
     blocks_fn = blocks_portable;
+    fused_crc = 0;
 #ifdef SKYMEM_HAVE_CLMUL
     if (level_in_use == 1) blocks_fn = blocks_clmul;
     if (level_in_use == 2) blocks_fn = blocks_vclmul;
+#endif
+#ifdef SKYMEM_HAVE_FUSED_CRC
+    {
+        unsigned a, b, c, d;
+        fused_crc = level_in_use == 2 && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 20)); /* SSE4.2 */
+    }
 #endif
 #ifdef SKYMEM_HAVE_PMULL
     if (level_in_use == 1) blocks_fn = blocks_pmull;
@@ -314,6 +399,25 @@ void skymem_polyval_blocks(const skymem_polyval_key_t *k, uint8_t acc[16], const
 {
     if (blocks_fn == NULL) skymem_polyval_use_accel(2); /* a race here only picks the same function twice */
     blocks_fn(k, acc, p, n);
+}
+
+int skymem_polyval_crc32c_fused(void)
+{
+    if (blocks_fn == NULL) skymem_polyval_use_accel(2);
+    return fused_crc;
+}
+
+void skymem_polyval_blocks_crc32c(const skymem_polyval_key_t *k, uint8_t acc[16], const uint8_t *p, size_t n,
+                                  const uint8_t *crc_data, size_t crc_len, uint32_t *crc)
+{
+#ifdef SKYMEM_HAVE_FUSED_CRC
+    if (skymem_polyval_crc32c_fused()) {
+        blocks_vclmul_crc(k, acc, p, n, crc_data, crc_len, crc);
+        return;
+    }
+#endif
+    skymem_polyval_blocks(k, acc, p, n);
+    *crc = skymem_crc32c_update(*crc, crc_data, crc_len);
 }
 
 void skymem_polyval_init(skymem_polyval_key_t *k, const uint8_t h[16])
