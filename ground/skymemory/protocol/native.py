@@ -60,7 +60,7 @@ def crc32c_py(data: bytes, crc: int = 0) -> int:
 def _find_native_crc():
     if lib is None:
         return None
-    # the ground's version uses the CPU's CRC32C instruction where there is one (same result)
+    # the core's CRC uses the CPU's CRC32C instruction where there is one (same result)
     fn = getattr(lib, "skymem_bulk_crc32c", None) or getattr(lib, "skymem_crc32c", None)
     if fn is None:
         return None
