@@ -178,32 +178,42 @@ VCLMUL_TARGET static __m128i lanes_xor(__m512i v)
     return _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-/* Whole groups of 32 blocks four at a time (eight 64-byte vectors), the rest as blocks_clmul. */
+/* One whole group of 32 blocks, four at a time (eight 64-byte vectors). The products that do not
+ * wait for s come first, so they overlap the previous group's reduction. */
+VCLMUL_TARGET static inline __m128i group_vclmul(const __m512i pw[SKYMEM_POLYVAL_POWERS / 4], __m128i s,
+                                                 const uint8_t *p)
+{
+    __m512i x = _mm512_loadu_si512(p + 64), lo, mid, hi;
+    int r;
+    lo = _mm512_clmulepi64_epi128(x, pw[1], 0x00);
+    hi = _mm512_clmulepi64_epi128(x, pw[1], 0x11);
+    mid = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, pw[1], 0x01), _mm512_clmulepi64_epi128(x, pw[1], 0x10));
+    for (r = 2; r <= (int)(SKYMEM_POLYVAL_POWERS / 4); r++) {
+        int i = r % (int)(SKYMEM_POLYVAL_POWERS / 4); /* the last round is vector 0, with s */
+        x = _mm512_loadu_si512(p + 64 * i);
+        if (i == 0) x = _mm512_xor_si512(x, _mm512_zextsi128_si512(s));
+        lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128(x, pw[i], 0x00));
+        hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128(x, pw[i], 0x11));
+        mid = _mm512_ternarylogic_epi64(mid, _mm512_clmulepi64_epi128(x, pw[i], 0x01),
+                                        _mm512_clmulepi64_epi128(x, pw[i], 0x10), 0x96); /* a^b^c */
+    }
+    return finish(lanes_xor(lo), lanes_xor(mid), lanes_xor(hi));
+}
+
+VCLMUL_TARGET static void load_powers(const skymem_polyval_key_t *k, __m512i pw[SKYMEM_POLYVAL_POWERS / 4])
+{
+    int r;
+    for (r = 0; r < (int)(SKYMEM_POLYVAL_POWERS / 4); r++) pw[r] = _mm512_loadu_si512(k->pow[4 * r]);
+}
+
+/* Whole groups with group_vclmul, the rest as blocks_clmul. */
 VCLMUL_TARGET static void blocks_vclmul(const skymem_polyval_key_t *k, uint8_t acc[16], const uint8_t *p, size_t n)
 {
     __m128i s = _mm_loadu_si128((const __m128i *)acc);
-    if (n >= SKYMEM_POLYVAL_POWERS) {
-        __m512i pw[SKYMEM_POLYVAL_POWERS / 4];
-        int r;
-        for (r = 0; r < (int)(SKYMEM_POLYVAL_POWERS / 4); r++) pw[r] = _mm512_loadu_si512(k->pow[4 * r]);
-        for (; n >= SKYMEM_POLYVAL_POWERS; n -= SKYMEM_POLYVAL_POWERS, p += 16 * SKYMEM_POLYVAL_POWERS) {
-            /* the products that do not wait for s first, so they overlap the previous group's reduction */
-            __m512i x = _mm512_loadu_si512(p + 64), lo, mid, hi;
-            lo = _mm512_clmulepi64_epi128(x, pw[1], 0x00);
-            hi = _mm512_clmulepi64_epi128(x, pw[1], 0x11);
-            mid = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, pw[1], 0x01), _mm512_clmulepi64_epi128(x, pw[1], 0x10));
-            for (r = 2; r <= (int)(SKYMEM_POLYVAL_POWERS / 4); r++) {
-                int i = r % (int)(SKYMEM_POLYVAL_POWERS / 4); /* the last round is vector 0, with s */
-                x = _mm512_loadu_si512(p + 64 * i);
-                if (i == 0) x = _mm512_xor_si512(x, _mm512_zextsi128_si512(s));
-                lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128(x, pw[i], 0x00));
-                hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128(x, pw[i], 0x11));
-                mid = _mm512_ternarylogic_epi64(mid, _mm512_clmulepi64_epi128(x, pw[i], 0x01),
-                                                _mm512_clmulepi64_epi128(x, pw[i], 0x10), 0x96); /* a^b^c */
-            }
-            s = finish(lanes_xor(lo), lanes_xor(mid), lanes_xor(hi));
-        }
-    }
+    __m512i pw[SKYMEM_POLYVAL_POWERS / 4];
+    load_powers(k, pw);
+    for (; n >= SKYMEM_POLYVAL_POWERS; n -= SKYMEM_POLYVAL_POWERS, p += 16 * SKYMEM_POLYVAL_POWERS)
+        s = group_vclmul(pw, s, p);
     _mm256_zeroupper(); /* the rest is SSE code: leaving the upper halves dirty would slow every instruction */
     if (n) s = group_clmul(k, s, p, n);
     _mm_storeu_si128((__m128i *)acc, s);
@@ -214,7 +224,7 @@ VCLMUL_TARGET static void blocks_vclmul(const skymem_polyval_key_t *k, uint8_t a
 #define FUSED_TARGET __attribute__((target("pclmul,sse4.1,sse4.2,avx2,avx512f,vpclmulqdq")))
 
 /* Up to `qwords` steps of the CRC instruction's chain over *cp (8 bytes each). */
-FUSED_TARGET static uint64_t crc_steps(uint64_t c, const uint8_t **cp, size_t *clen, unsigned qwords)
+FUSED_TARGET static uint64_t crc_steps(uint64_t c, const uint8_t **cp, size_t *clen, size_t qwords)
 {
     for (; qwords && *clen >= 8u; qwords--, *cp += 8, *clen -= 8u) {
         uint64_t v;
@@ -224,62 +234,23 @@ FUSED_TARGET static uint64_t crc_steps(uint64_t c, const uint8_t **cp, size_t *c
     return c;
 }
 
-/* Eight steps, 64 bytes, no checks: for where at least that much is left. */
-FUSED_TARGET static uint64_t crc_8_steps(uint64_t c, const uint8_t *cp)
-{
-    uint64_t v[8];
-    memcpy(v, cp, sizeof v);
-    c = _mm_crc32_u64(c, v[0]);
-    c = _mm_crc32_u64(c, v[1]);
-    c = _mm_crc32_u64(c, v[2]);
-    c = _mm_crc32_u64(c, v[3]);
-    c = _mm_crc32_u64(c, v[4]);
-    c = _mm_crc32_u64(c, v[5]);
-    c = _mm_crc32_u64(c, v[6]);
-    return _mm_crc32_u64(c, v[7]);
-}
-
-/* blocks_vclmul with eight CRC steps beside each 64-byte vector: the CRC chain (3 cycles a step)
- * sets the pace and the multiplies run in its shadow. */
+/* blocks_vclmul with the CRC's steps for a group's worth of bytes before each group: the CRC chain
+ * (3 cycles a step) sets the pace and the multiplies, independent of it, run in its shadow. */
 FUSED_TARGET static void blocks_vclmul_crc(const skymem_polyval_key_t *k, uint8_t acc[16], const uint8_t *p,
                                            size_t n, const uint8_t *cp, size_t clen, uint32_t *crc)
 {
     __m128i s = _mm_loadu_si128((const __m128i *)acc);
+    __m512i pw[SKYMEM_POLYVAL_POWERS / 4];
     uint64_t c = (uint32_t)~*crc;
-    if (n >= SKYMEM_POLYVAL_POWERS) {
-        __m512i pw[SKYMEM_POLYVAL_POWERS / 4];
-        int r;
-        for (r = 0; r < (int)(SKYMEM_POLYVAL_POWERS / 4); r++) pw[r] = _mm512_loadu_si512(k->pow[4 * r]);
-        for (; n >= SKYMEM_POLYVAL_POWERS; n -= SKYMEM_POLYVAL_POWERS, p += 16 * SKYMEM_POLYVAL_POWERS) {
-            __m512i x = _mm512_loadu_si512(p + 64), lo, mid, hi;
-            int whole = clen >= 64u * (SKYMEM_POLYVAL_POWERS / 4); /* CRC bytes for the whole group: no checks */
-            if (whole) c = crc_8_steps(c, cp);
-            else c = crc_steps(c, &cp, &clen, 8);
-            lo = _mm512_clmulepi64_epi128(x, pw[1], 0x00);
-            hi = _mm512_clmulepi64_epi128(x, pw[1], 0x11);
-            mid = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, pw[1], 0x01), _mm512_clmulepi64_epi128(x, pw[1], 0x10));
-            for (r = 2; r <= (int)(SKYMEM_POLYVAL_POWERS / 4); r++) {
-                int i = r % (int)(SKYMEM_POLYVAL_POWERS / 4);
-                if (whole) c = crc_8_steps(c, cp + 64 * (r - 1));
-                else c = crc_steps(c, &cp, &clen, 8);
-                x = _mm512_loadu_si512(p + 64 * i);
-                if (i == 0) x = _mm512_xor_si512(x, _mm512_zextsi128_si512(s));
-                lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128(x, pw[i], 0x00));
-                hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128(x, pw[i], 0x11));
-                mid = _mm512_ternarylogic_epi64(mid, _mm512_clmulepi64_epi128(x, pw[i], 0x01),
-                                                _mm512_clmulepi64_epi128(x, pw[i], 0x10), 0x96);
-            }
-            if (whole) {
-                cp += 64u * (SKYMEM_POLYVAL_POWERS / 4);
-                clen -= 64u * (SKYMEM_POLYVAL_POWERS / 4);
-            }
-            s = finish(lanes_xor(lo), lanes_xor(mid), lanes_xor(hi));
-        }
+    load_powers(k, pw);
+    for (; n >= SKYMEM_POLYVAL_POWERS; n -= SKYMEM_POLYVAL_POWERS, p += 16 * SKYMEM_POLYVAL_POWERS) {
+        c = crc_steps(c, &cp, &clen, 2 * SKYMEM_POLYVAL_POWERS);
+        s = group_vclmul(pw, s, p);
     }
     _mm256_zeroupper();
     if (n) s = group_clmul(k, s, p, n);
     _mm_storeu_si128((__m128i *)acc, s);
-    c = crc_steps(c, &cp, &clen, ~0u);
+    c = crc_steps(c, &cp, &clen, (size_t)-1);
     *crc = skymem_crc32c_update(~(uint32_t)c, cp, clen); /* the last bytes, under 8 (it inverts in and out) */
 }
 #endif
