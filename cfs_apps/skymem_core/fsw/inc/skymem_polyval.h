@@ -6,15 +6,15 @@
  * dot(a, b) = a * b * x^-128 modulo x^128 + x^127 + x^126 + x^121 + 1 and a 16-byte
  * string is a polynomial with bit i of byte j the coefficient of x^(8j + i).
  *
- * C99, no allocation. Three implementations, chosen once at run time: portable C
- * (constant time, 64-bit integer multiplies), x86 PCLMULQDQ, and x86 AVX-512
- * VPCLMULQDQ (four blocks per instruction). Both x86 ones sum up to
- * SKYMEM_POLYVAL_POWERS blocks times precomputed powers of H before one reduction,
- * so the only serial step is one multiply per SKYMEM_POLYVAL_POWERS blocks. The
- * x86 code is compiled with per-function target attributes: the file needs no
- * special flags and builds (portable only) for any other CPU or compiler.
- * Tested against RFC 8452's example, an independent Python implementation and
- * each other (tests/c/test_auth.c).
+ * C99, no allocation. The implementations, chosen once at run time: portable C
+ * (constant time, 64-bit integer multiplies), x86 PCLMULQDQ, x86 AVX-512
+ * VPCLMULQDQ (four blocks per instruction) and 64-bit Arm PMULL (Linux). The
+ * carry-less ones sum up to SKYMEM_POLYVAL_POWERS blocks times precomputed powers
+ * of H before one reduction, so the only serial step is one multiply per
+ * SKYMEM_POLYVAL_POWERS blocks. They are compiled with per-function target
+ * attributes: the file needs no special flags and builds (portable only) for any
+ * other CPU or compiler. Tested against RFC 8452's example, an independent Python
+ * implementation and each other (tests/c/test_auth.c; `make test-arm64` for Arm).
  */
 #ifndef SKYMEM_POLYVAL_H
 #define SKYMEM_POLYVAL_H
@@ -51,10 +51,10 @@ void skymem_polyval_blocks_crc32c(const skymem_polyval_key_t *k, uint8_t acc[SKY
                                   size_t n, const uint8_t *crc_data, size_t crc_len, uint32_t *crc);
 int skymem_polyval_crc32c_fused(void);
 
-/* Which implementation runs: "portable C", "x86 PCLMULQDQ" or "x86 AVX-512 VPCLMULQDQ". */
+/* Which implementation runs: "portable C", "x86 PCLMULQDQ", "x86 AVX-512 VPCLMULQDQ" or "Arm PMULL". */
 const char *skymem_polyval_impl(void);
 /* Caps the implementation (tests compare them; benchmarks measure each): 0 portable C,
- * 1 PCLMULQDQ, 2 VPCLMULQDQ, each only when the CPU has it. Returns the level now in use. */
+ * 1 PCLMULQDQ or PMULL, 2 VPCLMULQDQ, each only when the CPU has it. Returns the level now in use. */
 int skymem_polyval_use_accel(int level);
 
 #ifdef __cplusplus

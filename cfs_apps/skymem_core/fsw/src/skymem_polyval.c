@@ -1,4 +1,5 @@
-/* skymem_polyval.c -- POLYVAL (RFC 8452), portable C and x86 carry-less multiply.
+/* skymem_polyval.c -- POLYVAL (RFC 8452): portable C, x86 PCLMULQDQ / AVX-512 VPCLMULQDQ (and, beside
+ * the latter, a CRC32C in the same pass), Arm PMULL.
  *
  * A product of two field elements is a 256-bit carry-less product reduced by
  * Montgomery's method (dot multiplies by x^-128): twice, the low 64 bits W0 times
