@@ -87,14 +87,22 @@ int skymem_pri_decode(const uint8_t *buf, size_t len, skymem_pri_hdr_t *out)
 /* ---- command checksum ------------------------------------------------------ */
 uint8_t skymem_cmd_checksum(const uint8_t *pkt, size_t len)
 {
-    uint64_t w = 0, v;
+    uint64_t w = 0, w1 = 0, w2 = 0, w3 = 0, v[4];
     uint8_t x = 0xFF;
     size_t i = 0;
-    /* eight bytes at a time (XOR does not care how bytes are grouped), then fold the word to a byte:
-     * a byte loop took 1.5 us per 6 KiB SET_CHUNK, five times its authentication tag */
+    /* 32 bytes a step into four independent words (XOR does not care how bytes are grouped), then
+     * fold them to a byte: a byte loop took 1.5 us per 6 KiB SET_CHUNK, five times its tag */
+    for (; i + 32u <= len; i += 32u) {
+        memcpy(v, pkt + i, 32u);
+        w ^= v[0];
+        w1 ^= v[1];
+        w2 ^= v[2];
+        w3 ^= v[3];
+    }
+    w ^= w1 ^ w2 ^ w3;
     for (; i + 8u <= len; i += 8u) {
-        memcpy(&v, pkt + i, 8u);
-        w ^= v;
+        memcpy(v, pkt + i, 8u);
+        w ^= v[0];
     }
     w ^= w >> 32;
     w ^= w >> 16;
