@@ -140,8 +140,11 @@ static void test_sign_verify(void)
 
     len = signed_evict(&ground, buf, sizeof buf, 7, 1, 5000);
     CHECK_EQ_INT(len, SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_EVICT_LEN + SKYMEM_AUTH_TRAILER_LEN);
-    /* still a valid packet for the parser, trailer split off */
+    /* still a valid packet for the parser, trailer split off; the checksum updated, not recomputed,
+     * is the one a full pass gives */
     CHECK_EQ_INT(skymem_parse(buf, (size_t)len, &m), SKYMEM_OK);
+    CHECK(skymem_cmd_checksum_ok(buf, (size_t)len));
+    CHECK_EQ_INT(buf[7], skymem_cmd_checksum(buf, (size_t)len));
     CHECK(m.auth == buf + len - SKYMEM_AUTH_TRAILER_LEN);
     CHECK(m.route.flags & SKYMEM_RF_AUTH);
     CHECK_EQ_INT(m.radius, 1);

@@ -155,8 +155,9 @@ uint64_t skymem_auth_seq_at(uint64_t unix_us);
 uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us);
 
 /* Signs a data-plane command or a reply in place: sets the AUTH route flag, appends
- * the trailer (cap must allow len + 44), fixes the length field (and a command's
- * checksum). Returns the new length or SKYMEM_AUTH_E_*. */
+ * the trailer (cap must allow len + 44), fixes the length field and updates a
+ * command's checksum for those changes (a command must come with its checksum right,
+ * as every skymem_build_* leaves it). Returns the new length or SKYMEM_AUTH_E_*. */
 int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len, size_t cap);
 /* The same with one key given directly (the ground, which holds only its own). */
 int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,

@@ -205,16 +205,25 @@ uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us)
 int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
                           size_t cap)
 {
-    size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN, r = route_at(pkt, len);
+    size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN, r = route_at(pkt, len), i;
+    uint8_t before; /* XOR of the bytes signing rewrites, as they were */
     if (k == NULL || r == 0 || out_len > cap || out_len > SKYMEM_MAX_PACKET ||
         (pkt[r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
         return SKYMEM_AUTH_E_ARG;
+    before = (uint8_t)(pkt[4] ^ pkt[5] ^ pkt[r + SKYMEM_ROUTE_FLAGS]);
     pkt[r + SKYMEM_ROUTE_FLAGS] |= SKYMEM_RF_AUTH;
     skymem_put_u16(pkt + 4, (uint16_t)(out_len - 7u));
     skymem_put_u32(pkt + len + SKYMEM_AT_KEY_ID, key_id);
     skymem_put_u64(pkt + len + SKYMEM_AT_SEQ, seq);
     skymem_auth_mac(k, pkt, len + SKYMEM_AT_TAG, pkt + len + SKYMEM_AT_TAG);
-    if (r == SKYMEM_CMD_HDR_LEN) skymem_cmd_finalize(pkt, out_len);
+    if (r == SKYMEM_CMD_HDR_LEN) {
+        /* the XOR checksum updated for what changed -- three header bytes and the trailer -- not
+         * recomputed over the whole command: a command comes here with its checksum, as every
+         * skymem_build_* leaves it, and leaves with it */
+        uint8_t ck = (uint8_t)(pkt[OFF_CHECKSUM] ^ before ^ pkt[4] ^ pkt[5] ^ pkt[r + SKYMEM_ROUTE_FLAGS]);
+        for (i = len; i < out_len; i++) ck ^= pkt[i];
+        pkt[OFF_CHECKSUM] = ck;
+    }
     return (int)out_len;
 }
 
