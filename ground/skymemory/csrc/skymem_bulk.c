@@ -242,12 +242,12 @@ static int reply_authentic(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len
     return 0;
 }
 
-/* A DATA reply's chunk: its CRC against the descriptor's, then (keyed call) its tag. Where the CPU can
- * do both in one pass over the chunk (skymem_polyval_crc32c_fused) they are; a chunk failing both
- * counts as a CRC failure either way. Returns 1 when the chunk may land; counts why not. */
+/* A DATA reply's chunk: its CRC against the descriptor's, then (keyed call) its tag -- both from one
+ * pass over the packet where the CPU can (skymem_auth_check_reply_crc); a chunk failing both counts
+ * as a CRC failure. Returns 1 when the chunk may land; counts why not. */
 static int data_reply_ok(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len, const skymem_msg_t *m, uint32_t want)
 {
-    if (o->auth_key != NULL && skymem_polyval_crc32c_fused()) {
+    if (o->auth_key != NULL) {
         uint32_t crc = 0;
         int rc = skymem_auth_check_reply_crc(o->auth_key, o->auth_key_id, pkt, len, (size_t)(m->data - pkt), want,
                                              &crc);
@@ -269,7 +269,7 @@ static int data_reply_ok(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len, 
         o->crc_failures++;
         return 0;
     }
-    return reply_authentic(o, pkt, len);
+    return 1;
 }
 
 /* Prepares the GET_CHUNKS for the still-missing span of request `i`. Returns its length or 0. */
