@@ -4,9 +4,9 @@ A signed data-plane command or reply ends with 44 bytes: u32 key_id, u64
 sequence and a 32-byte tag over every byte before it, with the bytes
 satellites rewrite on the way taken as zero -- a command's cFS checksum (byte 7),
 the route header's via (4 bytes), ttl and hops -- so the tag still holds after
-any number of ISL hops. The tag is POLYVAL under HMAC-SHA256
+any number of ISL hops. The tag is POLYVAL under AES-128
 (`skymemory.protocol.mac`). The route flag AUTH (0x01) is set, the length field
-grows by 44 and a command's checksum is recomputed. The C side is
+grows by 44 and a command's checksum is brought up to date. The C side is
 cfs_apps/skymem_core/fsw/src/skymem_auth.c.
 
 With keys, a satellite takes no command unsigned (reads included) and signs
@@ -109,7 +109,6 @@ class Signer:
         if not KEY_MIN <= len(key) <= KEY_MAX:
             raise AuthError(f"key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
         self.key_id = key_id
-        self._key = key
         self.mac_key = MacKey(key)  # derived once; its c_key is what the C fast path signs with
         self._last_seq = 0
         self._seq_lock = threading.Lock()  # the client's loop and fast-path threads sign at once

@@ -224,7 +224,7 @@
 #define ISL_ROUTER_HK_GROUND_KNOWN  44u /* u32 ground stations with a known return address */
 
 /* ---- Authentication trailer (present when route flag AUTH is set) -------
- * u32 key_id + u64 sequence + a 32-byte tag (POLYVAL under HMAC-SHA256) over
+ * u32 key_id + u64 sequence + a 32-byte tag (POLYVAL under AES-128) over
  * every byte before the tag, with the cFS checksum byte taken as zero -- and the
  * route header's via (4 bytes), ttl and hops too, since satellites rewrite them
  * on the way. skymem_auth.h implements it (the tag, keys, replay windows). */
