@@ -70,8 +70,8 @@ test-containers: build venv native
 	tools/testbed/install_packages.sh docker.io docker-compose debootstrap iptables nftables
 	SKYMEM_LIVE=containers $(LIVE_PYTEST) tests/machines/test_docker_engine.py tests/machines/test_netns_firewall.py
 
-# test-arm64: the authentication tests (SHA-256, POLYVAL with Arm PMULL and portable, the tag) cross-built for
-# 64-bit Arm (a Jetson ground host) and run under qemu-user.
+# test-arm64: the authentication and CRC32C tests (SHA-256, POLYVAL, AES, the tag, CRC32C: the Arm instructions
+# and the portable code) cross-built for 64-bit Arm (a Jetson ground host) and run under qemu-user.
 test-arm64:
 	tools/testbed/install_packages.sh gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 	tests/c/run_arm64.sh

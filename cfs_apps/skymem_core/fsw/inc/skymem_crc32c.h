@@ -1,6 +1,6 @@
-/* skymem_crc32c.h -- CRC32C (Castagnoli, reflected poly 0x82F63B78): the x86-64 CRC32
- * instruction where the CPU has it, else software slice-by-8; and the algebra that joins
- * the CRCs of consecutive pieces without their bytes. */
+/* skymem_crc32c.h -- CRC32C (Castagnoli, reflected poly 0x82F63B78): the x86-64 or 64-bit
+ * Arm CRC32C instructions where the CPU has them, else software slice-by-8; and the algebra
+ * that joins the CRCs of consecutive pieces without their bytes. */
 #ifndef SKYMEM_CRC32C_H
 #define SKYMEM_CRC32C_H
 
@@ -16,7 +16,7 @@ uint32_t skymem_crc32c(const uint8_t *data, size_t len);
 /* Continue a running CRC: pass the previous result (0 to start). */
 uint32_t skymem_crc32c_update(uint32_t crc, const uint8_t *data, size_t len);
 
-/* Which implementation runs: "portable C" or "x86 SSE4.2". */
+/* Which implementation runs: "portable C", "x86 SSE4.2" or "Arm CRC32". */
 const char *skymem_crc32c_impl(void);
 /* Use the instruction when on != 0 and the CPU has it, else slice-by-8 (tests compare the two).
  * Returns 1 when the instruction is now in use. */
