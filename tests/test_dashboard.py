@@ -140,20 +140,25 @@ def test_holders_come_from_the_placement():
     assert blocks.holders(explicit, c, later) == {s: [i for i in range(10) if i % 4 == k] for k, s in enumerate(nearest)}
 
 
-def test_index_file_follows_what_the_radix_index_writes(tmp_path):
-    follower = blocks.IndexFile(tmp_path / blocks.INDEX_FILE_NAME)
+def test_index_follower_follows_what_the_radix_index_commits(tmp_path):
+    follower = blocks.IndexFollower(tmp_path)
     assert follower.poll() and follower.blocks == [] and "no ground index" in follower.problem
-    index = RadixIndex(tmp_path)
+    assert not follower.poll()  # still none: nothing new to say
+    index = RadixIndex(tmp_path)  # another process's index, say
     older = BlockRecord(b"\3" * 32, 100, 6144, 1, 1000, "rotation-hop", 9, (1, 1))
     newer = BlockRecord(b"\4" * 32, 200, 6144, 1, 2000, "explicit", 4, (1, 1))
     index.insert(b"\0" * 32, older, {"position": 0})
     index.insert(older.block_hash, newer, {"position": 1})
     assert follower.poll()
     assert [b.record for b in follower.blocks] == [newer, older] and follower.problem is None
-    assert follower.find(newer.block_hash.hex()).meta == {"position": 1}
-    assert not follower.poll()  # unchanged file: not read again
-    (tmp_path / blocks.INDEX_FILE_NAME).write_text("{not json")
-    assert follower.poll() and follower.blocks == [] and "unreadable" in follower.problem
+    assert follower.count == 2 and follower.find(newer.block_hash.hex()).meta == {"position": 1}
+    assert follower.find("not hex") is None and follower.find("00" * 32) is None
+    assert not follower.poll()  # nobody committed: not read again
+    index.remove(newer.block_hash)
+    assert follower.poll() and [b.record for b in follower.blocks] == [older]
+    # the folder, its SQLite file or an old kv-index.json all name the same index
+    assert blocks.index_directory(tmp_path / "kv-index.sqlite") == tmp_path
+    assert blocks.index_directory(tmp_path / "kv-index.json") == tmp_path
 
 
 # ---- the benchmark's event file --------------------------------------------------------------------

@@ -1,9 +1,15 @@
-"""The local radix index: longest prefix, subtree removal, persistence."""
+"""The ground index of cached blocks: longest prefix, subtree removal, one SQLite file shared by processes."""
 
 import hashlib
 import json
+import logging
+import multiprocessing
+import sqlite3
+import threading
 
-from skymemory.kv.radix import FILE_NAME, RadixIndex
+import pytest
+
+from skymemory.kv.radix import FILE_NAME, JSON_FILE_NAME, IndexEntry, IndexVersionError, RadixIndex
 from skymemory.kv.store import BlockRecord
 
 ROOT = hashlib.sha256(b"root").digest()
@@ -18,28 +24,33 @@ def _record(block_hash: bytes, n: int = 100) -> BlockRecord:
 
 
 def _chain(index: RadixIndex, labels: list[str], parent: bytes = ROOT) -> list[bytes]:
-    hashes = []
-    for position, label in enumerate(labels):
-        h = _hash(label)
-        index.insert(parent, _record(h), {"kv_format": "fp16", "position": position})
-        hashes.append(h)
-        parent = h
+    hashes = [_hash(label) for label in labels]
+    index.insert_chain(parent, [(_record(h), {"kv_format": "fp16", "position": p}) for p, h in enumerate(hashes)])
     return hashes
 
 
-def test_longest_prefix_walks_the_chain(tmp_path):
-    index = RadixIndex(tmp_path)
+@pytest.fixture(params=["file", "memory"])
+def index(request, tmp_path):
+    index = RadixIndex(tmp_path if request.param == "file" else None)
+    yield index
+    index.close()
+
+
+def test_longest_prefix_walks_the_chain(index):
     a = _chain(index, ["a0", "a1", "a2"])
     assert [e.block_hash for e in index.longest_prefix(ROOT, a)] == a
     assert [e.block_hash for e in index.longest_prefix(ROOT, a[:2] + [_hash("x")])] == a[:2]
     assert index.longest_prefix(ROOT, [_hash("x")] + a[1:]) == []
-    # another root (model) sees nothing
+    assert index.longest_prefix(ROOT, []) == []
+    # another root (model) sees nothing, even for hashes it names
     assert index.longest_prefix(_hash("other root"), a) == []
     assert index.knows_root(ROOT) and not index.knows_root(_hash("other root"))
+    # a hash indexed below another parent does not continue this chain
+    _chain(index, ["elsewhere"], parent=_hash("not a1"))
+    assert [e.block_hash for e in index.longest_prefix(ROOT, a[:2] + [_hash("elsewhere")])] == a[:2]
 
 
-def test_remove_drops_the_block_and_everything_after_it(tmp_path):
-    index = RadixIndex(tmp_path)
+def test_remove_drops_the_block_and_everything_after_it(index):
     a = _chain(index, ["a0", "a1", "a2", "a3"])
     b = _chain(index, ["b2", "b3"], parent=a[1])  # a second chain sharing a0, a1
     assert index.remove(a[1]) == 5  # a1, a2, a3, b2, b3
@@ -48,19 +59,171 @@ def test_remove_drops_the_block_and_everything_after_it(tmp_path):
     assert index.remove(b[0]) == 0
 
 
-def test_index_survives_a_restart_and_keeps_the_metadata(tmp_path):
+def test_entries_keep_their_record_metadata_and_last_use(index):
+    a = _chain(index, ["a0", "a1"])
+    entry = index.get(a[1])
+    assert entry.record == _record(a[1]) and entry.parent == a[0]
+    assert entry.meta == {"kv_format": "fp16", "position": 1}
+    assert entry.last_used_ms > 0 and a[1] in index and _hash("x") not in index
+    before = entry.last_used_ms
+    index.touch([a[1]])
+    assert index.get(a[1]).last_used_ms >= before
+    with pytest.raises(ValueError, match="unknown block metadata"):
+        index.insert(ROOT, _record(_hash("z")), {"colour": "red"})
+    assert index.newest(1)[0].block_hash in a
+
+
+def test_index_survives_a_restart_in_one_file(tmp_path):
     index = RadixIndex(tmp_path)
     a = _chain(index, ["a0", "a1"])
+    index.close()
     reloaded = RadixIndex(tmp_path)
-    entries = reloaded.longest_prefix(ROOT, a)
-    assert [e.block_hash for e in entries] == a
-    assert entries[1].record == _record(a[1])
-    assert entries[1].meta == {"kv_format": "fp16", "position": 1}
-    assert [p.name for p in tmp_path.iterdir()] == [FILE_NAME]  # no temporary files left behind
+    assert [e.block_hash for e in reloaded.longest_prefix(ROOT, a)] == a
+    assert reloaded.get(a[1]).meta == {"kv_format": "fp16", "position": 1}
+    assert {p.name for p in tmp_path.iterdir()} <= {FILE_NAME, FILE_NAME + "-wal", FILE_NAME + "-shm"}
 
 
-def test_damaged_index_file_starts_empty(tmp_path):
-    (tmp_path / FILE_NAME).write_text("{not json")
-    assert len(RadixIndex(tmp_path)) == 0
-    (tmp_path / FILE_NAME).write_text(json.dumps({"version": 1, "entries": [{"hash": "zz"}]}))
-    assert len(RadixIndex(tmp_path)) == 0
+def test_two_openers_see_each_others_writes(tmp_path):
+    # the JSON index lost one of these (the last writer rewrote the file without the other's block)
+    a_side, b_side = RadixIndex(tmp_path), RadixIndex(tmp_path)
+    a = _chain(a_side, ["a0"])
+    b = _chain(b_side, ["b0"])
+    third = RadixIndex(tmp_path)
+    assert a[0] in third and b[0] in third and a[0] in b_side and b[0] in a_side
+    seen = third.changes()
+    _chain(a_side, ["a1"], parent=a[0])
+    assert third.changes() != seen  # a follower can tell that someone committed
+
+
+def test_a_damaged_file_is_moved_aside_and_the_index_starts_empty(tmp_path, caplog):
+    (tmp_path / FILE_NAME).write_bytes(b"this is not a database" * 100)
+    with caplog.at_level(logging.WARNING):
+        index = RadixIndex(tmp_path)
+    assert len(index) == 0 and "damaged" in caplog.text
+    assert any(p.name.startswith(FILE_NAME + ".damaged-") for p in tmp_path.iterdir())
+    _chain(index, ["a0"])
+    assert len(RadixIndex(tmp_path)) == 1
+
+
+def test_an_index_of_another_schema_is_refused_with_a_sentence(tmp_path):
+    RadixIndex(tmp_path).close()
+    with sqlite3.connect(tmp_path / FILE_NAME) as conn:
+        conn.execute("PRAGMA user_version=99")
+    with pytest.raises(IndexVersionError, match="schema version 99; this skymemory reads version 1"):
+        RadixIndex(tmp_path)
+
+
+def _json_index(path, entries) -> None:
+    path.write_text(json.dumps({"version": 1, "entries": [
+        {"hash": h.hex(), "parent": parent.hex(), "meta": {"position": position},
+         "record": {"block_hash": h.hex(), "n_bytes": 100, "chunk_bytes": 6144, "chunk_count": 1,
+                    "created_ms": 123456, "strategy": "rotation-hop", "n_servers": 10, "centre": [3, 7]}}
+        for h, parent, position in entries]}))
+
+
+def test_an_old_json_index_is_imported_once_and_left_as_it_was(tmp_path, caplog):
+    a0, a1 = _hash("a0"), _hash("a1")
+    source = tmp_path / JSON_FILE_NAME
+    _json_index(source, [(a0, ROOT, 0), (a1, a0, 1)])
+    original = source.read_bytes()
+    with caplog.at_level(logging.WARNING):
+        index = RadixIndex(tmp_path)
+    assert [e.block_hash for e in index.longest_prefix(ROOT, [a0, a1])] == [a0, a1]
+    assert index.get(a1).record == _record(a1) and index.get(a1).meta == {"position": 1}
+    notes = [r.getMessage() for r in caplog.records if "imported" in r.getMessage()]
+    assert len(notes) == 1 and "2 blocks" in notes[0] and "left as it was" in notes[0]
+    assert source.read_bytes() == original
+    # once: a block removed since is not brought back by the next opener, and nothing more is said
+    index.remove(a1)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        again = RadixIndex(tmp_path)
+    assert a1 not in again and a0 in again and "imported" not in caplog.text
+
+
+def test_an_unreadable_json_index_is_noted_and_not_read_again(tmp_path, caplog):
+    (tmp_path / JSON_FILE_NAME).write_text("{not json")
+    with caplog.at_level(logging.WARNING):
+        assert len(RadixIndex(tmp_path)) == 0
+    assert "unreadable" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        RadixIndex(tmp_path)
+    assert caplog.text == ""
+
+
+def test_threads_share_one_index(tmp_path):
+    index = RadixIndex(tmp_path)
+    errors: list[BaseException] = []
+
+    def writer(label: str) -> None:
+        try:
+            for i in range(50):
+                _chain(index, [f"{label}{i}"])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(label,)) for label in "abcd"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(index) == 200
+
+
+# ---- several processes at once ------------------------------------------------------------------
+
+BLOCKS_PER_WRITER = 2_000
+WRITERS = 8
+PROMPT_BLOCKS = 8
+
+
+def _writer(directory: str, writer: int, start: multiprocessing.Event) -> None:
+    index = RadixIndex(directory, busy_timeout_s=60)
+    start.wait(60)
+    for prompt in range(BLOCKS_PER_WRITER // PROMPT_BLOCKS):
+        _chain(index, [f"w{writer}p{prompt}b{b}" for b in range(PROMPT_BLOCKS)])
+
+
+def _reader(directory: str, stop: multiprocessing.Event, result) -> None:
+    index = RadixIndex(directory, busy_timeout_s=60)
+    reads = failures = 0
+    while not stop.is_set():
+        try:
+            found = index.longest_prefix(ROOT, [_hash(f"w0p0b{b}") for b in range(PROMPT_BLOCKS)])
+            assert len(found) in (0, PROMPT_BLOCKS)  # a prompt's blocks are committed together
+            len(index)
+            reads += 1
+        except (sqlite3.Error, AssertionError):
+            failures += 1
+    result.put((reads, failures))
+
+
+def test_eight_writer_processes_lose_nothing_and_a_reader_never_fails(tmp_path):
+    RadixIndex(tmp_path)  # the file exists before the race (creating it is not what is tested)
+    ctx = multiprocessing.get_context("spawn")
+    start, stop, result = ctx.Event(), ctx.Event(), ctx.Queue()
+    writers = [ctx.Process(target=_writer, args=(str(tmp_path), w, start)) for w in range(WRITERS)]
+    reader = ctx.Process(target=_reader, args=(str(tmp_path), stop, result))
+    for p in writers + [reader]:
+        p.start()
+    start.set()
+    for p in writers:
+        p.join(300)
+    stop.set()
+    reads, failures = result.get(timeout=60)
+    reader.join(60)
+    assert [p.exitcode for p in writers] == [0] * WRITERS
+    assert failures == 0 and reads > 0
+    index = RadixIndex(tmp_path)
+    assert len(index) == WRITERS * BLOCKS_PER_WRITER
+    for w in range(WRITERS):  # every writer's every chain is whole
+        for prompt in (0, BLOCKS_PER_WRITER // PROMPT_BLOCKS - 1):
+            chain = [_hash(f"w{w}p{prompt}b{b}") for b in range(PROMPT_BLOCKS)]
+            assert len(index.longest_prefix(ROOT, chain)) == PROMPT_BLOCKS
+
+
+def test_entries_import_in_one_transaction(tmp_path):
+    index = RadixIndex(tmp_path)
+    entries = [IndexEntry(_hash(f"e{i}"), ROOT, _record(_hash(f"e{i}")), {"position": 0}) for i in range(100)]
+    assert index.insert_entries(entries) == 100 and len(index) == 100

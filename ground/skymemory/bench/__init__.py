@@ -11,4 +11,5 @@ Modules (one idea each):
   workload   vLLM-prefix-caching-style prompts: a long shared prefix, different suffixes
   ttft       the time-to-first-token benchmark (no cache / SkyMemory / local RAM)
   report     JSON, markdown table and PNG plots of a TTFT run
+  index      the ground KV index: inserts, lookups, removals at 10k-1M blocks, one process and several
 """

@@ -36,8 +36,8 @@ def register(subparsers) -> None:
     p.add_argument("--events", type=Path, default=None, metavar="FILE",
                    help="the JSON-lines event file of a running `bench ttft` / `demo` (--events FILE) to follow")
     p.add_argument("--kv-index", type=Path, default=None, metavar="PATH",
-                   help="the ground KV index (kv-index.json or its directory; default: kv-index.json beside the "
-                        "manifest)")
+                   help="the ground KV index: its folder or its file kv-index.sqlite (default: the index in the "
+                        "manifest's folder)")
     p.add_argument("--port", type=int_range(0, 65535), default=DEFAULT_PORT,
                    help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free port)")
     p.add_argument("--servers", type=positive_int, default=None,

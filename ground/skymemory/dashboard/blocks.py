@@ -1,10 +1,10 @@
 """The ground's KV index as the dashboard sees it, and where a block's chunks are now.
 
-* `IndexFile` follows a `kv-index.json`, the file `skymemory.kv.radix.RadixIndex`
-  rewrites atomically after every change (KVCManager keeps it in
-  ~/.cache/skymemory/index/ unless told otherwise). It is re-read when its
-  size or modification time changes; a missing or damaged file is an empty
-  index with a reason, never an error.
+* `IndexFollower` follows the ground's KV index (`skymemory.kv.radix.RadixIndex`,
+  one SQLite file that KVCManager keeps in ~/.cache/skymemory/index/ unless
+  told otherwise): it asks the database whether anyone committed since it
+  last looked and only then reads the count and the newest blocks. A missing
+  or damaged index is an empty one with a reason, never an error.
 * `holders` says which satellite holds which chunks of a block now, from the
   block's record and the placement rules (skymemory.orbit.placement), without any
   network: a migrating layout is where the rotation has moved it. A block of
@@ -19,18 +19,18 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from skymemory.kv import radix
+from skymemory.kv.radix import IndexEntry
 from skymemory.orbit import placement
 from skymemory.orbit.constellation import Constellation
 from skymemory.store.contract import BlockRecord
 
 Sat = tuple[int, int]
-INDEX_FILE_NAME = "kv-index.json"  # as skymemory.kv.radix names it
-_RECORD_FIELDS = {f.name for f in dataclasses.fields(BlockRecord)}
+NEWEST_SHOWN = 200  # blocks the follower reads: the page lists the newest few
 
 
 @dataclass(frozen=True)
@@ -41,50 +41,64 @@ class IndexedBlock:
     meta: dict  # what the KV layer noted: tokens, position, kv_format, ...
 
 
-def _block_from_json(item: dict) -> IndexedBlock:
-    values = {k: v for k, v in item["record"].items() if k in _RECORD_FIELDS}
-    values["block_hash"] = bytes.fromhex(values["block_hash"])
-    values["centre"] = tuple(values["centre"])
-    return IndexedBlock(item["hash"], item["parent"], BlockRecord(**values), dict(item.get("meta") or {}))
+def _shown(entry: IndexEntry) -> IndexedBlock:
+    return IndexedBlock(entry.block_hash.hex(), entry.parent.hex(), entry.record, entry.meta)
 
 
-class IndexFile:
-    """The blocks of a radix index file, re-read whenever the file changes."""
+def index_directory(path: Path) -> Path:
+    """The index's folder from what a user may name: the folder, its SQLite file or an old kv-index.json."""
+    path = Path(path)
+    return path.parent if path.name in (radix.FILE_NAME, radix.JSON_FILE_NAME) else path
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.blocks: list[IndexedBlock] = []  # newest first
+
+class IndexFollower:
+    """The ground KV index of a folder as the page shows it: its size and newest blocks, re-read on change."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = index_directory(directory)
+        self.path = self.directory / radix.FILE_NAME
+        self.blocks: list[IndexedBlock] = []  # the newest NEWEST_SHOWN, newest first
+        self.count = 0
         self.problem: str | None = None  # why the index is empty, when it is not simply empty
-        self._seen: tuple[int, int] | None = None
+        self._index: radix.RadixIndex | None = None
+        self._seen: int | None = None
 
     def poll(self) -> bool:
-        """Re-read the file if it changed; True when the block list may have changed."""
+        """Re-read the index if anyone changed it; True when the block list may have changed."""
         try:
-            st = self.path.stat()
-        except OSError:
-            if self._seen is None and self.problem is not None:
+            if self._index is None:
+                if not (self.path.exists() or (self.directory / radix.JSON_FILE_NAME).exists()):
+                    changed = self.problem is None or self.blocks != []
+                    self.blocks, self.count = [], 0
+                    self.problem = (f"no ground index in {self.directory} (a KVCManager's index_dir holds one; "
+                                    "--kv-index PATH)")
+                    return changed
+                self._index, self._seen = radix.RadixIndex(self.directory), None
+            seen = self._index.changes()
+            if seen == self._seen:
                 return False
-            self.blocks, self._seen = [], None
-            self.problem = f"no ground index at {self.path} (a KVCManager's index_dir holds one; --kv-index PATH)"
-            return True
-        stamp = (st.st_mtime_ns, st.st_size)
-        if stamp == self._seen:
-            return False
-        self._seen = stamp
-        try:
-            document = json.loads(self.path.read_text())
-            if document.get("version") != 1:
-                raise ValueError(f"index file version {document.get('version')}")
-            blocks = [_block_from_json(item) for item in document["entries"]]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            self.blocks, self.problem = [], f"unreadable index {self.path}: {exc}"
-            return True
-        self.blocks = sorted(blocks, key=lambda b: b.record.created_ms, reverse=True)
-        self.problem = None
+            self.count = len(self._index)
+            self.blocks = [_shown(e) for e in self._index.newest(NEWEST_SHOWN)]
+            self._seen, self.problem = seen, None
+        except sqlite3.Error as exc:
+            self.blocks, self.count, self.problem = [], 0, f"unreadable index {self.path}: {exc}"
+            self.close()
         return True
 
     def find(self, block_hash: str) -> IndexedBlock | None:
-        return next((b for b in self.blocks if b.block_hash == block_hash), None)
+        """Any indexed block, by its hex hash (not only the newest)."""
+        if self._index is None:
+            return None
+        try:
+            entry = self._index.get(bytes.fromhex(block_hash))
+        except (ValueError, sqlite3.Error):
+            return None
+        return _shown(entry) if entry is not None else None
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+        self._index, self._seen = None, None
 
 
 def holders(record: BlockRecord, c: Constellation, mission_ms: int) -> dict[Sat, list[int]]:

@@ -11,8 +11,8 @@ second server process, no build step for the page.
   benchmark announced in its event file (and again whenever the manifest
   file changes: a relaunch); each one gets a fresh `Fleet` and `StatsPoller`;
 * `sky.sky_view`: overhead satellite, LOS box, next step, leaving column;
-* `blocks.IndexFile`: the ground KV index (`--kv-index`, default the
-  kv-index.json beside the manifest); for the block a page selected, its
+* `blocks.IndexFollower`: the ground KV index (`--kv-index`, default the
+  index beside the manifest); for the block a page selected, its
   holders and the +GRID routes of a get, and once a second a PROBE of each
   holder for the first chunk it should hold (confirmed or missing);
 * `bench_events.BenchEvents`: the TTFT panel and the cache hits and misses.
@@ -70,7 +70,7 @@ class Dashboard:
         self.problem: str | None = None  # why there is no constellation to show
         self.fleet: Fleet | None = None
         self.poller: StatsPoller | None = None
-        self.index: blocks.IndexFile | None = None
+        self.index: blocks.IndexFollower | None = None
         self.pages: list[dict] = []  # one {"selected": hash or None} per open WebSocket
         self.confirmed: dict[str, dict] = {}  # block hash -> {(plane, sat): True / False}
         self.probes_sent: dict[tuple[int, int], int] = {}  # PROBEs sent per satellite (the fleet discounts them)
@@ -150,11 +150,11 @@ class Dashboard:
         self._poller_stop = asyncio.Event()
         self._tasks = [t for t in self._tasks if not t.done()]
         self._tasks.append(asyncio.ensure_future(self._run_poller(self.poller, self._poller_stop)))
-        index_path = Path(self.fixed_index) if self.fixed_index is not None else path.parent
-        if index_path.is_dir() or self.fixed_index is None:
-            index_path = index_path / blocks.INDEX_FILE_NAME
-        if self.index is None or self.index.path != index_path:
-            self.index = blocks.IndexFile(index_path)
+        index_dir = blocks.index_directory(Path(self.fixed_index) if self.fixed_index is not None else path.parent)
+        if self.index is None or self.index.directory != index_dir:
+            if self.index is not None:
+                self.index.close()
+            self.index = blocks.IndexFollower(index_dir)
         self.index.poll()
 
     def _on_stats(self, sat, received_at: float, counters: dict, stats_requests: int) -> None:
@@ -229,7 +229,7 @@ class Dashboard:
     def _kv(self, c, selected: str | None) -> dict:
         index = self.index
         kv = {"index": str(index.path) if index else None, "problem": index.problem if index else None,
-              "count": len(index.blocks) if index else 0, "blocks": [], "selected": None}
+              "count": index.count if index else 0, "blocks": [], "selected": None}
         if index is None:
             return kv
         for b in index.blocks[:BLOCKS_SHOWN]:

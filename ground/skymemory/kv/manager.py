@@ -220,12 +220,7 @@ class KVCManager:
             if record is None:
                 break
             records.append(record)
-        parent = self.root
-        for position, record in enumerate(records):  # warm the index
-            self.index.insert(parent, record, self._meta(position), save=False)
-            parent = record.block_hash
-        if records:
-            self.index.save()
+        self.index.insert_chain(self.root, [(record, self._meta(position)) for position, record in enumerate(records)])
         return records, "probe" if records else "none"
 
     def _meta(self, position: int) -> dict:
@@ -279,6 +274,7 @@ class KVCManager:
         decision = self.plan(found, policy=policy)
         records = found.records[: decision.fetch_blocks] if decision else []
         cache, fetched, miss, retrieval_s, decode_s = self._fetch_prefix(records)
+        self.note_use(records[:fetched])
         miss_reason = None
         if miss is not None:
             miss_reason = self._handle_miss(records, *miss)
@@ -298,6 +294,13 @@ class KVCManager:
             bytes_retrieved=fetched * self.block_bytes,
             decision=decision,
         )
+
+    def note_use(self, records: list[BlockRecord]) -> None:
+        """These blocks were fetched: the index's last use of each is now (best effort: a hint, never a failure)."""
+        try:
+            self.index.touch([r.block_hash for r in records])
+        except Exception as exc:  # noqa: BLE001 - the fetch succeeded; only the hint is late
+            log.warning("noting the use of %d KV blocks in the index failed: %r", len(records), exc)
 
     def _sized(self, records: list[BlockRecord]) -> list[BlockRecord]:
         """Records with this model's block size (a probe may not know it: n_bytes -1)."""
@@ -344,15 +347,11 @@ class KVCManager:
 
     def _learn_sizes(self, records: list[BlockRecord]) -> None:
         """Records from probe_block may not know the block size (-1); the index keeps the real one."""
-        changed = False
         for record in records:
             entry = self.index.get(record.block_hash)
             if entry is not None and entry.record.n_bytes < 0:
                 self.index.insert(entry.parent, dataclasses.replace(entry.record, n_bytes=self.block_bytes),
-                                  entry.meta, save=False)
-                changed = True
-        if changed:
-            self.index.save()
+                                  entry.meta)
 
     def _handle_miss(self, records: list[BlockRecord], position: int, reason: str, detail: str) -> str:
         """Log, evict the failed block and the ones after it (lazy eviction), correct the index."""
@@ -395,14 +394,13 @@ class KVCManager:
                 cache = cache_of(self.model(input_ids=ids, use_cache=True))
         result.compute_s = time.perf_counter() - started
 
-        parent = self.root if first_new == 0 else hashes[first_new - 1]
-
-        def indexed(position: int, record, payload: bytes) -> None:
-            nonlocal parent
-            self.index.insert(parent, record, self._meta(position), save=False)
-            parent = hashes[position]
-            result.blocks_stored += 1
-            result.bytes_stored += len(payload)
+        def indexed(first: int, records: list[BlockRecord], payloads: list[bytes]) -> None:
+            """Index blocks first.. as one chain (one transaction), below the block before them."""
+            parent = self.root if first == 0 else hashes[first - 1]
+            self.index.insert_chain(parent, [(record, self._meta(position))
+                                             for position, record in enumerate(records, start=first)])
+            result.blocks_stored += len(records)
+            result.bytes_stored += sum(len(p) for p in payloads)
 
         put_blocks = getattr(self.store, "put_blocks", None)  # all blocks' chunks in flight at once
         try:
@@ -414,8 +412,7 @@ class KVCManager:
                 started = time.perf_counter()
                 records = put_blocks(list(zip(hashes[first_new:], payloads)))
                 result.store_s += time.perf_counter() - started
-                for position, (record, payload) in enumerate(zip(records, payloads), start=first_new):
-                    indexed(position, record, payload)
+                indexed(first_new, records, payloads)
             else:  # block by block: the blocks stored before a failure stay indexed
                 for position in range(first_new, len(hashes)):
                     started = time.perf_counter()
@@ -425,14 +422,12 @@ class KVCManager:
                     started = time.perf_counter()
                     record = self.store.put_block(hashes[position], payload)
                     result.store_s += time.perf_counter() - started
-                    indexed(position, record, payload)
+                    indexed(position, [record], [payload])
         except Exception as exc:  # noqa: BLE001 - later blocks are useless without this one: stop
             if self.strict:
                 raise
             log.warning("storing KV block %d failed: %r", first_new + result.blocks_stored, exc)
             result.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            self.index.save()
         return result
 
 

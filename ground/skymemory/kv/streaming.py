@@ -357,6 +357,7 @@ def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: floa
     if not records:
         return CacheResult(DynamicCache(config=manager.model.config), found.input_ids, 0, [], found.usable_blocks,
                            not_cached, found.source, lookup_s=found.lookup_s, decision=decision)
+    manager.note_use(records)
     stream = PrefixStream(manager.store, records, manager.geometry, manager.kv_format, dtype=manager.model.dtype,
                           device=manager.model.device, landing=manager.landing, wave_layers=wave_layers,
                           pace_Bps=pace_Bps, verify_sha256=manager.verify_sha256, link=manager.link).start()
