@@ -9,13 +9,15 @@ creation time, strategy, centre, servers) so the blocks can be fetched
 directly, how the payload is encoded (KV format, layout, tokens, position) and
 when it was last used.
 
-Layout: one table `blocks`, keyed by the 32-byte hash (WITHOUT ROWID: the row
-lives in the key's B-tree), with an index on `parent` (children of a block)
-and one on `created_ms` (newest blocks, for the dashboard). Costs at n blocks:
-a prompt's longest prefix is one `hash IN (...)` query, k point reads of
-O(log n) pages, walked in Python; a prompt's blocks go in with one
-transaction; `remove` of a block and every block after it in its chains is one
-recursive DELETE down the parent index.
+Layout: one table `blocks`, a row per block in insertion order (rows append
+to the table's B-tree, and the newest blocks are its last rows), with a unique
+index on the 32-byte hash and an index on `parent` (children of a block).
+Costs at n blocks: a prompt's longest prefix is one `hash IN (...)` query, k
+point reads of O(log n) pages, walked in Python; a prompt's blocks go in with
+one transaction (its writes land on about k + 2 pages: random hashes scatter
+the two indexes, the table only grows at its end); `remove` of a block and
+every block after it in its chains is one recursive DELETE down the parent
+index.
 
 Sharing: the file is in WAL mode, so readers never wait for a writer and see
 the last committed state; writers take the write lock up front (BEGIN
@@ -61,7 +63,8 @@ DEFAULT_BUSY_TIMEOUT_S = 10.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS blocks (
-    hash         BLOB PRIMARY KEY,
+    id           INTEGER PRIMARY KEY,  -- insertion order: new rows append, the newest are the highest ids
+    hash         BLOB NOT NULL UNIQUE,
     parent       BLOB NOT NULL,     -- the previous block's hash, or the chain's root for a first block
     n_bytes      INTEGER NOT NULL,  -- BlockRecord's fields, one column each
     chunk_bytes  INTEGER NOT NULL,
@@ -76,9 +79,8 @@ CREATE TABLE IF NOT EXISTS blocks (
     tokens       INTEGER,
     position     INTEGER,
     last_used_ms INTEGER NOT NULL   -- wall clock of the insert or of the last fetch of this block
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS blocks_by_parent ON blocks(parent);
-CREATE INDEX IF NOT EXISTS blocks_by_created ON blocks(created_ms);
 CREATE TABLE IF NOT EXISTS properties (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _COLUMNS = ("hash, parent, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, centre_plane, "
@@ -265,9 +267,9 @@ class RadixIndex:
             return conn.execute("SELECT 1 FROM blocks WHERE parent = ? LIMIT 1", (root,)).fetchone() is not None
 
     def newest(self, limit: int) -> list[IndexEntry]:
-        """The `limit` most recently created blocks, newest first."""
+        """The `limit` most recently indexed blocks, newest first."""
         with self._reading() as conn:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM blocks ORDER BY created_ms DESC LIMIT ?", (limit,))
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM blocks ORDER BY id DESC LIMIT ?", (limit,))
             return [_entry(row) for row in rows]
 
     def changes(self) -> int:
