@@ -21,7 +21,7 @@ LAYERS = [
     {"link"},
     {"store"},
     {"kv"},
-    {"launcher"},
+    {"launcher", "integrations"},
     {"dashboard"},
     {"bench"},
     {"cli"},

@@ -91,10 +91,21 @@ class BlockHeader:
     sha256: bytes | None  # of the payload, when the encoder wrote one
 
 
+def layout_name(sha256: bool = False) -> str:
+    """The block layout as chain roots name it (blocks.root_hash): every engine that writes blocks of this
+    codec version, with or without a SHA-256 in the header, names them alike."""
+    return f"layer-major-v{VERSION}" + ("+sha256" if sha256 else "")
+
+
 def check_format(kv_format: str) -> str:
     if kv_format not in KV_FORMATS:
         raise ValueError(f"unknown KV format {kv_format!r}; choose one of {', '.join(KV_FORMATS)}")
     return kv_format
+
+
+def source_dtype(kv_format: str) -> torch.dtype:
+    """The dtype a block of `kv_format` is encoded from without loss: its own (int8: quantised from fp32)."""
+    return _TORCH.get(check_format(kv_format), torch.float32)
 
 
 def layer_bytes(geometry: BlockGeometry, kv_format: str) -> int:

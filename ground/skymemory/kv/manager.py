@@ -129,7 +129,7 @@ class KVCManager:
         if integrity not in INTEGRITY:
             raise ValueError(f"unknown integrity check {integrity!r}; choose one of {', '.join(INTEGRITY)}")
         self.verify_sha256 = integrity == "sha256"
-        self.layout = f"layer-major-v{codec.VERSION}" + ("+sha256" if self.verify_sha256 else "")
+        self.layout = codec.layout_name(self.verify_sha256)
         self.policy = FetchPolicy(policy)
         self.link = LinkEstimate(type(store).__name__)
         self._device_rates = device_rates

@@ -13,7 +13,8 @@
   every command works with no network. Built once, then cached as safetensors
   under ``$SKYMEMORY_CACHE`` (default ``~/.cache/skymemory``).
 * ``"embedded-tiny"``: the same family scaled down for tests (builds in
-  milliseconds, never cached on disk).
+  milliseconds, never cached on disk); ``"embedded-small"`` the same with
+  32-wide heads, the smallest a serving engine takes (vLLM's CPU attention).
 * ``"embedded-llama3-8b"``: the Llama-3-8B architecture (32 layers, hidden
   4096, 8 KV heads of 128; 8.0 B parameters) for big GPUs, where long prefixes
   are the regime in which fetching KV pays. Its random weights are made on the
@@ -108,6 +109,29 @@ EMBEDDED: dict[str, EmbeddedSpec] = {
         seed=1234,
         # Larger than usual so the untrained model's logits depend strongly on the
         # context (otherwise greedy decoding repeats one token and tests see little).
+        init_std=0.15,
+        cache_on_disk=False,
+    ),
+    # embedded-tiny with 32-wide heads: the smallest model serving engines take (vLLM's CPU attention
+    # wants a head size of 32 or more), for the tests that run one.
+    "embedded-small": EmbeddedSpec(
+        name="embedded-small",
+        config=dict(
+            vocab_size=VOCAB_SIZE,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=32,
+            max_position_embeddings=4096,
+            rms_norm_eps=1e-5,
+            rope_theta=10000.0,
+            tie_word_embeddings=False,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
+        seed=4321,
         init_std=0.15,
         cache_on_disk=False,
     ),
@@ -219,6 +243,24 @@ def build_embedded(name: str, *, use_disk_cache: bool = True) -> tuple[LlamaForC
     if spec.cache_on_disk and use_disk_cache:
         _save_atomically(model, directory)
     return model, info
+
+
+def save_model_dir(spec: str, directory: str | os.PathLike) -> Path:
+    """An embedded model as a model folder another engine loads (vLLM): weights (fp16), config, tokenizer.
+
+    The folder's model is load_model(spec)'s, bit for bit; a KVCManager on load_model(spec) and an engine
+    serving the folder name blocks alike when the engine's side says the model is `spec` (kv.identity).
+    """
+    spec = resolve_spec(spec)
+    if spec not in EMBEDDED:
+        raise ValueError(f"{spec!r} is not an embedded model: serve its own folder or hub id")
+    directory = Path(directory)
+    model, _ = build_embedded(spec)
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory, safe_serialization=True)
+    build_byte_tokenizer().save_pretrained(directory)
+    (directory / "skymemory.json").write_text(json.dumps({"format": EMBEDDED_FORMAT, "spec": spec}))
+    return directory
 
 
 def _save_atomically(model: LlamaForCausalLM, directory: Path) -> None:

@@ -4,6 +4,8 @@
     link = LinkEstimate("sky")                   # fed by every transfer from one store
     link.observe(n_bytes, seconds, first_reply_s)
     decision = policy.decide(rates, link, prompt_tokens=..., cached_blocks=..., ...)
+    forwards = ForwardEstimate()                 # an engine's forward, learnt from the steps it ran
+    forwards.observe(new_tokens, context_tokens, seconds)
 
 `LinkEstimate` keeps the recent transfers of one store: the round trip (the
 transport's time to its first reply) and the goodput of the rest. With no
@@ -11,7 +13,8 @@ transfer seen yet, "auto" fetches: that fetch is the measurement (a store is
 not worth judging before anything came from it). Transfers older than
 `max_age_s` are forgotten, so a store "auto" stopped fetching from is measured
 again by a fetch a minute later: a link that was slow once is not judged slow
-for ever. `DeviceRates` come from kv.calibration.
+for ever. `DeviceRates` come from kv.calibration; an engine that runs its own
+forward (vLLM) gives `EngineRates` from a `ForwardEstimate` of its steps.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import statistics
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 
-from .costmodel import Decision, LinkModel, decide
+from .costmodel import Decision, LinkModel, PrefillModel, RebuildModel, decide
 
 POLICIES = ("auto", "fetch", "recompute")
 MIN_SECONDS = 1e-6
@@ -75,6 +79,47 @@ class LinkEstimate:
         return LinkModel(self.name, rate, rtt)
 
 
+class ForwardEstimate:
+    """T(new, ctx) of an engine's forward (kv.costmodel.PrefillModel), fitted from forwards it was seen to run.
+
+    For an engine whose forward cannot be timed in isolation (vLLM runs its own), the steps it ran
+    are the calibration: `observe(new, context, seconds)` for each step of one request. Prefill-sized
+    steps and decode steps are kept apart (a serving engine runs far more of the second), and
+    there is no model until prefills of `min_lengths` lengths were seen.
+    """
+
+    def __init__(self, window: int = 32, min_lengths: int = 2, prefill_tokens: int = 16) -> None:
+        self.min_lengths = min_lengths
+        self.prefill_tokens = prefill_tokens
+        self._prefills: deque[tuple[int, int, float]] = deque(maxlen=window)
+        self._decodes: deque[tuple[int, int, float]] = deque(maxlen=8)
+        self._model: PrefillModel | None = None
+        self._lock = threading.Lock()
+
+    def observe(self, new_tokens: int, context_tokens: int, seconds: float) -> None:
+        if new_tokens <= 0 or seconds <= 0:
+            return
+        with self._lock:
+            (self._prefills if new_tokens >= self.prefill_tokens else self._decodes).append(
+                (new_tokens, context_tokens, seconds))
+            self._model = None
+
+    def model(self, device: str = "engine") -> PrefillModel | None:
+        with self._lock:
+            if self._model is None and len({n for n, _, _ in self._prefills}) >= self.min_lengths:
+                self._model = PrefillModel.fit(list(self._prefills) + list(self._decodes), device=device)
+            return self._model
+
+
+@dataclass(frozen=True)
+class EngineRates:
+    """What FetchPolicy.decide needs of a device, from an engine's own measurements (kv.calibration's
+    DeviceRates is the same for a transformers model it can time itself)."""
+
+    prefill: PrefillModel
+    rebuild: RebuildModel
+
+
 class FetchPolicy:
     """How much of a cached prefix to fetch: `mode` "auto" decides from the rates, the others are forced."""
 
@@ -93,6 +138,9 @@ class FetchPolicy:
             return _without_prediction("fetch", cached_blocks, cached_blocks,
                                        f"no transfer measured in the last {link.max_age_s:.0f} s: "
                                        "this fetch measures the link", link)
+        if rates is None:
+            return _without_prediction("fetch", cached_blocks, cached_blocks,
+                                       "this engine's compute rate is not measured yet: fetching", link)
         return decide(estimate, rates.prefill, prompt_tokens=prompt_tokens, cached_blocks=cached_blocks,
                       block_tokens=block_tokens, block_bytes=block_bytes, layers=layers, streaming=streaming,
                       rebuild=rates.rebuild)

@@ -32,7 +32,7 @@ from transformers.cache_utils import DynamicLayer
 
 from . import codec
 
-__all__ = ["DecodedBlock", "PayloadViews", "check_blocks", "decode_block", "payload_views", "prefix_cache",
+__all__ = ["DecodedBlock", "PayloadViews", "block_layer", "check_blocks", "decode_block", "payload_views", "prefix_cache",
            "rebuild_layer", "rebuild_layers", "to_device", "to_cache"]
 
 
@@ -106,6 +106,19 @@ def rebuild_layer(views: PayloadViews, layer: int, dtype: torch.dtype) -> tuple[
     keys = _dequantised(views.k[:, layer], views.k_scale[:, layer], dtype)
     values = _dequantised(views.v[:, layer], views.v_scale[:, layer], dtype)
     return keys.view(prefix_shape), values.view(prefix_shape)
+
+
+def block_layer(views: PayloadViews, layer: int, dtype: torch.dtype) -> torch.Tensor:
+    """Layer `layer` of every block, block by block: [m, 2 (K, V), kv_heads, tokens, head_dim] in `dtype`.
+
+    The shape a paged cache takes blocks in (kv.paged); rebuild_layer is the same values laid out as one
+    prefix. int8 is dequantised as rebuild_layer does (in fp32, then cast).
+    """
+    if views.kv is not None:
+        return views.kv[:, layer].to(dtype, copy=True)
+    keys = views.k[:, layer].to(torch.float32) * views.k_scale[:, layer].to(torch.float32)
+    values = views.v[:, layer].to(torch.float32) * views.v_scale[:, layer].to(torch.float32)
+    return torch.stack((keys, values), dim=1).to(dtype)
 
 
 def rebuild_layers(raw: torch.Tensor, geometry: codec.BlockGeometry, kv_format: str,

@@ -271,6 +271,18 @@ class PrefixStream:
         return keys, values
 
 
+    def layer_blocks(self, layer: int) -> torch.Tensor:
+        """Layer `layer` block by block, [m, 2, kv_heads, tokens, head_dim] in the stream's dtype, on the host
+        (for a paged cache: kv.paged); waits like layer()."""
+        self.wait_layer(layer)
+        views = self._views if not self._on_device else rebuild.payload_views(self._lease.raw, self.geometry,
+                                                                               self.kv_format)
+        kv = rebuild.block_layer(views, layer, self.dtype)
+        if layer == self.geometry.layers - 1:
+            self.close()
+        return kv
+
+
 class StreamingLayer(DynamicLayer):
     """A DynamicLayer whose prefix arrives while the model runs: update() waits for it."""
 

@@ -6,6 +6,10 @@ server list comes either from an explicit list of satellites or from a
 placement callable `locate(record, now_ms) -> [satellite of server 1, ...]`
 (skymemory.orbit.placement provides strategies; this module has none of its own).
 
+`nearest_when_set(constellation)` is the placement that needs no shared state: a
+block's servers are the satellites nearest the ground host when it was set, so
+every process finds every block from its record alone.
+
 `get_blocks_into(records, buffers)` puts blocks straight into the caller's
 buffers; each block's CRC32C is folded from the chunks' CRCs the C path
 verified, so nobody reads the bytes again to check them.
@@ -41,6 +45,16 @@ from skymemory.store.contract import BlockMiss, BlockRecord, Landed, Sat, check_
 from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
 
 Locate = Callable[[BlockRecord, int], Sequence[Sat]]
+
+
+def nearest_when_set(constellation) -> Locate:
+    """A placement: a block's servers are the n_servers satellites nearest the ground host when it was set.
+
+    The record alone (its n_servers and created_ms) says where its chunks are, so any store
+    in any process built with this placement finds a block another one set (the convention
+    of "explicit" records everywhere: skymemory.dashboard.blocks.holders).
+    """
+    return lambda record, _now_ms: constellation.nearest(record.n_servers, record.created_ms)
 
 
 class ConstellationBlockStore:
@@ -125,6 +139,13 @@ class ConstellationBlockStore:
             kw["via"] = via_for_route(route or DEFAULT_ROUTE, manifest)
         return cls(manifest.ground_addresses(), servers, mission_ms=c.mission_ms, centre=c.overhead,
                    bind_host=manifest.ground_host, **kw)
+
+    @classmethod
+    def nearest_from_manifest(cls, manifest, n_servers: int = 10, **kw) -> "ConstellationBlockStore":
+        """from_manifest with the placement every process agrees on (nearest_when_set): the store to share
+        blocks through, e.g. between a KVCManager and a vLLM engine (skymemory.integrations.vllm)."""
+        return cls.from_manifest(manifest, locate=nearest_when_set(manifest.constellation()), n_servers=n_servers,
+                                 **kw)
 
     # ---- private event loop thread ------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:

@@ -1,0 +1,189 @@
+"""SkyMemoryConnector: the constellation as a vLLM KV connector (KVConnectorBase_V1, tested with vLLM 0.32.0).
+
+vLLM marks this API experimental, so this class stays a thin adapter: it
+translates vLLM's calls and objects into the two engine-neutral sides
+(scheduler.SchedulerSide, worker.WorkerSide) and back. One class serves both
+roles; vLLM makes one object per role, in the engine-core process (scheduler)
+and in the worker process.
+
+What a user passes (README, "Serve with vLLM"):
+
+    KVTransferConfig(kv_connector="SkyMemoryConnector", kv_connector_module_path="skymemory.integrations.vllm",
+                     kv_role="kv_both", kv_load_failure_policy="recompute",
+                     kv_connector_extra_config={"manifest": "run/manifest.json"})
+
+with the engine's block_size equal to SkyMemory's block (128 tokens), and a
+request may ask its own policy: SamplingParams(extra_args={"kv_transfer_params":
+{"skymemory_policy": "recompute"}}). Every finished request that had cached
+blocks says what was decided in RequestOutput.kv_transfer_params["skymemory"].
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from vllm.config import get_layers_from_vllm_config
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+    KVConnectorWorkerMetadata,
+)
+from vllm.model_executor.layers.attention.attention import Attention
+from vllm.model_executor.models.utils import extract_layer_index
+
+from skymemory.kv import codec
+from skymemory.kv.device import dtype_name
+from skymemory.kv.identity import model_identity
+from skymemory.kv.models import cache_dir
+from skymemory.kv.paged import PagedLayout
+from skymemory.kv.radix import RadixIndex
+
+from .config import ConfigError, ConnectorConfig
+from .messages import StepPlan, WorkerReport
+from .scheduler import POLICY_PARAM, SchedulerSide
+from .worker import WorkerSide
+
+log = logging.getLogger(__name__)
+
+TESTED_VLLM = "0.32.0"
+
+
+@dataclass
+class SkyMemoryMetadata(KVConnectorMetadata):
+    plan: StepPlan
+
+
+@dataclass
+class SkyMemoryWorkerMetadata(KVConnectorWorkerMetadata):
+    report: WorkerReport
+
+    def aggregate(self, other: "SkyMemoryWorkerMetadata") -> "SkyMemoryWorkerMetadata":
+        return SkyMemoryWorkerMetadata(self.report.merged(other.report))
+
+
+class SkyMemoryConnector(KVConnectorBase_V1):
+    def __init__(self, vllm_config, role: KVConnectorRole, kv_cache_config=None) -> None:
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+        transfer = vllm_config.kv_transfer_config
+        if transfer.kv_load_failure_policy != "recompute":
+            raise ConfigError("SkyMemory connector: set KVTransferConfig(kv_load_failure_policy='recompute') (with "
+                              f"{transfer.kv_load_failure_policy!r} a request whose cached blocks cannot be fetched "
+                              "ends in an error instead of being recomputed)")
+        parallel = vllm_config.parallel_config
+        if parallel.tensor_parallel_size * parallel.pipeline_parallel_size != 1:
+            raise ConfigError("SkyMemory connector: one worker only (tensor and pipeline parallel size 1): a block "
+                              "holds every KV head of every layer")
+        if kv_cache_config is not None and len(kv_cache_config.kv_cache_groups) != 1:
+            raise ConfigError("SkyMemory connector: models with one kind of attention only (this one has "
+                              f"{len(kv_cache_config.kv_cache_groups)} KV cache groups)")
+        model = vllm_config.model_config
+        self.config = ConnectorConfig.from_extra(transfer.kv_connector_extra_config, served_model=model.model)
+        self.block_tokens = vllm_config.cache_config.block_size
+        self.geometry = codec.BlockGeometry.from_config(model.hf_text_config, self.block_tokens)
+        index = RadixIndex(self.config.index_dir or cache_dir() / "index")
+        self._scheduler: SchedulerSide | None = None
+        self._worker: WorkerSide | None = None
+        self._layer_of: dict[str, int] = {}
+        if role == KVConnectorRole.SCHEDULER:
+            identity = model_identity(self.config.model, dtype_name(model.dtype))
+            self._scheduler = SchedulerSide(
+                root=identity.root(kv_format=self.config.kv_format, block_tokens=self.block_tokens),
+                block_tokens=self.block_tokens, block_bytes=codec.block_bytes(self.geometry, self.config.kv_format),
+                layers=self.geometry.layers, index=index, policy=self.config.policy)
+        else:
+            meta = {"kv_format": self.config.kv_format, "layout": codec.layout_name(), "tokens": self.block_tokens}
+            self._worker = WorkerSide(self.config, geometry=self.geometry, index=index, meta=meta)
+        log.info("SkyMemory connector (%s): constellation %s, model %s, policy %s, KV %s, index %s", role.name,
+                 self.config.manifest, self.config.model, self.config.policy, self.config.kv_format, index.path)
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        return False  # a cache: a block that is not saved is recomputed later, nothing waits for it
+
+    # ---- scheduler side -----------------------------------------------------------------------------
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int | None, bool]:
+        policy = (request.kv_transfer_params or {}).get(POLICY_PARAM)
+        tokens = self._scheduler.match(request.request_id, list(request.prompt_token_ids or []), num_computed_tokens,
+                                       policy=policy)
+        return tokens, False  # loaded during the step's forward, layer by layer
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
+        self._scheduler.allocated(request.request_id, list(blocks.get_block_ids()[0]), num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata:
+        new = [(r.req_id, list(r.prompt_token_ids or []), list(r.block_ids[0]), r.num_computed_tokens)
+               for r in scheduler_output.scheduled_new_reqs]
+        cached = scheduler_output.scheduled_cached_reqs
+        running = [(req_id, list(cached.new_block_ids[i][0]) if cached.new_block_ids[i] else None,
+                    req_id in cached.resumed_req_ids, cached.num_computed_tokens[i])
+                   for i, req_id in enumerate(cached.req_ids)]
+        return SkyMemoryMetadata(self._scheduler.step(new, running, dict(scheduler_output.num_scheduled_tokens)))
+
+    def update_connector_output(self, connector_output) -> None:
+        meta = connector_output.kv_connector_worker_meta
+        if isinstance(meta, SkyMemoryWorkerMetadata):
+            self._scheduler.observe(meta.report)
+
+    def request_finished(self, request, block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
+        said = self._scheduler.finished(request.request_id)
+        return False, ({"skymemory": said} if said else None)
+
+    # ---- worker side --------------------------------------------------------------------------------
+    def register_kv_caches(self, kv_caches: dict) -> None:
+        names = sorted(kv_caches, key=extract_layer_index)
+        self._layer_of = {name: layer for layer, name in enumerate(names)}
+        self._caches = [kv_caches[name] for name in names]
+        self._layer_names = names
+
+    def _ready_worker(self) -> WorkerSide:
+        """The worker with the engine's caches and their page layout (probed once, with a layer's own write)."""
+        worker = self._worker
+        if worker.layout is None:
+            first = self._caches[0]
+            if any(c.shape != first.shape or c.dtype != first.dtype for c in self._caches):
+                raise ConfigError("SkyMemory connector: the layers' KV caches differ in shape or dtype")
+            layer = get_layers_from_vllm_config(self._vllm_config, Attention, self._layer_names[:1])[
+                self._layer_names[0]]
+            layout = PagedLayout.probe(
+                lambda keys, values, cache, slots: layer.impl.do_kv_cache_update(layer, keys, values, cache, slots),
+                tuple(first.shape[1:]), first.dtype, kv_heads=self.geometry.kv_heads, block_tokens=self.block_tokens,
+                head_dim=self.geometry.head_dim, device=first.device)
+            worker.register(self._caches, layout)
+        return worker
+
+    def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
+        super().bind_connector_metadata(connector_metadata)
+        if self._worker is not None:
+            self._worker.begin_step()
+
+    def start_load_kv(self, forward_context, **kwargs) -> None:
+        plan = self._get_connector_metadata().plan
+        if plan.loads:
+            self._ready_worker().start_loads(plan.loads)
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        layer = self._layer_of.get(layer_name)
+        if layer is not None:
+            self._worker.wait_layer(layer)
+
+    def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs) -> None:
+        pass  # the step's new blocks are copied out once the forward is over (wait_for_save)
+
+    def wait_for_save(self) -> None:
+        plan = self._get_connector_metadata().plan
+        worker = self._ready_worker() if plan.saves else self._worker
+        worker.end_step(plan)
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        return self._worker.take_load_errors() if self._worker is not None else set()
+
+    def build_connector_worker_meta(self) -> KVConnectorWorkerMetadata | None:
+        report = self._worker.take_report() if self._worker is not None else None
+        return SkyMemoryWorkerMetadata(report) if report else None
+
+    def shutdown(self) -> None:
+        if self._worker is not None:
+            self._worker.close()

@@ -1,0 +1,51 @@
+"""What the connector's two sides tell each other each engine step (plain data: vLLM pickles it between processes).
+
+scheduler -> worker: a StepPlan (the blocks to load into which pages, the pages to save as which blocks,
+                     and what the step computes when it is one request's: a timing sample)
+worker -> scheduler: a WorkerReport (transfers, forwards and page writes it timed: the fetch-or-recompute
+                     decision's inputs, measured on this engine)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from skymemory.store.contract import BlockRecord
+
+
+@dataclass
+class LoadPlan:
+    req_id: str
+    records: list[BlockRecord]  # the cached blocks to fetch, in prefix order
+    block_ids: list[int]  # the engine's pages they go into, one per record
+
+
+@dataclass
+class SavePlan:
+    req_id: str
+    block_id: int  # the engine's page that holds the block once this step has run
+    block_hash: bytes
+    parent: bytes  # the previous block's hash, or the chain's root
+    position: int  # the block's place in its prompt
+
+
+@dataclass
+class StepPlan:
+    loads: list[LoadPlan] = field(default_factory=list)
+    saves: list[SavePlan] = field(default_factory=list)
+    single: tuple[int, int] | None = None  # (new tokens, context tokens) when the step runs one request
+
+
+@dataclass
+class WorkerReport:
+    transfers: list[tuple[int, float, float]] = field(default_factory=list)  # bytes, seconds, first reply s
+    forwards: list[tuple[int, int, float]] = field(default_factory=list)  # new tokens, context tokens, seconds
+    page_writes: list[tuple[int, float]] = field(default_factory=list)  # bytes landed -> engine pages, seconds
+    failed_loads: list[tuple[str, str]] = field(default_factory=list)  # request id, why its load failed
+
+    def __bool__(self) -> bool:
+        return bool(self.transfers or self.forwards or self.page_writes or self.failed_loads)
+
+    def merged(self, other: "WorkerReport") -> "WorkerReport":
+        return WorkerReport(self.transfers + other.transfers, self.forwards + other.forwards,
+                            self.page_writes + other.page_writes, self.failed_loads + other.failed_loads)

@@ -1,0 +1,209 @@
+"""The connector's scheduler side: which of a request's blocks to load, which of its pages to save.
+
+It never waits on the network: a request's cached prefix is found in the
+ground index (one SQLite query: kv.radix), named by the same chained hashes
+and model identity as KVCManager's (kv.blocks, kv.identity), and the
+fetch-or-recompute decision (kv.policy) runs on rates this engine measured:
+the transfers and page writes its worker timed, and its own forwards (a
+step that runs one request is a sample of T(new, context)). Until the
+worker has measured both, "auto" fetches, and says so.
+
+Rules the engine sets: only whole blocks; never the prompt's last token (it
+must be computed for the first output token); what the engine's own prefix
+cache already holds (num_computed_tokens) is not loaded again.
+
+Saves: a prompt block is saved in the step that completes it (the worker
+copies its pages after the forward), unless the index already has it or
+another request is saving it.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from skymemory.kv.blocks import chain_hashes, split_blocks
+from skymemory.kv.costmodel import RebuildModel
+from skymemory.kv.policy import EngineRates, FetchPolicy, ForwardEstimate, LinkEstimate, check_policy
+from skymemory.kv.radix import RadixIndex
+from skymemory.store.contract import BlockRecord
+
+from .messages import LoadPlan, SavePlan, StepPlan, WorkerReport
+
+log = logging.getLogger(__name__)
+
+SAVING_FORGOTTEN_S = 60.0  # a block another request began saving is not saved again for this long
+POLICY_PARAM = "skymemory_policy"  # a request's own policy, in its kv_transfer_params
+
+
+@dataclass
+class TrackedRequest:
+    prompt: list[int]
+    hashes: list[bytes]  # of every full block of the prompt
+    cached: int = 0  # leading blocks the index had when the request was matched (not saved again)
+    local: int = 0  # leading blocks the engine's own cache had
+    to_load: list[BlockRecord] = field(default_factory=list)  # the blocks after those that were decided fetched
+    block_ids: list[int] = field(default_factory=list)  # the request's pages, in order
+    next_save: int = 0  # first block not yet considered for saving
+
+
+class SchedulerSide:
+    def __init__(self, *, root: bytes, block_tokens: int, block_bytes: int, layers: int, index: RadixIndex,
+                 policy: str = "auto") -> None:
+        self.root = root
+        self.block_tokens = block_tokens
+        self.block_bytes = block_bytes
+        self.layers = layers
+        self.index = index
+        self.policy = FetchPolicy(policy)
+        self.link = LinkEstimate("skymemory")
+        self.forwards = ForwardEstimate()
+        self._page_writes: deque[tuple[int, float]] = deque(maxlen=16)
+        self._requests: dict[str, TrackedRequest] = {}
+        self._loads: list[LoadPlan] = []
+        self._saving: dict[bytes, float] = {}
+        self.decisions: dict[str, str] = {}  # request id -> what was decided for it ("fetch 8/8 (...)")
+
+    # ---- matching ------------------------------------------------------------------------------
+    def _tracked(self, req_id: str, prompt: list[int]) -> TrackedRequest:
+        tracked = self._requests.get(req_id)
+        if tracked is None or tracked.prompt != prompt:
+            hashes = chain_hashes(self.root, split_blocks(prompt, self.block_tokens))
+            tracked = self._requests[req_id] = TrackedRequest(list(prompt), hashes)
+        return tracked
+
+    def match(self, req_id: str, prompt: list[int], computed_tokens: int, policy: str | None = None) -> int:
+        """Tokens past `computed_tokens` to load for this request: whole cached blocks worth fetching."""
+        tracked = self._tracked(req_id, prompt)
+        usable = max(0, (len(prompt) - 1) // self.block_tokens)
+        try:
+            entries = self.index.longest_prefix(self.root, tracked.hashes[:usable])
+        except Exception as exc:  # noqa: BLE001 - an unreadable index is a miss, never a stalled engine
+            log.warning("SkyMemory: the ground index could not be read (%r): request %s recomputes", exc, req_id)
+            entries = []
+        tracked.cached = len(entries)
+        tracked.local = local = computed_tokens // self.block_tokens
+        tracked.to_load = []
+        if len(entries) <= local:
+            return 0
+        if policy is not None:
+            try:
+                policy = check_policy(policy)
+            except ValueError as exc:
+                log.warning("SkyMemory: request %s: %s (kv_transfer_params[%r]): the engine's policy %s decides",
+                            req_id, exc, POLICY_PARAM, self.policy.mode)
+                policy = None
+        # the prompt less what the engine has as if it were the whole prompt: its context term is then
+        # slightly low, which only matters when the engine's own cache has some of the prefix
+        decision = self.policy.decide(
+            self.rates(), self.link, prompt_tokens=len(prompt) - local * self.block_tokens,
+            cached_blocks=len(entries) - local, block_tokens=self.block_tokens, block_bytes=self.block_bytes,
+            layers=self.layers, streaming=True, mode=policy)
+        self.decisions[req_id] = decision.describe()
+        log.info("SkyMemory: request %s: %d cached blocks after %d local: %s", req_id, len(entries) - local, local,
+                 decision.describe())
+        tracked.to_load = [e.record for e in entries[local:local + decision.fetch_blocks]]
+        return len(tracked.to_load) * self.block_tokens
+
+    def rates(self) -> EngineRates | None:
+        """This engine's compute and page-write rates, once measured (None before)."""
+        prefill = self.forwards.model()
+        if prefill is None:
+            return None
+        if self._page_writes:
+            rate = statistics.median(n / max(s, 1e-9) for n, s in self._page_writes)
+            return EngineRates(prefill, RebuildModel(0.0, rate))
+        return EngineRates(prefill, RebuildModel(0.0, float("inf")))
+
+    def allocated(self, req_id: str, block_ids: list[int], external_tokens: int) -> None:
+        """The engine gave the request its pages: plan the load of the blocks matched for it."""
+        tracked = self._requests.get(req_id)
+        if tracked is None or external_tokens <= 0:
+            return
+        count = external_tokens // self.block_tokens
+        if count != len(tracked.to_load):
+            raise RuntimeError(f"request {req_id}: the engine loads {count} blocks, {len(tracked.to_load)} were "
+                               "matched")
+        pages = block_ids[tracked.local:tracked.local + count]
+        self._loads.append(LoadPlan(req_id, list(tracked.to_load), list(pages)))
+
+    # ---- each step ------------------------------------------------------------------------------
+    def step(self, new: list[tuple[str, list[int], list[int], int]],
+             running: list[tuple[str, list[int] | None, bool, int]], scheduled: dict[str, int]) -> StepPlan:
+        """The plan of one engine step.
+
+        new:       (request id, prompt, its pages, tokens computed before this step) of newly scheduled requests
+        running:   (request id, pages added (None: none), resumed (its pages are given anew), tokens computed)
+        scheduled: tokens each request computes in this step
+        """
+        plan = StepPlan(loads=self._loads)
+        self._loads = []
+        for req_id, prompt, block_ids, computed in new:
+            tracked = self._tracked(req_id, prompt)
+            tracked.block_ids = list(block_ids)
+            plan.saves += self._saves(req_id, tracked, computed + scheduled.get(req_id, 0))
+        for req_id, added, resumed, computed in running:
+            tracked = self._requests.get(req_id)
+            if tracked is None:
+                continue
+            if resumed:
+                tracked.block_ids = list(added or [])
+            elif added:
+                tracked.block_ids += added
+            plan.saves += self._saves(req_id, tracked, computed + scheduled.get(req_id, 0))
+        if len(scheduled) == 1:
+            ((req_id, tokens),) = scheduled.items()
+            computed = next((c for r, _, _, c in new if r == req_id), None)
+            if computed is None:
+                computed = next((c for r, _, _, c in running if r == req_id), 0)
+            plan.single = (tokens, computed)
+        return plan
+
+    def _saves(self, req_id: str, tracked: TrackedRequest, computed_after: int) -> list[SavePlan]:
+        """The prompt blocks this step completes that no one has cached or is caching."""
+        full = min(computed_after, len(tracked.prompt)) // self.block_tokens
+        first = max(tracked.next_save, tracked.cached)
+        if full <= first:
+            return []
+        tracked.next_save = full
+        try:
+            indexed = len(self.index.longest_prefix(self.root, tracked.hashes[:full]))
+        except Exception as exc:  # noqa: BLE001 - saving is best effort
+            log.warning("SkyMemory: the ground index could not be read (%r): saving request %s's blocks anyway",
+                        exc, req_id)
+            indexed = 0
+        now = time.monotonic()
+        for block_hash, started in list(self._saving.items()):
+            if now - started > SAVING_FORGOTTEN_S:
+                del self._saving[block_hash]
+        saves = []
+        for position in range(max(first, indexed), full):
+            block_hash = tracked.hashes[position]
+            if block_hash in self._saving or position >= len(tracked.block_ids):
+                continue
+            self._saving[block_hash] = now
+            parent = self.root if position == 0 else tracked.hashes[position - 1]
+            saves.append(SavePlan(req_id, tracked.block_ids[position], block_hash, parent, position))
+        return saves
+
+    def finished(self, req_id: str) -> dict | None:
+        """Forget the request; what it should be told of its cached prefix (None: nothing was cached)."""
+        tracked = self._requests.pop(req_id, None)
+        decision = self.decisions.pop(req_id, None)
+        if tracked is None or decision is None:
+            return None
+        return {"decision": decision, "cached_blocks": tracked.cached, "fetched_blocks": len(tracked.to_load)}
+
+    # ---- what the worker measured ------------------------------------------------------------------
+    def observe(self, report: WorkerReport) -> None:
+        for n_bytes, seconds, first_reply_s in report.transfers:
+            self.link.observe(n_bytes, seconds, first_reply_s or None)
+        for new_tokens, context_tokens, seconds in report.forwards:
+            self.forwards.observe(new_tokens, context_tokens, seconds)
+        self._page_writes.extend(report.page_writes)
+        for req_id, reason in report.failed_loads:
+            if req_id in self.decisions:
+                self.decisions[req_id] += f"; the load failed ({reason}): recomputed"

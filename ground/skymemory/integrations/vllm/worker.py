@@ -1,0 +1,248 @@
+"""The connector's worker side: cached blocks into the engine's pages layer by layer, new blocks out in the background.
+
+Loads: all of a step's blocks are fetched by one PrefixStream (kv.streaming:
+the C fast path writes the chunks into one landing buffer, asked layer-first
+across blocks, each chunk's CRC checked in C). `wait_layer(l)`, called by the
+engine just before layer l's attention, waits for layer l of every block only,
+converts it to the cache's dtype and writes it into the pages the scheduler
+chose (kv.paged). A load that fails (a block missing, a satellite down, a CRC,
+the deadline) makes every page of that step's loads a load error: the engine
+recomputes them, and the blocks that failed leave the ground index with the
+blocks after them (as KVCManager drops a block that missed). A layer
+the engine did not wait for is a load error too: its pages were read unloaded.
+
+Saves: after a step's forward, the pages of the prompt blocks it completed
+are copied out (one gather per layer: the pages may be reused as soon as the
+request ends) and handed to a saver thread, which encodes them as KVCManager
+does (kv.codec: the same bytes for the same KV), stores them on the
+constellation and indexes them. Decoding never waits for the network: a full
+save queue drops blocks (logged), and shutdown waits for the queue a bounded
+time.
+
+Two ground-station ids: one for loads, one for saves (each has its own socket;
+a satellite answers a station at the address it last heard it from).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from skymemory.kv import codec
+from skymemory.kv.landing import LandingBuffers
+from skymemory.kv.paged import PagedLayout
+from skymemory.kv.radix import IndexEntry, RadixIndex
+from skymemory.kv.streaming import PrefixStream, StreamFailed
+from skymemory.link.fastpath import OK
+from skymemory.orbit.manifest import Manifest
+from skymemory.store.constellation import ConstellationBlockStore
+
+from .config import ConnectorConfig
+from .messages import LoadPlan, SavePlan, StepPlan, WorkerReport
+
+log = logging.getLogger(__name__)
+
+SAVE_QUEUE_BLOCKS = 64  # blocks copied out and waiting to be stored, at most
+SHUTDOWN_SAVE_WAIT_S = 60.0
+ENGINE_FAULTS = ("not-waited",)  # load failures that say nothing of the blocks themselves
+
+
+def open_store(config: ConnectorConfig, manifest: Manifest, station_id: int) -> ConstellationBlockStore:
+    """A store on the constellation of `manifest`, placing a block on the satellites nearest when it is set."""
+    return ConstellationBlockStore.nearest_from_manifest(
+        manifest, config.servers, route=config.route, client_options={"station_id": station_id},
+        request_timeout_s=config.load_timeout_s)
+
+
+@dataclass
+class ActiveLoad:
+    plans: list[LoadPlan]
+    stream: PrefixStream
+    pages: torch.Tensor  # the engine's pages, one per block of the stream
+    written: set[int] = field(default_factory=set)  # layers already in the pages
+    write_s: float = 0.0
+    failure: str | None = None
+
+
+@dataclass
+class SaveJob:
+    plans: list[SavePlan]
+    layers: list[torch.Tensor]  # per layer [m, 2, kv_heads, tokens, head_dim]
+
+
+class BlockSaver:
+    """Encodes, stores and indexes copied-out blocks on a thread of its own."""
+
+    def __init__(self, store: ConstellationBlockStore, index: RadixIndex, kv_format: str, meta: dict) -> None:
+        self.store, self.index, self.kv_format, self.meta = store, index, kv_format, meta
+        self._queue: queue.Queue[SaveJob | None] = queue.Queue()
+        self._pending = 0  # blocks queued or being stored
+        self._lock = threading.Lock()
+        self.saved = self.dropped = self.failed = 0
+        self._thread = threading.Thread(target=self._run, name="skymemory-saver", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: SaveJob) -> bool:
+        with self._lock:
+            if self._pending + len(job.plans) > SAVE_QUEUE_BLOCKS:
+                self.dropped += len(job.plans)
+                log.warning("SkyMemory: %d blocks not saved: %d are waiting for the constellation already",
+                            len(job.plans), self._pending)
+                return False
+            self._pending += len(job.plans)
+        self._queue.put(job)
+        return True
+
+    def _run(self) -> None:
+        while (job := self._queue.get()) is not None:
+            try:
+                self._store(job)
+                self.saved += len(job.plans)
+            except Exception as exc:  # noqa: BLE001 - a failed save loses a cache entry, never a request
+                self.failed += len(job.plans)
+                log.warning("SkyMemory: saving %d blocks failed: %s", len(job.plans), exc)
+            finally:
+                with self._lock:
+                    self._pending -= len(job.plans)
+
+    def _store(self, job: SaveJob) -> None:
+        payloads = [codec.encode_block([(kv[i, 0], kv[i, 1]) for kv in job.layers], self.kv_format)
+                    for i in range(len(job.plans))]
+        records = self.store.put_blocks([(plan.block_hash, payload) for plan, payload in zip(job.plans, payloads)])
+        self.index.insert_entries(IndexEntry(plan.block_hash, plan.parent, record, {**self.meta, "position": plan.position})
+                                  for plan, record in zip(job.plans, records))
+
+    def close(self, timeout_s: float = SHUTDOWN_SAVE_WAIT_S) -> None:
+        """Store what is queued (up to `timeout_s`), then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            log.warning("SkyMemory: %d blocks were still being saved after %.0f s: not saved", self._pending,
+                        timeout_s)
+
+
+class WorkerSide:
+    def __init__(self, config: ConnectorConfig, *, geometry: codec.BlockGeometry, index: RadixIndex, rank: int = 0,
+                 meta: dict | None = None) -> None:
+        self.config = config
+        self.geometry = geometry
+        self.index = index
+        self.manifest = Manifest.load(config.manifest)
+        self.block_bytes = codec.block_bytes(geometry, config.kv_format)
+        station = config.station_id + 2 * rank
+        self.load_store = open_store(config, self.manifest, station)
+        self.saver = BlockSaver(open_store(config, self.manifest, station + 1), index, config.kv_format, meta or {})
+        self.caches: list[torch.Tensor] = []
+        self.layout: PagedLayout | None = None
+        self.landing: LandingBuffers | None = None
+        self._load: ActiveLoad | None = None
+        self._errors: set[int] = set()
+        self._report = WorkerReport()
+        self._step_started = time.perf_counter()
+
+    def register(self, caches: list[torch.Tensor], layout: PagedLayout) -> None:
+        """The engine's per-layer caches, in layer order, and the layout of their pages."""
+        if len(caches) != self.geometry.layers:
+            raise ValueError(f"the engine has {len(caches)} attention layers, the model {self.geometry.layers}")
+        self.caches, self.layout = caches, layout
+        self.landing = LandingBuffers(pin=caches[0].device.type == "cuda")
+
+    # ---- loads ----------------------------------------------------------------------------------
+    def begin_step(self) -> None:
+        self._step_started = time.perf_counter()
+
+    def start_loads(self, plans: list[LoadPlan]) -> None:
+        if not plans:
+            return
+        records = [r for plan in plans for r in plan.records]
+        pages = torch.tensor([b for plan in plans for b in plan.block_ids], dtype=torch.int64)
+        try:
+            stream = PrefixStream(self.load_store, records, self.geometry, self.config.kv_format,
+                                  dtype=self.caches[0].dtype, device="cpu", landing=self.landing,
+                                  deadline_s=self.config.load_timeout_s).start()
+        except (StreamFailed, ValueError) as exc:
+            self._fail_pages(plans, pages, f"{type(exc).__name__}: {exc}")
+            return
+        self._load = ActiveLoad(plans, stream, pages)
+
+    def wait_layer(self, layer: int) -> None:
+        """Layer `layer` of this step's loads into their pages (the engine is about to run its attention)."""
+        load = self._load
+        if load is None or load.failure is not None:
+            return
+        try:
+            kv = load.stream.layer_blocks(layer)
+        except StreamFailed as exc:
+            self._fail(load, exc)
+            return
+        started = time.perf_counter()
+        self.layout.write(self.caches[layer], load.pages, kv)
+        load.write_s += time.perf_counter() - started
+        load.written.add(layer)
+
+    def _fail(self, load: ActiveLoad, exc: StreamFailed) -> None:
+        load.failure = f"{exc.reason}: {exc}"
+        load.stream.close()
+        self._fail_pages(load.plans, load.pages, load.failure)
+        if exc.reason not in ENGINE_FAULTS:  # as KVCManager does: a block that failed once is not claimed again
+            for block_hash in self._lost_blocks(load, str(exc)):
+                self.index.remove(block_hash)  # and every block after it
+
+    def _fail_pages(self, plans: list[LoadPlan], pages: torch.Tensor, why: str) -> None:
+        log.warning("SkyMemory: loading %d blocks failed (%s): the engine recomputes them", len(pages), why)
+        self._errors.update(int(p) for p in pages)
+        self._report.failed_loads += [(plan.req_id, why) for plan in plans]
+
+    @staticmethod
+    def _lost_blocks(load: ActiveLoad, message: str) -> list[bytes]:
+        """Per request, the first block that did not arrive whole (or the one the message names as corrupt)."""
+        lost, jobs = [], iter(load.stream.jobs)
+        for plan in load.plans:
+            for record, job in zip(plan.records, jobs):
+                if not bool(np.all(job.status == OK)) or record.block_hash.hex()[:16] in message:
+                    lost.append(record.block_hash)
+                    break
+        return lost
+
+    def take_load_errors(self) -> set[int]:
+        errors, self._errors = self._errors, set()
+        return errors
+
+    # ---- end of a step: loads checked, timings, saves --------------------------------------------
+    def end_step(self, plan: StepPlan) -> None:
+        load, self._load = self._load, None
+        if load is not None and load.failure is None:
+            missing = sorted(set(range(self.geometry.layers)) - load.written)
+            if missing:  # the forward read these layers' pages before their KV was in
+                self._fail(load, StreamFailed("not-waited", f"layers {missing} were not waited for"))
+            else:
+                stats = load.stream.stats
+                self._report.transfers.append((stats.bytes, stats.transfer_s, stats.first_reply_s))
+                self._report.page_writes.append((stats.bytes, load.write_s))
+        if plan.single is not None and not plan.loads:
+            if self.caches and self.caches[0].device.type == "cuda":
+                torch.cuda.synchronize(self.caches[0].device)
+            self._report.forwards.append((*plan.single, time.perf_counter() - self._step_started))
+        if plan.saves:
+            self._copy_out(plan.saves)
+
+    def _copy_out(self, saves: list[SavePlan]) -> None:
+        pages = torch.tensor([s.block_id for s in saves], dtype=torch.int64)
+        keep = codec.source_dtype(self.config.kv_format)
+        layers = [self.layout.read(cache, pages).to(device="cpu", dtype=keep) for cache in self.caches]
+        self.saver.submit(SaveJob(saves, layers))
+
+    def take_report(self) -> WorkerReport | None:
+        report, self._report = self._report, WorkerReport()
+        return report if report else None
+
+    def close(self) -> None:
+        self.saver.close()
+        self.saver.store.close()
+        self.load_store.close()
