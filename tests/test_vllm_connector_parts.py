@@ -1,0 +1,133 @@
+"""The vLLM connector's engine-neutral parts, without vLLM: its settings, the model identity, the scheduler's rules."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+import pytest
+
+from skymemory.integrations.vllm.config import ConfigError, ConnectorConfig
+from skymemory.integrations.vllm.messages import WorkerReport
+from skymemory.integrations.vllm.scheduler import SchedulerSide
+from skymemory.kv import identity as identity_module
+from skymemory.kv.blocks import chain_hashes, split_blocks
+from skymemory.kv.manager import KVCManager
+from skymemory.kv.radix import RadixIndex
+from skymemory.kv.store import BlockRecord, MemoryBlockStore
+
+from kv_support import tiny
+
+BLOCK = 4
+ROOT = hashlib.sha256(b"root").digest()
+
+
+# ---- settings ------------------------------------------------------------------------------------------
+
+def test_settings_are_checked_one_line_each(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    config = ConnectorConfig.from_extra({"manifest": str(manifest), "policy": "recompute", "servers": 4},
+                                        served_model="/models/tiny")
+    assert (config.model, config.policy, config.servers, config.kv_format) == ("/models/tiny", "recompute", 4, "fp16")
+    bad = [({"polcy": "auto"}, "unknown SkyMemory connector setting"), ({"policy": "often"}, "fetch policy"),
+           ({"servers": 0}, "servers must be a whole number"), ({"servers": "3"}, "servers must be a whole number"),
+           ({"kv_format": "fp8"}, "KV format"), ({"route": "up"}, "route must be"),
+           ({"load_timeout_s": -1}, "load_timeout_s must be"), ({"station_id": 70000}, "station_id")]
+    for extra, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            ConnectorConfig.from_extra({"manifest": str(manifest), **extra}, served_model="m")
+    with pytest.raises(ConfigError, match="no constellation manifest at"):
+        ConnectorConfig.from_extra({"manifest": str(tmp_path / "none.json")}, served_model="m")
+
+
+# ---- the model identity ---------------------------------------------------------------------------------
+
+def test_the_identity_names_blocks_as_kvcmanager_and_is_kept_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKYMEMORY_CACHE", str(tmp_path))
+    model, tokenizer = tiny("fp32")
+    manager = KVCManager(model, tokenizer, MemoryBlockStore(), block_tokens=16, kv_dtype="fp16", index=RadixIndex())
+    first = identity_module.model_identity("embedded-tiny", "fp32")
+    assert first.root(kv_format="fp16", block_tokens=16) == manager.root
+    assert first.root(kv_format="fp32", block_tokens=16) != manager.root
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the saved identity should have been read")
+
+    monkeypatch.setattr("skymemory.kv.models.load_model", no_loading)
+    assert identity_module.model_identity("embedded-tiny", "float32") == first
+    with pytest.raises(AssertionError, match="should have been read"):  # another dtype is another identity
+        identity_module.model_identity("embedded-tiny", "fp16")
+
+
+# ---- the scheduler's rules ----------------------------------------------------------------------------
+
+def _indexed(index: RadixIndex, prompt: list[int], blocks: int) -> list[bytes]:
+    hashes = chain_hashes(ROOT, split_blocks(prompt, BLOCK))[:blocks]
+    index.insert_chain(ROOT, [(BlockRecord(h, 1000, 6144, 1, 0, "explicit", 5, (0, 0)), None) for h in hashes])
+    return hashes
+
+
+def _scheduler(index: RadixIndex, policy: str = "fetch") -> SchedulerSide:
+    return SchedulerSide(root=ROOT, block_tokens=BLOCK, block_bytes=1000, layers=2, index=index, policy=policy)
+
+
+def test_whole_blocks_never_the_last_token_and_never_what_the_engine_has():
+    index = RadixIndex()
+    prompt = list(range(10, 22))  # 12 tokens: 3 blocks
+    _indexed(index, prompt, 3)
+    scheduler = _scheduler(index)
+    assert scheduler.match("a", prompt, 0) == 2 * BLOCK  # the third block holds the last token
+    assert scheduler.match("a", prompt + [1], 0) == 3 * BLOCK
+    assert scheduler.match("c", prompt + [1], 3 * BLOCK) == 0
+    assert scheduler.match("b", [9] + prompt, 0) == 0  # another prefix: nothing
+    assert scheduler.match("a", prompt + [1], BLOCK) == 2 * BLOCK  # the engine's own cache has the first
+    scheduler.allocated("a", [7, 3, 5, 8], 2 * BLOCK)  # the pages of blocks 1 and 2 are loaded
+    plan = scheduler.step([], [], {})
+    assert [(p.req_id, p.block_ids, len(p.records)) for p in plan.loads] == [("a", [3, 5], 2)]
+    assert scheduler.step([], [], {}).loads == []  # a load is planned once
+
+
+def test_a_request_may_choose_its_policy_and_a_wrong_one_is_said(caplog):
+    index = RadixIndex()
+    prompt = list(range(10, 23))
+    _indexed(index, prompt, 3)
+    scheduler = _scheduler(index)
+    assert scheduler.match("a", prompt, 0, policy="recompute") == 0
+    assert "recompute 0/3" in scheduler.finished("a")["decision"]
+    with caplog.at_level(logging.WARNING):
+        assert scheduler.match("b", prompt, 0, policy="sometimes") == 3 * BLOCK
+    assert "unknown fetch policy 'sometimes'" in caplog.text
+
+
+def test_auto_fetches_until_this_engine_is_measured_then_decides_from_its_rates():
+    index = RadixIndex()
+    prompt = list(range(10, 23))
+    _indexed(index, prompt, 3)
+    scheduler = _scheduler(index, policy="auto")
+    assert scheduler.match("a", prompt, 0) == 3 * BLOCK
+    assert "no transfer measured" in scheduler.finished("a")["decision"]
+    scheduler.observe(WorkerReport(transfers=[(3000, 0.001, 0.0005)]))
+    assert scheduler.match("a", prompt, 0) == 3 * BLOCK
+    assert "compute rate is not measured yet" in scheduler.finished("a")["decision"]
+    # this engine computes fast and the link is slow: recomputing wins
+    scheduler.observe(WorkerReport(transfers=[(3000, 10.0, 5.0)] * 5,
+                                   forwards=[(16, 0, 0.001), (64, 0, 0.002), (1, 64, 0.0005)]))
+    assert scheduler.match("a", prompt, 0) == 0
+    assert scheduler.finished("a")["decision"].startswith("recompute 0/3")
+
+
+def test_each_completed_prompt_block_is_saved_once():
+    index = RadixIndex()
+    prompt = list(range(10, 23))  # 13 tokens: 3 full blocks
+    cached = _indexed(index, prompt, 1)
+    scheduler = _scheduler(index)
+    assert scheduler.match("a", prompt, 0) == BLOCK
+    # a first chunk of the prefill completes block 1 (block 0 is cached already)
+    plan = scheduler.step([("a", prompt, [4, 6, 2, 9], BLOCK)], [], {"a": 5})
+    assert [(s.position, s.block_id, s.parent) for s in plan.saves] == [(1, 6, cached[0])]
+    # the rest, in a later step: block 2, then nothing more (the partial block is never saved)
+    plan = scheduler.step([], [("a", None, False, 9)], {"a": 4})
+    assert [(s.position, s.block_id) for s in plan.saves] == [(2, 2)]
+    assert scheduler.step([], [("a", [11], False, 13)], {"a": 1}).saves == []
+    assert scheduler.step([], [("a", None, False, 14)], {"a": 1}).single == (1, 14)

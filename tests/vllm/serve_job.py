@@ -1,0 +1,67 @@
+"""Runs vLLM engines one after the other in a fresh process, as a test's job file says, and writes what they returned.
+
+    python serve_job.py JOB.json
+
+JOB: {"model": model folder, "out": results file,
+      "engines": [{"name": ..., "connector": kv_connector_extra_config or null, "multiprocess": bool,
+                   "marker": a file written just before the first request (or null),
+                   "requests": [{"name": ..., "ids": [...], "max_tokens": n, "policy": null | "fetch" | ...}]}]}
+OUT: {engine name: {request name: {"tokens", "num_cached_tokens", "kv_transfer_params", "seconds"}}}
+
+A process of its own because vLLM starts its engine processes with spawn and keeps one worker
+connector per process; engines run one at a time, each shut down before the next.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def run_engine(model: str, engine: dict) -> dict:
+    from vllm import LLM, SamplingParams
+    from vllm.config import KVTransferConfig
+    from vllm.inputs import TokensPrompt
+
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if engine.get("multiprocess") else "0"
+    options = {}
+    if engine.get("connector") is not None:
+        options["kv_transfer_config"] = KVTransferConfig(
+            kv_connector="SkyMemoryConnector", kv_connector_module_path="skymemory.integrations.vllm",
+            kv_role="kv_both", kv_load_failure_policy="recompute", kv_connector_extra_config=engine["connector"])
+    llm = LLM(model=model, block_size=128, enable_prefix_caching=False, max_model_len=4096, dtype="float32",
+              enforce_eager=True, seed=0, **options)
+    results = {}
+    try:
+        if engine.get("marker"):
+            Path(engine["marker"]).write_text("generating")
+        for request in engine["requests"]:
+            extra = {"kv_transfer_params": {"skymemory_policy": request["policy"]}} if request.get("policy") else None
+            params = SamplingParams(max_tokens=request.get("max_tokens", 16), temperature=0, extra_args=extra)
+            started = time.perf_counter()
+            (out,) = llm.generate([TokensPrompt(prompt_token_ids=request["ids"])], params, use_tqdm=False)
+            results[request["name"]] = {"tokens": list(out.outputs[0].token_ids),
+                                        "num_cached_tokens": out.num_cached_tokens,
+                                        "kv_transfer_params": out.kv_transfer_params,
+                                        "seconds": time.perf_counter() - started}
+    finally:
+        llm.llm_engine.engine_core.shutdown()  # the connector's shutdown stores what it still has queued
+        del llm
+        gc.collect()
+    return results
+
+
+def main(job_path: str) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    job = json.loads(Path(job_path).read_text())
+    out = {engine["name"]: run_engine(job["model"], engine) for engine in job["engines"]}
+    Path(job["out"]).write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,163 @@
+"""SkyMemory as a vLLM KV connector, end to end on this CPU: real vLLM engines, real satellites.
+
+Every engine runs in a fresh process (serve_job.py): one that stores a prefix, then another that
+must find it (num_cached_tokens) and generate what vLLM without the connector generates. The model
+is embedded-small (random weights, built locally), served by vLLM from a folder and loaded by
+KVCManager as "embedded-small": both name blocks alike, so a prefix stored by either is a hit in
+the other.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from skymemory.kv.cache_arg import cache_arg
+from skymemory.kv.manager import KVCManager
+from skymemory.kv.models import load_model, save_model_dir
+from skymemory.kv.radix import RadixIndex
+from skymemory.orbit.manifest import Manifest
+from skymemory.store.constellation import ConstellationBlockStore
+
+from kv_support import random_prompt
+from live import launch, launched, stop
+
+SERVE_JOB = Path(__file__).with_name("serve_job.py")
+BLOCK = 128
+SERVERS = 5
+JOB_TIMEOUT_S = 600  # engine starts take 5-40 s here; a hang is a failure, not a wait
+
+P1 = random_prompt(300, seed=1)  # 2 usable blocks
+P2 = P1[:2 * BLOCK] + random_prompt(65, seed=2)[1:]  # P1's two blocks, then its own tokens
+P3 = random_prompt(400, seed=3)  # 3 blocks: stored by KVCManager
+P4 = random_prompt(3 * BLOCK + 20, seed=4)  # 3 blocks: the failure test's
+P5 = random_prompt(290, seed=5)  # 2 blocks: stored by vLLM, read by KVCManager
+NEW_TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    return save_model_dir("embedded-small", tmp_path_factory.mktemp("model") / "embedded-small")
+
+
+@pytest.fixture(scope="module")
+def sky(node_path, tmp_path_factory):
+    with launched(tmp_path_factory.mktemp("sky"), 3, 3) as manifest:
+        yield manifest
+
+
+def run_job(tmp: Path, model: Path, engines: list[dict], name: str, wait: bool = True):
+    """Run engines in a fresh process; returns their results (or the Popen, with wait=False)."""
+    job = {"model": str(model), "out": str(tmp / f"{name}.out.json"), "engines": engines}
+    (tmp / f"{name}.json").write_text(json.dumps(job))
+    log = open(tmp / f"{name}.log", "w")
+    process = subprocess.Popen([sys.executable, str(SERVE_JOB), str(tmp / f"{name}.json")], stdout=log,
+                               stderr=subprocess.STDOUT)
+    if not wait:
+        return process
+    return finish_job(process, tmp, name)
+
+
+def finish_job(process, tmp: Path, name: str) -> dict:
+    try:
+        code = process.wait(JOB_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError(f"job {name} hung; its log: {tmp / f'{name}.log'}") from None
+    assert code == 0, f"job {name} failed ({code}):\n" + (tmp / f"{name}.log").read_text()[-6000:]
+    return json.loads((tmp / f"{name}.out.json").read_text())
+
+
+def connector(manifest: Path, index: Path, **extra) -> dict:
+    return {"manifest": str(manifest), "model": "embedded-small", "index_dir": str(index), "servers": SERVERS,
+            **extra}
+
+
+def requests(**prompts) -> list[dict]:
+    return [{"name": name, "ids": ids, "max_tokens": NEW_TOKENS} for name, ids in prompts.items()]
+
+
+@pytest.fixture(scope="module")
+def baseline(model_dir, tmp_path_factory) -> dict:
+    """vLLM without the connector: the tokens every cached run must give."""
+    tmp = tmp_path_factory.mktemp("baseline")
+    out = run_job(tmp, model_dir, [{"name": "plain", "connector": None, "requests": requests(
+        P1=P1, P2=P2, P3=P3, P4=P4, P5=P5)}], "baseline")
+    return {name: r["tokens"] for name, r in out["plain"].items()}
+
+
+def kvc_manager(manifest: Path, index: Path, store: ConstellationBlockStore) -> KVCManager:
+    model, tokenizer = load_model("embedded-small", "cpu", "fp32")
+    return KVCManager(model, tokenizer, store, kv_dtype="fp16", index=RadixIndex(index), policy="fetch")
+
+
+def test_a_fresh_process_finds_the_prefix_another_served_and_generates_the_same_tokens(
+        model_dir, sky, baseline, tmp_path):
+    index = tmp_path / "index"
+    # process A: the deployment's shape (scheduler and worker in processes of their own)
+    stored = run_job(tmp_path, model_dir, [{"name": "A", "multiprocess": True, "connector": connector(sky, index),
+                                            "requests": requests(P1=P1)}], "A")["A"]
+    assert stored["P1"]["num_cached_tokens"] == 0 and stored["P1"]["tokens"] == baseline["P1"]
+    assert len(RadixIndex(index)) == 2  # its two full blocks
+    # process B: a new engine, nothing in its own memory
+    found = run_job(tmp_path, model_dir, [{"name": "B", "connector": connector(sky, index),
+                                           "requests": requests(P1=P1, P2=P2)}], "B")["B"]
+    for name in ("P1", "P2"):
+        assert found[name]["num_cached_tokens"] == 2 * BLOCK, found[name]
+        assert found[name]["tokens"] == baseline[name]
+        assert found[name]["kv_transfer_params"]["skymemory"]["fetched_blocks"] == 2
+
+
+def test_one_cache_for_both_engines(model_dir, sky, baseline, tmp_path):
+    index = tmp_path / "index"
+    m = Manifest.load(sky)
+    with ConstellationBlockStore.nearest_from_manifest(m, SERVERS, client_options={"station_id": 61}) as store:
+        manager = kvc_manager(sky, index, store)
+        assert manager.add_blocks(P3).blocks_stored == 3  # stored through Hugging Face ...
+        out = run_job(tmp_path, model_dir, [{"name": "C", "connector": connector(sky, index),
+                                             "requests": requests(P3=P3, P5=P5)}], "C")["C"]
+        assert out["P3"]["num_cached_tokens"] == 3 * BLOCK and out["P3"]["tokens"] == baseline["P3"]  # ... hit in vLLM
+        assert out["P5"]["num_cached_tokens"] == 0  # stored by vLLM ...
+        hit = manager.get_cache(P5)  # ... hit through Hugging Face
+        assert hit.source == "index" and hit.prefix_tokens == 2 * BLOCK
+        model = manager.model
+        with torch.no_grad():
+            tokens = model.generate(hit.input_ids, attention_mask=hit.attention_mask, **cache_arg(model, hit.cache),
+                                    max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(P5):].tolist()
+        assert tokens == baseline["P5"]
+
+
+def test_satellites_killed_during_a_load_give_a_recompute_not_wrong_tokens(model_dir, node_path, baseline,
+                                                                          tmp_path):
+    index = tmp_path / "index"
+    # a slow link (0.05 Mbit/s per satellite): the load of P4's three blocks would take seconds
+    (tmp_path / "slow").mkdir()
+    slow = launch(tmp_path / "slow", 3, 3, "--bandwidth-mbps", "0.05")
+    try:
+        m = Manifest.load(slow)
+        with ConstellationBlockStore.nearest_from_manifest(m, SERVERS, client_options={"station_id": 63}) as store:
+            assert kvc_manager(slow, index, store).add_blocks(P4).blocks_stored == 3
+        marker = tmp_path / "generating"
+        process = run_job(tmp_path, model_dir, [{"name": "F", "marker": str(marker), "requests": requests(P4=P4),
+                                                 "connector": connector(slow, index, load_timeout_s=2.0)}], "F",
+                          wait=False)
+        deadline = time.monotonic() + JOB_TIMEOUT_S
+        while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # the request is scheduled and its blocks are on their way
+        assert stop(slow).returncode == 0  # every satellite killed
+        out = finish_job(process, tmp_path, "F")["F"]["P4"]
+    finally:
+        stop(slow)  # (again: in case the test failed before it)
+    assert out["tokens"] == baseline["P4"]
+    said = out["kv_transfer_params"]["skymemory"]
+    assert said["fetched_blocks"] == 3 and "the load failed" in said["decision"], said
+    assert "Recovered from KV load failure" in (tmp_path / "F.log").read_text()  # vLLM recomputed the blocks
+    # the first block that did not arrive and the blocks after it are not claimed again (as KVCManager does)
+    assert len(RadixIndex(index)) < 3
