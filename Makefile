@@ -66,12 +66,12 @@ browser:
 	fi
 
 pytest: build venv native browser
-	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -q -p no:cacheprovider --ignore=tests/vllm
+	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node $(PY) -m pytest -q -p no:cacheprovider --ignore=tests/vllm_engine
 
 # The vLLM connector's tests, with real vLLM engines: in .venv-vllm, where they cannot be skipped.
 pytest-vllm: build vllm native
 	SKYMEM_NODE=$(CURDIR)/$(BUILD)/skymem_node SKYMEM_REQUIRE_VLLM=1 $(PY_VLLM) -m pytest -q -p no:cacheprovider \
-	    tests/vllm
+	    tests/vllm_engine
 
 test: ctest pytest pytest-vllm
 

@@ -1,6 +1,6 @@
 """The vLLM connector's two sides against real satellites, with an engine's paged cache played by tensors.
 
-No vLLM here (tests/vllm runs the real engine): the scheduler side is fed what vLLM would
+No vLLM here (tests/vllm_engine runs the real engine): the scheduler side is fed what vLLM would
 pass it, and the worker side writes into per-layer page tensors laid out as vLLM's CUDA
 backends lay them (tests/paged_support.py). What is checked is what both engines share: the
 blocks a KVCManager stored are loaded into the right pages, and the blocks the worker saves
