@@ -110,9 +110,11 @@ def test_auto_fetches_until_this_engine_is_measured_then_decides_from_its_rates(
     scheduler.observe(WorkerReport(transfers=[(3000, 0.001, 0.0005)]))
     assert scheduler.match("a", prompt, 0) == 3 * BLOCK
     assert "compute rate is not measured yet" in scheduler.finished("a")["decision"]
+    scheduler.observe(WorkerReport(forwards=[(16, 0, 0.001), (64, 0, 0.002)]))  # two steps: too few to fit
+    assert scheduler.match("a", prompt, 0) == 3 * BLOCK
     # this engine computes fast and the link is slow: recomputing wins
     scheduler.observe(WorkerReport(transfers=[(3000, 10.0, 5.0)] * 5,
-                                   forwards=[(16, 0, 0.001), (64, 0, 0.002), (1, 64, 0.0005)]))
+                                   forwards=[(1, 64, 0.0005)]))
     assert scheduler.match("a", prompt, 0) == 0
     assert scheduler.finished("a")["decision"].startswith("recompute 0/3")
 

@@ -85,7 +85,7 @@ class ForwardEstimate:
     For an engine whose forward cannot be timed in isolation (vLLM runs its own), the steps it ran
     are the calibration: `observe(new, context, seconds)` for each step of one request. Prefill-sized
     steps and decode steps are kept apart (a serving engine runs far more of the second), and
-    there is no model until prefills of `min_lengths` lengths were seen.
+    there is no model until prefills of `min_lengths` lengths (and three steps in all) were seen.
     """
 
     def __init__(self, window: int = 32, min_lengths: int = 2, prefill_tokens: int = 16) -> None:
@@ -106,8 +106,9 @@ class ForwardEstimate:
 
     def model(self, device: str = "engine") -> PrefillModel | None:
         with self._lock:
-            if self._model is None and len({n for n, _, _ in self._prefills}) >= self.min_lengths:
-                self._model = PrefillModel.fit(list(self._prefills) + list(self._decodes), device=device)
+            rows = list(self._prefills) + list(self._decodes)
+            if self._model is None and len({n for n, _, _ in self._prefills}) >= self.min_lengths and len(rows) >= 3:
+                self._model = PrefillModel.fit(rows, device=device)
             return self._model
 
 

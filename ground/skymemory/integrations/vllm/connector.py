@@ -86,7 +86,9 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         index = RadixIndex(self.config.index_dir or cache_dir() / "index")
         self._scheduler: SchedulerSide | None = None
         self._worker: WorkerSide | None = None
-        self._layer_of: dict[str, int] = {}
+        self._layer_of: dict[str, int] = {}  # worker: vLLM's layer names -> layer numbers
+        self._layer_names: list[str] = []
+        self._caches: list = []
         if role == KVConnectorRole.SCHEDULER:
             identity = model_identity(self.config.model, dtype_name(model.dtype))
             self._scheduler = SchedulerSide(
