@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from skymemory.integrations.vllm.config import ConnectorConfig
-from skymemory.integrations.vllm.messages import StepPlan
 from skymemory.integrations.vllm.scheduler import SchedulerSide
 from skymemory.integrations.vllm.worker import WorkerSide
 from skymemory.kv import codec

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import multiprocessing
 import os
 import random
@@ -35,7 +34,7 @@ from pathlib import Path
 from skymemory.argtypes import output_dir
 
 from .options import positive_int
-from .report import command_line, regenerate
+from .report import write_results
 
 PHASES = ("insert", "lookup", "remove")
 ROOT = hashlib.sha256(b"skymemory bench index root").digest()
@@ -307,10 +306,5 @@ def _main(args) -> int:
     except (ValueError, OSError, RuntimeError) as exc:
         print(f"skymemory bench index: {exc}", file=sys.stderr)
         return 1
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "index.json").write_text(json.dumps(result, indent=1))
-    table = markdown(result)
-    (args.out / "index.md").write_text(regenerate(command_line()) + table + "\n")
-    print(table)
-    print(f"wrote {args.out / 'index.json'} and {args.out / 'index.md'}")
+    write_results(args.out, "index", result, markdown(result))
     return 0

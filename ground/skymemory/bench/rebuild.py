@@ -26,14 +26,13 @@ Only the model's configuration is needed (no weights), so big architectures
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
 from skymemory.argtypes import output_dir
 
 from .options import positive_int, token_list
-from .report import command_line, regenerate
+from .report import write_results
 
 
 def measure(config, *, device, dtype, prefix_tokens: int, kv_format: str, block_tokens: int, repeats: int,
@@ -151,10 +150,5 @@ def _main(args) -> int:
     except (ValueError, OSError, RuntimeError) as exc:
         print(f"skymemory bench rebuild: {exc}", file=sys.stderr)
         return 1
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "rebuild.json").write_text(json.dumps(result, indent=1))
-    table = markdown(result["rows"])
-    (args.out / "rebuild.md").write_text(regenerate(command_line()) + table + "\n")
-    print(table)
-    print(f"wrote {args.out / 'rebuild.json'} and {args.out / 'rebuild.md'}")
+    write_results(args.out, "rebuild", result, markdown(result["rows"]))
     return 0

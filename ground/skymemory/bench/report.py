@@ -127,6 +127,16 @@ def regenerate(command: str | None) -> str:
     return f"Regenerate: `{command}`\n\n" if command else ""
 
 
+def write_results(out: Path, stem: str, result: dict, table: str) -> None:
+    """A benchmark's figures as <stem>.json and its table as <stem>.md (first line: how to make it again) in
+    `out`; the table and where both went are printed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    (out / f"{stem}.md").write_text(regenerate(command_line()) + table + "\n")
+    print(table)
+    print(f"wrote {out / f'{stem}.json'} and {out / f'{stem}.md'}")
+
+
 def markdown(result: dict) -> str:
     parts = [regenerate(result.get("command")) + header(result), "", ttft_table(result)]
     gen = generation_table(result)

@@ -112,29 +112,6 @@ EMBEDDED: dict[str, EmbeddedSpec] = {
         init_std=0.15,
         cache_on_disk=False,
     ),
-    # embedded-tiny with 32-wide heads: the smallest model serving engines take (vLLM's CPU attention
-    # wants a head size of 32 or more), for the tests that run one.
-    "embedded-small": EmbeddedSpec(
-        name="embedded-small",
-        config=dict(
-            vocab_size=VOCAB_SIZE,
-            hidden_size=128,
-            intermediate_size=256,
-            num_hidden_layers=4,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=32,
-            max_position_embeddings=4096,
-            rms_norm_eps=1e-5,
-            rope_theta=10000.0,
-            tie_word_embeddings=False,
-            bos_token_id=1,
-            eos_token_id=2,
-        ),
-        seed=4321,
-        init_std=0.15,
-        cache_on_disk=False,
-    ),
     # Meta-Llama-3-8B's published shapes; positions up to 32K so 16K-token prefixes fit.
     "embedded-llama3-8b": EmbeddedSpec(
         name="embedded-llama3-8b",
@@ -159,6 +136,16 @@ EMBEDDED: dict[str, EmbeddedSpec] = {
         on_device_only=True,
     ),
 }
+# embedded-tiny with 32-wide heads: the smallest model serving engines take (vLLM's CPU attention wants a head
+# size of 32 or more), for the tests that run one.
+EMBEDDED["embedded-small"] = EmbeddedSpec(
+    name="embedded-small",
+    config={**EMBEDDED["embedded-tiny"].config, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 32},
+    seed=4321,
+    init_std=0.15,
+    cache_on_disk=False,
+)
 ON_DEVICE_MARGIN = 2 * 1024**3  # free GPU memory wanted beyond the weights (activations, KV)
 
 
