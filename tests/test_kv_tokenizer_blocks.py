@@ -81,3 +81,12 @@ def test_root_binds_encoding_and_block_size():
         blocks.root_hash(m, t, kv_format=f, block_tokens=n) for f in ("fp16", "int8") for n in (16, 128)
     }
     assert len(roots) == 4
+
+
+def test_saving_a_model_does_not_change_its_fingerprint(tmp_path):
+    from skymemory.kv.models import load_model
+
+    model, _ = load_model("embedded-tiny", "cpu", "fp32")
+    before = blocks.model_fingerprint(model)
+    model.save_pretrained(tmp_path)  # writes config.architectures into the model's own config
+    assert blocks.model_fingerprint(model) == before

@@ -13,10 +13,11 @@ from skymemory.integrations.vllm.scheduler import SchedulerSide
 from skymemory.kv import identity as identity_module
 from skymemory.kv.blocks import chain_hashes, split_blocks
 from skymemory.kv.manager import KVCManager
+from skymemory.kv.models import load_model
 from skymemory.kv.radix import RadixIndex
 from skymemory.kv.store import BlockRecord, MemoryBlockStore
 
-from kv_support import tiny
+
 
 BLOCK = 4
 ROOT = hashlib.sha256(b"root").digest()
@@ -45,7 +46,7 @@ def test_settings_are_checked_one_line_each(tmp_path):
 
 def test_the_identity_names_blocks_as_kvcmanager_and_is_kept_on_disk(tmp_path, monkeypatch):
     monkeypatch.setenv("SKYMEMORY_CACHE", str(tmp_path))
-    model, tokenizer = tiny("fp32")
+    model, tokenizer = load_model("embedded-tiny", "cpu", "fp32")  # fresh: other tests change the shared one
     manager = KVCManager(model, tokenizer, MemoryBlockStore(), block_tokens=16, kv_dtype="fp16", index=RadixIndex())
     first = identity_module.model_identity("embedded-tiny", "fp32")
     assert first.root(kv_format="fp16", block_tokens=16) == manager.root

@@ -21,11 +21,12 @@ from skymemory.kv import codec
 from skymemory.kv.cache_arg import cache_arg
 from skymemory.kv.identity import model_identity
 from skymemory.kv.manager import KVCManager
+from skymemory.kv.models import load_model
 from skymemory.kv.paged import PagedLayout
 from skymemory.kv.radix import RadixIndex
 from skymemory.store.constellation import ConstellationBlockStore
 
-from kv_support import random_prompt, tiny
+from kv_support import random_prompt
 from live import launched
 from paged_support import flash_write
 
@@ -72,7 +73,7 @@ def _prompt_kv(model, prompt: list[int], blocks: int) -> list[torch.Tensor]:
 
 
 def test_blocks_a_kvcmanager_stored_land_in_the_engines_pages(constellation, tmp_path):
-    model, tokenizer = tiny("fp32")
+    model, tokenizer = load_model("embedded-tiny", "cpu", "fp32")  # fresh: other tests change the shared one
     manifest_path = constellation.save(tmp_path / "manifest.json")  # the connector reads it from a file
     index = RadixIndex(tmp_path / "index")
     with ConstellationBlockStore.nearest_from_manifest(constellation, 5, client_options={"station_id": 41}) as store:
@@ -110,7 +111,7 @@ def test_blocks_a_kvcmanager_stored_land_in_the_engines_pages(constellation, tmp
 
 
 def test_pages_the_worker_saves_are_hits_for_a_kvcmanager(constellation, tmp_path):
-    model, tokenizer = tiny("fp32")
+    model, tokenizer = load_model("embedded-tiny", "cpu", "fp32")  # fresh: other tests change the shared one
     index = RadixIndex(tmp_path / "index")
     prompt = random_prompt(2 * BLOCK + 3, seed=11)
     with ConstellationBlockStore.nearest_from_manifest(constellation, 5, client_options={"station_id": 43}) as store:
@@ -146,7 +147,7 @@ def test_pages_the_worker_saves_are_hits_for_a_kvcmanager(constellation, tmp_pat
 
 
 def test_a_load_from_dead_satellites_is_a_load_error_and_leaves_the_index(node_path, tmp_path):
-    model, tokenizer = tiny("fp32")
+    model, tokenizer = load_model("embedded-tiny", "cpu", "fp32")  # fresh: other tests change the shared one
     index = RadixIndex(tmp_path / "index")
     prompt = random_prompt(2 * BLOCK + 1, seed=13)
     with launched(tmp_path, 3, 3) as manifest_path:

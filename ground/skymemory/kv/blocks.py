@@ -141,6 +141,9 @@ def model_fingerprint(model: torch.nn.Module) -> bytes:
     """Model class, name, full config, quantisation and weights digest."""
     config = model.config.to_dict()
     config.pop("transformers_version", None)
+    # save_pretrained writes the class name into config.architectures of the model it saves: the same
+    # model would otherwise change its name by being saved (the class is named below anyway)
+    config.pop("architectures", None)
     description = {
         "class": type(model).__name__,
         "name": getattr(model.config, "name_or_path", ""),
