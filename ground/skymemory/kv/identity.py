@@ -29,7 +29,7 @@ from .blocks import root_hash
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # bump when the fingerprints change meaning: saved identities are then taken again
+FORMAT = 2  # bump when kv.blocks' fingerprints change: saved identities are then taken again
 
 
 @dataclass(frozen=True)
