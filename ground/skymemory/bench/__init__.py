@@ -10,6 +10,8 @@ Modules (one idea each):
   launch     boot / tear down a local constellation for a benchmark run
   workload   vLLM-prefix-caching-style prompts: a long shared prefix, different suffixes
   ttft       the time-to-first-token benchmark (no cache / SkyMemory / local RAM)
+  vllm       time to first token through vLLM: no cache, its own prefix cache, the SkyMemory connector
+             (run from .venv-vllm)
   report     JSON, markdown table and PNG plots of a TTFT run
   index      the ground KV index: inserts, lookups, removals at 10k-1M blocks, one process and several
 """
