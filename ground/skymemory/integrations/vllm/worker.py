@@ -192,7 +192,11 @@ class WorkerSide:
         self._fail_pages(load.plans, load.pages, load.failure)
         if exc.reason not in ENGINE_FAULTS:  # as KVCManager does: a block that failed once is not claimed again
             for block_hash in self._lost_blocks(load, str(exc)):
-                self.index.remove(block_hash)  # and every block after it
+                try:
+                    self.index.remove(block_hash)  # and every block after it
+                except Exception as error:  # noqa: BLE001 - the index is a hint; the engine must go on
+                    log.warning("SkyMemory: block %s could not leave the ground index: %r", block_hash.hex()[:16],
+                                error)
 
     def _fail_pages(self, plans: list[LoadPlan], pages: torch.Tensor, why: str) -> None:
         log.warning("SkyMemory: loading %d blocks failed (%s): the engine recomputes them", len(pages), why)
