@@ -1,15 +1,25 @@
 """The KV cache layer: turns prompts into cached transformer KV blocks and back.
 
 Modules (one idea each):
-  device     where the model runs and in which precision
-  tokenizer  a byte-level tokenizer that needs no download
-  models     load_model(): TinyLlama from disk, or the embedded models built locally
-  blocks     128-token blocks, chained SHA-256 hashes, model/tokenizer fingerprints
-  radix      the ground index of cached blocks: one SQLite file every process shares
-  codec      KV cache <-> per-block bytes (layer-major, fp16 / int8, digest)
-  store      the block-store contract types (+ an in-process store)
-  manager    KVCManager: add_blocks / get_cache / generate_with_cache
-  report     measurements: cached vs uncached generation, block sizes
+  device       where the model runs and in which precision
+  tokenizer    a byte-level tokenizer that needs no download
+  models       load_model(): TinyLlama from disk, or the embedded models built locally
+  blocks       128-token blocks, chained SHA-256 hashes, model/tokenizer fingerprints
+  identity     those fingerprints for an engine that does not hold the transformers model (vLLM)
+  radix        the ground index of cached blocks: one SQLite file every process shares
+  codec        KV cache <-> per-block bytes (layer-major, fp16 / int8, CRC32C)
+  store        the block-store contract types (+ an in-process store)
+  landing      the host buffers a prefix's blocks land in
+  rebuild      landed bytes -> the prefix's K and V per layer on the model's device
+  streaming    a prefix streamed in layer by layer while the model runs
+  paged        an engine's paged KV cache, read and written block by block
+  costmodel    fetch or recompute: predicted time to first token of each choice
+  calibration  this device's compute and rebuild rates, measured once and kept on disk
+  policy       the per-request decision, from those rates and the store's measured link
+  cache_arg    the name the installed transformers takes a cache by
+  result       what get_cache returns
+  manager      KVCManager: add_blocks / get_cache / generate_with_cache
+  report       measurements: cached vs uncached generation, block sizes
 
 Nothing heavy is imported here; import the submodule you need.
 """
