@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from skymemory.kv.blocks import chain_hashes, split_blocks
-from skymemory.kv.costmodel import RebuildModel
+from skymemory.kv.costmodel import FREE_REBUILD, RebuildModel
 from skymemory.kv.policy import EngineRates, FetchPolicy, ForwardEstimate, LinkEstimate, check_policy
 from skymemory.kv.radix import RadixIndex
 from skymemory.store.contract import BlockRecord
@@ -116,7 +116,7 @@ class SchedulerSide:
         if self._page_writes:
             rate = statistics.median(n / max(s, 1e-9) for n, s in self._page_writes)
             return EngineRates(prefill, RebuildModel(0.0, rate))
-        return EngineRates(prefill, RebuildModel(0.0, float("inf")))
+        return EngineRates(prefill, FREE_REBUILD)  # no load seen yet: the transfer is all there is to it
 
     def allocated(self, req_id: str, block_ids: list[int], external_tokens: int) -> None:
         """The engine gave the request its pages: plan the load of the blocks matched for it."""
