@@ -89,6 +89,16 @@ def test_whole_blocks_never_the_last_token_and_never_what_the_engine_has():
     assert scheduler.step([], [], {}).loads == []  # a load is planned once
 
 
+def test_blocks_placed_by_a_rotating_layout_are_not_claimed():
+    index = RadixIndex()
+    prompt = list(range(10, 23))
+    hashes = chain_hashes(ROOT, split_blocks(prompt, BLOCK))
+    strategies = ["explicit", "rotation-hop", "explicit"]  # the worker's store cannot locate the second
+    index.insert_chain(ROOT, [(BlockRecord(h, 1000, 6144, 1, 0, s, 5, (0, 0)), None)
+                              for h, s in zip(hashes, strategies)])
+    assert _scheduler(index).match("a", prompt, 0) == BLOCK
+
+
 def test_a_request_may_choose_its_policy_and_a_wrong_one_is_said(caplog):
     index = RadixIndex()
     prompt = list(range(10, 23))

@@ -35,6 +35,7 @@ from .messages import LoadPlan, SavePlan, StepPlan, WorkerReport
 
 log = logging.getLogger(__name__)
 
+PLACEMENT = "explicit"  # the strategy of the records the worker's store writes and can read (store.nearest_when_set)
 SAVING_FORGOTTEN_S = 60.0  # a block another request began saving is not saved again for this long
 POLICY_PARAM = "skymemory_policy"  # a request's own policy, in its kv_transfer_params
 
@@ -84,6 +85,10 @@ class SchedulerSide:
         except Exception as exc:  # noqa: BLE001 - an unreadable index is a miss, never a stalled engine
             log.warning("SkyMemory: the ground index could not be read (%r): request %s recomputes", exc, req_id)
             entries = []
+        # the worker's store finds a block from its record only when it was placed as that store places
+        # blocks (a RotatingBlockStore's rotating layouts are not): the prefix ends before any other
+        findable = next((i for i, e in enumerate(entries) if e.record.strategy != PLACEMENT), len(entries))
+        entries = entries[:findable]
         tracked.cached = len(entries)
         tracked.local = local = computed_tokens // self.block_tokens
         tracked.to_load = []
