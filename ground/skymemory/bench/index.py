@@ -26,7 +26,6 @@ import multiprocessing
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ from pathlib import Path
 from skymemory.argtypes import output_dir
 
 from .options import positive_int
-from .report import write_results
+from .report import run_and_write
 
 PHASES = ("insert", "lookup", "remove")
 ROOT = hashlib.sha256(b"skymemory bench index root").digest()
@@ -301,10 +300,4 @@ def register(subparsers) -> None:
 
 
 def _main(args) -> int:
-    try:
-        result = run(args, log=lambda message: print(message, file=sys.stderr, flush=True))
-    except (ValueError, OSError, RuntimeError) as exc:
-        print(f"skymemory bench index: {exc}", file=sys.stderr)
-        return 1
-    write_results(args.out, "index", result, markdown(result))
-    return 0
+    return run_and_write(args, "index", run, markdown)

@@ -216,3 +216,26 @@ def boot(*, planes: int, sats: int, profile: LinkProfile, run_dir: Path, node: P
             if attempt == attempts:
                 raise
     raise AssertionError("unreachable")
+
+
+def boot_per_profile(profiles, *, planes: int, sats: int, work_dir: Path, stack, log, node: Path | None = None,
+                     chunk_size: int = 6144, memory_budget: int = 64 * 1024 * 1024,
+                     booted=None) -> list[tuple[LinkProfile, LocalConstellation]]:
+    """One constellation per link profile, each on ports of its own and stopped when `stack` (an ExitStack)
+    closes; `booted(profile, sky)` is called as each one is up."""
+    used: set[int] = set()
+    skies = []
+    for profile in profiles:
+        log(f"booting a {planes}x{sats} constellation, profile {profile.name}: {profile.description}; "
+            f"{memory_budget / 2**20:.0f} MiB per satellite")
+        sky = boot(planes=planes, sats=sats, profile=profile, run_dir=work_dir / f"sky-{profile.name}", node=node,
+                   chunk_size=chunk_size, avoid=used, memory_budget=memory_budget)
+        stack.callback(sky.stop)
+        used.add(sky.port_offset)
+        log(f"  {planes * sats} satellites healthy in {sky.boot_s:.1f} s (ground ports "
+            f"{GROUND_BASE + sky.port_offset}..{GROUND_BASE + sky.port_offset + planes * sats - 1})")
+        if booted is not None:
+            booted(profile, sky)
+        skies.append((profile, sky))
+    return skies
+

@@ -32,7 +32,7 @@ from pathlib import Path
 from skymemory.argtypes import output_dir
 
 from .options import positive_int, token_list
-from .report import write_results
+from .report import run_and_write
 
 
 def measure(config, *, device, dtype, prefix_tokens: int, kv_format: str, block_tokens: int, repeats: int,
@@ -143,12 +143,4 @@ def register(subparsers) -> None:
 
 
 def _main(args) -> int:
-    import sys
-
-    try:
-        result = run(args, log=lambda message: print(message, file=sys.stderr, flush=True))
-    except (ValueError, OSError, RuntimeError) as exc:
-        print(f"skymemory bench rebuild: {exc}", file=sys.stderr)
-        return 1
-    write_results(args.out, "rebuild", result, markdown(result["rows"]))
-    return 0
+    return run_and_write(args, "rebuild", run, lambda result: markdown(result["rows"]))

@@ -127,6 +127,18 @@ def regenerate(command: str | None) -> str:
     return f"Regenerate: `{command}`\n\n" if command else ""
 
 
+def run_and_write(args, name: str, run, table) -> int:
+    """A benchmark's command: run(args, log) with progress on stderr, its errors one line (exit 1), then its
+    figures written (write_results, table(result) as the markdown); the exit status."""
+    try:
+        result = run(args, log=lambda message: print(message, file=sys.stderr, flush=True))
+    except (ValueError, OSError, RuntimeError) as exc:
+        print(f"skymemory bench {name}: {exc}", file=sys.stderr)
+        return 1
+    write_results(args.out, name, result, table(result))
+    return 0
+
+
 def write_results(out: Path, stem: str, result: dict, table: str) -> None:
     """A benchmark's figures as <stem>.json and its table as <stem>.md (first line: how to make it again) in
     `out`; the table and where both went are printed."""

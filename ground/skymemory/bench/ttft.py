@@ -392,7 +392,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
     from skymemory.store.constellation import ConstellationBlockStore
     from skymemory.store.local import LocalBlockStore
 
-    from .launch import GROUND_BASE, boot
+    from .launch import boot_per_profile
 
     started_all = time.perf_counter()
     if not native.AVAILABLE:
@@ -415,20 +415,12 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             skies.append((profile, manifest, None))
             events.write("constellation", profile=profile.name, manifest=str(cfg.manifest))
         else:
-            used: set[int] = set()
-            budget = satellite_budget(cfg)
-            for profile in cfg.profiles:
-                log(f"booting a {cfg.planes}x{cfg.sats} constellation, profile {profile.name}: {profile.description}; "
-                    f"{budget / 2**20:.0f} MiB per satellite")
-                sky = boot(planes=cfg.planes, sats=cfg.sats, profile=profile, run_dir=work_dir / f"sky-{profile.name}",
-                           node=cfg.node, chunk_size=cfg.chunk_size, avoid=used, memory_budget=budget)
-                stack.callback(sky.stop)
-                used.add(sky.port_offset)
-                events.write("constellation", profile=profile.name, manifest=str(sky.manifest_path))
-                log(f"  {cfg.planes * cfg.sats} satellites healthy in {sky.boot_s:.1f} s "
-                    f"(ground ports {GROUND_BASE + sky.port_offset}.."
-                    f"{GROUND_BASE + sky.port_offset + cfg.planes * cfg.sats - 1})")
-                skies.append((profile, sky.manifest, sky.manifest_path.parent))
+            booted = boot_per_profile(
+                cfg.profiles, planes=cfg.planes, sats=cfg.sats, work_dir=work_dir, stack=stack, log=log, node=cfg.node,
+                chunk_size=cfg.chunk_size, memory_budget=satellite_budget(cfg),
+                booted=lambda profile, sky: events.write("constellation", profile=profile.name,
+                                                         manifest=str(sky.manifest_path)))
+            skies += [(profile, sky.manifest, sky.manifest_path.parent) for profile, sky in booted]
 
         log(f"loading model {cfg.model} ...")
         t = time.perf_counter()

@@ -304,25 +304,15 @@ def chain_root(spec: str, kv_format: str, log: Log) -> bytes:
 
 
 def boot_constellations(args, spec: str, work_dir: Path, stack: contextlib.ExitStack, log: Log) -> list:
-    """One constellation per link profile, on ports of its own, each stopped when `stack` closes."""
-    from .launch import boot
+    """One constellation per link profile (bench.launch), each stopped when `stack` closes."""
+    from .launch import boot_per_profile
     from .ttft import TTFTConfig, satellite_budget
 
     # every prefix's blocks striped over --servers satellites, with room to spare (as bench ttft sizes it)
     budget = satellite_budget(TTFTConfig(model=spec, kv_dtype=args.kv, prefix_tokens=args.prefix_tokens,
                                          servers=args.servers))
-    used: set[int] = set()
-    skies = []
-    for profile in args.profiles:
-        log(f"booting a {args.planes}x{args.sats} constellation, profile {profile.name}: {profile.description}; "
-            f"{budget / 2**20:.0f} MiB per satellite")
-        sky = boot(planes=args.planes, sats=args.sats, profile=profile, run_dir=work_dir / f"sky-{profile.name}",
-                   node=args.node, chunk_size=args.chunk_size, avoid=used, memory_budget=budget)
-        stack.callback(sky.stop)
-        used.add(sky.port_offset)
-        log(f"  {args.planes * args.sats} satellites healthy in {sky.boot_s:.1f} s")
-        skies.append((profile, sky))
-    return skies
+    return boot_per_profile(args.profiles, planes=args.planes, sats=args.sats, work_dir=work_dir, stack=stack,
+                            log=log, node=args.node, chunk_size=args.chunk_size, memory_budget=budget)
 
 
 def run(args, log: Log) -> dict:
