@@ -9,6 +9,7 @@ are ones a KVCManager hits, with the tokens of no cache at all.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -88,6 +89,8 @@ def test_blocks_a_kvcmanager_stored_land_in_the_engines_pages(constellation, tmp
     plan = scheduler.step([("r1", prompt, [9, 4, 7, 2], 3 * BLOCK)], [], {"r1": 5})
     assert [(p.req_id, p.block_ids) for p in plan.loads] == [("r1", [4, 7])] and plan.saves == []
 
+    # every block "last used" long ago, so the load's note shows
+    index.insert_entries([dataclasses.replace(index.get(h), last_used_ms=1) for h in manager.block_hashes(prompt)])
     worker = WorkerSide(_config(manifest_path, tmp_path / "index", 0x0C00), geometry=manager.geometry, index=index)
     try:
         caches, layout = _engine_pages(manager.geometry)
@@ -104,6 +107,8 @@ def test_blocks_a_kvcmanager_stored_land_in_the_engines_pages(constellation, tmp
             torch.testing.assert_close(got, want[layer][1:3], rtol=1e-5, atol=1e-5)
         report = worker.take_report()
         assert len(report.transfers) == 1 and report.transfers[0][0] == 2 * manager.block_bytes
+        # the loaded blocks' last use is the load (as a KVCManager fetch notes it); the local one's is untouched
+        assert [index.get(h).last_used_ms > 1 for h in manager.block_hashes(prompt)] == [False, True, True]
         scheduler.observe(report)
         assert scheduler.link.samples == 1
     finally:

@@ -229,12 +229,20 @@ class WorkerSide:
                 stats = load.stream.stats
                 self._report.transfers.append((stats.bytes, stats.transfer_s, stats.first_reply_s))
                 self._report.page_writes.append((stats.bytes, load.write_s))
+                self._note_use(load)
         if plan.single is not None and not plan.loads:
             if self.caches and self.caches[0].device.type == "cuda":
                 torch.cuda.synchronize(self.caches[0].device)
             self._report.forwards.append((*plan.single, time.perf_counter() - self._step_started))
         if plan.saves:
             self._copy_out(plan.saves)
+
+    def _note_use(self, load: ActiveLoad) -> None:
+        """The loaded blocks' last use is now, as KVCManager notes a fetch (best effort: a hint, never a failure)."""
+        try:
+            self.index.touch([r.block_hash for plan in load.plans for r in plan.records])
+        except Exception as exc:  # noqa: BLE001 - the load succeeded; only the hint is late
+            log.warning("SkyMemory: noting the use of %d blocks in the ground index failed: %r", len(load.pages), exc)
 
     def _copy_out(self, saves: list[SavePlan]) -> None:
         pages = torch.tensor([s.block_id for s in saves], dtype=torch.int64)
