@@ -41,9 +41,12 @@ vllm: $(VENV_VLLM)/.installed
 
 # The Python extension (skymemory._native) compiles the flight core and the ground's C fast path; cffi does not
 # follow #includes, so it is rebuilt here whenever one of those sources or headers is newer (after a pull, say).
+# Its build also compiles the Python modules' copies of the headers' constants against them (_cffi_build.MIRRORS),
+# so an edit of one of those modules rebuilds it too.
 NATIVE := ground/skymemory/_native.abi3.so
 NATIVE_SOURCES := $(wildcard cfs_apps/skymem_core/fsw/src/*.[ch] cfs_apps/skymem_core/fsw/inc/*.h \
-                             ground/skymemory/csrc/*.[ch]) ground/skymemory/_cffi_build.py
+                             ground/skymemory/csrc/*.[ch]) ground/skymemory/_cffi_build.py \
+                  $(addprefix ground/skymemory/,protocol/wire.py protocol/auth.py protocol/mac.py link/fastpath.py)
 $(NATIVE): $(NATIVE_SOURCES) | $(VENV)/.installed
 	$(PY) setup.py --quiet build_ext --inplace --force
 	touch $@

@@ -5,11 +5,36 @@ compile the core C sources (cfs_apps/skymem_core/fsw/src) into the Python
 package: the ground then encodes and checks packets with the very code the
 satellites run. `SKYMEM_CORE_DIR` may point at another skymem_core tree for a
 manual build (`python _cffi_build.py`); setuptools builds need it inside the repo.
+
+Python's copies of the C declarations are checked by the C compiler, at every build:
+the cdef below and the constants of `protocol/wire.py` (and the few of auth.py, mac.py,
+link/fastpath.py in `MIRRORS`) stay written out in Python, where a reader finds them, and
+`header_checks()` turns them into C that the compiler compares with the headers:
+
+- each constant becomes `_Static_assert(SKYMEM_X == <python value>, ...)`;
+- each cdef function prototype is declared again after the headers (C refuses two
+  different prototypes of one function: "conflicting types for ...");
+- each cdef struct field's type is compared with the header's, and a struct declared
+  whole (no `...;`) has its size and every offset compared with the layout cffi gives it.
+
+So a header change Python does not follow stops `make native` / `pip install` with
+the constant, function or field named. We check rather than generate because the
+headers size arrays with macros and are written for C readers (cffi's cdef cannot
+read them as they are), while a generated wire.py would hide its constants from
+the people who read and grep it. `python _cffi_build.py --check` compiles only the
+checks (no extension is written); tests/test_header_checks.py runs it on an edited
+copy of the headers.
 """
 
 from __future__ import annotations
 
+import ast
 import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 from cffi import FFI
@@ -142,18 +167,136 @@ int skymem_build_hk(uint8_t *buf, size_t cap, uint16_t seq, uint32_t seconds, ui
                     const skymem_stats_t *stats);
 """
 
+# ---- the checks: Python's copy of the headers, compiled against them ----------------------------------
+
+PACKAGE = Path(__file__).resolve().parent
+# Python modules whose integer constants mirror a header's #defines: module -> {python name: C macro};
+# None: every module-level SKYMEM_* / ISL_ROUTER_* integer, under its macro's own name
+MIRRORS: dict[str, dict[str, str] | None] = {
+    "protocol/wire.py": None,
+    "protocol/auth.py": {"SEQ_US": "SKYMEM_AUTH_SEQ_US", "TRAILER_LEN": "SKYMEM_AUTH_TRAILER_LEN",
+                         "TAG_LEN": "SKYMEM_AUTH_TAG_LEN", "CONSTELLATION_KEY_ID": "SKYMEM_AUTH_CONSTELLATION_KEY",
+                         "KEY_MIN": "SKYMEM_AUTH_KEY_MIN", "KEY_MAX": "SKYMEM_AUTH_KEY_MAX"},
+    "protocol/mac.py": {"TAG_LEN": "SKYMEM_AUTH_TAG_LEN"},
+    "link/fastpath.py": {"PENDING": "SKYMEM_BULK_PENDING", "OK": "SKYMEM_BULK_OK",
+                         "NOT_FOUND": "SKYMEM_BULK_NOT_FOUND", "DONE": "SKYMEM_BULK_DONE",
+                         "INCOMPLETE": "SKYMEM_BULK_INCOMPLETE", "REFUSED": "SKYMEM_BULK_REFUSED"},
+}
+
+
+def python_constants(module: str, names: dict[str, str] | None) -> dict[str, int]:
+    """{C macro: value} of a module's integer constants, read with ast (the package is not importable
+    while it is being built: its dependencies may not be installed yet)."""
+    found: dict[str, int] = {}
+    for node in ast.parse((PACKAGE / module).read_text()).body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        pairs = (zip(target.elts, value.elts) if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+                 else [(target, value)])
+        for t, v in pairs:
+            if not (isinstance(t, ast.Name) and isinstance(v, ast.Constant) and type(v.value) is int):
+                continue
+            macro = (t.id if t.id.startswith(("SKYMEM_", "ISL_ROUTER_")) else None) if names is None \
+                else names.get(t.id)
+            if macro:
+                found[macro] = v.value
+    missing = [name for name, macro in (names or {}).items() if macro not in found]
+    if missing:  # a mirror renamed in Python: say so rather than check less
+        raise SystemExit(f"error: _cffi_build.MIRRORS names {missing} in {module}, which has no such constant")
+    return found
+
+
+def _cdef_statements() -> list[str]:
+    """CDEF's top-level declarations (split at semicolons outside braces), whitespace collapsed."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(CDEF):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == ";" and depth == 0:
+            out.append(" ".join(CDEF[start:i].split()))
+            start = i + 1
+    return [s for s in out if s]
+
+
+def _cdef_structs() -> tuple[FFI, dict[str, bool]]:
+    """An FFI that lays out every cdef struct, and {typedef name: declared whole (no `...;`)}. The FFI is
+    given CDEF without its `...;` (an opaque `{ ...; }` gets one char), so it can list a partial struct's
+    declared fields; their offsets there mean nothing (cffi takes a partial struct's layout from the
+    compiler), a whole struct's are the ones cffi uses."""
+    listed = FFI()
+    listed.cdef(re.sub(r"\{\s*\.\.\.;\s*\}", "{ char opaque; }", CDEF).replace("...;", ""))
+    structs = {}
+    for stmt in _cdef_statements():
+        m = re.fullmatch(r"typedef struct \{(.*)\} (\w+)", stmt)
+        if m and m.group(1).strip() != "...;":
+            structs[m.group(2)] = "...;" not in m.group(1)
+    return listed, structs
+
+
+def header_checks() -> str:
+    """C that compiles only where the headers agree with Python's copy (see the module docstring)."""
+    lines = ["/* generated by _cffi_build.header_checks: Python's copy of the headers, checked by the compiler */",
+             "#include <stddef.h>",
+             # glibc turns _Static_assert into a bit-field trick under -std=c99, whose error does not quote
+             # the message; gcc and clang know the keyword itself in every mode
+             "#undef _Static_assert"]
+    for module, names in MIRRORS.items():
+        for macro, value in python_constants(module, names).items():
+            lines.append(f'_Static_assert({macro} == {value}, "{macro}: skymemory/{module} says {value}, '
+                         f'the C header differs");')
+    for stmt in _cdef_statements():
+        if not stmt.startswith("typedef"):
+            lines.append(stmt + ";")  # a prototype differing from the header's: "conflicting types for ..."
+    ffi, structs = _cdef_structs()
+    for name, whole in structs.items():
+        ctype = ffi.typeof(name)
+        if whole:
+            size = ffi.sizeof(ctype)
+            lines.append(f'_Static_assert(sizeof({name}) == {size}, "{name}: the cdef makes it {size} bytes, '
+                         f'the header differs");')
+        for field, f in ctype.fields:
+            decl = f.type.cname  # cffi spells the type as C does ("uint8_t[32]"), without a pointee's const
+            member = f"__typeof__((({name} *)0)->{field})"
+            same = f"__builtin_types_compatible_p({member}, {decl})"
+            if decl.endswith(" *"):  # so a pointer field may point to const or not, as it may for cffi
+                same += f" || __builtin_types_compatible_p({member}, {decl[:-2]} const *)"
+            lines.append(f'_Static_assert({same}, "{name}.{field}: the cdef says {decl}, the header differs");')
+            if whole:
+                lines.append(f'_Static_assert(offsetof({name}, {field}) == {f.offset}, "{name}.{field}: the cdef '
+                             f'puts it at offset {f.offset}, the header elsewhere");')
+    return "\n".join(lines) + "\n"
+
+
+HEADERS = ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h", "skymem_bulk.h", "skymem_sha256.h",
+           "skymem_auth.h", "skymem_polyval.h", "skymem_aes.h")
+INCLUDE_DIRS = [str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src"), str(CSRC)]
+
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "skymemory._native",
-    '#include "skymem_codec.h"\n#include "skymem_crc32c.h"\n#include "skymem_geometry.h"\n#include "skymem_bulk.h"\n'
-    '#include "skymem_sha256.h"\n#include "skymem_auth.h"\n#include "skymem_polyval.h"\n#include "skymem_aes.h"\n',
+    "".join(f'#include "{h}"\n' for h in HEADERS) + header_checks(),
     # setuptools refuses absolute source paths: give them relative to where the build runs
     sources=[os.path.relpath(p) for p in core_sources()],
-    include_dirs=[str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src"), str(CSRC)],
+    include_dirs=INCLUDE_DIRS,
     extra_compile_args=["-O2", "-std=c99"],
     libraries=["m"],  # the geometry uses libm
 )
 
-if __name__ == "__main__":  # manual build into the current directory: python _cffi_build.py
+
+def check() -> int:
+    """Compile the extension's own source (headers + checks + cffi's glue) without building it: the
+    exit status and the compiler's errors are those a build would give."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    with tempfile.TemporaryDirectory() as tmp:
+        c_file = Path(tmp) / "_native.c"
+        ffibuilder.emit_c_code(str(c_file))
+        cmd = [*cc, "-std=c99", "-fsyntax-only", f"-I{sysconfig.get_paths()['include']}",
+               *(f"-I{d}" for d in INCLUDE_DIRS), str(c_file)]
+        return subprocess.run(cmd).returncode
+
+
+if __name__ == "__main__":  # python _cffi_build.py [--check]: build into the current directory, or only check
+    if sys.argv[1:] == ["--check"]:
+        sys.exit(check())
     ffibuilder.compile(verbose=True)

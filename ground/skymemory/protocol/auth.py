@@ -40,6 +40,7 @@ from skymemory.protocol import wire
 from skymemory.protocol.mac import MacKey, route_at
 from skymemory.protocol.native import ffi, lib, xor_checksum
 
+# skymem_auth.h's values, compiled against it at build time (_cffi_build.MIRRORS)
 SEQ_US = 16  # one sequence number = this many microseconds (SKYMEM_AUTH_SEQ_US)
 TRAILER_LEN = 44
 TAG_LEN = 32  # skymemory.protocol.mac.TAG_LEN

@@ -7,8 +7,10 @@ parsed with the `spacepacket` library. Everything after the cFS headers is
 big-endian SkyMemory payload. Every length is checked on decode; a bad packet
 raises `WireError`, never returns partial data.
 
-Constants below must equal the #defines of skymem_wire.h (tests/test_wire.py
-parses the header and compares every one).
+Constants below must equal the #defines of skymem_wire.h: building the extension
+compiles each against its macro (`_cffi_build.header_checks`, so a header edit this
+file does not follow stops the build), and tests/test_wire.py checks that every
+#define of the header is here.
 """
 
 from __future__ import annotations
