@@ -19,7 +19,7 @@ from skymemory.argtypes import float_range, output_file, positive_float, positiv
 from skymemory.cli._common import add_manifest_arg, load_manifest
 from skymemory.protocol.errors import SkyMemoryError
 from skymemory.store.contract import BlockMiss
-from skymemory.store.objects import DEFAULT_TIMEOUT_S, KVStore, PutFailed, parse_key
+from skymemory.store.objects import DEFAULT_TIMEOUT_S, ObjectStore, PutFailed, parse_key
 from skymemory.store.routes import add_route_arg
 
 
@@ -95,13 +95,13 @@ def run_put(args) -> int:
     return 0
 
 
-def _kvstore(args, m, n_servers: int) -> KVStore:
+def _kvstore(args, m, n_servers: int) -> ObjectStore:
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if args.verbose else None
-    return KVStore(m, n_servers, capture=[] if args.capture else None, route=args.route, timeout_s=args.timeout,
-                   pace_mbps=args.pace_mbps, say=say)
+    return ObjectStore(m, n_servers, capture=[] if args.capture else None, route=args.route, timeout_s=args.timeout,
+                       pace_mbps=args.pace_mbps, say=say)
 
 
-def _counters(args, kv: KVStore) -> None:
+def _counters(args, kv: ObjectStore) -> None:
     if args.capture and kv.capture is not None:
         args.capture.write_bytes(b"".join(kv.capture))
         bulk = kv.counters["fastpath_packets_tx"] + kv.counters["fastpath_packets_rx"]
@@ -112,13 +112,18 @@ def _counters(args, kv: KVStore) -> None:
 
 
 def run_get(args) -> int:
+    key = parse_key(args.key)
     try:
         m = load_manifest(args)
         kv = _kvstore(args, m, 1)
         t0 = time.perf_counter()
-        data, meta = kv.get(parse_key(args.key))
+        data, meta = kv.get(key)
     except BlockMiss as exc:
-        print(f"skymemory get: miss ({exc.reason}): {exc}", file=sys.stderr)
+        why = str(exc)
+        if exc.reason == "not-found" and key.hex() != args.key.lower():  # a name: the one typed first, then its key
+            why = (f"nothing is stored under the name {args.key!r} (put stores a file under its file name, or "
+                   f"--name): {why}")
+        print(f"skymemory get: miss ({exc.reason}): {why}", file=sys.stderr)
         _counters(args, kv)
         return 1
     except (FileNotFoundError, ValueError, SkyMemoryError) as exc:
