@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from skymemory.bench.ttft import EventFile, Measurement
+from skymemory.cli.dashboard import PORT_IN_USE
 from skymemory.dashboard import blocks, fleet, poller, sky
 from skymemory.dashboard.bench_events import BenchEvents, cache_outcome
 from skymemory.dashboard.fleet import Fleet
@@ -327,8 +328,9 @@ def test_cli_says_what_is_wrong_in_one_line(tmp_path):
             busy.listen()
             port = busy.getsockname()[1]
             r = dashboard_cli("--manifest", str(manifest), "--port", str(port))
-    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert r.returncode == PORT_IN_USE and r.stderr.count("\n") == 1
     assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in r.stderr
+    assert "choose another with --port N" in r.stderr  # the option that fixes it, by name
 
 
 def test_demo_dashboard_runs_beside_the_run_and_a_busy_port_stops_the_demo_before_it_boots(tmp_path):
@@ -346,4 +348,5 @@ def test_demo_dashboard_runs_beside_the_run_and_a_busy_port_stops_the_demo_befor
         r = subprocess.run([sys.executable, "-m", "skymemory", "demo", "--dashboard", "--dashboard-port", port,
                             "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "the port is in use" in r.stderr and "Traceback" not in r.stderr
+    assert "choose another with --dashboard-port N" in r.stderr  # demo's own option, not the dashboard's --port
     assert "booting" not in r.stderr

@@ -8,7 +8,8 @@ The page shows the planes x sats torus live (every satellite's STATS, four
 times a second), the line-of-sight box and the overhead satellite turning,
 MIGRATE and eviction activity, the ground KV index and where a selected
 block's chunks are, and the TTFT of a running benchmark. It listens on
-127.0.0.1 only; Ctrl-C stops it.
+127.0.0.1 only; Ctrl-C stops it. Exit status: 0 when stopped, 1 on an error,
+3 when the port is in use.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from skymemory.orbit import placement
 from skymemory.orbit.manifest import Manifest, default_manifest_path
 
 DEFAULT_PORT = 8050
+PORT_IN_USE = 3  # exit status when the port is taken, so a parent (skymemory demo) can name its own option for it
 
 
 def register(subparsers) -> None:
@@ -75,8 +77,11 @@ async def _serve(args, manifest: Path | None) -> int:
     try:
         port = await dashboard.start(args.port)
     except OSError as exc:
-        why = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
-        print(f"skymemory dashboard: cannot listen on 127.0.0.1:{args.port}: {why} (choose another port)",
+        if exc.errno == errno.EADDRINUSE:  # most often a dashboard already running there
+            print(f"skymemory dashboard: cannot listen on 127.0.0.1:{args.port}: the port is in use (another "
+                  "dashboard?); choose another with --port N (0: any free port)", file=sys.stderr)
+            return PORT_IN_USE
+        print(f"skymemory dashboard: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}",
               file=sys.stderr)
         return 1
     stop = asyncio.Event()

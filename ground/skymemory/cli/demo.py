@@ -64,6 +64,7 @@ def _one_route(text: str) -> tuple[str]:
 def _main(args) -> int:
     if not args.dashboard:
         return ttft_command.main(args, title="skymemory demo")
+    from skymemory.cli.dashboard import PORT_IN_USE
     from skymemory.dashboard.alongside import DashboardFailed, DashboardProcess
 
     if args.events is None:  # a fresh event file for this run, beside its other outputs
@@ -75,5 +76,10 @@ def _main(args) -> int:
             print(f"skymemory demo: dashboard at {url} (following {args.events})", file=sys.stderr, flush=True)
             return ttft_command.main(args, title="skymemory demo")
     except DashboardFailed as exc:
-        print(f"skymemory demo: {exc}", file=sys.stderr)
+        if exc.returncode == PORT_IN_USE:  # its message names `skymemory dashboard`'s --port: say ours
+            print(f"skymemory demo: cannot serve the dashboard on 127.0.0.1:{args.dashboard_port}: the port is in "
+                  "use (another dashboard?); choose another with --dashboard-port N (0: any free port)",
+                  file=sys.stderr)
+        else:
+            print(f"skymemory demo: {exc}", file=sys.stderr)
         return 2

@@ -33,7 +33,9 @@ URL_PREFIX = "dashboard: "
 
 
 class DashboardFailed(RuntimeError):
-    pass
+    def __init__(self, message: str, returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.returncode = returncode  # the child's exit status, None when it did not exit
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -73,7 +75,8 @@ class DashboardProcess:
                 self.proc.wait(STOP_TIMEOUT_S)
                 self._stderr.seek(0)
                 why = self._stderr.read().strip().splitlines()
-                raise DashboardFailed(why[-1] if why else f"dashboard exited with status {self.proc.returncode}")
+                raise DashboardFailed(why[-1] if why else f"dashboard exited with status {self.proc.returncode}",
+                                      self.proc.returncode)
         self.stop()
         raise DashboardFailed(f"the dashboard did not start listening within {START_TIMEOUT_S:.0f} s")
 
