@@ -9,7 +9,8 @@ import pytest
 from skymemory.bench import report
 from skymemory.bench.options import token_list
 from skymemory.bench.profiles import PROFILES, parse_profiles, profile_of_manifest
-from skymemory.bench.ttft import Measurement, TTFTConfig, _expected_cached, satellite_budget, summarise
+from skymemory.bench.ttft import (DEVICE_RAM, Measurement, TTFTConfig, _expected_cached, satellite_budget,
+                                  summarise)
 from skymemory.bench.workload import build_workload
 from skymemory.cli import build_parser
 from skymemory.kv.tokenizer import build_byte_tokenizer
@@ -81,6 +82,22 @@ def test_summary_medians_ratios_and_order():
     assert "| 1024 | sky-laser | - | 2500 [2000-3000] |" in table and "| NO |" in table
     gen = report.generation_table(result)
     assert "| 1024 | sky-laser | 12.00 | 1.67x | 40% |" in gen and "6.2 / 4.9" in gen
+
+
+def test_the_kv_in_the_models_memory_is_named_for_the_device_and_results_saved_as_gpu_ram_still_read():
+    rows = summarise([_m("nocache", 10.0), _m(DEVICE_RAM, 1.0), _m("sky-laser", 2.0)])
+    assert DEVICE_RAM == "device-ram"  # not "gpu-ram": on a CPU-only run there is no GPU
+    assert rows[2]["ratio_vs_device_ram"] == pytest.approx(2.0)
+    table = report.ttft_table({"summary": rows})
+    assert "vs device-ram |" in table and "gpu" not in table
+    assert "| 1024 | device-ram | - | 1000 [1000-1000] | 0.0 | - | - |" in table  # nothing fetched, nothing rebuilt
+    # a result written before the rename: its mode and ratio keep their old names and read the same
+    saved = [{**{k: v for k, v in r.items() if k != "ratio_vs_device_ram"},
+              "mode": r["mode"].replace(DEVICE_RAM, "gpu-ram"), "ratio_vs_gpu_ram": r["ratio_vs_device_ram"]}
+             for r in rows]
+    old = report.ttft_table({"summary": saved})
+    assert "| 1024 | gpu-ram | - | 1000 [1000-1000] | 0.0 | - | - |" in old
+    assert old.splitlines()[4] == table.splitlines()[4]  # the sky row, its "vs" column included
 
 
 def test_bench_subcommands_are_discovered():

@@ -205,7 +205,8 @@ def test_bench_events_follow_a_growing_file_and_start_over_when_it_is_replaced(t
 
 def test_cache_outcome():
     assert cache_outcome({"mode": "nocache", "cached_tokens": 0, "expected_cached_tokens": 512}) is None
-    assert cache_outcome({"mode": "gpu-ram", "cached_tokens": 512, "expected_cached_tokens": 512}) is None
+    assert cache_outcome({"mode": "device-ram", "cached_tokens": 512, "expected_cached_tokens": 512}) is None
+    assert cache_outcome({"mode": "gpu-ram", "cached_tokens": 512, "expected_cached_tokens": 512}) is None  # old name
     assert cache_outcome({"mode": "sky-rf", "cached_tokens": 512, "expected_cached_tokens": 512}) == "hit"
     assert cache_outcome({"mode": "local", "cached_tokens": 0, "expected_cached_tokens": 0}) is None
 

@@ -23,7 +23,7 @@ step() { echo; echo "== $*"; "$@"; }
 # landed bytes -> cache on the device, beside the pinned host->device copy (the DMA floor)
 step "$py" -m skymemory bench rebuild --device cuda --prefix-tokens 512,1024,2048,4096 --kv fp16,int8 \
     --out "$out/rebuild"
-# TinyLlama: no cache / gpu-ram / local / sky (fetched, streamed, auto) on three links
+# TinyLlama: no cache / device-ram / local / sky (fetched, streamed, auto) on three links
 step "$py" -m skymemory bench ttft --device cuda --prefix-tokens 512,1024,2048 --profiles none,laser,rf \
     --streaming both --repeats 5 --out "$out/ttft-tinyllama"
 # the long-prefix regime: Llama-3-8B shapes, weights made on the GPU

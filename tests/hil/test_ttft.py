@@ -42,7 +42,7 @@ def _small_config(**kw) -> TTFTConfig:
 
 def _check_cached_runs(result: dict, modes: set[str]) -> None:
     runs = result["measurements"]
-    assert {m["mode"] for m in runs} == {"nocache", "gpu-ram"} | modes
+    assert {m["mode"] for m in runs} == {"nocache", "device-ram"} | modes
     for m in runs:
         if m["mode"] == "nocache":
             assert m["cached_tokens"] == 0
@@ -54,7 +54,7 @@ def _check_cached_runs(result: dict, modes: set[str]) -> None:
             assert m["cached_tokens"] == fetched * BLOCK and m["bytes_retrieved"] >= 0, m
         else:  # the hit covers every full block of the shared prefix, and nothing of the suffix
             assert m["cached_tokens"] == m["expected_cached_tokens"] == m["prefix_tokens"], m
-            assert m["mode"] == "gpu-ram" or m["bytes_retrieved"] > 0
+            assert m["mode"] == "device-ram" or m["bytes_retrieved"] > 0
         assert m["first_token_equal"] is True, m
         assert m["tokens_equal"] is True, m
         assert len(m["tokens"]) == 8
@@ -97,7 +97,7 @@ def test_report_outputs(booted_result, tmp_path):
     assert json.loads(paths["json"].read_text())["summary"] == result["summary"]
     table = report.markdown(result)
     for prefix in (256, 384):
-        for mode in ("nocache", "gpu-ram", "local", "sky-none", "sky-none-stream", "sky-none-auto"):
+        for mode in ("nocache", "device-ram", "local", "sky-none", "sky-none-stream", "sky-none-auto"):
             assert f"| {prefix} | {mode} |" in table
     assert "(overlapped; waited" in table
     assert "NO" not in table.split("| tokens equal |")[1]  # every cached cell says yes
@@ -175,7 +175,7 @@ def test_cli_bench_ttft_writes_its_outputs(node_path, tmp_path):
     kinds = [e["event"] for e in lines]
     assert kinds[0] == "start" and kinds[-1] == "done" and "constellation" in kinds and "log" in kinds
     measured = [e for e in lines if e["event"] == "measurement"]
-    assert {e["mode"] for e in measured} == {"nocache", "gpu-ram", "local", "sky-none", "sky-none-auto"}
+    assert {e["mode"] for e in measured} == {"nocache", "device-ram", "local", "sky-none", "sky-none-auto"}
     assert all(e["ttft_s"] > 0 and e["time"] > 0 for e in measured)
 
 

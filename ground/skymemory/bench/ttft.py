@@ -4,8 +4,9 @@ For each shared-prefix length, each measured round runs one prompt (shared
 prefix + one of several suffixes) in every mode, side by side:
 
   nocache        the model computes the whole prompt
-  gpu-ram        the prefix KV is already in the model's memory (on the GPU, or in
-                 RAM for a CPU model): no transfer, no rebuild, the limit of any cache
+  device-ram     the prefix KV is already in the model's own memory (the GPU's on
+                 CUDA, RAM for a CPU model): no transfer, no rebuild, the limit of any
+                 cache (results saved before it had this name call it gpu-ram)
   local          the prefix KV comes from process RAM (LocalBlockStore): the
                  no-network limit of a KV cache that must land and rebuild it
   sky-<profile>  the prefix KV comes from a real constellation of satellite
@@ -59,6 +60,10 @@ from .workload import Prompt, build_workload
 
 Log = Callable[[str], None]
 STREAMING_CHOICES = ("off", "on", "both")
+# The mode whose prefix KV is already in the model's own memory, named for the device's memory whatever the
+# device is ("gpu-ram" was wrong on a CPU-only run); readers of saved results take the old name too.
+DEVICE_RAM = "device-ram"
+DEVICE_RAM_NAMES = (DEVICE_RAM, "gpu-ram")
 
 
 @dataclass
@@ -111,7 +116,7 @@ class Measurement:
     """One measured run of one prompt in one mode."""
 
     prefix_tokens: int
-    mode: str  # "nocache", "local" or "sky-<profile>"
+    mode: str  # "nocache", DEVICE_RAM, "local" or "sky-<profile>..."
     round: int
     suffix_index: int
     prompt_tokens: int
@@ -327,10 +332,10 @@ def summarise(measurements: list[Measurement]) -> list[dict]:
     for r in rows:
         base = by_key.get((r["prefix_tokens"], "nocache"))
         local = by_key.get((r["prefix_tokens"], "local"))
-        in_memory = by_key.get((r["prefix_tokens"], "gpu-ram"))
+        in_memory = by_key.get((r["prefix_tokens"], DEVICE_RAM))
         r["speedup_vs_nocache"] = base["ttft_s"]["median"] / r["ttft_s"]["median"] if base else None
         r["ratio_vs_local"] = r["ttft_s"]["median"] / local["ttft_s"]["median"] if local else None
-        r["ratio_vs_gpu_ram"] = r["ttft_s"]["median"] / in_memory["ttft_s"]["median"] if in_memory else None
+        r["ratio_vs_device_ram"] = r["ttft_s"]["median"] / in_memory["ttft_s"]["median"] if in_memory else None
         if base and base["gen_total_s"] and r["gen_total_s"]:
             r["gen_speedup"] = base["gen_total_s"]["median"] / r["gen_total_s"]["median"]
         else:
@@ -492,7 +497,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
         measurements: list[Measurement] = []
         for prefix_tokens in cfg.prefix_tokens:
             workload = build_workload(tokenizer, prefix_tokens, cfg.suffix_tokens, cfg.suffixes)
-            held = None  # the prefix KV kept in the model's memory (gpu-ram mode)
+            held = None  # the prefix KV kept in the model's memory (the device-ram mode)
             for rnd in range(cfg.repeats):
                 prompt = workload.prompts[rnd % len(workload.prompts)]
                 gen = cfg.gen_tokens if rnd < cfg.gen_repeats else None
@@ -508,7 +513,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                     held = hold_prefix(cache, expected) if expected else None
                 del cache
                 if held is not None:
-                    m = Measurement(prefix_tokens, "gpu-ram", rnd, prompt.suffix_index,
+                    m = Measurement(prefix_tokens, DEVICE_RAM, rnd, prompt.suffix_index,
                                     **run_in_memory(model, tokenizer, prompt, held, gen),
                                     expected_cached_tokens=expected)
                     _compare(m, ref, gen)
@@ -549,7 +554,7 @@ def _compare(m: Measurement, ref: Measurement, gen: int | None) -> None:
 
 def _line(m: Measurement, gen: int | None) -> str:
     text = f"  prefix {m.prefix_tokens:5d}  round {m.round}  {m.mode:10s} TTFT {m.ttft_s * 1000:9.1f} ms"
-    if m.mode == "gpu-ram":
+    if m.mode == DEVICE_RAM:
         text += f" (cache {m.lookup_s * 1000:.1f} + prefill {m.prefill_s * 1000:.1f}; {m.cached_tokens} tokens held)"
     elif m.mode != "nocache":
         if m.stream_waited_s is not None:

@@ -6,7 +6,7 @@ link profile (3 ms ground link + ISL light time), builds or loads the model
 512- and 1,024-token shared prefixes + a 32-token suffix compares the time to
 first token and the 30-token generation time with no cache, with the KV cache
 served by the constellation, with the same KV from local RAM, with the KV
-already in the model's memory (gpu-ram: the limit of any cache), and as
+already in the model's own memory (device-ram: the limit of any cache), and as
 KVCManager does by default (auto: fetch, fetch part, or recompute, decided
 from this host's rates, measured once and kept on disk). Prints progress, then
 the table; tears the constellation down at the end, on errors and on Ctrl-C.

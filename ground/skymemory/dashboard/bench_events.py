@@ -22,7 +22,7 @@ import os
 from collections import deque
 from pathlib import Path
 
-UNCACHED_MODES = ("nocache", "gpu-ram")  # runs that never ask a cache
+UNCACHED_MODES = ("nocache", "device-ram", "gpu-ram")  # runs that never ask a cache (gpu-ram: device-ram's old name)
 _KEPT_FIELDS = ("prefix_tokens", "mode", "round", "ttft_s", "cached_tokens", "expected_cached_tokens", "decision",
                 "tokens_equal", "retrieval_s", "gen_total_s", "miss_reason")
 

@@ -298,7 +298,8 @@ function renderBench(bench) {
 
 function outcomeOf(m) {
   if (m.mode === "nocache") return "nocache";
-  if (m.mode === "gpu-ram" || !m.expected_cached_tokens) return "other";
+  // device-ram: the KV already in the model's memory, never fetched ("gpu-ram" in event files of older runs)
+  if (m.mode === "device-ram" || m.mode === "gpu-ram" || !m.expected_cached_tokens) return "other";
   return m.cached_tokens >= m.expected_cached_tokens ? "hit" : m.cached_tokens > 0 ? "partial" : "miss";
 }
 
