@@ -11,7 +11,7 @@ import pytest
 from skymemory.cli import main
 from skymemory.orbit.manifest import Manifest, SatelliteEntry
 from skymemory.store.constellation import ConstellationBlockStore
-from skymemory.store.objects import KVStore
+from skymemory.store.objects import ObjectStore
 from skymemory.store.routes import DEFAULT_ROUTE, ROUTES, check_route, uplinks, via_for_route
 
 
@@ -64,12 +64,12 @@ def test_kvstore_paces_to_the_links_it_uses():
     m = _manifest(bandwidth_mbps=8)
     servers = [(0, 0), (1, 1), (2, 2)]
     one_link = 0.9 * 8e6 / 8
-    assert KVStore(m, 3, route="relay").pace_Bps(servers) == pytest.approx(one_link)
-    assert KVStore(m, 3, route="direct").pace_Bps(servers) == pytest.approx(3 * one_link)
-    assert KVStore(m, 3, route="direct", pace_mbps=0).pace_Bps(servers) == 0  # asked unpaced
-    assert KVStore(_manifest(), 3).pace_Bps(servers) == 0  # no emulated bandwidth: unpaced
+    assert ObjectStore(m, 3, route="relay").pace_Bps(servers) == pytest.approx(one_link)
+    assert ObjectStore(m, 3, route="direct").pace_Bps(servers) == pytest.approx(3 * one_link)
+    assert ObjectStore(m, 3, route="direct", pace_mbps=0).pace_Bps(servers) == 0  # asked unpaced
+    assert ObjectStore(_manifest(), 3).pace_Bps(servers) == 0  # no emulated bandwidth: unpaced
     with pytest.raises(ValueError, match="route must be one of"):
-        KVStore(m, 3, route="up")
+        ObjectStore(m, 3, route="up")
 
 
 @pytest.mark.parametrize("argv", [

@@ -127,7 +127,7 @@ def test_keyed_cfs_constellation_takes_only_signed_commands(tmp_path):
 
     from skymemory.link.client import SkyMemoryClient
     from skymemory.protocol.auth import signer_for_manifest
-    from skymemory.store.objects import KVStore, key_of
+    from skymemory.store.objects import ObjectStore, key_of
 
     problem = cfs_limits.problem(4, cfs_limits.HostLimits.local(), cfs_limits.InstanceCost())
     if problem:
@@ -138,7 +138,7 @@ def test_keyed_cfs_constellation_takes_only_signed_commands(tmp_path):
         assert m.auth_key_file and all((Path(m.run_dir) / "cfs" / f"{e.plane}-{e.sat}" / "cf" / "skymem_auth.keys")
                                        .stat().st_mode & 0o777 == 0o600 for e in m.satellites)
         data = os.urandom(50_000)
-        kv = KVStore(m, 3, timeout_s=30)
+        kv = ObjectStore(m, 3, timeout_s=30)
         kv.put("cfs-object", data)
         assert kv.get(key_of("cfs-object"))[0] == data
         h = hashlib.sha256(b"cfs-keyed").digest()

@@ -14,7 +14,7 @@ from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import SkyMemoryError
-from skymemory.store.objects import KVStore, PutFailed, key_of
+from skymemory.store.objects import ObjectStore, PutFailed, key_of
 from skymemory.store.routes import ROUTES
 
 from live import REPO, launched
@@ -43,8 +43,8 @@ def test_put_get_round_trip_over_each_route(constellation, route):
     m = constellation
     data = os.urandom(250_000)
     before = sum(st.forwarded for st in stats_of(m).values())
-    meta = KVStore(m, SERVERS, route=route, timeout_s=20).put(f"object-over-{route}", data)
-    got, _ = KVStore(m, SERVERS, route=route, timeout_s=20).get(key_of(f"object-over-{route}"))
+    meta = ObjectStore(m, SERVERS, route=route, timeout_s=20).put(f"object-over-{route}", data)
+    got, _ = ObjectStore(m, SERVERS, route=route, timeout_s=20).get(key_of(f"object-over-{route}"))
     assert got == data
     forwarded = sum(st.forwarded for st in stats_of(m).values()) - before
     # relay goes up through the overhead satellite and over ISL to the others; direct and auto (every
@@ -71,7 +71,7 @@ def test_put_get_paced_to_an_emulated_link(node_path, tmp_path):
     with launched(tmp_path, 3, 3, "--bandwidth-mbps", "8") as manifest:
         m = Manifest.load(manifest)
         told = []
-        kv = KVStore(m, SERVERS, route="relay", timeout_s=30, say=told.append)
+        kv = ObjectStore(m, SERVERS, route="relay", timeout_s=30, say=told.append)
         data = os.urandom(300_000)
         kv.put("paced", data)
         got, _ = kv.get(key_of("paced"))
@@ -91,7 +91,7 @@ def cluster(node_path):
 def test_a_failed_put_evicts_what_it_stored(cluster, tmp_path):
     m = cluster.manifest()
     fresh = stats_of(m)  # a node's own bookkeeping is in bytes_used from the start
-    kv = KVStore(m, SERVERS, timeout_s=3)
+    kv = ObjectStore(m, SERVERS, timeout_s=3)
     servers = kv.c.nearest(SERVERS)
     cluster.kill(servers[-1])  # its chunks are never acknowledged: the put must fail by its deadline
     told = []

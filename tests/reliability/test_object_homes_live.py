@@ -18,13 +18,13 @@ import pytest
 
 from skymemory.launcher.cluster import Cluster
 from skymemory.store.contract import BlockMiss
-from skymemory.store.objects import KVStore, key_of
+from skymemory.store.objects import ObjectStore, key_of
 
 SERVERS = 4
 DATA = os.urandom(300_000)
 
 
-def _pick_name(kv: KVStore, prefix: str) -> tuple[str, list]:
+def _pick_name(kv: ObjectStore, prefix: str) -> tuple[str, list]:
     """An object name whose homes miss the chunk servers and the satellite holding the ground link."""
     c = kv.c
     busy = set(c.nearest(SERVERS)) | {c.overhead()}
@@ -46,7 +46,7 @@ def cluster(node_built):
 
 
 def test_get_works_while_one_home_answers_and_names_them_all_when_none_does(cluster, tmp_path):
-    kv = KVStore(cluster.manifest(), SERVERS, timeout_s=20)
+    kv = ObjectStore(cluster.manifest(), SERVERS, timeout_s=20)
     name, homes = _pick_name(kv, "object")
     meta = kv.put(name, DATA)
     assert sorted(map(tuple, meta["homes"])) == sorted(homes) and meta["homes_failed"] == []
@@ -60,7 +60,7 @@ def test_get_works_while_one_home_answers_and_names_them_all_when_none_does(clus
 
     cluster.kill(homes[2])  # none left: a clean miss by the deadline, naming every home
     timeout = 2.0
-    quick = KVStore(cluster.manifest(), SERVERS, timeout_s=timeout)
+    quick = ObjectStore(cluster.manifest(), SERVERS, timeout_s=timeout)
     t0 = time.monotonic()
     with pytest.raises(BlockMiss) as miss:
         quick.get(key_of(name))
@@ -86,12 +86,12 @@ def test_get_works_while_one_home_answers_and_names_them_all_when_none_does(clus
         cluster.start(h)
     cluster.wait_healthy(homes, 30)
     with pytest.raises(BlockMiss) as miss:
-        KVStore(cluster.manifest(), SERVERS, timeout_s=20).get(key_of(name))
+        ObjectStore(cluster.manifest(), SERVERS, timeout_s=20).get(key_of(name))
     assert miss.value.reason == "not-found"
 
 
 def test_put_with_a_dead_home_stores_the_other_copies(cluster):
-    kv = KVStore(cluster.manifest(), SERVERS, timeout_s=20)
+    kv = ObjectStore(cluster.manifest(), SERVERS, timeout_s=20)
     name, homes = _pick_name(kv, "second-object")
     cluster.kill(homes[0])
     try:

@@ -24,7 +24,7 @@ from skymemory.bench.roundtrip import kv_block_round_trip
 from skymemory.launcher import processes, rss_kib
 from skymemory.launcher.common import pss_kib
 from skymemory.orbit.manifest import Manifest
-from skymemory.store.objects import KVStore
+from skymemory.store.objects import ObjectStore
 
 LAUNCHER = ["-m", "skymemory.launcher"]
 
@@ -72,7 +72,7 @@ def _main(a, p: argparse.ArgumentParser) -> int:
         try:
             if a.object_mb > 0:
                 data = os.urandom(int(a.object_mb * 1e6))
-                kv = KVStore(m, a.servers)
+                kv = ObjectStore(m, a.servers)
                 t = time.perf_counter()
                 kv.put("bench-object", data)
                 put_s = time.perf_counter() - t

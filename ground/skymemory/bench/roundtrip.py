@@ -2,7 +2,7 @@
 (native processes, containers, ssh hosts): a named object and a real KV block.
 
 object_round_trip(manifest, size_bytes, servers) -> RoundTrip
-    `skymemory put` / `get`'s path (store.objects.KVStore): random bytes striped over the
+    `skymemory put` / `get`'s path (store.objects.ObjectStore): random bytes striped over the
     `servers` satellites nearest the ground host, requests through the overhead satellite and
     the ISLs, fetched back and compared.
 kv_block_round_trip(manifest, servers, index_dir) -> RoundTrip
@@ -42,10 +42,10 @@ class RoundTrip:
 
 
 def object_round_trip(m: Manifest, size_bytes: int, servers: int, name: str = "round-trip-object") -> RoundTrip:
-    from skymemory.store.objects import KVStore
+    from skymemory.store.objects import ObjectStore
 
     data = os.urandom(size_bytes)
-    kv = KVStore(m, min(servers, m.planes * m.sats))
+    kv = ObjectStore(m, min(servers, m.planes * m.sats))
     t = time.perf_counter()
     kv.put(name, data)
     put_s = time.perf_counter() - t

@@ -47,7 +47,7 @@ class Cluster:
         return {(p, s): ("127.0.0.1", self.ground_base + p * self.sats + s) for p, s in self.satellites}
 
     def manifest(self) -> Manifest:
-        """A launch manifest describing this cluster, for ground code that takes one (KVStore, the stores)."""
+        """A launch manifest describing this cluster, for ground code that takes one (ObjectStore, the stores)."""
         entries = [SatelliteEntry(p, s, "127.0.0.1", self.isl_base + p * self.sats + s,
                                   self.ground_base + p * self.sats + s) for p, s in self.satellites]
         return Manifest(planes=self.planes, sats=self.sats, epoch_ms=self.epoch_ms, satellites=entries)

@@ -1,4 +1,4 @@
-"""General key-value store over the constellation (paper §3.10, last paragraph).
+"""`ObjectStore`: named objects of any size over the constellation (the paper's key-value store, §3.10).
 
 key = SHA-256(name). An object is one block whose chunks are striped over the
 N satellites nearest the ground host at put time (skymemory.store; chunk
@@ -23,6 +23,9 @@ in time with the data or with a `BlockMiss` that names the satellites that did
 not answer. A put that fails evicts what it stored (`PutFailed` says how much),
 keeping a slice of the deadline for that. Chunks move no faster than the link
 carries them (the manifest's emulated bandwidth, or `pace_mbps`).
+
+`ObjectStore` used to be called `KVStore` ("KV" means the KV cache everywhere
+else); the old name still imports, with a DeprecationWarning, for one more release.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import json
 import math
 import threading
 import time
+import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -113,7 +117,9 @@ class PutFailed(SkyMemoryError):
         super().__init__(text)
 
 
-class KVStore:
+class ObjectStore:
+    """Named objects (`put(name, data)`, `get(key)`) striped over the satellites nearest at put time."""
+
     def __init__(self, manifest: Manifest, n_servers: int = 10, client_options: dict | None = None,
                  capture: list[bytes] | None = None, *, route: str = DEFAULT_ROUTE,
                  timeout_s: float = DEFAULT_TIMEOUT_S, replicas: int = DEFAULT_REPLICAS,
@@ -390,3 +396,11 @@ def _fetch_hashing(store: ConstellationBlockStore, rec: BlockRecord) -> tuple[by
         landed.set()
         hasher.join()
     return job.buf, sha.hexdigest()
+
+
+def __getattr__(name: str):
+    if name == "KVStore":  # the old name, kept for one release
+        warnings.warn("skymemory.store.objects.KVStore is now ObjectStore; the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return ObjectStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
