@@ -8,7 +8,7 @@ import random
 import torch
 
 from skymemory.kv.models import load_model
-from skymemory.kv.store import BlockMiss, MemoryBlockStore, make_miss
+from skymemory.kv.store import BlockMiss, BlockStore, MemoryBlockStore, make_miss
 
 # The test model is tiny: one thread is faster than two, and on a shared, loaded
 # machine every multi-threaded op can stall for milliseconds.
@@ -30,30 +30,31 @@ def random_prompt(n_tokens: int, seed: int) -> list[int]:
     return [1] + [rng.randrange(3, 259) for _ in range(n_tokens - 1)]
 
 
-class FailingStore(MemoryBlockStore):
-    """The in-process store, but get_block fails for chosen hashes in a chosen way.
+class FailingStore(BlockStore):
+    """A store that keeps only the BlockStore contract, whose get_block fails for chosen hashes in a chosen way.
 
-    It offers only get_block, like a store without a bulk path: the KV layer then lands
-    blocks one by one and checks each one's bytes itself.
+    Without BulkBlockReads the KV layer lands blocks one by one and checks each one's bytes
+    itself. The blocks are kept in a MemoryBlockStore (`self.memory`).
     """
 
-    get_blocks_into = None
-
     def __init__(self, probe_knows_size: bool = True):
-        super().__init__()
+        self.memory = MemoryBlockStore()
         self.fail: dict[bytes, str] = {}  # hash -> "miss", "timeout", "truncate", "corrupt"
         self.evicted: list[bytes] = []
         self.probe_knows_size = probe_knows_size  # False: like a multi-chunk probe (n_bytes -1)
 
+    def put_block(self, block_hash, payload):
+        return self.memory.put_block(block_hash, payload)
+
     def probe_block(self, block_hash):
-        record = super().probe_block(block_hash)
+        record = self.memory.probe_block(block_hash)
         if record is not None and not self.probe_knows_size:
             record = dataclasses.replace(record, n_bytes=-1)
         return record
 
     def get_block(self, record):
         mode = self.fail.get(record.block_hash)
-        payload = super().get_block(record)
+        payload = self.memory.get_block(record)
         if mode == "miss":
             raise make_miss("not-found")
         if mode == "timeout":
@@ -68,7 +69,7 @@ class FailingStore(MemoryBlockStore):
 
     def evict_block(self, record):
         self.evicted.append(record.block_hash)
-        super().evict_block(record)
+        self.memory.evict_block(record)
 
 
 __all__ = ["tiny", "random_prompt", "FailingStore", "MemoryBlockStore", "BlockMiss"]

@@ -8,10 +8,11 @@ CUDA event of the last copy that reads it and is not lent again before that
 event has completed.
 
 `land(store, records, raw)` fills raw[i] ([m, block_bytes]) with block i:
-through the store's `get_blocks_into` when it has one (the constellation's C
-path writes straight into the buffer and reports each block's CRC32C folded
-from its chunks' verified CRCs; the in-process store copies once), otherwise
-through `get_block` on worker threads with one CRC32C pass per block.
+through `get_blocks_into` when the store has BulkBlockReads
+(skymemory.store.contract: the constellation's C path writes straight into
+the buffer and reports each block's CRC32C folded from its chunks' verified
+CRCs; the in-process store copies once), otherwise through `get_block` on
+worker threads with one CRC32C pass per block.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from skymemory.protocol import native
-from skymemory.store.contract import BlockMiss, BlockRecord, Landed
+from skymemory.store.contract import BlockMiss, BlockRecord, BlockStore, BulkBlockReads, Landed
 
 __all__ = ["Arrival", "Landed", "LandingBuffers", "Lease", "land"]
 
@@ -76,15 +77,14 @@ class Arrival:
     bytes: int  # bytes of the complete blocks
 
 
-def land(store, records: list[BlockRecord], raw: torch.Tensor, *, workers: int = 4) -> Arrival:
+def land(store: BlockStore, records: list[BlockRecord], raw: torch.Tensor, *, workers: int = 4) -> Arrival:
     """Fill raw[i] with records[i]'s block; stop at the first block that does not arrive."""
     started = time.perf_counter()
     views = raw.numpy()  # the store writes through numpy views of the (possibly pinned) host tensor
     buffers = [views[i] for i in range(len(records))]
-    get_into = getattr(store, "get_blocks_into", None)
-    if get_into is not None:
+    if isinstance(store, BulkBlockReads):
         try:
-            landed = get_into(records, buffers)
+            landed = store.get_blocks_into(records, buffers)
         except BlockMiss as miss:
             landed = Landed(0, [], miss)
     else:
@@ -93,8 +93,8 @@ def land(store, records: list[BlockRecord], raw: torch.Tensor, *, workers: int =
     return Arrival(landed, time.perf_counter() - started, landed.complete * block_bytes)
 
 
-def _land_block_by_block(store, records, buffers, workers: int) -> Landed:
-    """Stores with only get_block: fetch in parallel, copy in order, CRC each block's bytes."""
+def _land_block_by_block(store: BlockStore, records, buffers, workers: int) -> Landed:
+    """Stores without BulkBlockReads: fetch in parallel, copy in order, CRC each block's bytes."""
     crcs: list[int] = []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(records))), thread_name_prefix="kv-fetch") as pool:
         futures = [pool.submit(store.get_block, record) for record in records]

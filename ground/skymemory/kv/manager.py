@@ -50,7 +50,7 @@ from .models import cache_dir
 from .policy import FetchPolicy, LinkEstimate
 from .radix import RadixIndex
 from .result import CacheResult, PrefixLookup
-from .store import BlockRecord, make_miss
+from .store import BlockRecord, BlockStore, BulkBlockWrites, EvictionNotices, make_miss
 from .streaming import get_cache_streaming
 
 log = logging.getLogger(__name__)
@@ -74,9 +74,13 @@ class AddResult:
 class KVCManager:
     """Caches a model's prompt KV in a block store (one manager per model + tokenizer).
 
-    store          anything with put_block / get_block / probe_block / evict_block
-                   (docs/CONTRACTS.md); get_block must be thread-safe when
-                   fetch_workers > 1 (blocks are fetched in parallel)
+    store          a BlockStore (skymemory.store.contract, docs/CONTRACTS.md);
+                   get_block must be thread-safe when fetch_workers > 1 (blocks
+                   are fetched in parallel). Its optional capabilities are used
+                   when it declares them: BulkBlockReads to land a prefix,
+                   BulkBlockWrites to store a prompt's blocks in one call,
+                   StreamedBlockReads for streaming=True, EvictionNotices to
+                   keep the index free of blocks the store dropped
     block_tokens   tokens per block (the paper's 128)
     kv_dtype       how KV travels: fp16 (default), bf16, fp32, int8 (quanto), or
                    auto (the model's dtype: cached generation is then token-identical;
@@ -102,7 +106,7 @@ class KVCManager:
         self,
         model,
         tokenizer,
-        store,
+        store: BlockStore,
         *,
         block_tokens: int = 128,
         kv_dtype: str = "fp16",
@@ -119,6 +123,9 @@ class KVCManager:
             raise ValueError("block_tokens must be positive")
         if fetch_workers <= 0:
             raise ValueError("fetch_workers must be positive")
+        if not isinstance(store, BlockStore):
+            raise TypeError(f"store must be a BlockStore (put_block, get_block, probe_block, evict_block), "
+                            f"not a {type(store).__name__}")
         self.model = model
         self.tokenizer = tokenizer
         self.store = store
@@ -145,9 +152,8 @@ class KVCManager:
         self.root = self.current_root()
         # a store that evicts on its own (RotatingBlockStore: LRU notices, lazy evictions)
         # tells us, so the index never points at a block that is gone
-        subscribe = getattr(store, "subscribe_evictions", None)
-        if callable(subscribe):
-            subscribe(self.on_block_evicted)
+        if isinstance(store, EvictionNotices):
+            store.subscribe_evictions(self.on_block_evicted)
 
     def on_block_evicted(self, block_hash: bytes) -> None:
         """The store dropped this block: forget it and every block after it in its chains."""
@@ -264,7 +270,7 @@ class KVCManager:
 
         policy overrides the manager's for this call ("auto", "fetch", "recompute").
         streaming=True returns at once with a StreamingCache whose layers arrive while
-        the model runs (kv/streaming.py; needs a store with the C fast path). A failed
+        the model runs (kv/streaming.py; needs a store with StreamedBlockReads). A failed
         stream then raises StreamFailed from the forward pass instead of shortening the
         prefix here: `streaming.generate_streaming` handles that (evict, recompute).
         """
@@ -402,15 +408,14 @@ class KVCManager:
             result.blocks_stored += len(records)
             result.bytes_stored += sum(len(p) for p in payloads)
 
-        put_blocks = getattr(self.store, "put_blocks", None)  # all blocks' chunks in flight at once
         try:
-            if put_blocks is not None:
+            if isinstance(self.store, BulkBlockWrites):  # all blocks' chunks in flight at once
                 started = time.perf_counter()
                 payloads = codec.encode_cache_blocks(cache, self.block_tokens, first_new, len(hashes) - first_new,
                                                      self.kv_format, sha256=self.verify_sha256)
                 result.encode_s += time.perf_counter() - started
                 started = time.perf_counter()
-                records = put_blocks(list(zip(hashes[first_new:], payloads)))
+                records = self.store.put_blocks(list(zip(hashes[first_new:], payloads)))
                 result.store_s += time.perf_counter() - started
                 indexed(first_new, records, payloads)
             else:  # block by block: the blocks stored before a failure stay indexed

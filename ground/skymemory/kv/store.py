@@ -1,7 +1,9 @@
 """The block-store contract as the KV layer sees it (docs/CONTRACTS.md, "Block store").
 
-BlockRecord, BlockMiss and the BlockStore protocol are defined once, in
-`skymemory.store`; this module re-exports them for the KV layer.
+BlockRecord, BlockMiss, the BlockStore protocol and the optional capabilities
+the KV layer asks a store for (BulkBlockReads, BulkBlockWrites,
+StreamedBlockReads and `streams`, EvictionNotices) are defined once, in
+`skymemory.store.contract`; this module re-exports them for the KV layer.
 
 `MemoryBlockStore` is the in-process `LocalBlockStore` with call counters, so
 the KV layer's tests and the `skymemory model verify` report can see how often
@@ -10,10 +12,12 @@ the store was asked (e.g. that a changed model fetched nothing).
 
 from __future__ import annotations
 
-from skymemory.store.contract import BlockMiss, BlockRecord, BlockStore
+from skymemory.store.contract import (BlockMiss, BlockRecord, BlockStore, BulkBlockReads, BulkBlockWrites,
+                                      EvictionNotices, StreamedBlockReads, streams)
 from skymemory.store.local import LocalBlockStore
 
-__all__ = ["BlockMiss", "BlockRecord", "BlockStore", "MemoryBlockStore", "make_miss"]
+__all__ = ["BlockMiss", "BlockRecord", "BlockStore", "BulkBlockReads", "BulkBlockWrites", "EvictionNotices",
+           "MemoryBlockStore", "StreamedBlockReads", "make_miss", "streams"]
 
 
 def make_miss(reason: str, message: str | None = None) -> BlockMiss:

@@ -58,7 +58,7 @@ from transformers.cache_utils import Cache, DynamicLayer
 from . import codec, rebuild
 from .cache_arg import cache_arg
 from .result import CacheResult
-from .store import BlockMiss
+from .store import BlockMiss, StreamedBlockReads, streams
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +98,15 @@ class StreamStats:
 class PrefixStream:
     """The prefix blocks arriving in the background; `layer(i)` blocks until layer i is usable."""
 
-    def __init__(self, store, records, geometry: codec.BlockGeometry, kv_format: str, *, dtype: torch.dtype,
-                 device, landing, wave_layers: int = 1, deadline_s: float | None = None, pace_Bps: float = 0.0,
-                 window_bytes: int = STREAM_WINDOW_BYTES, verify_sha256: bool = False, link=None) -> None:
+    def __init__(self, store: StreamedBlockReads, records, geometry: codec.BlockGeometry, kv_format: str, *,
+                 dtype: torch.dtype, device, landing, wave_layers: int = 1, deadline_s: float | None = None,
+                 pace_Bps: float = 0.0, window_bytes: int = STREAM_WINDOW_BYTES, verify_sha256: bool = False,
+                 link=None) -> None:
         if not records:
             raise ValueError("nothing to stream")
-        if not hasattr(store, "block_jobs") or getattr(store, "fast", None) is None:
-            raise ValueError("streaming needs a ConstellationBlockStore with the fast path")
+        if not streams(store):
+            raise ValueError(f"streaming needs a store with StreamedBlockReads (a ConstellationBlockStore with "
+                             f"the fast path), not a {type(store).__name__}")
         if pace_Bps < 0:
             raise ValueError("pace_Bps must be >= 0")
         self.store = store
@@ -125,7 +127,7 @@ class PrefixStream:
         self.wave_chunks = max(1, -(-wave_layers * self.layer_bytes // self.chunk_bytes))
         self.pace_Bps = pace_Bps
         self.window_bytes = window_bytes
-        self.deadline_s = deadline_s or store.fast.deadline_s + 5.0
+        self.deadline_s = deadline_s or store.stream_deadline_s + 5.0  # the transfer gives up first
         self.prefix = np.zeros(len(records), dtype=np.uint32)
         self._landing = landing
         self._lease = landing.lease(len(records), self.n_bytes)

@@ -1,6 +1,7 @@
 """Blocks kept on satellites (or in RAM): the block-store contract and the stores that keep it.
 
-contract       BlockRecord, BlockMiss, Landed, the BlockStore protocol (docs/CONTRACTS.md)
+contract       BlockRecord, BlockMiss, Landed; the BlockStore protocol and the capabilities a store declares
+               (BulkBlockReads, BulkBlockWrites, StreamedBlockReads, EvictionNotices, AsyncBlockStore)
 local          LocalBlockStore: process memory, the "no network" limit
 constellation  ConstellationBlockStore: chunks striped over a fixed or placed set of satellites
 placed         PlacedStore: sets with a placement strategy, gets from where the chunks are now
@@ -20,13 +21,15 @@ the package, modules import each other by their own paths. Above skymemory.link;
 import warnings
 
 from skymemory.store.constellation import ConstellationBlockStore
-from skymemory.store.contract import BlockMiss, BlockRecord, BlockStore, Landed
+from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, BulkBlockReads,
+                                      BulkBlockWrites, EvictionNotices, Landed, StreamedBlockReads, streams)
 from skymemory.store.local import LocalBlockStore
 from skymemory.store.objects import ObjectStore
 from skymemory.store.rotating import RotatingBlockStore
 
-__all__ = ["BlockMiss", "BlockRecord", "BlockStore", "ConstellationBlockStore", "Landed", "LocalBlockStore",
-           "ObjectStore", "RotatingBlockStore"]
+__all__ = ["AsyncBlockStore", "BlockMiss", "BlockRecord", "BlockStore", "BulkBlockReads", "BulkBlockWrites",
+           "ConstellationBlockStore", "EvictionNotices", "Landed", "LocalBlockStore", "ObjectStore",
+           "RotatingBlockStore", "StreamedBlockReads", "streams"]
 
 
 def __getattr__(name: str):

@@ -41,7 +41,9 @@ from skymemory.link.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, Trans
 from skymemory.link.loop_thread import LoopThread
 from skymemory.protocol import auth, native, wire
 from skymemory.protocol.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
-from skymemory.store.contract import BlockMiss, BlockRecord, Landed, Sat, check_hash, land_one_by_one, split_chunks
+from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, BulkBlockReads,
+                                      BulkBlockWrites, Landed, Sat, StreamedBlockReads, check_hash, land_one_by_one,
+                                      split_chunks)
 from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
 
 Locate = Callable[[BlockRecord, int], Sequence[Sat]]
@@ -57,7 +59,7 @@ def nearest_when_set(constellation) -> Locate:
     return lambda record, _now_ms: constellation.nearest(record.n_servers, record.created_ms)
 
 
-class ConstellationBlockStore:
+class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, StreamedBlockReads, AsyncBlockStore):
     """Blocks striped over satellites: chunk i -> servers[i % n]."""
 
     def __init__(
@@ -267,6 +269,11 @@ class ConstellationBlockStore:
                          f"({stats.crc_failures} failed CRC32C, {stats.retransmits} re-requests)")
 
     # ---- fast path --------------------------------------------------------------------------
+    @property
+    def stream_deadline_s(self) -> float | None:
+        """How long one fetch_jobs call may run; None with the fast path off (this store cannot stream then)."""
+        return None if self.fast is None else self.fast.deadline_s
+
     def block_jobs(self, records: Sequence[BlockRecord], buffers: Sequence | None = None) -> list[BlockJob]:
         """Buffers (new ones unless given) and server lists for `records` (for callers that watch the transfer)."""
         if self.fast is None:

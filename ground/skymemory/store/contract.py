@@ -3,18 +3,39 @@
 A block (one KV-cache block, or any byte string) is put whole and read whole;
 a store may cut it into chunks of `chunk_bytes` (chunk i on server i mod n).
 `BlockRecord` is everything needed to find a block again without asking
-anyone; `BlockMiss` says why a block cannot be read back; `get_blocks_into`
-(the stores that have it) puts blocks straight into the caller's buffers and
-reports a `Landed`: how many leading blocks arrived whole, each one's CRC32C
-as it arrived, and why the next one did not.
+anyone; `BlockMiss` says why a block cannot be read back; `Landed` is what a
+bulk read put in the caller's buffers.
+
+What a store can do is declared, not probed. `BlockStore` is the contract
+every store keeps; each optional capability is a protocol of its own:
+
+  BulkBlockReads      get_blocks_into: blocks straight into the caller's buffers, with their CRC32Cs
+  BulkBlockWrites     put_blocks: several blocks in flight at once
+  StreamedBlockReads  block_jobs / fetch_jobs: a transfer the caller watches chunk by chunk (kv.streaming)
+  EvictionNotices     subscribe_evictions: the store tells who listens when it drops a block
+  AsyncBlockStore     aput_block / aget_block, awaitable from any event loop
+
+A store says what it implements by inheriting those protocols
+(`class LocalBlockStore(BlockStore, BulkBlockReads, AsyncBlockStore)`): their
+methods are abstract, so a class that declares one and lacks a method cannot
+be instantiated, and tests/test_store_contract.py checks every store's
+signatures against what it declares. Code above asks
+`isinstance(store, BulkBlockReads)` (the optional ones are runtime-checkable;
+an undeclared object with the methods passes too, as with any Protocol).
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence, runtime_checkable
 
 from skymemory.protocol import wire
+
+if TYPE_CHECKING:  # only for annotations: the fast path's types, without loading it
+    import numpy as np
+
+    from skymemory.link.fastpath import BlockJob, TransferStats
 
 Sat = tuple[int, int]
 
@@ -51,6 +72,131 @@ class Landed:
     first_reply_s: float | None = None  # the transport's round trip to its first reply, when it measured one
 
 
+# ---- the contract and its capabilities ----------------------------------------------------------------
+
+@runtime_checkable
+class BlockStore(Protocol):
+    """The four calls every block store answers (KVCManager needs no more).
+
+    put_block(block_hash, payload) -> BlockRecord: stores the payload whole under a 32-byte hash
+        (ValueError for another length); raises when it could not (BlockMiss, or the transport's
+        error: a timeout, a NAK) and then may have stored part of it.
+    get_block(record) -> bytes: the payload the record describes; BlockMiss when it cannot be read
+        back whole (`.reason`: "not-found", "timeout", "crc", "incomplete", ...).
+    probe_block(block_hash) -> BlockRecord | None: a record for a block the caller has no record of
+        (None: not stored); its n_bytes may be -1 (size unknown until read).
+    evict_block(record): drops the block; dropping one that is not there is no error.
+
+    Thread-safety: get_block may be called from several threads at once (KVCManager fetches a
+    prefix's blocks on `fetch_workers` threads); the stores here allow every call from any thread.
+    """
+
+    @abstractmethod
+    def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord: ...
+
+    @abstractmethod
+    def get_block(self, record: BlockRecord) -> bytes: ...
+
+    @abstractmethod
+    def probe_block(self, block_hash: bytes) -> BlockRecord | None: ...
+
+    @abstractmethod
+    def evict_block(self, record: BlockRecord) -> None: ...
+
+
+@runtime_checkable
+class BulkBlockReads(Protocol):
+    """Blocks read straight into the caller's buffers (kv.landing lands a prefix through it).
+
+    get_blocks_into(records, buffers) -> Landed: `buffers` holds one writable buffer of at least
+    n_bytes per record. Blocks are taken in order and the first that does not arrive whole ends
+    the prefix: a miss is reported in `Landed.miss`, not raised, and each complete block's CRC32C
+    is that of its bytes as they arrived (so the caller need not read them again to check).
+    Raises ValueError for a buffer too small or a count that does not match. Thread-safe.
+    """
+
+    @abstractmethod
+    def get_blocks_into(self, records: Sequence[BlockRecord], buffers: Sequence) -> Landed: ...
+
+
+@runtime_checkable
+class BulkBlockWrites(Protocol):
+    """Several blocks stored in one call, their chunks in flight together (KVCManager.add_blocks).
+
+    put_blocks([(block_hash, payload), ...]) -> one BlockRecord per item, in order. Raises as
+    put_block does if any block could not be stored whole; some of the others may then be stored
+    all the same, and the caller indexes none of them. Thread-safe.
+    """
+
+    @abstractmethod
+    def put_blocks(self, items: Sequence[tuple[bytes, bytes]]) -> list[BlockRecord]: ...
+
+
+@runtime_checkable
+class StreamedBlockReads(Protocol):
+    """A read the caller watches chunk by chunk while it runs (kv.streaming: layers as they land).
+
+    stream_deadline_s: seconds one fetch_jobs call may run before it gives up; None when this
+        instance cannot stream (a ConstellationBlockStore built with fast=False): ask
+        `streams(store)` rather than isinstance alone.
+    block_jobs(records, buffers=None) -> list[BlockJob]: one job per record (skymemory.link.fastpath),
+        filling `buffers` (one per record) or new ones; ValueError for a record of unknown size.
+    fetch_jobs(jobs, *, prefix=None, wave_chunks=0, pace_Bps=0.0, window_bytes=None) -> TransferStats:
+        runs the transfer on the calling thread; while it runs `prefix[i]` (uint32 per job) counts
+        the chunks of block i received contiguously from chunk 0 and each job's `status` fills in,
+        so another thread can use a layer as soon as it is in. `wave_chunks` asks chunk ids in
+        waves across blocks, `pace_Bps` paces the waves, `window_bytes` caps the bytes in flight.
+        Raises BlockMiss unless every chunk of every block arrived intact.
+    Calls from several threads at once are independent (each its own socket).
+    """
+
+    @property
+    @abstractmethod
+    def stream_deadline_s(self) -> float | None: ...
+
+    @abstractmethod
+    def block_jobs(self, records: Sequence[BlockRecord], buffers: Sequence | None = None) -> list[BlockJob]: ...
+
+    @abstractmethod
+    def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
+                   pace_Bps: float = 0.0, window_bytes: int | None = None) -> TransferStats: ...
+
+
+@runtime_checkable
+class EvictionNotices(Protocol):
+    """A store that drops blocks on its own (LRU on the satellites, lazy eviction) says so.
+
+    subscribe_evictions(callback): `callback(block_hash)` is called for every block the store
+    drops from then on, evict_block included; TypeError if it is not callable. Callbacks run on
+    the store's own thread: they must be quick and thread-safe; one that raises is logged and the
+    others still run. KVCManager subscribes to drop the block and its descendants from its index.
+    """
+
+    @abstractmethod
+    def subscribe_evictions(self, callback: Callable[[bytes], object]) -> None: ...
+
+
+@runtime_checkable
+class AsyncBlockStore(Protocol):
+    """put_block and get_block awaitable from any running event loop (same results and errors)."""
+
+    @abstractmethod
+    async def aput_block(self, block_hash: bytes, payload: bytes) -> BlockRecord: ...
+
+    @abstractmethod
+    async def aget_block(self, record: BlockRecord) -> bytes: ...
+
+
+CAPABILITIES = (BlockStore, BulkBlockReads, BulkBlockWrites, StreamedBlockReads, EvictionNotices, AsyncBlockStore)
+
+
+def streams(store: object) -> bool:
+    """Whether `store` can stream a prefix now: it has StreamedBlockReads and this instance's transport streams."""
+    return isinstance(store, StreamedBlockReads) and store.stream_deadline_s is not None
+
+
+# ---- helpers for implementations ----------------------------------------------------------------------
+
 def land_one_by_one(records: Sequence["BlockRecord"], buffers: Sequence,
                      read: Callable[["BlockRecord"], tuple[bytes, int]]) -> Landed:
     """get_blocks_into for a store that reads blocks whole: read(record) -> (payload, its CRC32C)."""
@@ -69,13 +215,6 @@ def land_one_by_one(records: Sequence["BlockRecord"], buffers: Sequence,
         target[:len(payload)] = payload
         crcs.append(crc)
     return Landed(len(crcs), crcs)
-
-
-class BlockStore(Protocol):
-    def put_block(self, block_hash: bytes, payload: bytes) -> BlockRecord: ...
-    def get_block(self, record: BlockRecord) -> bytes: ...
-    def probe_block(self, block_hash: bytes) -> BlockRecord | None: ...
-    def evict_block(self, record: BlockRecord) -> None: ...
 
 
 def split_chunks(payload: bytes, chunk_bytes: int) -> list[bytes]:

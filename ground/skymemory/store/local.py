@@ -7,10 +7,11 @@ import time
 from typing import Callable, Sequence
 
 from skymemory.protocol import native, wire
-from skymemory.store.contract import BlockMiss, BlockRecord, Landed, check_hash, land_one_by_one, split_chunks
+from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, BulkBlockReads, Landed,
+                                      check_hash, land_one_by_one, split_chunks)
 
 
-class LocalBlockStore:
+class LocalBlockStore(BlockStore, BulkBlockReads, AsyncBlockStore):
     """Blocks in this process's memory: same contract, no network."""
 
     def __init__(self, chunk_bytes: int = wire.SKYMEM_DEFAULT_CHUNK_DATA, clock: Callable[[], int] | None = None):

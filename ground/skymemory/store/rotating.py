@@ -31,7 +31,7 @@ from skymemory.orbit import placement
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import ChunkNotFound, RequestTimeout
-from skymemory.store.contract import BlockMiss, BlockRecord
+from skymemory.store.contract import AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, EvictionNotices
 from skymemory.store.eviction import Evictions
 from skymemory.store.placed import BlockIndex, HopCountingClient, PlacedStore
 from skymemory.store.rotation import MigrationDriver
@@ -39,7 +39,7 @@ from skymemory.store.rotation import MigrationDriver
 log = logging.getLogger(__name__)
 
 
-class RotatingBlockStore:
+class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore):
     def __init__(self, manifest: Manifest, *, strategy: str = "rotation-hop", n_servers: int = 9,
                  on_evicted: Callable[[bytes], object] | None = None, cleaner_period_s: float = 0.0,
                  client_options: dict | None = None, request_timeout_s: float = 120.0) -> None:
