@@ -9,6 +9,7 @@ Modules, one idea each:
 * `bench_events` follows a running `bench ttft` / `demo` event file (the TTFT panel, hits and misses)
 * `server`       the aiohttp server (127.0.0.1 only) that wires them and pushes snapshots over a WebSocket
 * `browser`      headless Chromium through Selenium, for the browser test and the docs screenshot
+* `alongside`    the dashboard as a child process beside a running command (`skymemory demo --dashboard`)
 * `static/`      the page: plain HTML, CSS and JavaScript
 """
 
