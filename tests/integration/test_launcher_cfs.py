@@ -109,6 +109,77 @@ def test_failed_boot_shows_each_instance_first_log_error(tmp_path):
     assert not (tmp_path / "m.json").exists()
 
 
+# What a real cFS v7.0.0 instance logs when its startup script names SKYMEM "SKYMEM_X" (cFE refuses the table
+# file, whose name is SKYMEM.Constellation; the app then exits; a second later cFE's startup sync fails).
+RENAMED_APP_LOG = (
+    "1980-012-14:03:20.50403 CFE_ES_ParseFileEntry: Loading file: /cf/skymem.so, APP: SKYMEM_X\n"
+    "EVS Port1 1980-012-14:03:20.55555 66/1/CFE_TBL 102: LoadFile,app=SKYMEM_X,file=/cf/skymem_tbl.tbl,"
+    "tbl=SKYMEM.Constellation:File for wrong table 'SKYMEM.Constellation'\n"
+    "EVS Port1 1980-012-14:03:20.55566 66/1/SKYMEM_X 10: SKYMEM: error loading /cf/skymem_tbl.tbl, "
+    "RC = 0xFFFFFFFFCC000020\n"
+    "1980-012-14:03:20.55571 CFE_ES_ExitApp: Application SKYMEM_X called CFE_ES_ExitApp\n"
+    "1980-012-14:03:21.50791 CFE_ES_Main: Startup Sync failed - Applications may not have all initialized\n")
+
+
+def test_renamed_app_failure_quotes_cfe_cause(tmp_path):
+    """An app named otherwise than its table: the one-line reason is cFE's "File for wrong table" line, then the
+    app's own error line (which has only a status code), and what the cause means."""
+    tiny = cfs_limits.InstanceCost(1, 1, 1)
+    assert cfs_limits.problem(2, cfs_limits.HostLimits.local(), tiny) is None
+    log = tmp_path / "renamed.log"
+    log.write_text(RENAMED_APP_LOG)
+    exe = fake_core(tmp_path, f"cat {log}\nexec sleep 60\n")
+    isl, ground = free_port_bases(2)
+    r = run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "1", "--sats", "2",
+                     "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
+                     "--ground-port-base", str(ground), "--detach", "--health-timeout", "600",
+                     "--cfs-first-cpuid", free_first_cpuid(2),
+                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1",
+                     "--cfs-queue-depth", "1")
+    assert r.returncode == 1, r.stderr
+    line = next(x for x in r.stderr.splitlines() if x.startswith("  0-0: "))
+    assert line == ("  0-0: CFE_TBL 102: LoadFile,app=SKYMEM_X,file=/cf/skymem_tbl.tbl,tbl=SKYMEM.Constellation:"
+                    "File for wrong table 'SKYMEM.Constellation' -> SKYMEM_X 10: SKYMEM: error loading "
+                    "/cf/skymem_tbl.tbl, RC = 0xFFFFFFFFCC000020"), r.stderr
+    assert "an app's name in the startup script is not the prefix of its table's name" in r.stderr
+    assert "Startup Sync failed" not in r.stderr
+
+
+def test_an_earlier_launch_error_is_not_this_boot_error(tmp_path):
+    """A launch after a failed one in the same run directory: the old log's error line is not quoted as this
+    boot's cause (this core logs nothing and never answers, so this boot fails on the health check)."""
+    (tmp_path / "renamed.log").write_text(RENAMED_APP_LOG)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    isl, ground = free_port_bases(1)
+    common = ("--runtime", "cfs", "--planes", "1", "--sats", "1", "--manifest", str(tmp_path / "m.json"),
+              "--isl-port-base", str(isl), "--ground-port-base", str(ground), "--detach",
+              "--cfs-first-cpuid", free_first_cpuid(1), "--cfs-queues-per-instance", "1",
+              "--cfs-queue-slots-per-instance", "1", "--cfs-queue-depth", "1")
+    first = fake_core(tmp_path / "a", f"cat {tmp_path / 'renamed.log'}\nexec sleep 60\n")
+    r = run_launcher("--cfs-exe", str(first), "--health-timeout", "600", *common)
+    assert r.returncode == 1 and "File for wrong table" in r.stderr, r.stderr
+    quiet = fake_core(tmp_path / "b", "exec sleep 60\n")
+    r = run_launcher("--cfs-exe", str(quiet), "--health-timeout", "3", *common)
+    assert r.returncode == 1, r.stderr
+    assert "File for wrong table" not in r.stderr and "reported errors while booting" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("case", ["missing", "no-core", "a-file", "core-not-executable"])
+def test_wrong_cfs_exe_is_one_line(tmp_path, case):
+    """A --cfs-exe that is not a cFS exe directory: one line naming it and what is wrong, no usage text."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "core-cpu1").write_text("")
+    exe = {"missing": tmp_path / "nowhere", "no-core": tmp_path / "empty", "a-file": tmp_path / "build" / "core-cpu1",
+           "core-not-executable": tmp_path / "build"}[case]
+    r = run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "1", "--sats", "2",
+                     "--manifest", str(tmp_path / "m.json"))
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "usage:" not in r.stderr, r.stderr
+    assert r.stderr.startswith(f"launch_constellation.py: error: --cfs-exe {exe}"), r.stderr
+
+
 def test_instance_logging_an_error_stops_the_boot_without_waiting(tmp_path):
     """A failing instance may keep running (its lab apps spinning on broken pipes at real-time
     priority): the launcher reads the logs while it waits and stops at the first error line."""

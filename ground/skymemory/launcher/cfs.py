@@ -31,6 +31,13 @@ DEFAULT_TO_LAB_PORT = 1235
 DEFAULT_TLM_ADDRESS = "127.0.1.1"
 ERROR_PATTERN = "error|errno|fail"  # a healthy boot logs no line like this; a failing one does at once
 _ERROR_LINE = re.compile(ERROR_PATTERN, re.I)
+# cFE's table service explains a failed load in its own event, just above the app's error line (which has only
+# the status code): "EVS Port1 <time> 66/1/CFE_TBL 102: LoadFile,app=SKYMEM_X,file=/cf/skymem_tbl.tbl,
+# tbl=SKYMEM.Constellation:File for wrong table 'SKYMEM.Constellation'". A healthy load says ":Successful load".
+# Such a line is an error line itself: TO_LAB's own line after it ("Can't load table") matches no error pattern.
+_CFE_CAUSE = re.compile(r"\bCFE_TBL \d+: \w+,app=[^,]*,(?:file=[^,]*,)?tbl=[^:]*:(?!Successful)")
+_EVS_PREFIX = re.compile(r"^EVS Port\d+ (?:[\d:.-]+ )?\d+/\d+/")  # "EVS Port1 <time> 66/1/": says nothing here
+CAUSE_LOOKAHEAD = 3  # lines below cFE's cause where the failing app's own error line may be
 
 
 def cpuid(first_cpuid: int, index: int) -> int:
@@ -95,25 +102,37 @@ def options_as_config(node_opts: list[str]) -> dict[str, str]:
     return {node_opts[i][2:]: node_opts[i + 1] for i in range(0, len(node_opts), 2)}
 
 
+def _is_error(line: str) -> bool:
+    return bool(_ERROR_LINE.search(line) or _CFE_CAUSE.search(line))
+
+
 def failing(logs: dict[str, str]) -> list[str]:
     """Names whose log already reports an error: such an instance never becomes healthy, and its
     lab apps may spin on their broken pipes at real-time priority, so the boot is stopped at once."""
-    return [name for name, text in logs.items() if _ERROR_LINE.search(text)]
+    return [name for name, text in logs.items() if any(map(_is_error, text.splitlines()))]
 
 
 def first_error(log_text: str) -> str | None:
-    """The first line of an instance's log that reports an error (a healthy boot has none)."""
-    for line in log_text.splitlines():
+    """The first line of an instance's log that reports an error (a healthy boot has none). Where it is
+    cFE's explanation of a failed table load, the app's own error line below it follows it:
+    "CFE_TBL 102: ...:File for wrong table 'SKYMEM.Constellation' -> SKYMEM_X 10: SKYMEM: error loading ..."."""
+    lines = [_EVS_PREFIX.sub("", line).strip() for line in log_text.splitlines()]
+    for i, line in enumerate(lines):
+        if _CFE_CAUSE.search(line):
+            then = next((later for later in lines[i + 1:i + 1 + CAUSE_LOOKAHEAD] if _ERROR_LINE.search(later)), None)
+            return f"{line} -> {then}" if then else line
         if _ERROR_LINE.search(line):
-            return line.strip()
+            return line
     return None
 
 
-# What an mq_open errno in an instance's log means (cfs_limits explains the limits).
+# What a cause in an instance's log means: mq_open errnos (cfs_limits explains the limits), cFE's refusals.
 ERRNO_HINTS = {
     "errno = 28": "errno 28 (ENOSPC): the host's fs.mqueue.queues_max is used up",
     "errno = 24": "errno 24 (EMFILE): the user's message-queue bytes (ulimit -q) are used up",
     "errno = 22": "errno 22 (EINVAL): a pipe is deeper than fs.mqueue.msg_max",
+    "File for wrong table": "File for wrong table: an app's name in the startup script is not the prefix of its "
+                            "table's name (SKYMEM, ISL_ROUTER; the lab apps as their tables say: docs/CFS.md step 3)",
 }
 
 

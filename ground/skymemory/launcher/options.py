@@ -165,6 +165,23 @@ def _check_cfs_ports(parser: argparse.ArgumentParser, args: argparse.Namespace, 
             parser.error(f"CI_LAB ports {lo}..{hi} overlap the {name} range; move --cfs-first-cpuid or {name}")
 
 
+def _cfs_exe_problem(exe: Path | None, binary: str, local: bool) -> str | None:
+    """What is wrong with --cfs-exe, or None. With --hosts it is a path on the hosts, not checked here."""
+    want = "a cFS build's exe/cpu1 directory: <cFS>/build/exe/cpu1 after `make install`, docs/CFS.md step 5"
+    if exe is None:
+        return f"--runtime cfs needs --cfs-exe DIR ({want})"
+    if not local:
+        return None
+    if not exe.is_dir():
+        return f"--cfs-exe {exe} is {'not a directory' if exe.exists() else 'not there'} (want {want})"
+    core = exe / binary
+    if not core.is_file():
+        return f"--cfs-exe {exe} has no {binary} (want {want}; --cfs-binary if the core has another name)"
+    if not os.access(core, os.X_OK):
+        return f"--cfs-exe {exe}: {binary} is not executable"
+    return None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -200,10 +217,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.hosts and not args.remote_dir.startswith("/"):  # the start script cds there, then names files in it
         parser.error(f"--remote-dir must be an absolute path on the hosts, got {args.remote_dir!r}")
     if args.runtime == "cfs" and args.action == "start":
-        if args.cfs_exe is None:
-            parser.error("--runtime cfs needs --cfs-exe DIR (a cFS build's exe/cpu1 directory)")
-        if not args.hosts and not (args.cfs_exe / args.cfs_binary).is_file():
-            parser.error(f"{args.cfs_exe / args.cfs_binary} does not exist")
+        problem = _cfs_exe_problem(args.cfs_exe, args.cfs_binary, local=not args.hosts)
+        if problem:  # one line, not parser.error's usage text above it: the usage is not what went wrong
+            parser.exit(2, f"{parser.prog}: error: {problem}\n")
         _check_cfs_ports(parser, args, n)
     if args.runtime == "cfs" and args.tlm_address is None and not args.hosts:
         args.tlm_address = cfs.DEFAULT_TLM_ADDRESS

@@ -337,6 +337,8 @@ def _start_cfs(args, m: Manifest, common: list[str], group: processes.ProcessGro
         work = cfs.prepare_workdir(args.cfs_exe, Path(m.run_dir) / "cfs" / name, _cfs_config(args, common, e, None))
         if m.auth_key_file:
             keys.install_for_cfs(Path(m.auth_key_file), work)
+        # the boot is judged by its log's error lines: an earlier launch's must not count (the log is appended to)
+        (Path(m.run_dir) / "logs" / f"{name}.log").unlink(missing_ok=True)
         e.pid = group.start(name, cfs.core_argv(args.cfs_binary, e.cpuid), cwd=work)
         _progress(args, k, n)
 
