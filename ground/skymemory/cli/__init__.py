@@ -8,7 +8,11 @@ subcommand never touches this file.
 Bad input is a sentence, never a traceback: a bad argument is one line from
 the parser (exit 2), and an error a command lets through because of what the
 user gave it (a manifest, a path, an unreachable constellation) is one line
-here (exit 1). SKYMEM_TRACEBACK=1 shows the traceback instead.
+here (exit 1). A command that needs an optional dependency the install lacks
+(the KV layer's torch, plots' matplotlib, the dashboard's aiohttp) says which
+extra to install, in one line (exit 2). SKYMEM_TRACEBACK=1 shows the traceback
+instead. Command modules import those dependencies only when they run, so the
+parser (and `--help`) works on the base install.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pkgutil
 import sys
 
 from skymemory.argtypes import OneLineParser
+from skymemory.cli._common import install_hint, missing_extra
 from skymemory.protocol.errors import SkyMemoryError
 from skymemory.store.contract import BlockMiss
 
@@ -57,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc)
+        if extra is None or os.environ.get("SKYMEM_TRACEBACK"):
+            raise
+        print(f"{name} needs the {extra} extra ({exc.name.split('.')[0]} is not installed): {install_hint(extra)}",
+              file=sys.stderr)
+        return 2
     except USER_ERRORS as exc:
         if os.environ.get("SKYMEM_TRACEBACK"):
             raise
