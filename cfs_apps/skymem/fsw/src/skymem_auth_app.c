@@ -33,21 +33,37 @@ static uint64 SKYMEM_ClockMicros(void)
     return (uint64)OS_TimeGetTotalMicroseconds(Now);
 }
 
-/* The persisted high-water mark (decimal microseconds), 0 when there is none. */
+/* The persisted high-water mark (decimal microseconds), 0 when there is none. No file is the
+ * first boot with keys (the file is written at the first housekeeping request), said as such;
+ * a file that is there but cannot be read is an error event. */
 static uint64 SKYMEM_ReadFloor(void)
 {
     char      Text[32];
     osal_id_t Fd;
+    int32     Status;
     int32     Len;
     uint64    Value = 0;
     int32     i;
 
-    if (OS_OpenCreate(&Fd, SKYMEM_AUTH_FLOOR_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY) != OS_SUCCESS)
+    if (SKYMEM_FileMissing(SKYMEM_AUTH_FLOOR_FILE))
     {
+        CFE_EVS_SendEvent(SKYMEM_INIT_INF_EID, CFE_EVS_EventType_INFORMATION,
+                          "SKYMEM: no saved replay floor yet (first boot): starting from the clock");
         return 0;
     }
-    Len = OS_read(Fd, Text, sizeof(Text) - 1);
-    OS_close(Fd);
+    Status = OS_OpenCreate(&Fd, SKYMEM_AUTH_FLOOR_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY);
+    Len    = Status == OS_SUCCESS ? OS_read(Fd, Text, sizeof(Text) - 1) : Status;
+    if (Status == OS_SUCCESS)
+    {
+        OS_close(Fd);
+    }
+    if (Len < 0)
+    {
+        CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR,
+                          "SKYMEM: reading %s failed (OSAL status %d): replay floor from the clock only",
+                          SKYMEM_AUTH_FLOOR_FILE, (int)Len);
+        return 0;
+    }
     for (i = 0; i < Len && Text[i] >= '0' && Text[i] <= '9'; i++)
     {
         Value = Value * 10u + (uint64)(Text[i] - '0');
@@ -66,12 +82,17 @@ CFE_Status_t SKYMEM_AuthInit(void)
 
     SKYMEM_AuthOn = false;
     skymem_auth_init(&SKYMEM_Auth, skymem_auth_seq_at(SKYMEM_ClockMicros()));
-    if (OS_OpenCreate(&Fd, SKYMEM_AUTH_KEYS_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY) != OS_SUCCESS)
+    if (SKYMEM_FileMissing(SKYMEM_AUTH_KEYS_FILE))
     {
         return CFE_SUCCESS; /* no key file: authentication off */
     }
-    Len = OS_read(Fd, Text, SKYMEM_AUTH_FILE_MAX + 1);
-    OS_close(Fd);
+    /* a key file that is there but cannot be opened must not turn authentication off */
+    Len = OS_OpenCreate(&Fd, SKYMEM_AUTH_KEYS_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY);
+    if (Len == OS_SUCCESS)
+    {
+        Len = OS_read(Fd, Text, SKYMEM_AUTH_FILE_MAX + 1);
+        OS_close(Fd);
+    }
     if (Len < 0 || Len > SKYMEM_AUTH_FILE_MAX)
     {
         CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: %s unreadable or over %u bytes",

@@ -12,6 +12,7 @@
 #include "skymem.h"
 #include "skymem_config.h"
 #include "skymem_eventids.h"
+#include "skymem_utils.h"
 
 #include "cfe_psp.h"
 
@@ -274,12 +275,16 @@ CFE_Status_t SKYMEM_ReadConfigFile(SKYMEM_ConstellationTbl_t *Tbl, SKYMEM_TimeCo
     Seen.Sat   = SKYMEM_NO_SAT;
 
     *Applied = false;
-    if (OS_OpenCreate(&Fd, SKYMEM_CONFIG_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY) != OS_SUCCESS)
+    if (SKYMEM_FileMissing(SKYMEM_CONFIG_FILE))
     {
         return CFE_SUCCESS; /* no file: the table as loaded */
     }
-    Len = OS_read(Fd, Text, SKYMEM_CONFIG_MAX_SIZE + 1);
-    OS_close(Fd);
+    Len = OS_OpenCreate(&Fd, SKYMEM_CONFIG_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY);
+    if (Len == OS_SUCCESS) /* else Len < 0: the error below */
+    {
+        Len = OS_read(Fd, Text, SKYMEM_CONFIG_MAX_SIZE + 1);
+        OS_close(Fd);
+    }
     if (Len < 0 || Len > SKYMEM_CONFIG_MAX_SIZE)
     {
         CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: %s unreadable or over %u bytes",

@@ -41,4 +41,9 @@ void SKYMEM_ReplyRoute(const skymem_route_t *Req, skymem_route_t *Reply);
 
 bool SKYMEM_IsMe(uint16 Plane, uint16 Sat);
 
+/* true if an optional file (a /cf path) is not there. Asked before opening it because OSAL's
+ * open of a missing file prints "open(./cf/...): No such file or directory", which reads as a
+ * failure where the file's absence is a normal case (first boot, no key file). */
+bool SKYMEM_FileMissing(const char *Path);
+
 #endif

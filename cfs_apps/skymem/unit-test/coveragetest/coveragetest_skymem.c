@@ -571,10 +571,16 @@ static void Test_ConfigFile(void)
     UT_SetDataBuffer(UT_KEY(OS_read), (void *)"sats = 3\nplane = 2\nsat = 2\n", 25, false);
     UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
 
-    /* No file: nothing changes. */
-    UT_SetDefaultReturnValue(UT_KEY(OS_OpenCreate), OS_ERROR);
+    /* A file that is there but cannot be opened is refused. */
+    UT_SetDeferredRetcode(UT_KEY(OS_OpenCreate), 1, OS_ERROR);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+
+    /* No file: nothing changes, and nothing tries to open it (OSAL would print the failed open). */
+    UT_ResetState(UT_KEY(OS_OpenCreate));
+    UT_SetDefaultReturnValue(UT_KEY(OS_stat), OS_FS_ERR_PATH_INVALID);
     UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_SUCCESS);
     UtAssert_True(!Applied, "no file, nothing applied");
+    UtAssert_STUB_COUNT(OS_OpenCreate, 0);
 }
 
 /* /cf/skymem_auth.keys: key 0 (constellation) and ground key 1; the forger has another key 1. */
@@ -726,8 +732,31 @@ static void Test_Auth(void)
     UT_SetDataBuffer(UT_KEY(OS_read), (void *)"0 abcd\n", 7, false);
     UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_STATUS_VALIDATION_FAILURE);
 
+    /* A key file that is there but cannot be opened stops the app rather than turn authentication off. */
+    UT_SetDeferredRetcode(UT_KEY(OS_OpenCreate), 1, OS_ERROR);
+    UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_STATUS_VALIDATION_FAILURE);
+
+    /* No replay floor file (first boot): an information event, the floor file never opened; one that is
+     * there but cannot be opened: an error event. Either way the clock is the floor and auth is on. */
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_Keys, sizeof(UT_Keys) - 1, false);
+    UT_ResetState(UT_KEY(OS_OpenCreate));
+    UT_ResetState(UT_KEY(CFE_EVS_SendEvent));
+    UT_SetDeferredRetcode(UT_KEY(OS_stat), 2, OS_FS_ERR_PATH_INVALID); /* the key file is there, the floor not */
+    UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_SUCCESS);
+    UtAssert_STUB_COUNT(OS_OpenCreate, 1);
+    UtAssert_STUB_COUNT(CFE_EVS_SendEvent, 2); /* first boot; authentication on */
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_Keys, sizeof(UT_Keys) - 1, false);
+    UT_ResetState(UT_KEY(OS_OpenCreate));
+    UT_ResetState(UT_KEY(CFE_EVS_SendEvent));
+    UT_SetDeferredRetcode(UT_KEY(OS_OpenCreate), 2, OS_ERROR);
+    UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_SUCCESS);
+    UtAssert_STUB_COUNT(OS_OpenCreate, 2);
+    UtAssert_STUB_COUNT(CFE_EVS_SendEvent, 2); /* floor unreadable; authentication on */
+
     /* No key file: off. Unsigned SET accepted; a signed one cannot be checked and is refused. */
-    UT_SetDefaultReturnValue(UT_KEY(OS_OpenCreate), OS_ERROR);
+    UT_SetDefaultReturnValue(UT_KEY(OS_stat), OS_FS_ERR_PATH_INVALID);
     UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_SUCCESS);
     SKYMEM_Data.AuthFailures = 0;
     UT_ExpectReplies();
