@@ -65,7 +65,8 @@ def test_unchanged_headers_pass(core):
     ("skymem_codec.h", "    uint16_t data_len;\n", "    uint32_t data_len;\n",
      "skymem_chunk_desc_t.data_len: the cdef says uint16_t"),
     ("skymem_codec.h", "    uint32_t chunk_id;\n    uint32_t chunk_count;\n",
-     "    uint32_t chunk_count;\n    uint32_t chunk_id;\n", "skymem_chunk_desc_t.chunk_id: the cdef puts it at offset 32"),
+     "    uint32_t chunk_count;\n    uint32_t chunk_id;\n",
+     "skymem_chunk_desc_t.chunk_id: the cdef puts it at offset 32"),
     ("skymem_codec.h", "    uint32_t uptime_s;\n} skymem_stats_t;", "    uint64_t uptime_s;\n} skymem_stats_t;",
      "skymem_stats_t.uptime_s: the cdef says uint32_t"),
 ])

@@ -14,8 +14,9 @@ link/fastpath.py in `MIRRORS`) stay written out in Python, where a reader finds 
 - each constant becomes `_Static_assert(SKYMEM_X == <python value>, ...)`;
 - each cdef function prototype is declared again after the headers (C refuses two
   different prototypes of one function: "conflicting types for ...");
-- each cdef struct field's type is compared with the header's, and a struct declared
-  whole (no `...;`) has its size and every offset compared with the layout cffi gives it.
+- each cdef struct field's type is compared with the header's (gcc's and clang's
+  __builtin_types_compatible_p), and a struct declared whole (no `...;`) has its size
+  and every offset compared with the layout cffi gives it.
 
 So a header change Python does not follow stops `make native` / `pip install` with
 the constant, function or field named. We check rather than generate because the
