@@ -116,6 +116,18 @@ def test_sky_view_box_overhead_and_the_column_that_leaves():
     assert sky.sky_view(c, "hop", 5, unix_s=0)["leaving"] is None  # static layouts do not migrate
 
 
+def test_line_of_sight_is_the_box_or_where_no_box_fits_the_nearest_satellites():
+    c = Constellation(5, 5, epoch_ms=0, time_scale=1.0, overhead_at_epoch=(2, 2))
+    view = sky.sky_view(c, "rotation-hop", 9, unix_s=1.0)
+    assert sorted(map(tuple, view["los"])) == [(p, s) for p in (1, 2, 3) for s in (1, 2, 3)] and not view["los_note"]
+    # five satellites in one plane (docs/CFS.md's five cFS instances): a 3x3 box cannot be placed
+    line = Constellation(1, 5, epoch_ms=0, time_scale=1.0)
+    view = sky.sky_view(line, "rotation-hop", 5, unix_s=1.0)
+    assert view["box"] is None and view["los_note"] == "rotation-hop layout of 5 servers needs 3 planes x 3 sats; " \
+                                                      "the grid is 1x5"
+    assert [tuple(s) for s in view["los"]] == line.nearest(5, view["mission_ms"])  # where put stripes a file
+
+
 def test_grid_route_follows_the_grid_rule_with_its_tie_breaks():
     assert blocks.grid_route((0, 0), (0, 0), 5, 5) == [(0, 0)]
     assert blocks.grid_route((2, 2), (0, 4), 5, 5) == [(2, 2), (1, 2), (0, 2), (0, 3), (0, 4)]  # planes first
@@ -305,6 +317,55 @@ def test_server_listens_on_loopback_and_serves_page_and_snapshot(tmp_path):
     for s in (snap, pushed):
         assert [(c["plane"], c["sat"], c["state"]) for c in s["fleet"]["cells"]] == [(0, 0, "up"), (0, 1, "up")]
         assert s["manifest"]["planes"] == 1 and s["kv"]["count"] == 0
+
+
+def test_status_says_live_then_silent_then_stopped_and_the_index_is_named_as_the_user_chose_it(tmp_path):
+    manifest = tmp_path / "manifest.json"
+
+    async def main():
+        with FakeSatellite(0, 0) as a, FakeSatellite(0, 1) as b:
+            fake_manifest([a, b], manifest)
+            d = Dashboard(manifest=manifest, poll_period_s=0.05)
+            await d.start(0)
+            await until(lambda: d.snapshot()["status"]["state"] == "live")
+            snap = d.snapshot()
+            assert snap["status"]["text"] == "live" and snap["kv"]["index"] == f"beside {manifest}"
+        try:
+            await until(lambda: d.snapshot()["status"]["state"] == "silent")  # both satellites went quiet
+            assert d.snapshot()["status"]["text"] == "no satellite answering"
+            manifest.unlink()  # what the launcher's stop does last
+            await until(lambda: d.snapshot()["status"]["state"] == "stopped")
+            snap = d.snapshot()
+            assert snap["status"]["text"] == "stopped: its manifest is gone (last picture shown)"
+            assert snap["fleet"] is not None and d.poller is not None and d._poller_stop is None  # last picture, no polls
+        finally:
+            await d.stop()
+
+    asyncio.run(main())
+
+
+def test_a_benchmarks_own_index_is_not_named_by_its_temporary_folder(tmp_path):
+    with FakeSatellite(0, 0) as a:
+        run_dir = tmp_path / "skymemory-ttft-x1y2"  # as tempfile names a benchmark's work folder
+        manifest = fake_manifest([a], run_dir / "manifest.json")
+        events = tmp_path / "events.jsonl"
+        writer = EventFile(events)
+        writer.write("start", config={"model": "embedded-tiny"})
+        writer.write("constellation", profile="none", manifest=str(manifest))
+        writer.close()
+
+        async def main():
+            d = Dashboard(events=events, poll_period_s=0.05)
+            await d.start(0)
+            try:
+                await until(lambda: d.snapshot()["manifest"] is not None)
+                return d.snapshot()
+            finally:
+                await d.stop()
+
+        snap = asyncio.run(main())
+    assert snap["kv"]["index"] is None and str(run_dir) not in json.dumps(snap["kv"])
+    assert snap["bench"]["config"]["model"] == "embedded-tiny"  # what the page names the index by instead
 
 
 # ---- the command line ------------------------------------------------------------------------------------

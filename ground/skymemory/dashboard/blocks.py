@@ -4,7 +4,9 @@
   one SQLite file that KVCManager keeps in ~/.cache/skymemory/index/ unless
   told otherwise): it asks the database whether anyone committed since it
   last looked and only then reads the count and the newest blocks. A missing
-  or damaged index is an empty one with a reason, never an error.
+  or damaged index is an empty one with a reason, never an error. Its
+  messages name the index as the user chose it (`label`), never a folder a
+  benchmark made for itself in /tmp.
 * `holders` says which satellite holds which chunks of a block now, from the
   block's record and the placement rules (skymemory.orbit.placement), without any
   network: a migrating layout is where the rotation has moved it. A block of
@@ -54,8 +56,11 @@ def index_directory(path: Path) -> Path:
 class IndexFollower:
     """The ground KV index of a folder as the page shows it: its size and newest blocks, re-read on change."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, label: str | None = None) -> None:
+        """`label`: how the page names the index, as the user chose it ("in PATH", "beside MANIFEST"); None for
+        the index a benchmark's run keeps beside its own constellation."""
         self.directory = index_directory(directory)
+        self.label = label
         self.path = self.directory / radix.FILE_NAME
         self.blocks: list[IndexedBlock] = []  # the newest NEWEST_SHOWN, newest first
         self.count = 0
@@ -70,8 +75,10 @@ class IndexFollower:
                 if not (self.path.exists() or (self.directory / radix.JSON_FILE_NAME).exists()):
                     changed = self.problem is None or self.blocks != []
                     self.blocks, self.count = [], 0
-                    self.problem = (f"no ground index in {self.directory} (a KVCManager's index_dir holds one; "
-                                    "--kv-index PATH)")
+                    self.problem = (f"no ground index {self.label} (a KVCManager's index_dir holds one; "
+                                    "--kv-index PATH)" if self.label else
+                                    "no ground index beside the benchmark's constellation yet (it makes one as it "
+                                    "stores its first blocks)")
                     return changed
                 self._index, self._seen = radix.RadixIndex(self.directory), None
             seen = self._index.changes()
@@ -81,7 +88,7 @@ class IndexFollower:
             self.blocks = [_shown(e) for e in self._index.newest(NEWEST_SHOWN)]
             self._seen, self.problem = seen, None
         except sqlite3.Error as exc:
-            self.blocks, self.count, self.problem = [], 0, f"unreadable index {self.path}: {exc}"
+            self.blocks, self.count, self.problem = [], 0, f"unreadable ground index {self.label or 'of the benchmark'}: {exc}"
             self.close()
         return True
 

@@ -17,6 +17,11 @@ second server process, no build step for the page.
   holder for the first chunk it should hold (confirmed or missing);
 * `bench_events.BenchEvents`: the TTFT panel and the cache hits and misses.
 
+Each snapshot says in `status` whether the constellation is live: "stopped"
+once its manifest is gone (the launcher's `stop` removes it; the last
+picture stays, every satellite down), "silent" while no satellite answers,
+"waiting" before the first answer, else "live" with how many are up.
+
 HTTP: `/` the page, `/static/...` its script and style, `/ws` the WebSocket
 (a snapshot every PUSH_PERIOD_S; the page sends {"select": block hash or
 null}), `/api/snapshot?block=HASH` the same snapshot once, as JSON. The
@@ -68,6 +73,7 @@ class Dashboard:
         self.manifest: Manifest | None = None
         self.manifest_path: Path | None = None
         self.problem: str | None = None  # why there is no constellation to show
+        self.manifest_gone = False  # the manifest shown was removed: the constellation was stopped
         self.fleet: Fleet | None = None
         self.poller: StatsPoller | None = None
         self.index: blocks.IndexFollower | None = None
@@ -139,11 +145,17 @@ class Dashboard:
         self._manifest_stamp = stamp
         try:
             manifest = Manifest.load(path)
-        except (FileNotFoundError, ValueError, TypeError) as exc:
+        except FileNotFoundError as exc:
+            if self.manifest is not None and path == self.manifest_path:  # `stop` removes it: nobody to poll
+                self.manifest_gone = True
+                self._stop_poller()
+            self.problem = str(exc)
+            return
+        except (ValueError, TypeError) as exc:
             self.problem = str(exc)
             return
         self._stop_poller()
-        self.manifest, self.manifest_path, self.problem = manifest, path, None
+        self.manifest, self.manifest_path, self.problem, self.manifest_gone = manifest, path, None, False
         self.fleet = Fleet(manifest.planes, manifest.sats)
         self.probes_sent = {}
         self.poller = StatsPoller(manifest, self._on_stats, period_s=self.poll_period_s)
@@ -154,8 +166,15 @@ class Dashboard:
         if self.index is None or self.index.directory != index_dir:
             if self.index is not None:
                 self.index.close()
-            self.index = blocks.IndexFollower(index_dir)
+            self.index = blocks.IndexFollower(index_dir, self._index_label())
         self.index.poll()
+
+    def _index_label(self) -> str | None:
+        """The index as the user named it: --kv-index, or the folder of the --manifest they gave. None when
+        both come from a benchmark's event file (its index is in a temporary folder the user never chose)."""
+        if self.fixed_index is not None:
+            return f"in {self.fixed_index}"
+        return f"beside {self.fixed_manifest}" if self.fixed_manifest is not None else None
 
     def _on_stats(self, sat, received_at: float, counters: dict, stats_requests: int) -> None:
         # the satellite counts the dashboard's PROBEs as commands too: they are not the constellation's load
@@ -208,14 +227,15 @@ class Dashboard:
     # ---- the picture -----------------------------------------------------------------------------
     def snapshot(self, selected: str | None = None, now: float | None = None) -> dict:
         now = time.monotonic() if now is None else now
-        out: dict = {"time": time.time(), "problem": self.problem, "manifest": None, "sky": None, "fleet": None,
-                     "kv": None, "bench": None}
+        out: dict = {"time": time.time(), "problem": self.problem, "status": None, "manifest": None, "sky": None,
+                     "fleet": None, "kv": None, "bench": None}
         if self.bench is not None:
             bench = self.bench.snapshot()
             bench["measurements"] = bench["measurements"][-MEASUREMENTS_SHOWN:]
             out["bench"] = bench
         m = self.manifest
         if m is None:
+            out["status"] = {"state": "waiting", "text": "no constellation yet"}
             return out
         c = m.constellation()
         servers = self.servers or (self.bench.config.get("servers") if self.bench else None) or DEFAULT_SERVERS
@@ -223,12 +243,25 @@ class Dashboard:
                            "time_scale": m.time_scale, "link": m.link}
         out["sky"] = sky.sky_view(c, self.strategy, min(servers, m.planes * m.sats))
         out["fleet"] = self.fleet.snapshot(now)
+        out["status"] = self._status(out["fleet"]["cells"])
         out["kv"] = self._kv(c, selected)
         return out
 
+    def _status(self, cells: list[dict]) -> dict:
+        """Whether the constellation is live, for the page's header: state and the words to show."""
+        states = [c["state"] for c in cells]
+        up, down = states.count("up"), states.count("down")
+        if self.manifest_gone:
+            return {"state": "stopped", "text": "stopped: its manifest is gone (last picture shown)"}
+        if up == 0 and down:
+            return {"state": "silent", "text": "no satellite answering"}
+        if up == 0:
+            return {"state": "waiting", "text": "waiting for the satellites' first STATS"}
+        return {"state": "live", "text": "live" if up == len(cells) else f"live, {down} of {len(cells)} down"}
+
     def _kv(self, c, selected: str | None) -> dict:
         index = self.index
-        kv = {"index": str(index.path) if index else None, "problem": index.problem if index else None,
+        kv = {"index": index.label if index else None, "problem": index.problem if index else None,
               "count": index.count if index else 0, "blocks": [], "selected": None}
         if index is None:
             return kv

@@ -8,6 +8,12 @@ columns, and the rows its offsets use. At the next step boundary the overhead
 satellite moves one column west, and a migrating layout moves the chunks of
 the box's east column `w` columns west, to the column that enters the box
 (paper Figure 8): `leaving` and `entering` below.
+
+`los` lists the satellites the page shades as in line of sight: the box's,
+or, on a grid the box does not fit (a 1x5 constellation and a 3x3 box),
+the `n_servers` nearest the ground host, which is where a store that names
+its servers (`skymemory put`, ConstellationBlockStore) puts a block there;
+`los_note` then says why it is not a box.
 """
 
 from __future__ import annotations
@@ -48,15 +54,21 @@ def sky_view(c: Constellation, strategy: str, n_servers: int, unix_s: float | No
         "strategy": strategy,
         "servers": n_servers,
         "box": None,
+        "los": [],
+        "los_note": None,
         "leaving": None,
         "entering": None,
     }
-    box = los_box(strategy, n_servers, c.planes, c.sats)
-    if box is None:
+    try:
+        placement.check_fits(strategy, n_servers, c.planes, c.sats)
+    except ValueError as exc:  # no box on this grid: the nearest satellites, and what the box would need
+        view["los_note"] = str(exc)
+        view["los"] = [list(s) for s in c.nearest(min(n_servers, c.planes * c.sats), mission_ms)]
         return view
-    (x0, x1), (y0, y1) = box
+    (x0, x1), (y0, y1) = los_box(strategy, n_servers, c.planes, c.sats)
     rows = sorted({(plane + y) % c.planes for y in range(y0, y1 + 1)})
     view["box"] = {"planes": rows, "sats": sorted({(sat + x) % c.sats for x in range(x0, x1 + 1)})}
+    view["los"] = [[p, s] for p in rows for s in view["box"]["sats"]]
     if strategy in placement.MIGRATING_STRATEGIES and x1 - x0 + 1 < c.sats:
         view["leaving"] = {"sat": (sat + x1) % c.sats, "planes": rows}
         view["entering"] = {"sat": (sat - 1 + x0) % c.sats, "planes": rows}

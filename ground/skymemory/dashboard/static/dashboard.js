@@ -5,8 +5,10 @@
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
 let socket = null;
+let connected = false;
 let selectedBlock = null;
 let gridShape = "";
+let snapshotsDrawn = 0; // body[data-snapshots]: tools/dashboard_screenshot.py waits for the first picture
 
 // ---- connection ---------------------------------------------------------------------------------
 function connect() {
@@ -26,10 +28,17 @@ function send(message) {
   if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
 }
 
-function setConnection(live) {
+function setConnection(open) {
+  connected = open;
+  if (!open) showStatus({ state: "disconnected", text: "disconnected from the dashboard (showing the last picture)" });
+}
+
+// the header's first word: the constellation's own state (live, silent, stopped), not only the page's connection
+function showStatus(status) {
   const el = $("connection");
-  el.textContent = live ? "live" : "disconnected (showing the last picture)";
-  el.className = live ? "good" : "bad";
+  el.textContent = status.text;
+  el.className = status.state === "live" ? "good" : "bad";
+  el.dataset.state = status.state;
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
@@ -47,6 +56,7 @@ function median(values) {
 
 // ---- the whole picture --------------------------------------------------------------------------
 function render(snap) {
+  if (connected && snap.status) showStatus(snap.status);
   const problem = $("problem");
   problem.hidden = !snap.problem;
   problem.textContent = snap.problem || "";
@@ -58,6 +68,7 @@ function render(snap) {
   }
   renderKV(snap.kv, snap.bench);
   renderBench(snap.bench);
+  document.body.dataset.snapshots = ++snapshotsDrawn;
 }
 
 function renderHeader(snap) {
@@ -65,16 +76,20 @@ function renderHeader(snap) {
   const link = m.link && m.link.ground_delay_ms !== undefined ? `, ground link ${m.link.ground_delay_ms} ms` : "";
   $("constellation").textContent = `${m.planes} x ${m.sats} ${m.runtime}${link}, time x${m.time_scale.toFixed(m.time_scale < 10 ? 1 : 0)}`;
   const cells = snap.fleet.cells;
-  const up = cells.filter((c) => c.state === "up").length;
+  const upCells = cells.filter((c) => c.state === "up");
   const down = cells.filter((c) => c.state === "down").length;
-  const chunks = cells.reduce((n, c) => n + (c.chunks || 0), 0);
-  const used = cells.reduce((n, c) => n + (c.bytes_used || 0), 0);
-  const budget = cells.reduce((n, c) => n + (c.bytes_budget || 0), 0);
-  $("totals").innerHTML = `<span class="good">${up} up</span>` + (down ? ` <span class="bad">${down} down</span>` : "") +
-    ` · ${chunks} chunks · ${mib(used)} of ${mib(budget)} MiB`;
+  const sum = (list, field) => list.reduce((n, c) => n + (c[field] || 0), 0);
+  const counts = `<span class="${upCells.length ? "good" : "bad"}">${upCells.length} up</span>` +
+    (down ? ` <span class="bad">${down} down</span>` : "");
+  // only satellites that answer now count as now; with none up, the last answers are said to be that
+  const seen = cells.filter((c) => c.chunks !== undefined);
+  $("totals").innerHTML = upCells.length
+    ? `${counts} · ${sum(upCells, "chunks")} chunks · ${mib(sum(upCells, "bytes_used"))} of ${mib(sum(upCells, "bytes_budget"))} MiB`
+    : counts + (seen.length ? ` · <span class="dim">last seen ${sum(seen, "chunks")} chunks</span>` : "");
   const sky = snap.sky;
-  $("step").textContent = `overhead ${sky.overhead[0]}·${sky.overhead[1]} · rotation step ${sky.step} · ` +
-    `LOS box of ${sky.servers} servers (${sky.strategy})`;
+  const los = sky.box ? `LOS box of ${sky.servers} servers (${sky.strategy})`
+    : `line of sight: the ${sky.servers} nearest satellites (${sky.los_note})`;
+  $("step").textContent = `overhead ${sky.overhead[0]}·${sky.overhead[1]} · rotation step ${sky.step} · ${los}`;
 }
 
 // ---- the torus grid -----------------------------------------------------------------------------
@@ -109,7 +124,7 @@ function renderGrid(snap) {
     gridShape = shape;
   }
   const box = new Set(), leaving = new Set(), entering = new Set();
-  if (sky.box) sky.box.planes.forEach((p) => sky.box.sats.forEach((s) => box.add(key(p, s))));
+  (sky.los || []).forEach(([p, s]) => box.add(key(p, s)));
   if (sky.leaving) sky.leaving.planes.forEach((p) => leaving.add(key(p, sky.leaving.sat)));
   if (sky.entering) sky.entering.planes.forEach((p) => entering.add(key(p, sky.entering.sat)));
   const holders = new Map(), route = new Set();
@@ -214,7 +229,10 @@ function renderActivity(snap) {
 function renderKV(kv, bench) {
   const summary = [];
   if (kv) {
-    summary.push(kv.problem ? esc(kv.problem) : `<b>${kv.count}</b> blocks in the ground index <span class="dim">${esc(kv.index)}</span>`);
+    // where the index is, as the user chose it; a benchmark's own index is named by the run, not by its temporary folder
+    const where = kv.index ? `<span class="dim">${esc(kv.index)}</span>`
+      : `of the benchmark's run` + (bench && bench.config.model ? ` (<span class="dim">${esc(bench.config.model)}</span>)` : "");
+    summary.push(kv.problem ? esc(kv.problem) : `<b>${kv.count}</b> blocks in the ground index ${where}`);
   } else {
     summary.push("no constellation yet");
   }
