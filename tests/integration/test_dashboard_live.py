@@ -4,10 +4,15 @@ It must show 25 satellites; after a put, the holders' chunk counts rise on the
 page and the selected block's holders are marked (and confirmed by PROBE);
 a benchmark's event file fills the TTFT panel; a killed satellite is marked
 down; after a rotation step the overhead marker moves one column west and a
-rotating store's MIGRATEs appear in the activity feed. Every
-wait has a generous deadline and no timing is asserted: the 2-second
-staleness rule is checked on an injected clock in tests/test_dashboard.py.
-A screenshot is saved in the test's temporary directory.
+rotating store's MIGRATEs appear in the activity feed. On a cFS manifest
+of five satellites in one plane (a LOS box does not fit: the nearest
+satellites are shaded instead) the header says live, then no satellite
+answering once the constellation is stopped, then stopped once its manifest
+is gone, and never the old chunk count as current; tools/dashboard_screenshot.py
+takes its picture of that page. Every wait has a generous deadline and no
+timing is asserted: the 2-second staleness rule is checked on an injected
+clock in tests/test_dashboard.py. A screenshot is saved in the test's
+temporary directory.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.rotating import RotatingBlockStore
 
-from live import launched, time_scale_for
+from live import REPO, launch, launched, stop, time_scale_for
 
 SATS = 5
 STEP_WALL_S = 8.0  # a rotation step every 8 s of wall time, so the test sees one
@@ -55,10 +60,10 @@ def turning(node_path, tmp_path_factory):
         yield manifest
 
 
-def start_dashboard(manifest: Path, events: Path) -> tuple[subprocess.Popen, str]:
+def start_dashboard(manifest: Path, events: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     """`skymemory dashboard` on a free port; returns the process and the URL it printed."""
     proc = subprocess.Popen([sys.executable, "-m", "skymemory", "dashboard", "--manifest", str(manifest),
-                             "--events", str(events), "--port", "0"],
+                             "--events", str(events), "--port", "0", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ready, _, _ = select.select([proc.stdout], [], [], WAIT_S)
     line = proc.stdout.readline() if ready else ""
@@ -157,3 +162,70 @@ def test_dashboard_page_follows_the_live_constellation(turning, browser_paths, t
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
+
+
+def stop_dashboard(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        assert proc.wait(timeout=30) == 0
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+def header(driver) -> tuple[str, str]:
+    el = driver.find_element("id", "connection")
+    return el.get_attribute("data-state"), el.text
+
+
+def test_header_follows_a_cfs_constellation_to_its_stop_and_shades_its_line_of_sight(node_path, browser_paths,
+                                                                                       tmp_path):
+    # a cFS manifest without cFS: native nodes answer the same STATS the dashboard polls, and the manifest
+    # says `runtime: cfs` as `--runtime cfs` writes it, for five satellites in one plane (docs/CFS.md's five)
+    native = launch(tmp_path / "native", 1, 5)
+    try:
+        m = Manifest.load(native)
+        m.runtime = "cfs"
+        cfs = m.save(tmp_path / "cfs" / "manifest.json")
+        c = m.constellation()
+        proc, url = start_dashboard(cfs, tmp_path / "events.jsonl", "--servers", "3")
+        try:
+            with headless_chromium() as driver:
+                driver.get(url)
+                wait_for(driver, lambda d: len(d.find_elements("css selector", '.cell[data-state="up"]')) == 5,
+                         "every satellite up")
+                wait_for(driver, lambda d: header(d) == ("live", "live"), "the header says live")
+                assert driver.find_element("id", "constellation").text.startswith("1 x 5 cfs")
+                # a 3-server box needs 2 planes: the 3 nearest satellites are shaded, and the header says why
+                shaded = {(int(e.get_attribute("data-plane")), int(e.get_attribute("data-sat")))
+                          for e in driver.find_elements("css selector", ".cell.los")}
+                assert shaded == set(c.nearest(3))  # the overhead satellite and its two neighbours
+                assert "the 3 nearest satellites" in driver.find_element("id", "step").text
+                with ConstellationBlockStore.from_manifest(m, c.nearest(3)) as store:
+                    store.put_block(os.urandom(32), os.urandom(50_000))
+                wait_for(driver, lambda d: "9 chunks" in d.find_element("id", "totals").text, "the chunks counted")
+
+                # the README's screenshot tool, on this page (as root it passes --no-sandbox)
+                shot = tmp_path / "shot.png"
+                r = subprocess.run([sys.executable, str(REPO / "tools" / "dashboard_screenshot.py"), "--url", url,
+                                    "-o", str(shot), "--timeout", str(WAIT_S)], capture_output=True, text=True,
+                                   timeout=3 * WAIT_S)
+                assert r.returncode == 0 and shot.stat().st_size > 10_000, r.stderr
+
+                r = stop(native)  # the satellites are gone; the cFS manifest is still there
+                assert r.returncode == 0, r.stderr
+                wait_for(driver, lambda d: header(d)[0] == "silent", "the header says no satellite answers")
+                assert header(driver)[1] == "no satellite answering"
+                assert "last seen 9 chunks" in driver.find_element("id", "totals").text
+                assert "0 up" in driver.find_element("id", "totals").text
+                cfs.unlink()  # what `stop` does last: the manifest goes
+                wait_for(driver, lambda d: header(d)[0] == "stopped", "the header says stopped")
+                state, text = header(driver)
+                assert text.startswith("stopped:") and "good" not in driver.find_element(
+                    "id", "connection").get_attribute("class")
+                driver.save_screenshot(str(tmp_path / "stopped.png"))
+        finally:
+            stop_dashboard(proc)
+    finally:
+        if native.exists():
+            stop(native)

@@ -3,8 +3,11 @@
 Used by the dashboard's browser test and by tools/dashboard_screenshot.py.
 The flags keep Chromium off the network (no component updates, sync,
 background requests: only the page's own 127.0.0.1 traffic) and give it a
-fresh profile directory each time. Selenium is a dev dependency; it is
-imported only here.
+fresh profile directory each time. `--no-sandbox` is always passed: Chromium
+will not start as root with its sandbox on, and as another user the sandbox
+needs user namespaces that containers and some distributions withhold; the
+only page it opens is the dashboard's own, on loopback. Selenium is a dev
+dependency; it is imported only here.
 """
 
 from __future__ import annotations
