@@ -39,6 +39,17 @@ def run_launcher(*args: str, env: dict | None = None) -> subprocess.CompletedPro
                           env=env)
 
 
+def launch_fake_cfs(exe: Path, tmp_path: Path, sats: int, health_timeout: int) -> subprocess.CompletedProcess:
+    """A 1 x SATS cFS launch of a stand-in core, detached, with queue limits it cannot exceed (it makes no queue)."""
+    isl, ground = free_port_bases(sats)
+    return run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "1", "--sats", str(sats),
+                        "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
+                        "--ground-port-base", str(ground), "--detach", "--health-timeout", str(health_timeout),
+                        "--cfs-first-cpuid", free_first_cpuid(sats),
+                        "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1",
+                        "--cfs-queue-depth", "1")
+
+
 def test_cfs_ports_are_distinct_and_clear_of_telemetry(tmp_path, capsys):
     exe = fake_core(tmp_path, "exit 0\n")
     args = parse_args(["--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "19", "--sats", "5",
@@ -95,13 +106,7 @@ def test_failed_boot_shows_each_instance_first_log_error(tmp_path):
     exe = fake_core(tmp_path, 'echo "CFE_PSP: starting cpuid $2"\n'
                               'echo "OS_QueueCreate_Impl():119:OS_QueueCreate Error. errno = 24 (Too many open files)"\n'
                               'echo "SCH Error creating pipe!"\nexit 1\n')
-    isl, ground = free_port_bases(3)
-    r = run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "1", "--sats", "3",
-                     "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
-                     "--ground-port-base", str(ground), "--detach", "--health-timeout", "20",
-                     "--cfs-first-cpuid", free_first_cpuid(3),
-                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1",
-                     "--cfs-queue-depth", "1")
+    r = launch_fake_cfs(exe, tmp_path, 3, health_timeout=20)
     assert r.returncode == 1, r.stderr
     assert "first error line of each failed instance's log" in r.stderr
     assert "OS_QueueCreate Error. errno = 24 (Too many open files)" in r.stderr
@@ -129,13 +134,7 @@ def test_renamed_app_failure_quotes_cfe_cause(tmp_path):
     log = tmp_path / "renamed.log"
     log.write_text(RENAMED_APP_LOG)
     exe = fake_core(tmp_path, f"cat {log}\nexec sleep 60\n")
-    isl, ground = free_port_bases(2)
-    r = run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "1", "--sats", "2",
-                     "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
-                     "--ground-port-base", str(ground), "--detach", "--health-timeout", "600",
-                     "--cfs-first-cpuid", free_first_cpuid(2),
-                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1",
-                     "--cfs-queue-depth", "1")
+    r = launch_fake_cfs(exe, tmp_path, 2, health_timeout=600)
     assert r.returncode == 1, r.stderr
     line = next(x for x in r.stderr.splitlines() if x.startswith("  0-0: "))
     assert line == ("  0-0: CFE_TBL 102: LoadFile,app=SKYMEM_X,file=/cf/skymem_tbl.tbl,tbl=SKYMEM.Constellation:"
@@ -187,13 +186,7 @@ def test_instance_logging_an_error_stops_the_boot_without_waiting(tmp_path):
     assert cfs_limits.problem(2, cfs_limits.HostLimits.local(), tiny) is None
     exe = fake_core(tmp_path, 'echo "OS_QueueCreate_Impl():119:OS_QueueCreate Error. errno = 28 (No space left on '
                               'device)"\nexec sleep 60\n')
-    isl, ground = free_port_bases(2)
-    r = run_launcher("--runtime", "cfs", "--cfs-exe", str(exe), "--planes", "1", "--sats", "2",
-                     "--manifest", str(tmp_path / "m.json"), "--isl-port-base", str(isl),
-                     "--ground-port-base", str(ground), "--detach", "--health-timeout", "600",
-                     "--cfs-first-cpuid", free_first_cpuid(2),
-                     "--cfs-queues-per-instance", "1", "--cfs-queue-slots-per-instance", "1",
-                     "--cfs-queue-depth", "1")
+    r = launch_fake_cfs(exe, tmp_path, 2, health_timeout=600)
     assert r.returncode == 1, r.stderr
     assert "cFS instance(s) reported errors while booting" in r.stderr
     assert "errno 28 (ENOSPC): the host's fs.mqueue.queues_max is used up" in r.stderr
