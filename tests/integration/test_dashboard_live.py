@@ -156,12 +156,7 @@ def test_dashboard_page_follows_the_live_constellation(turning, browser_paths, t
             driver.save_screenshot(str(shot))
             assert shot.stat().st_size > 10_000
     finally:
-        proc.terminate()
-        try:
-            assert proc.wait(timeout=30) == 0
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
+        stop_dashboard(proc)
 
 
 def stop_dashboard(proc: subprocess.Popen) -> None:
