@@ -9,7 +9,7 @@ BUILD  := build
 TORCH_SPEC := torch==2.13.0
 
 .PHONY: all venv vllm native build test ctest pytest pytest-vllm demo bench clean cosmos browser test-hosts \
-        test-containers test-arm64
+        test-containers test-swarm test-arm64
 
 all: build venv
 
@@ -57,7 +57,12 @@ build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j2
 
-ctest: build
+# libgcrypt (test gcmsiv: the tag against its AES-GCM-SIV) and valgrind (test aes_constant_time: the portable
+# AES uses no secret as a branch or an address), before CMake looks for them. Installed only when missing.
+ctest-deps:
+	tools/testbed/install_packages.sh libgcrypt20-dev valgrind
+
+ctest: ctest-deps build
 	ctest --test-dir $(BUILD) --output-on-failure
 
 # Debian's Chromium and its WebDriver, for the dashboard's browser test (Selenium drives them; nothing is
@@ -93,6 +98,13 @@ test-hosts: build venv native
 test-containers: build venv native
 	tools/testbed/install_packages.sh docker.io docker-compose debootstrap iptables nftables
 	SKYMEM_LIVE=containers $(LIVE_PYTEST) tests/machines/test_docker_engine.py tests/machines/test_netns_firewall.py
+
+# test-swarm: 19x5 as one Docker Swarm stack over five swarm nodes, each a network namespace with its own
+# dockerd (one manager); the image built offline as for test-containers and loaded into every node; a
+# satellite's container killed and restarted by Swarm; everything it starts removed at the end.
+test-swarm: build venv native
+	tools/testbed/install_packages.sh docker.io debootstrap iptables util-linux
+	SKYMEM_LIVE=swarm $(LIVE_PYTEST) tests/machines/test_swarm.py
 
 # test-arm64: the authentication and CRC32C tests (SHA-256, POLYVAL, AES, the tag, CRC32C: the Arm instructions
 # and the portable code) cross-built for 64-bit Arm (a Jetson ground host) and run under qemu-user.

@@ -1,5 +1,5 @@
 """Which machine runs each satellite of a manifest: an ssh host, a network namespace, a container,
-or this machine. `skymemory status` and the launcher's `status` group satellites by it, so a user
+a swarm node, or this machine. `skymemory status` and the launcher's `status` group satellites by it, so a user
 sees which machine is unhealthy rather than a list of satellites."""
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ def machine_of(m: Manifest, e: SatelliteEntry) -> str:
         return f"ssh host {e.remote}"
     if e.netns:
         return f"namespace {e.netns} ({e.host})"
+    if m.backend.get("kind") == "swarm":
+        hostname = {n.get("address"): n.get("hostname") for n in m.backend.get("nodes", [])}.get(e.host, "?")
+        return f"swarm node {hostname} ({e.host})"
     if m.backend.get("kind") == "docker":
         return f"container {container_name(m.backend.get('project', 'skymemory'), e.plane, e.sat)}"
     return THIS_MACHINE

@@ -14,7 +14,7 @@ from skymemory.orbit.manifest import DEFAULT_PATH
 from skymemory.protocol.wire import SKYMEM_DEFAULT_TTL
 
 MAX_SATELLITES = 16384  # 128 x 128, as measured on one 2-core machine (BENCHMARKS.md)
-RUNTIMES = ("native", "cfs", "docker")
+RUNTIMES = ("native", "cfs", "docker", "swarm")
 CONTAINER_MEMORY_MARGIN_MIB = 16  # beyond the chunk store: the binary, socket buffers, queued packets
 
 
@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int_range(0, 2**32 - 1), default=1)
     g.add_argument("--log-level", choices=("error", "warn", "info", "debug"), default="warn")
     g = p.add_argument_group("where the satellites run")
-    g.add_argument("--runtime", choices=RUNTIMES, default="native")
+    g.add_argument("--runtime", choices=RUNTIMES, default="native",
+                   help="native processes (default), cfs executables, docker containers on this engine, or a swarm "
+                        "stack on the swarm whose manager the docker CLI reaches (DOCKER_HOST; docker/README.md)")
     g.add_argument("--node", type=Path, default=None, help="skymem_node binary (default $SKYMEM_NODE or build/skymem_node)")
     g.add_argument("--bind", type=_ipv4, default="127.0.0.1", help="address the local nodes bind (native)")
     g.add_argument("--isl-port-base", type=int_range(1024, 65535), default=20000)
@@ -192,7 +194,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if across > SKYMEM_DEFAULT_TTL:
         parser.error(f"a {args.planes}x{args.sats} grid is {across} ISL hops across, more than the {SKYMEM_DEFAULT_TTL} "
                      "a packet's ttl allows: use a squarer grid")
-    one_machine = not (args.netns or args.hosts or args.runtime == "cfs")
+    one_machine = not (args.netns or args.hosts or args.runtime in ("cfs", "swarm"))
     try:
         args.layout, args.port_warning = ports.choose(n, args.bind, args.isl_port_base, args.ground_port_base,
                                                       args.addresses, one_machine)
@@ -209,7 +211,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     else:
         args.overhead = (args.planes // 2, args.sats // 2)
     if sum(bool(x) for x in (args.netns, args.hosts and args.runtime != "cfs", args.runtime != "native")) > 1:
-        parser.error("choose one of --netns, --hosts, --runtime cfs/docker (--hosts goes with --runtime cfs)")
+        parser.error("choose one of --netns, --hosts, --runtime cfs/docker/swarm (--hosts goes with --runtime cfs)")
     if args.netns and args.netns > n:
         parser.error(f"--netns {args.netns} is more hosts than the {n} satellites")
     if args.hosts and len(args.hosts) > n:
@@ -224,7 +226,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.runtime == "cfs" and args.tlm_address is None and not args.hosts:
         args.tlm_address = cfs.DEFAULT_TLM_ADDRESS
     if args.tlm_address is not None:
-        if args.netns or args.runtime == "docker":
+        if args.netns or args.runtime in ("docker", "swarm"):
             parser.error("--tlm-address goes with local nodes, --runtime cfs or --hosts")
         last = ipaddress.IPv4Address(args.tlm_address) + (0 if args.hosts else n - 1)
         if not args.hosts and not (ipaddress.IPv4Address(args.tlm_address).is_loopback and last.is_loopback):
@@ -244,6 +246,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not args.ssh_config.is_file():
             parser.error(f"--ssh-config {args.ssh_config} is not a file")
         args.ssh_config = args.ssh_config.resolve()
+    if args.runtime == "swarm" and args.bind != "127.0.0.1":
+        parser.error("--bind goes with local nodes: on a swarm each satellite binds the address of its node")
     if args.node is not None and not os.access(args.node, os.X_OK):
         parser.error(f"--node {args.node} is not an executable file")
     if args.run_dir is None:

@@ -107,7 +107,7 @@ def choose(n: int, bind: str, isl_base: int, ground_base: int, addresses: str = 
     per_sat = Layout(True, bind, isl_base, ground_base)
     if addresses == "per-satellite" and not one_machine:
         raise ValueError("--addresses per-satellite is for satellites on this machine's loopback "
-                         "(not --netns, --hosts or --runtime cfs)")
+                         "(not --netns, --hosts or --runtime cfs/swarm)")
     if addresses == "shared" or not one_machine:
         problem = _shared_problem(shared, n)
         if problem:

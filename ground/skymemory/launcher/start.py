@@ -6,6 +6,7 @@ down what was started, even when the boot fails half way.
 
 from __future__ import annotations
 
+import os
 import secrets
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.launcher import cfs, cfs_limits, docker, firewall, keys, netns, nodes, processes, ssh
+from skymemory.launcher import cfs, cfs_limits, docker, firewall, keys, netns, nodes, processes, ssh, swarm
 from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, pss_kib, rss_kib, self_pid
 from skymemory.launcher.health import crossing_pairs, isl_failures, wait_healthy
 from skymemory.launcher.machines import container_name
@@ -29,7 +30,7 @@ def start(args) -> int:
             old = Manifest.load(manifest_path)
         except ValueError:
             old = None
-        if old is not None and old.backend.get("kind") in ("ssh", "docker"):
+        if old is not None and old.backend.get("kind") in ("ssh", "docker", "swarm"):
             raise LaunchError(f"{manifest_path} describes a {old.backend['kind']} constellation that may still run "
                               f"elsewhere; stop it first: tools/launch_constellation.py stop --manifest {manifest_path}")
         if old is not None and live_pids(old):
@@ -67,8 +68,8 @@ def start(args) -> int:
     try:
         if args.hosts:
             _start_ssh(args, m, common)
-        elif args.runtime == "docker":
-            problem = _start_docker(args, m, common)
+        elif args.runtime in ("docker", "swarm"):
+            problem = (_start_docker if args.runtime == "docker" else _start_swarm)(args, m, common)
             if problem:  # nothing was started
                 print(f"launch_constellation: {problem}", file=sys.stderr)
                 return 1
@@ -95,6 +96,11 @@ def start(args) -> int:
                     name, state = next(iter(stopped.items()))
                     return (f"{len(stopped)} container(s) stopped during boot, e.g. {name} ({state}); its log:\n"
                             + docker.logs_tail(name))
+            if m.runtime == "swarm" and time.monotonic() >= next_log_check[0]:
+                next_log_check[0] = time.monotonic() + 3.0  # `docker stack ps` over 95 services takes a while
+                errors = swarm.task_errors(m.backend["docker_host"], m.backend["stack"])
+                if errors:
+                    return f"{len(errors)} task(s) of the stack failed during boot, e.g. {errors[0]}"
             if m.runtime == "cfs" and time.monotonic() >= next_log_check[0]:
                 next_log_check[0] = time.monotonic() + (3.0 if args.hosts else 0.5)  # ssh costs more
                 bad = _failing_instances(m)
@@ -109,8 +115,8 @@ def start(args) -> int:
             raise LaunchError(f"{n - len(healthy)} of {n} satellites did not answer a NOOP within "
                               f"{args.health_timeout:g} s, e.g. {missing[:5]}\n"
                               + _why_failed(m, [nodes.sat_name(p, s) for p, s in missing]))
-        if m.backend.get("kind") == "netns":
-            _check_isl_between_namespaces(m)
+        if m.backend.get("kind") in ("netns", "swarm"):
+            _check_isl_between_machines(m)
     except BaseException as exc:
         log(args, f"boot failed ({(str(exc).splitlines() or [type(exc).__name__])[0]}); tearing down")
         teardown(m)
@@ -126,7 +132,7 @@ def start(args) -> int:
               "local processes" if local else "")
     if m.runtime == "docker":
         memory = _container_memory(m)
-    started = "containers" if m.runtime == "docker" else "processes"
+    started = {"docker": "containers", "swarm": "services"}.get(m.runtime, "processes")
     print(f"{n} satellites healthy; {started} started in {started_s:.2f} s, boot-to-healthy {boot_s:.2f} s{memory}",
           file=sys.stderr)
     print(f"manifest: {manifest_path}")
@@ -151,7 +157,7 @@ def _make_keys(args, m: Manifest, run_dir: Path) -> list[str]:
         return []
     if args.hosts:
         return ["--auth-keys", keys.remote_key_file(args.remote_dir)]
-    if args.runtime == "docker":
+    if args.runtime in ("docker", "swarm"):
         return ["--auth-keys", keys.CONTAINER_KEY_FILE]
     return ["--auth-keys", m.auth_key_file]
 
@@ -185,6 +191,10 @@ def _why_failed(m: Manifest, names: list[str]) -> str:
         e = next(e for e in m.satellites if nodes.sat_name(e.plane, e.sat) == names[0])
         name = container_name(m.backend["project"], e.plane, e.sat)
         return f"end of container {name}'s log:\n" + docker.logs_tail(name)
+    if m.runtime == "swarm":
+        e = next(e for e in m.satellites if nodes.sat_name(e.plane, e.sat) == names[0])
+        name = swarm.service_name(m.backend["stack"], e.plane, e.sat)
+        return f"end of service {name}'s log:\n" + swarm.logs_tail(m.backend["docker_host"], name)
     if m.runtime != "cfs" and m.backend.get("kind") == "ssh":
         e = next(e for e in m.satellites if nodes.sat_name(e.plane, e.sat) == names[0])
         try:
@@ -304,11 +314,19 @@ def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessG
         _progress(args, k, n)
 
 
-def _check_isl_between_namespaces(m: Manifest) -> None:
-    """Neighbours in different namespaces must hear each other: the ground reaches every namespace
-    directly, but their ISL traffic crosses the bridge, where a firewall may drop it."""
-    pairs = crossing_pairs(m.satellites, m.planes, m.sats, lambda e: e.netns)
+def _check_isl_between_machines(m: Manifest) -> None:
+    """Neighbours on different machines (namespaces, swarm nodes) must hear each other: the ground
+    reaches every machine directly, but their ISL traffic crosses a bridge or a network between
+    them, where a firewall may drop it."""
+    swarm_nodes = m.backend.get("kind") == "swarm"
+    pairs = crossing_pairs(m.satellites, m.planes, m.sats, (lambda e: e.host) if swarm_nodes else (lambda e: e.netns))
     failed = isl_failures(m.ground_addresses(), m.ground_host, pairs, signer_for_manifest(m))
+    if failed and swarm_nodes:
+        src, dst = failed[0]
+        raise LaunchError(f"the satellites answer the ground, but {len(failed)} of {len(pairs)} ISLs between swarm "
+                          f"nodes carry nothing (e.g. {src} -> {dst}): open the UDP ISL ports "
+                          f"{min(e.isl_port for e in m.satellites)}-{max(e.isl_port for e in m.satellites)} "
+                          "between the nodes (docker/README.md)")
     if failed:
         src, dst = failed[0]
         raise LaunchError(f"the satellites answer the ground, but {len(failed)} of {len(pairs)} ISLs between namespaces "
@@ -444,6 +462,48 @@ def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
     r = docker.compose(command, compose_path, project, "up", "-d", services=len(jobs))
     if r.returncode != 0:
         raise LaunchError(f"{' '.join(command)} up failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return None
+
+
+def _start_swarm(args, m: Manifest, common: list[str]) -> str | None:
+    """Deploy the stack on the swarm the docker CLI reaches; returns why not when there is no swarm
+    manager or no labelled node (nothing was started then)."""
+    docker_host = os.environ.get("DOCKER_HOST", "")
+    problem = swarm.manager_problem(docker_host)
+    if problem:
+        return problem
+    try:
+        hosts = swarm.swarm_hosts(docker_host)
+    except ValueError as exc:
+        return str(exc)
+    n = args.planes * args.sats
+    if len(hosts) > n:
+        return f"the swarm has {len(hosts)} labelled hosts for {n} satellites"
+    host_index = [swarm.host_of(i, n, len(hosts)) for i in range(n)]
+    m.ground_host = "0.0.0.0"  # the ground reaches each node by its own address
+    m.satellites = _entries(args, lambda i: hosts[host_index[i]].address)
+    stack = f"skymem{secrets.token_hex(3)}"
+    run_dir = Path(m.run_dir)
+    peers = nodes.write_peers(run_dir / "peers.txt", m.satellites)
+    jobs = [((e.plane, e.sat), host_index[e.plane * args.sats + e.sat],
+             nodes.node_argv("", e, common, args, swarm.PEERS_TARGET)[1:]) for e in m.satellites]
+    try:
+        text = swarm.stack_text(jobs, peers, Path(m.auth_key_file) if m.auth_key_file else None)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+    stack_file = run_dir / "swarm-stack.yml"
+    stack_file.write_text(text)
+    m.backend = {"kind": "swarm", "stack": stack, "stack_file": str(stack_file), "docker_host": docker_host,
+                 "nodes": [{"label": h.index, "id": h.node_id, "hostname": h.hostname, "address": h.address}
+                           for h in hosts]}
+    m.save(args.manifest)  # teardown info on disk before any service exists
+    for h in hosts:
+        log(args, f"  swarm node {h.hostname} ({h.address}, {swarm.HOST_LABEL}={h.index}): "
+                  f"{host_index.count(h.index)} satellites")
+    log(args, f"  docker stack deploy: stack {stack}, {n} services"
+              + (f", each keyed with the secret {stack}_keys, read-only at {keys.CONTAINER_KEY_FILE}"
+                 if m.auth_key_file else ""))
+    swarm.deploy(docker_host, stack_file, stack)
     return None
 
 

@@ -9,10 +9,12 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.launcher import cfs, docker, firewall, netns, nodes, processes, ssh
+from skymemory.launcher import cfs, docker, firewall, netns, nodes, processes, ssh, swarm
 from skymemory.launcher.common import rss_kib, self_pid
+from skymemory.launcher.health import wait_healthy
 from skymemory.launcher.machines import container_name
 from skymemory.orbit.manifest import Manifest
+from skymemory.protocol.auth import signer_for_manifest
 
 
 def teardown(m: Manifest) -> list:
@@ -42,6 +44,8 @@ def teardown(m: Manifest) -> list:
         return survivors
     if kind == "docker":
         return _docker_down(m)
+    if kind == "swarm":
+        return _swarm_down(m)
     pid_dir = Path(m.run_dir) / "pids"
     pids = processes.read_pid_files(pid_dir)
     pids.update({nodes.sat_name(e.plane, e.sat): e.pid for e in m.satellites if e.pid})
@@ -77,6 +81,21 @@ def _docker_down(m: Manifest) -> list:
     return left
 
 
+def _swarm_down(m: Manifest) -> list:
+    """`docker stack rm`, then wait until the stack's objects are gone and no satellite answers."""
+    if not m.backend.get("stack"):
+        return []  # the launch stopped before it named a stack: nothing was deployed
+    signer = signer_for_manifest(m)
+
+    def silent() -> bool:  # nobody answers a NOOP within a second
+        return not wait_healthy(m.ground_addresses(), m.ground_host, 1.0, quiet=True, signer=signer)
+
+    try:
+        return swarm.remove(m.backend.get("docker_host", ""), m.backend["stack"], silent)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"cannot ask the swarm manager: {exc}"]
+
+
 def stop(manifest_path: Path, quiet: bool = False) -> int:
     m = Manifest.load(manifest_path)
     if m.launcher_pid and m.launcher_pid != self_pid() and processes.alive(m.launcher_pid, "launch"):
@@ -97,6 +116,8 @@ def stop(manifest_path: Path, quiet: bool = False) -> int:
         hosts = m.backend.get("hosts", []) if m.backend.get("kind") == "ssh" else []
         where = (f"{sum(1 for e in m.satellites if e.pid)} processes on {len(hosts)} ssh hosts" if hosts
                  else f"{len(m.satellites)} containers removed" if m.backend.get("kind") == "docker"
+                 else f"stack {m.backend.get('stack')} removed: {len(m.satellites)} services on "
+                      f"{len(m.backend.get('nodes', []))} swarm nodes" if m.backend.get("kind") == "swarm"
                  else f"{n_local} local processes")
         print(f"stopped {m.planes}x{m.sats} constellation ({where}); none left running", file=sys.stderr)
     return 0
@@ -108,6 +129,8 @@ def status(manifest_path: Path) -> int:
         return _ssh_status(m)
     if m.backend.get("kind") == "docker":
         return _docker_status(m)
+    if m.backend.get("kind") == "swarm":
+        return _swarm_status(m)
     marker = m.backend.get("marker", "skymem_node")
     local = [e for e in m.satellites if e.pid and not e.remote]
     alive = [e for e in local if processes.alive(e.pid, marker)]
@@ -152,6 +175,34 @@ def _docker_status(m: Manifest) -> int:
         print(f"  container {line}")
     print(f"{m.planes}x{m.sats} constellation in containers (project {m.backend['project']}): "
           f"{len(names) - len(unhealthy)}/{len(names)} running")
+    return 0 if not unhealthy else 1
+
+
+def _swarm_status(m: Manifest) -> int:
+    """One line per swarm node: how many of its satellites' services run their task; the others by name."""
+    stack = m.backend["stack"]
+    try:
+        replicas = swarm.service_replicas(m.backend.get("docker_host", ""), stack)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        print(f"cannot ask the swarm manager: {exc}")
+        return 1
+    hostname = {n["address"]: n["hostname"] for n in m.backend.get("nodes", [])}
+    unhealthy, by_node = [], {}
+    for e in m.satellites:
+        name = swarm.service_name(stack, e.plane, e.sat)
+        state = replicas.get(name, "missing")
+        running = by_node.setdefault(e.host, [0, 0])
+        running[1] += 1
+        if state.split(" ")[0] == "1/1":
+            running[0] += 1
+        else:
+            unhealthy.append(f"{name} ({state})")
+    for address, (up, total) in by_node.items():
+        print(f"  swarm node {hostname.get(address, '?')} ({address}): {up}/{total} satellites running")
+    for line in unhealthy:
+        print(f"  service {line}")
+    print(f"{m.planes}x{m.sats} constellation as swarm stack {stack} on {len(by_node)} nodes: "
+          f"{len(m.satellites) - len(unhealthy)}/{len(m.satellites)} running")
     return 0 if not unhealthy else 1
 
 

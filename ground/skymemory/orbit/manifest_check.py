@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 FORMAT_VERSION = 1
 MAX_GRID = 1024  # planes or sats per plane (the launcher's limit)
-RUNTIMES = ("native", "cfs", "docker")
+RUNTIMES = ("native", "cfs", "docker", "swarm")
 
 
 class ManifestError(ValueError):
