@@ -22,13 +22,16 @@ from skymemory.store.contract import BlockMiss
 from skymemory.store.objects import DEFAULT_TIMEOUT_S, ObjectStore, PutFailed, parse_key
 from skymemory.store.routes import add_route_arg
 
+DEFAULT_SERVERS = 10  # satellites a file is striped over unless --servers says
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("put", help="store a file on the N nearest line-of-sight satellites")
     p.add_argument("file", type=Path, help="file to store")
     p.add_argument("--name", default=None, help="object name (default: the file name); key = SHA-256(name)")
-    p.add_argument("--servers", type=positive_int, default=10,
-                   help="satellites to stripe over (default 10; at most the constellation's satellites)")
+    p.add_argument("--servers", type=positive_int, default=None,
+                   help=f"satellites to stripe over (default {DEFAULT_SERVERS}, or every satellite of a smaller "
+                        "constellation; at most the constellation's satellites)")
     _add_client_args(p)
     p.set_defaults(func=run_put)
 
@@ -68,11 +71,11 @@ def run_put(args) -> int:
     try:
         m = load_manifest(args)
         n_satellites = m.planes * m.sats
-        if args.servers > n_satellites:
+        servers = min(args.servers or DEFAULT_SERVERS, n_satellites)
+        if args.servers is not None and args.servers > n_satellites:  # asked for: say it was not done
             print(f"skymemory put: --servers {args.servers} is more than the {n_satellites} satellites of this "
                   f"{m.planes}x{m.sats} constellation; striping over {n_satellites}", file=sys.stderr)
-            args.servers = n_satellites
-        kv = _kvstore(args, m, args.servers)
+        kv = _object_store(args, m, servers)
         data = args.file.read_bytes()
         t0 = time.perf_counter()
         meta = kv.put(args.name or args.file.name, data)
@@ -95,7 +98,7 @@ def run_put(args) -> int:
     return 0
 
 
-def _kvstore(args, m, n_servers: int) -> ObjectStore:
+def _object_store(args, m, n_servers: int) -> ObjectStore:
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if args.verbose else None
     return ObjectStore(m, n_servers, capture=[] if args.capture else None, route=args.route, timeout_s=args.timeout,
                        pace_mbps=args.pace_mbps, say=say)
@@ -115,7 +118,7 @@ def run_get(args) -> int:
     key = parse_key(args.key)
     try:
         m = load_manifest(args)
-        kv = _kvstore(args, m, 1)
+        kv = _object_store(args, m, 1)
         t0 = time.perf_counter()
         data, meta = kv.get(key)
     except BlockMiss as exc:

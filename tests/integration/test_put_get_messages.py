@@ -1,0 +1,46 @@
+"""`skymemory put` and `get` against real nodes: what they say is about what the user typed (a name never stored,
+a --servers the constellation cannot give), and nothing is said about what the user did not ask for."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from skymemory.store.objects import key_of
+
+from live import REPO, launched
+
+
+def skymemory(*argv: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
+    return subprocess.run([sys.executable, "-m", "skymemory", *argv], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=cwd)
+
+
+def get(key: str, manifest) -> subprocess.CompletedProcess:
+    return skymemory("get", key, "--manifest", str(manifest))
+
+
+def test_get_of_a_name_never_stored_names_that_name(constellation, tmp_path):
+    manifest = constellation.save(tmp_path / "m.json")
+    r = get("never-stored.bin", manifest)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "miss (not-found): nothing is stored under the name 'never-stored.bin'" in r.stderr
+    assert key_of("never-stored.bin").hex() in r.stderr  # and the key it looked for, after the name
+    key = key_of("another-name").hex()
+    r = get(key, manifest)  # a key typed as a key: there is no name to repeat
+    assert r.returncode == 1 and "under the name" not in r.stderr and f"no object with key {key}" in r.stderr
+
+
+def test_put_on_a_small_constellation_stripes_over_all_and_warns_only_when_asked_for_more(node_path, tmp_path):
+    (tmp_path / "file.bin").write_bytes(os.urandom(50_000))
+    with launched(tmp_path, 1, 3) as manifest:
+        r = skymemory("put", "file.bin", "--manifest", str(manifest), cwd=tmp_path)
+        assert r.returncode == 0 and r.stderr.startswith("stored 'file.bin': 50000 bytes in 9 chunks on 3 satellites"), \
+            r.stderr  # the key on stdout, the report on stderr, nothing before it
+        r = skymemory("put", "file.bin", "--servers", "5", "--manifest", str(manifest), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines()[0] == ("skymemory put: --servers 5 is more than the 3 satellites of this 1x3 "
+                                            "constellation; striping over 3"), r.stderr
+        assert "on 3 satellites" in r.stderr.splitlines()[1]
