@@ -1,7 +1,7 @@
 """The constellation launcher behind tools/launch_constellation.py.
 
 start: boot one process per satellite (native nodes on loopback by default,
-       network namespaces, ssh hosts, cFS executables or docker), write the
+       network namespaces, ssh hosts, cFS executables, docker or a swarm stack), write the
        manifest, health-check every satellite with a data-plane NOOP, print a
        summary; then stay in the foreground until Ctrl-C (and tear down), or
        exit with --detach.
