@@ -113,7 +113,7 @@ typedef struct {
     uint64_t tick;  /* LRU clock for windows */
     uint64_t last_seq; /* last sequence this side signed with */
     uint64_t high;  /* highest sequence ever accepted: what a restart must not reopen (persist it) */
-    /* keys[0 .. n_keys): written when added, so init leaves the other 23 KiB untouched too */
+    /* keys[0 .. n_keys): written when added, so init leaves the other 49 KiB untouched too */
     skymem_auth_key_t keys[SKYMEM_AUTH_MAX_KEYS];
     /* windows[i]'s bitmap, bit (s mod WINDOW): sequence s seen, for top - s < WINDOW. Last, and cleared
      * only when a window is taken: init leaves these 1 MiB alone, so a node that hears from a few

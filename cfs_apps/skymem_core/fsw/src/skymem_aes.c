@@ -11,16 +11,16 @@
  *   the byte at row r, column c of block b at bit 8r + 2c + b of q[i]. One block per call
  *   fills both slots with it.
  *   SubBytes: the 8 slices go through Boyar and Peralta's depth-16 circuit for the S-box
- *     (J. Boyar, R. Peralta, "A depth-16 circuit for the AES S-box", SEC 2012): 32 ANDs and 83
+ *     (J. Boyar, R. Peralta, "A depth-16 circuit for the AES S-box", SEC 2012): 34 ANDs and 94
  *     XOR/XNORs computing the inversion in GF(2^8) and the affine map for 32 bytes at once.
  *   ShiftRows: a rotation inside each row's byte of every slice (masks and shifts).
  *   MixColumns: rows are the bytes of a slice, so "the next row" is a rotation by 8 and the
  *     GF(2^8) doubling moves slice i to i + 1, feeding slice 7 back into slices 0, 1, 3, 4 (0x1b).
  *   AddRoundKey: XOR of round keys kept ready in the same layout (skymem_aes128_t.sk).
  * Every operation is the same sequence of word instructions whatever the key and data.
- * Cost: one block is 10 rounds of ~115 S-box gates, ~40 MixColumns and ~30 ShiftRows operations
- * on 8 words, plus two transpositions -- about 2,000 word operations, the same for one block or
- * two (BENCHMARKS.md, "Constant-time portable AES"). The key schedule (once per key) uses the same
+ * Cost: one block is 10 rounds of 128 S-box gates, ~100 ShiftRows and ~60 MixColumns operations and
+ * 8 key XORs, plus two transpositions -- about 3,000 word operations, the same for one block or two
+ * (BENCHMARKS.md, "Constant-time portable AES"). The key schedule (once per key) uses the same
  * circuit for SubWord and keeps both the FIPS 197 byte round keys (the instruction paths) and the
  * sliced ones.
  */
