@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 
+from skymemory.orbit.manifest import Manifest
+from skymemory.store.constellation import ConstellationBlockStore
+from skymemory.store.contract import BlockRecord
 from skymemory.store.objects import key_of
 
 from live import REPO, launched
@@ -44,3 +47,19 @@ def test_put_on_a_small_constellation_stripes_over_all_and_warns_only_when_asked
         assert r.stderr.splitlines()[0] == ("skymemory put: --servers 5 is more than the 3 satellites of this 1x3 "
                                             "constellation; striping over 3"), r.stderr
         assert "on 3 satellites" in r.stderr.splitlines()[1]
+
+
+def test_get_of_an_object_that_lost_chunks_says_it_is_stored_and_where_they_were(node_path, tmp_path):
+    (tmp_path / "file.bin").write_bytes(os.urandom(50_000))
+    with launched(tmp_path, 1, 3) as manifest:
+        r = skymemory("put", "file.bin", "--manifest", str(manifest), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        victim = (0, 1)
+        with ConstellationBlockStore.from_manifest(Manifest.load(manifest), [victim]) as one:  # no gossip
+            one.evict_block(BlockRecord(key_of("file.bin"), 50_000, one.chunk_bytes, 1, 0, "explicit", 1, victim))
+        r = skymemory("get", "file.bin", "-o", "copy.bin", "--manifest", str(manifest), cwd=tmp_path)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and not (tmp_path / "copy.bin").exists(), r.stderr
+        assert r.stderr.startswith("skymemory get: miss (chunks-missing): 'file.bin' is stored (metadata from "), \
+            r.stderr
+        assert "3 of 9 chunks of block" in r.stderr and r.stderr.rstrip().endswith("missing, held by (0, 1)"), r.stderr
+        assert "nothing is stored" not in r.stderr

@@ -55,7 +55,8 @@ class BlockRecord:
 
 
 class BlockMiss(Exception):
-    """The block cannot be read back; `.reason` says why ("not-found", "timeout", "crc", "incomplete"...)."""
+    """The block cannot be read back; `.reason` says why ("not-found", "timeout", "crc", "incomplete"...;
+    ObjectStore.get says "chunks-missing" for an object whose metadata is there and some chunks are not)."""
 
     def __init__(self, reason: str, message: str = "") -> None:
         self.reason = reason

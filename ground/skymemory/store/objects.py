@@ -45,6 +45,7 @@ from typing import Callable
 import numpy as np
 
 from skymemory.link.client import SkyMemoryClient
+from skymemory.link.fastpath import NOT_FOUND
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import ChunkNotFound, SkyMemoryError
@@ -356,6 +357,9 @@ class ObjectStore:
                 if deadline.passed():
                     raise BlockMiss("timeout", f"the object's chunks did not all arrive from {_sats(servers)} "
                                     f"within {self.timeout_s:g} s ({exc})") from None
+                if exc.reason == "chunks-missing":  # the object is stored; some of its chunks are gone
+                    raise BlockMiss(exc.reason, f"{meta['name']!r} is stored (metadata from "
+                                    f"{tuple(meta['answered_by'])}) but {exc}") from None
                 raise
         if sha256 != meta["sha256"]:
             raise BlockMiss("checksum", "object SHA-256 does not match its metadata")
@@ -389,6 +393,14 @@ def _fetch_hashing(store: ConstellationBlockStore, rec: BlockRecord) -> tuple[by
     hasher.start()
     try:
         store.fetch_jobs([job], prefix=prefix, **store.get_pacing())
+    except BlockMiss as exc:
+        failed.set()
+        if exc.reason != "not-found" or job.status is None:
+            raise
+        # which satellites no longer hold their chunks (chunk i was on servers[i % n]): a user can look there
+        gone = np.flatnonzero(job.status == NOT_FOUND)
+        lost_on = sorted({tuple(job.servers[i % len(job.servers)]) for i in gone})
+        raise BlockMiss("chunks-missing", f"{exc}, held by {_sats(lost_on)}") from None
     except BaseException:
         failed.set()
         raise
