@@ -1,6 +1,8 @@
 /* check.h -- minimal test assertions: count failures, keep going, exit non-zero. */
 #ifndef SKYMEM_CHECK_H
 #define SKYMEM_CHECK_H
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,6 +28,17 @@ static int check_count;
                     va_, vb_);                                                                          \
         }                                                                                               \
     } while (0)
+
+/* Known-answer vectors are written in hex: "2b7e15..." -> bytes (no checks: the vectors are ours). */
+static inline void unhex(const char *h, uint8_t *out)
+{
+    size_t i;
+    for (i = 0; h[2 * i]; i++) {
+        unsigned v;
+        sscanf(h + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
 
 static int check_report(const char *name)
 {

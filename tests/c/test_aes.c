@@ -23,16 +23,6 @@
 #define PUBLIC(p, n) ((void)(p), (void)(n))
 #endif
 
-static void unhex(const char *h, uint8_t *out)
-{
-    size_t i;
-    for (i = 0; h[2 * i]; i++) {
-        unsigned v;
-        sscanf(h + 2 * i, "%2x", &v);
-        out[i] = (uint8_t)v;
-    }
-}
-
 static uint32_t rng = 20250101u;
 static uint8_t rand_byte(void)
 {

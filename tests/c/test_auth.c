@@ -9,16 +9,6 @@
 #include "skymem_crc32c.h"
 #include "skymem_polyval.h"
 
-static void unhex(const char *h, uint8_t *out)
-{
-    size_t i;
-    for (i = 0; h[2 * i]; i++) {
-        unsigned v;
-        sscanf(h + 2 * i, "%2x", &v);
-        out[i] = (uint8_t)v;
-    }
-}
-
 static int digest_is(const uint8_t *d, const char *hex, size_t n)
 {
     uint8_t want[32];
