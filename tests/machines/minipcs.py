@@ -152,15 +152,10 @@ class MiniPCs:
         problems = []
         for h in list(self.sshd):
             self.stop_sshd(h)
-        for h, ns in enumerate(self.record.get("namespaces", [])):
-            left = self.processes(h)
+        for h, ns in enumerate(self.record.get("namespaces", [])):  # the sshds are stopped: anything left is a test's
+            left = netns.kill_namespace_processes(ns)
             if left:
                 problems.append(f"{self.destinations[h]}: processes left {left}; killed")
-                for pid in left:
-                    try:
-                        os.kill(pid, 9)
-                    except ProcessLookupError:
-                        pass
         if self.rule:
             problems += firewall.remove(self.rule)
             self.rule = None

@@ -160,14 +160,9 @@ class SwarmNodes:
                     proc.wait(timeout=30)
             del self.dockerd[h]
         for h, ns in enumerate(self.record.get("namespaces", [])):
-            left = [p for p in netns.namespace_pids(ns)]
+            left = netns.kill_namespace_processes(ns)
             if left:
                 problems.append(f"node {h}: processes left {left}; killed")
-                for pid in left:
-                    try:
-                        os.kill(pid, 9)
-                    except ProcessLookupError:
-                        pass
         mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
                   if line.split()[1].startswith((str(self.dir), str(self.run_root)))]
         for target in sorted(mounts, key=len, reverse=True):

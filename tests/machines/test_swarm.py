@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -136,10 +137,21 @@ def test_19x5_as_a_swarm_stack(nodes, tmp_path):
     while any(nodes.containers(h, stack) for h in range(HOSTS)):
         assert time.monotonic() < deadline, {h: nodes.containers(h, stack) for h in range(HOSTS)}
         time.sleep(0.5)
-    left = {nodes.addresses[h]: nodes.processes(h) for h in range(HOSTS)}
+    while True:  # a container's last processes (its shim) may still be exiting: bounded by the same deadline
+        left = {nodes.addresses[h]: {pid: _cmdline(pid) for pid in nodes.processes(h)} for h in range(HOSTS)}
+        if not any(left.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     print(f"after stop: no service, secret, config or container of {stack}; processes in the nodes' namespaces "
           f"besides dockerd and containerd: {left}")
     assert not any(left.values()), left
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "(gone)"
 
 
 def kill_one_satellite(nodes: SwarmNodes, m: Manifest, manifest, tmp_path) -> None:

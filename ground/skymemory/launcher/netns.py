@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import subprocess
 
 SUBNET_PREFIX = "10.77.0."
@@ -108,3 +109,14 @@ def teardown(record: dict) -> list[str]:
 def namespace_pids(namespace: str) -> list[int]:
     r = _ip("netns", "pids", namespace, check=False)
     return [int(x) for x in r.stdout.split()] if r.returncode == 0 else []
+
+
+def kill_namespace_processes(namespace: str) -> list[int]:
+    """SIGKILL whatever still runs in the namespace (before it is deleted); returns the pids that were left."""
+    left = namespace_pids(namespace)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
