@@ -20,18 +20,9 @@
  * (the ground retries); only reached when ISL_ROUTER is stopped or stalled. */
 #define SKYMEM_TX_CREDIT_WAIT_MS 200
 
-/* Queued GET_CHUNKS requests being answered at once. */
-#define SKYMEM_MAX_JOBS 8
-
-/* Recently seen (block, evict_id) pairs, so a gossiped eviction is forwarded once. */
-#define SKYMEM_GOSSIP_MEMORY 256
-
-/* MIGRATE (same rules as the native node): jobs at once (more get NAK BUSY),
- * chunks in flight per job, base ACK timeout, resends per chunk. */
-#define SKYMEM_MAX_MIGRATIONS      4
-#define SKYMEM_MIGRATE_WINDOW      32
-#define SKYMEM_MIGRATE_TIMEOUT_MS  1000
-#define SKYMEM_MIGRATE_RETRIES     3
+/* GET_CHUNKS queue, gossip memory and MIGRATE limits are skymem_core's (skymem_sat.h:
+ * SKYMEM_SAT_MAX_JOBS, SKYMEM_SAT_GOSSIP_MEMORY, SKYMEM_SAT_MAX_MIGRATIONS, ...), the same on
+ * both runtimes. */
 #define SKYMEM_MIGRATE_TICK_MS     100 /* pipe wait while migrations run */
 
 #define SKYMEM_MAX_VERSION_STR_LEN 256

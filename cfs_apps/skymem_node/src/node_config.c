@@ -21,6 +21,7 @@ static const char USAGE[] =
     "  [--bandwidth-mbps X] [--loss P] [--dup P] [--reorder P] [--corrupt P] [--seed N]\n"
     "  [--config FILE] [--log-level error|warn|info|debug]\n"
     "  [--auth-keys FILE]  (lines: key_id hex_key; id 0 = constellation key; default $SKYMEM_AUTH_KEYS)\n"
+    "  [--auth-floor FILE] (the replay floor kept across restarts; default: the key file + .floor.PLANE-SAT)\n"
     "  [--tlm-dest HOST:PORT]  (housekeeping of both apps goes there, as TO_LAB sends it on cFS)\n";
 
 static int parse_u64(const char *key, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -134,6 +135,7 @@ static int apply(node_config_t *cfg, const char *key, const char *v, int depth, 
         return 0;
     }
     if (!strcmp(key, "auth-keys")) return parse_str(key, v, cfg->auth_keys, sizeof cfg->auth_keys);
+    if (!strcmp(key, "auth-floor")) return parse_str(key, v, cfg->auth_floor, sizeof cfg->auth_floor);
     if (!strcmp(key, "peers")) return parse_str(key, v, cfg->peers, sizeof cfg->peers);
     if (!strcmp(key, "tlm-dest")) return parse_tlm_dest(key, v, cfg);
     if (!strcmp(key, "memory-budget")) return parse_u64(key, v, 4096, 1ull << 40, &cfg->memory_budget);

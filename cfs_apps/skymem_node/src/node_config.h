@@ -30,6 +30,7 @@ typedef struct {
     uint64_t seed;
     int log_level;
     char auth_keys[512]; /* key file ("key_id hex_key" lines); empty: SKYMEM_AUTH_KEYS env var, else auth off */
+    char auth_floor[512]; /* replay floor file; empty: auth_keys + ".floor.PLANE-SAT" */
     char tlm_host[16];   /* --tlm-dest: where housekeeping goes (TO_LAB's destination on cFS); empty: to the asker */
     uint32_t tlm_port;
 } node_config_t;

@@ -1,26 +1,11 @@
-/* node_handlers.c -- what a satellite does with each packet: handle it, forward
- * it one hop along the torus, or hand a reply to the ground link it belongs to. */
+/* node_handlers.c -- the native node's packet path: parse, route one hop or hand to the ground link,
+ * the ground-station table, control commands and housekeeping. What a command does is skymem_core's
+ * (skymem_sat.c); this file gives it the node's io (node_sat_setup) and its packets. */
 #include <string.h>
 
 #include "node.h"
-#include "skymem_crc32c.h"
 
 static int is_self(const node_t *n, uint16_t plane, uint16_t sat) { return plane == n->plane && sat == n->sat; }
-
-static skymem_route_t own_route(const node_t *n, uint16_t dst_plane, uint16_t dst_sat, uint32_t request_id)
-{
-    skymem_route_t r;
-    memset(&r, 0, sizeof r);
-    r.dst_plane = dst_plane;
-    r.dst_sat = dst_sat;
-    r.src_plane = (uint16_t)n->plane;
-    r.src_sat = (uint16_t)n->sat;
-    r.via_plane = SKYMEM_NO_SAT;
-    r.via_sat = SKYMEM_NO_SAT;
-    r.request_id = request_id;
-    r.ttl = SKYMEM_DEFAULT_TTL;
-    return r;
-}
 
 static void tlm_time(const node_t *n, uint32_t *sec, uint16_t *sub) { skymem_ms_to_tlm_time(node_mission_ms(n), sec, sub); }
 
@@ -85,7 +70,7 @@ static void route_packet(node_t *n, uint8_t *pkt, size_t len, const skymem_route
     }
     if (tp >= n->planes || ts >= n->sats) {
         n->c.dropped++;
-        if (!is_reply && relay) node_reply(n, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, SKYMEM_NAK_NO_ROUTE, 0, 0, NULL, 0);
+        if (!is_reply && relay) skymem_sat_reply(&n->core, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, SKYMEM_NAK_NO_ROUTE, 0, 0, NULL);
         return;
     }
     if (is_self(n, (uint16_t)tp, (uint16_t)ts)) { /* nothing to route: would loop */
@@ -96,7 +81,7 @@ static void route_packet(node_t *n, uint8_t *pkt, size_t len, const skymem_route
         n->c.dropped++;
         node_log(n, NODE_LOG_DEBUG, "ttl expired, request %u dropped", r->request_id);
         if (!is_reply && relay && !(r->flags & SKYMEM_RF_GOSSIP))
-            node_reply(n, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, SKYMEM_NAK_TTL_EXPIRED, 0, 0, NULL, 0);
+            skymem_sat_reply(&n->core, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, SKYMEM_NAK_TTL_EXPIRED, 0, 0, NULL);
         return;
     }
     r2 = *r;
@@ -108,267 +93,85 @@ static void route_packet(node_t *n, uint8_t *pkt, size_t len, const skymem_route
     node_send_isl(n, dir, pkt, len);
 }
 
-void node_route_out(node_t *n, uint8_t *pkt, size_t len, const skymem_route_t *r, int is_reply)
+/* ---- the core's io --------------------------------------------------------------- */
+static void io_send(void *ctx, uint8_t *pkt, size_t len, const skymem_route_t *r, int is_reply)
 {
-    route_packet(n, pkt, len, r, is_reply, 0);
+    route_packet((node_t *)ctx, pkt, len, r, is_reply, 0);
 }
 
-void node_send_reply(node_t *n, uint8_t *pkt, size_t len, size_t cap, const skymem_route_t *r)
+static uint64_t io_clock_us(void *ctx)
 {
-    skymem_route_t signed_route = *r;
-    len = node_auth_sign_reply(n, &signed_route, pkt, len, cap);
-    if (len > 0) node_route_out(n, pkt, len, &signed_route, 1);
+    (void)ctx;
+    return node_unix_us();
 }
 
-/* Replies go back along the request's route: to its source, via its ground link. */
-void node_reply(node_t *n, const skymem_route_t *req, uint8_t kind, uint8_t cc, uint8_t status, uint32_t chunk_id,
-                uint32_t value, const uint8_t *body, size_t body_len)
+static uint64_t io_mono_ms(void *ctx)
 {
-    node_reply_to(n, NULL, req, kind, cc, status, chunk_id, value, body, body_len);
+    (void)ctx;
+    return node_mono_ns() / 1000000ull;
 }
 
-void node_reply_to(node_t *n, const struct sockaddr_in *addr, const skymem_route_t *req, uint8_t kind, uint8_t cc,
-                   uint8_t status, uint32_t chunk_id, uint32_t value, const uint8_t *body, size_t body_len)
+static void io_tlm_time(void *ctx, uint32_t *sec, uint16_t *sub) { tlm_time((node_t *)ctx, sec, sub); }
+
+static void io_log(void *ctx, int level, int about, const char *text)
 {
-    uint8_t buf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_REPLY_HDR_LEN + SKYMEM_STATS_LEN +
-                SKYMEM_AUTH_TRAILER_LEN];
-    skymem_route_t r = own_route(n, req->src_plane, req->src_sat, req->request_id);
-    uint32_t sec;
-    uint16_t sub;
-    int len;
-    r.via_plane = addr ? (uint16_t)n->plane : req->via_plane;
-    r.via_sat = addr ? (uint16_t)n->sat : req->via_sat;
-    tlm_time(n, &sec, &sub);
-    len = skymem_build_reply(buf, sizeof buf, n->seq++, sec, sub, &r, kind, cc, status, chunk_id, value, body,
-                             body_len);
-    if (len < 0) return;
-    if (kind == SKYMEM_REPLY_NAK) n->c.err_count++;
-    if (addr == NULL) {
-        node_send_reply(n, buf, (size_t)len, sizeof buf, &r);
-        return;
-    }
-    len = (int)node_auth_sign_reply(n, &r, buf, (size_t)len, sizeof buf);
-    if (len > 0) node_send_ground(n, addr, buf, (size_t)len);
+    (void)about;
+    node_log((node_t *)ctx, level, "%s", text);
 }
 
-void node_fill_stats(const node_t *n, skymem_stats_t *st)
+static uint8_t io_apply_param(void *ctx, uint16_t id, uint32_t v)
 {
+    node_t *n = (node_t *)ctx;
     skymem_store_info_t info;
     skymem_store_info(n->store, &info);
-    memset(st, 0, sizeof(*st));
-    st->plane = (uint16_t)n->plane;
-    st->sat = (uint16_t)n->sat;
-    st->cmd_count = n->c.cmd_count;
-    st->err_count = n->c.err_count;
-    st->chunks = info.chunks;
-    st->bytes_used = info.bytes_used;
-    st->bytes_budget = info.budget_bytes;
-    st->lru_evictions = info.lru_evictions;
-    st->blocks_purged = info.blocks_purged;
+    switch (id) {
+    case SKYMEM_PARAM_MEMORY_BUDGET_KB:
+        if (v < 4) return SKYMEM_NAK_BAD_PARAM;
+        if (skymem_store_resize(&n->store, (uint64_t)v * 1024u, info.chunk_size) != SKYMEM_STORE_OK)
+            return SKYMEM_NAK_BAD_PARAM;
+        break;
+    case SKYMEM_PARAM_CHUNK_SIZE:
+        if (v < 1 || v > SKYMEM_MAX_CHUNK_DATA) return SKYMEM_NAK_BAD_PARAM;
+        if (skymem_store_resize(&n->store, info.budget_bytes, v) != SKYMEM_STORE_OK) return SKYMEM_NAK_BAD_PARAM;
+        break;
+    case SKYMEM_PARAM_DELAY_SCALE_PPM: n->delay_scale = n->core.delay_scale = (double)v / 1e6; break;
+    case SKYMEM_PARAM_LOSS_PPM:
+        if (v > 1000000u) return SKYMEM_NAK_BAD_PARAM;
+        n->loss = (double)v / 1e6;
+        break;
+    default: return SKYMEM_NAK_BAD_PARAM;
+    }
+    n->core.store = n->store; /* a resize makes a new store */
+    node_log(n, NODE_LOG_INFO, "parameter %u set to %u", id, v);
+    return 0;
+}
+
+static void io_fill_stats(void *ctx, skymem_stats_t *st)
+{
+    const node_t *n = (const node_t *)ctx;
     st->rx_packets = n->c.rx_packets;
     st->tx_packets = n->c.tx_packets;
     st->forwarded = n->c.forwarded;
     st->dropped = n->c.dropped;
     st->invalid = n->c.invalid;
-    st->auth_failures = n->c.auth_failures;
-    st->migrated_out = n->c.migrated_out;
-    st->migrated_in = n->c.migrated_in;
     st->mission_time_ms = node_mission_ms(n);
     st->uptime_s = (uint32_t)((node_mono_ns() - n->start_mono_ns) / 1000000000ull);
 }
 
-/* ---- eviction gossip ------------------------------------------------------------ */
-/* Returns 1 if (hash, evict_id) was seen recently; records it otherwise. */
-static int seen_before(node_t *n, const uint8_t *hash, uint32_t evict_id)
-{
-    int i;
-    for (i = 0; i < NODE_EVICT_SEEN; i++)
-        if (n->seen[i].used && n->seen[i].evict_id == evict_id && !memcmp(n->seen[i].hash, hash, SKYMEM_BLOCK_HASH_LEN))
-            return 1;
-    n->seen[n->seen_next].used = 1;
-    n->seen[n->seen_next].evict_id = evict_id;
-    memcpy(n->seen[n->seen_next].hash, hash, SKYMEM_BLOCK_HASH_LEN);
-    n->seen_next = (n->seen_next + 1u) % NODE_EVICT_SEEN;
-    return 0;
-}
+static void io_reset_counters(void *ctx) { memset(&((node_t *)ctx)->c, 0, sizeof(((node_t *)ctx)->c)); }
 
-void node_gossip_evict(node_t *n, const uint8_t *hash, uint32_t evict_id, uint8_t radius)
-{
-    uint32_t sent[4][2];
-    int nsent = 0, d, k;
-    if (radius == 0) return;
-    for (d = SKYMEM_DIR_NORTH; d <= SKYMEM_DIR_EAST; d++) {
-        uint32_t np, ns;
-        uint8_t buf[SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_EVICT_LEN + SKYMEM_AUTH_TRAILER_LEN];
-        skymem_route_t r;
-        int len, dup = 0;
-        skymem_neighbour(n->planes, n->sats, n->plane, n->sat, (skymem_dir_t)d, &np, &ns);
-        if (np == n->plane && ns == n->sat) continue; /* 1-wide ring */
-        for (k = 0; k < nsent; k++)
-            if (sent[k][0] == np && sent[k][1] == ns) dup = 1; /* 2-wide ring: north == south */
-        if (dup) continue;
-        sent[nsent][0] = np;
-        sent[nsent][1] = ns;
-        nsent++;
-        r = own_route(n, (uint16_t)np, (uint16_t)ns, evict_id);
-        r.flags = SKYMEM_RF_GOSSIP;
-        len = skymem_build_evict(buf, sizeof buf, n->seq++, &r, hash, evict_id, (uint8_t)(radius - 1u));
-        if (len > 0) len = (int)node_auth_sign(n, &r, buf, (size_t)len, sizeof buf);
-        if (len > 0) node_route_out(n, buf, (size_t)len, &r, 0);
-    }
-}
+static const skymem_sat_io_t node_io = {io_send, io_clock_us, io_mono_ms, io_tlm_time, io_log, io_apply_param,
+                                        io_fill_stats, io_reset_counters, node_auth_persist_floor};
 
-/* Store callback: an LRU eviction purged a whole block. The EVICTED notice reaches the ground
- * station that set the chunk, also when the chunk came here by migration (its origin record). */
-void node_on_store_evict(void *ctx, const uint8_t *hash, const skymem_chunk_meta_t *victim, uint32_t purged)
+void node_sat_setup(node_t *n)
 {
-    node_t *n = (node_t *)ctx;
-    uint32_t evict_id = ((n->plane * n->sats + n->sat) << 16) | (n->next_evict_id++ & 0xFFFFu);
-    node_log(n, NODE_LOG_DEBUG, "LRU evicted a block (%u chunks), gossip radius %u", purged, victim->gossip_radius);
-    (void)seen_before(n, hash, evict_id);
-    node_gossip_evict(n, hash, evict_id, victim->gossip_radius);
-    if (victim->origin_ground != SKYMEM_NO_SAT && victim->ingress_plane != SKYMEM_NO_SAT) {
-        skymem_route_t req;
-        memset(&req, 0, sizeof req);
-        req.src_plane = SKYMEM_GROUND_PLANE;
-        req.src_sat = victim->origin_ground;
-        req.via_plane = victim->ingress_plane;
-        req.via_sat = victim->ingress_sat;
-        req.request_id = 0;
-        node_reply(n, &req, SKYMEM_REPLY_EVICTED, 0, 0, 0, purged, hash, SKYMEM_BLOCK_HASH_LEN);
-    }
-}
-
-/* ---- commands ------------------------------------------------------------------- */
-static int apply_param(node_t *n, uint16_t id, uint32_t v)
-{
-    skymem_store_info_t info;
-    skymem_store_info(n->store, &info);
-    switch (id) {
-    case SKYMEM_PARAM_MEMORY_BUDGET_KB:
-        if (v < 4) return -1;
-        if (skymem_store_resize(&n->store, (uint64_t)v * 1024u, info.chunk_size) != SKYMEM_STORE_OK) return -1;
-        break;
-    case SKYMEM_PARAM_CHUNK_SIZE:
-        if (v < 1 || v > SKYMEM_MAX_CHUNK_DATA) return -1;
-        if (skymem_store_resize(&n->store, info.budget_bytes, v) != SKYMEM_STORE_OK) return -1;
-        break;
-    case SKYMEM_PARAM_DELAY_SCALE_PPM: n->delay_scale = (double)v / 1e6; break;
-    case SKYMEM_PARAM_LOSS_PPM:
-        if (v > 1000000u) return -1;
-        n->loss = (double)v / 1e6;
-        break;
-    default: return -1;
-    }
-    node_log(n, NODE_LOG_INFO, "parameter %u set to %u", id, v);
-    return 0;
-}
-
-static void reset_counters(node_t *n) { memset(&n->c, 0, sizeof n->c); }
-
-static void send_data(node_t *n, const skymem_route_t *req, uint8_t cc, const uint8_t *hash, uint32_t id)
-{
-    skymem_chunk_meta_t meta;
-    const uint8_t *data;
-    size_t dlen;
-    if (skymem_store_get(n->store, hash, id, &meta, &data, &dlen) == SKYMEM_STORE_OK) {
-        skymem_chunk_desc_t d;
-        skymem_route_t r = own_route(n, req->src_plane, req->src_sat, req->request_id);
-        uint32_t sec;
-        uint16_t sub;
-        int len;
-        r.via_plane = req->via_plane;
-        r.via_sat = req->via_sat;
-        skymem_chunk_desc_from_meta(&d, hash, id, &meta, dlen);
-        tlm_time(n, &sec, &sub);
-        len = skymem_build_reply_data(n->txbuf, sizeof n->txbuf, n->seq++, sec, sub, &r, cc, &d, data);
-        if (len > 0) node_send_reply(n, n->txbuf, (size_t)len, sizeof n->txbuf, &r);
-    } else {
-        node_reply(n, req, SKYMEM_REPLY_NAK, cc, SKYMEM_NAK_NOT_FOUND, id, 0, hash, SKYMEM_BLOCK_HASH_LEN);
-    }
-}
-
-static void handle_set_chunk(node_t *n, const skymem_msg_t *m, const skymem_route_t *r)
-{
-    skymem_store_info_t info;
-    skymem_chunk_meta_t meta;
-    uint32_t crc;
-    int rc;
-    skymem_store_info(n->store, &info);
-    if (m->desc.data_len > info.chunk_size) {
-        node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_TOO_LARGE, m->desc.chunk_id, 0, m->block_hash, 32);
-        return;
-    }
-    /* the CRC from the tag's pass over this very packet (node_auth_refuse), else computed here */
-    crc = n->set_crc_of == m->data ? n->set_crc : skymem_crc32c(m->data, m->desc.data_len);
-    n->set_crc_of = NULL;
-    if (crc != m->desc.crc32c) {
-        node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BAD_CRC, m->desc.chunk_id, 0, m->block_hash, 32);
-        return;
-    }
-    skymem_chunk_meta_from_set(&meta, &m->desc, r, m->has_origin ? &m->origin : NULL);
-    rc = skymem_store_set(n->store, m->block_hash, m->desc.chunk_id, &meta, m->data, m->desc.data_len);
-    if (rc != SKYMEM_STORE_OK) {
-        node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, rc == SKYMEM_STORE_E_TOO_LARGE ? SKYMEM_NAK_TOO_LARGE : SKYMEM_NAK_NO_SPACE,
-                   m->desc.chunk_id, 0, m->block_hash, 32);
-        return;
-    }
-    if (r->flags & SKYMEM_RF_MIGRATION) n->c.migrated_in++;
-    node_reply(n, r, SKYMEM_REPLY_ACK, m->cc, 0, m->desc.chunk_id, 1, m->block_hash, 32);
-}
-
-static void handle_data_cmd(node_t *n, const skymem_msg_t *m, const skymem_route_t *r)
-{
-    uint32_t i;
-    n->c.cmd_count++;
-    switch (m->cc) {
-    case SKYMEM_NOOP_CC:
-        node_reply(n, r, SKYMEM_REPLY_ACK, m->cc, 0, 0, 0, NULL, 0);
-        break;
-    case SKYMEM_RESET_COUNTERS_CC:
-        reset_counters(n);
-        node_reply(n, r, SKYMEM_REPLY_ACK, m->cc, 0, 0, 0, NULL, 0);
-        break;
-    case SKYMEM_SET_PARAM_CC:
-        if (apply_param(n, m->param_id, m->param_value) == 0)
-            node_reply(n, r, SKYMEM_REPLY_ACK, m->cc, 0, 0, m->param_value, NULL, 0);
-        else
-            node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BAD_PARAM, 0, m->param_value, NULL, 0);
-        break;
-    case SKYMEM_SET_CHUNK_CC: handle_set_chunk(n, m, r); break;
-    case SKYMEM_GET_CHUNK_CC: send_data(n, r, m->cc, m->block_hash, m->chunk_id); break;
-    case SKYMEM_GET_CHUNKS_CC:
-        for (i = 0; i < m->count; i++) send_data(n, r, m->cc, m->block_hash, m->first + i * m->stride);
-        break;
-    case SKYMEM_PROBE_CC: {
-        skymem_chunk_meta_t meta;
-        if (skymem_store_peek(n->store, m->block_hash, m->chunk_id, &meta, NULL, NULL) == SKYMEM_STORE_OK)
-            node_reply(n, r, SKYMEM_REPLY_ACK, m->cc, 0, m->chunk_id, meta.chunk_count, m->block_hash, 32);
-        else
-            node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_NOT_FOUND, m->chunk_id, 0, m->block_hash, 32);
-        break;
-    }
-    case SKYMEM_EVICT_BLOCK_CC: {
-        uint32_t purged = skymem_store_purge_block(n->store, m->block_hash);
-        if (!seen_before(n, m->block_hash, m->evict_id)) node_gossip_evict(n, m->block_hash, m->evict_id, m->radius);
-        node_log(n, NODE_LOG_DEBUG, "evict id %u radius %u: purged %u chunks", m->evict_id, m->radius, purged);
-        if (!(r->flags & SKYMEM_RF_GOSSIP))
-            node_reply(n, r, SKYMEM_REPLY_ACK, m->cc, 0, 0, purged, m->block_hash, 32);
-        break;
-    }
-    case SKYMEM_MIGRATE_CC: node_migrate_start(n, m); break;
-    case SKYMEM_STATS_CC: {
-        skymem_stats_t st;
-        uint8_t body[SKYMEM_STATS_LEN];
-        node_fill_stats(n, &st);
-        skymem_stats_encode(body, &st);
-        node_reply(n, r, SKYMEM_REPLY_STATS, m->cc, 0, 0, 0, body, sizeof body);
-        break;
-    }
-    default: /* the parser only lets valid codes through */
-        node_reply(n, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BAD_COMMAND, 0, 0, NULL, 0);
-        break;
-    }
+    n->core.plane = (uint16_t)n->plane;
+    n->core.sat = (uint16_t)n->sat;
+    n->core.planes = (uint16_t)n->planes;
+    n->core.sats = (uint16_t)n->sats;
+    n->core.altitude_m = n->cfg.altitude_km * 1000.0;
+    n->core.delay_scale = n->delay_scale;
+    skymem_sat_init(&n->core, &node_io, n);
 }
 
 /* Control commands (SKYMEM_CMD_MID, no route header): handled here, no reply
@@ -377,15 +180,15 @@ static void handle_control(node_t *n, const skymem_msg_t *m)
 {
     switch (m->cc) {
     case SKYMEM_NOOP_CC:
-        n->c.cmd_count++;
+        n->core.c.cmd_count++;
         node_log(n, NODE_LOG_INFO, "NOOP command");
         break;
-    case SKYMEM_RESET_COUNTERS_CC: reset_counters(n); break;
+    case SKYMEM_RESET_COUNTERS_CC: skymem_sat_reset_counters(&n->core); break;
     case SKYMEM_SET_PARAM_CC:
-        if (apply_param(n, m->param_id, m->param_value) == 0) n->c.cmd_count++;
-        else n->c.err_count++;
+        if (io_apply_param(n, m->param_id, m->param_value) == 0) n->core.c.cmd_count++;
+        else n->core.c.err_count++;
         break;
-    default: n->c.err_count++; break;
+    default: n->core.c.err_count++; break;
     }
 }
 
@@ -405,7 +208,7 @@ static void send_hk(node_t *n, int from_ground, const struct sockaddr_in *src)
     uint32_t sec;
     uint16_t sub;
     int len;
-    node_fill_stats(n, &st);
+    skymem_sat_fill_stats(&n->core, &st);
     tlm_time(n, &sec, &sub);
     len = skymem_build_hk(buf, sizeof buf, n->seq++, sec, sub, &st);
     if (len > 0) send_tlm(n, from_ground, src, buf, (size_t)len);
@@ -456,34 +259,11 @@ static void handle_router_command(node_t *n, const skymem_msg_t *m)
     else n->rc.cmd_count++;
 }
 
-/* A command that came up our ground link: remember where that ground station is
- * and, if the sender left `via` unset, make ourselves the satellite its replies
- * come back through. */
-static void adopt_ground(node_t *n, const struct sockaddr_in *src, skymem_route_t *r, uint8_t *pkt, size_t len)
-{
-    if (r->src_plane != SKYMEM_GROUND_PLANE) return;
-    learn_ground(n, r->src_sat, src);
-    if (r->via_plane == SKYMEM_NO_SAT) {
-        r->via_plane = (uint16_t)n->plane;
-        r->via_sat = (uint16_t)n->sat;
-        skymem_rewrite_route(pkt, len, r);
-    }
-}
-
-/* A data-plane command for us that we could not parse: NAK it so the sender is
- * not left waiting. */
-static void nak_malformed(node_t *n, int rc, const uint8_t *pkt, const skymem_route_t *r)
-{
-    if (!is_self(n, r->dst_plane, r->dst_sat) || (r->flags & SKYMEM_RF_GOSSIP)) return;
-    node_reply(n, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, skymem_nak_for_parse_error(rc), 0, 0, NULL, 0);
-}
-
 void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t *pkt, size_t len)
 {
     skymem_msg_t m;
     skymem_route_t r;
-    int rc, from_ground = from != 0;
-    n->set_crc_of = NULL; /* a CRC from an earlier packet's tag pass is never this one's */
+    int rc, from_ground = from != 0, checked = 0;
     if (from != 2) n->c.rx_packets++;
     if (from == 0) n->rc.rx_isl++;
     else if (from == 1) n->rc.rx_ground++;
@@ -497,34 +277,47 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
         n->c.invalid++;
         node_log(n, NODE_LOG_DEBUG, "invalid packet (%zu bytes): %s", len, skymem_strerror(rc));
         if (skymem_intact_data_cmd(pkt, len, &r)) {
-            if (from_ground) adopt_ground(n, src, &r, pkt, len);
-            nak_malformed(n, rc, pkt, &r);
+            if (from_ground && r.src_plane == SKYMEM_GROUND_PLANE) {
+                learn_ground(n, r.src_sat, src);
+                if (r.via_plane == SKYMEM_NO_SAT) {
+                    r.via_plane = (uint16_t)n->plane;
+                    r.via_sat = (uint16_t)n->sat;
+                    skymem_rewrite_route(pkt, len, &r);
+                }
+            }
+            skymem_sat_malformed(&n->core, rc, pkt, len, &r);
         }
         return;
     }
     if (m.is_cmd) {
         switch (m.mid) {
         case SKYMEM_CMD_MID:
-            if (!node_auth_refuse_control(n, &m)) handle_control(n, &m);
+            if (!skymem_sat_refuse_control(&n->core, m.cc)) handle_control(n, &m);
             return;
         case SKYMEM_SEND_HK_MID: send_hk(n, from_ground, src); return; /* not counted, as in cFS */
         case ISL_ROUTER_SEND_HK_MID: send_router_hk(n, from_ground, src); return;
         case ISL_ROUTER_CMD_MID:
-            if (!node_auth_refuse_control(n, &m)) handle_router_command(n, &m);
+            if (!skymem_sat_refuse_control(&n->core, m.cc)) handle_router_command(n, &m);
             return;
         default: break;
         }
         r = m.route;
-        /* keys on: a command from the ground is checked where it comes up, before this satellite learns
-         * the station's address from it or relays it (refused: answered straight back, nothing learned) */
-        if (from_ground && n->auth && node_auth_refuse(n, &m, pkt, len, &r, src)) return;
-        if (from_ground) adopt_ground(n, src, &r, pkt, len);
-        m.route = r; /* handlers see the route as rewritten (via filled in) */
+        if (from_ground) { /* checked where it comes up, before anything is learned from it or it is relayed */
+            int what = skymem_sat_from_ground(&n->core, &m, pkt, len, &r);
+            if (what == SKYMEM_SAT_DROP) return;
+            if (what == SKYMEM_SAT_LEARN) learn_ground(n, r.src_sat, src);
+            checked = r.src_plane == SKYMEM_GROUND_PLANE;
+            m.route = r; /* the core sees the route as rewritten (via filled in) */
+        }
         if (is_self(n, r.dst_plane, r.dst_sat)) {
             n->rc.delivered++;
-            if (from_ground || !node_auth_refuse(n, &m, pkt, len, &r, NULL)) handle_data_cmd(n, &m, &r);
+            if (skymem_sat_accept(&n->core, &m, pkt, len, checked)) {
+                skymem_sat_serve(&n->core, &m);
+                skymem_sat_run_jobs(&n->core, UINT32_MAX); /* GET_CHUNKS answered at once: the socket paces it */
+            }
+        } else {
+            route_packet(n, pkt, len, &r, 0, 1);
         }
-        else route_packet(n, pkt, len, &r, 0, 1);
         return;
     }
     /* telemetry */
@@ -535,7 +328,7 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
     r = m.route;
     if (r.dst_plane != SKYMEM_GROUND_PLANE && is_self(n, r.dst_plane, r.dst_sat)) {
         n->rc.delivered++;
-        if (!node_auth_refuse_reply(n, &m, pkt, len)) node_migrate_on_reply(n, &m); /* no forged ACK deletes a chunk */
+        skymem_sat_on_reply(&n->core, &m, pkt, len);
         return;
     }
     route_packet(n, pkt, len, &r, 1, 1);

@@ -33,12 +33,14 @@ uint64_t node_mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t unix_ms(void)
+uint64_t node_unix_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+    return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000ull;
 }
+
+static uint64_t unix_ms(void) { return node_unix_us() / 1000ull; }
 
 /* mission_ms = epoch_ms + time_scale * (unix_now_ms - epoch_ms) (docs/CONTRACTS.md) */
 uint64_t node_mission_ms(const node_t *n)
@@ -102,7 +104,7 @@ static int epoll_add(int ep, int fd)
 static void arm_timer(node_t *n)
 {
     node_ev_t *e = evq_peek(&n->evq);
-    uint64_t due = e ? e->due_ns : 0, mig = node_migrate_next_deadline(n);
+    uint64_t due = e ? e->due_ns : 0, mig = skymem_sat_next_deadline(&n->core) * 1000000ull;
     struct itimerspec its;
     if (mig && (due == 0 || mig < due)) due = mig;
     if (due == n->timer_armed_ns) return;
@@ -164,6 +166,7 @@ static int setup(node_t *n)
     n->rng = n->cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)(n->plane * n->sats + n->sat) + 1u;
     n->isl_fd = n->ground_fd = n->timer_fd = n->signal_fd = n->epoll_fd = -1;
     evq_init(&n->evq, 65536, 64u << 20);
+    node_sat_setup(n);
     if (node_auth_setup(n) != 0) return 2;
 
     if (n->cfg.peers[0]) {
@@ -191,7 +194,8 @@ static int setup(node_t *n)
         inet_pton(AF_INET, n->cfg.tlm_host, &n->tlm_dest.sin_addr);
     }
 
-    rc = skymem_store_create(&n->store, n->cfg.memory_budget, n->cfg.chunk_size, node_on_store_evict, n);
+    rc = skymem_store_create(&n->store, n->cfg.memory_budget, n->cfg.chunk_size, skymem_sat_store_evicted, &n->core);
+    n->core.store = n->store;
     if (rc == SKYMEM_STORE_E_NO_SPACE) {
         fprintf(stderr, "skymem_node: --memory-budget %llu is too small for one %u-byte chunk\n",
                 (unsigned long long)n->cfg.memory_budget, n->cfg.chunk_size);
@@ -226,13 +230,11 @@ static int setup(node_t *n)
 
 static void teardown(node_t *n)
 {
-    int k;
     if (n->epoll_fd >= 0) close(n->epoll_fd);
     if (n->signal_fd >= 0) close(n->signal_fd);
     if (n->timer_fd >= 0) close(n->timer_fd);
     if (n->isl_fd >= 0) close(n->isl_fd);
     if (n->ground_fd >= 0) close(n->ground_fd);
-    for (k = 0; k < NODE_MAX_JOBS; k++) free(n->jobs[k].chunks);
     evq_free(&n->evq);
     skymem_store_destroy(n->store);
     free(n->peer_isl);
@@ -279,7 +281,7 @@ int main(int argc, char **argv)
                 n->timer_armed_ns = 0;
                 now = node_mono_ns();
                 node_run_due(n, now);
-                node_migrate_tick(n, now);
+                skymem_sat_tick(&n->core);
             } else if (fd == n->signal_fd) {
                 struct signalfd_siginfo si;
                 if (read(n->signal_fd, &si, sizeof si) == (ssize_t)sizeof si)

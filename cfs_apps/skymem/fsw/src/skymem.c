@@ -6,7 +6,6 @@
 #include "skymem_auth_app.h"
 #include "skymem_data.h"
 #include "skymem_dispatch.h"
-#include "skymem_migrate.h"
 #include "skymem_eventids.h"
 #include "skymem_utils.h"
 #include "skymem_version.h"
@@ -34,11 +33,11 @@ void SKYMEM_Main(void)
         /* While GET_CHUNKS answers are pending, only poll the pipe between
          * bursts (the credit semaphore paces the bursts); otherwise sleep
          * until a message arrives. */
-        if (SKYMEM_Data.NumJobs > 0)
+        if (SKYMEM_Data.Core.n_jobs > 0)
         {
             Timeout = CFE_SB_POLL;
         }
-        else if (SKYMEM_MigrationsActive() > 0)
+        else if (skymem_sat_migrations_active(&SKYMEM_Data.Core) > 0)
         {
             Timeout = SKYMEM_MIGRATE_TICK_MS; /* wake up to resend overdue chunks */
         }
@@ -61,8 +60,8 @@ void SKYMEM_Main(void)
             SKYMEM_Data.RunStatus = CFE_ES_RunStatus_APP_ERROR;
         }
 
-        SKYMEM_RunJobs(SKYMEM_REPLY_BURST);
-        SKYMEM_MigrateTick();
+        (void)skymem_sat_run_jobs(&SKYMEM_Data.Core, SKYMEM_REPLY_BURST);
+        skymem_sat_tick(&SKYMEM_Data.Core);
     }
 
     CFE_ES_PerfLogExit(SKYMEM_PERF_ID);
@@ -142,6 +141,8 @@ CFE_Status_t SKYMEM_Init(void)
     {
         return status;
     }
+
+    SKYMEM_CoreSetup();
 
     /* Command authentication keys (optional file; see skymem_auth_app.h). */
     status = SKYMEM_AuthInit();

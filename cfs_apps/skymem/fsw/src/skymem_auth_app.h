@@ -1,5 +1,6 @@
 /*
- * SKYMEM command and reply authentication (cFS glue around skymem_core's skymem_auth.h).
+ * SKYMEM command and reply authentication on cFS: the key file and the replay floor file.
+ * The checks and the signing are skymem_core's (skymem_sat.c), the same as the native node's.
  *
  * Keys come from SKYMEM_AUTH_KEYS_FILE ("key_id hex_key" lines, id 0 = the
  * constellation key, required; the launcher writes it into every instance's /cf
@@ -20,20 +21,11 @@
 #define SKYMEM_AUTH_KEYS_FILE  "/cf/skymem_auth.keys"
 #define SKYMEM_AUTH_FLOOR_FILE "/cf/skymem_auth.floor"
 
-/* Loads the key file if there is one; an unreadable or invalid file is an error. */
+/* Loads the key file if there is one and turns the core's authentication on; an unreadable or
+ * invalid file is an error. */
 CFE_Status_t SKYMEM_AuthInit(void);
-/* true if this data-plane request must not be served (counted; NAKed unless a replay). */
-bool SKYMEM_AuthRefuse(const uint8 *Packet, size_t Size, const skymem_msg_t *Msg);
-/* true if a control-MID command must be refused (keys on: it has no trailer). */
-bool SKYMEM_AuthRefuseControl(uint8 CommandCode);
-/* true if a reply addressed to this satellite (a migration's ACK/NAK) must be ignored (counted). */
-bool SKYMEM_AuthRefuseReply(const uint8 *Packet, size_t Size, const skymem_msg_t *Msg);
-/* Signs a command this satellite sends (key 0) in place; returns the new length
- * (Length unchanged when auth is off, <= 0 on failure). */
-int SKYMEM_AuthSign(uint8 *Packet, int Length, size_t Capacity);
-/* Signs a reply in place: to the ground with the key of the latest verified ground command,
- * to a satellite with key 0. Same return convention. */
-int SKYMEM_AuthSignReply(uint8 *Packet, int Length, size_t Capacity, const skymem_route_t *Route);
+/* The core's io->persist_floor: the high-water mark into SKYMEM_AUTH_FLOOR_FILE; 0 when written. */
+int SKYMEM_AuthPersistFloor(void *Ctx, uint64_t Mark);
 /* Keeps the replay high-water mark in SKYMEM_AUTH_FLOOR_FILE when it moved (called with housekeeping). */
 void SKYMEM_AuthPersist(void);
 

@@ -8,10 +8,10 @@
 
 CFE_Status_t SKYMEM_SendHkCmd(const SKYMEM_SendHkCmd_t *Msg)
 {
-    SKYMEM_AuthPersist(); /* at the housekeeping rate: the replay floor a restart starts from */
     skymem_stats_t Stats;
 
-    SKYMEM_FillStats(&Stats);
+    SKYMEM_AuthPersist(); /* at the housekeeping rate: the replay floor a restart starts from */
+    skymem_sat_fill_stats(&SKYMEM_Data.Core, &Stats);
     skymem_stats_encode(SKYMEM_Data.HkTlm.Payload.Stats, &Stats);
 
     CFE_SB_TimeStampMsg(CFE_MSG_PTR(SKYMEM_Data.HkTlm.TelemetryHeader));
@@ -26,18 +26,18 @@ CFE_Status_t SKYMEM_SendHkCmd(const SKYMEM_SendHkCmd_t *Msg)
 
 CFE_Status_t SKYMEM_NoopCmd(const SKYMEM_NoopCmd_t *Msg)
 {
-    SKYMEM_Data.CmdCounter++;
+    SKYMEM_Data.Core.c.cmd_count++;
 
     CFE_EVS_SendEvent(SKYMEM_NOOP_INF_EID, CFE_EVS_EventType_INFORMATION,
                       "SKYMEM: NOOP command %s, command counter %lu", SKYMEM_VERSION,
-                      (unsigned long)SKYMEM_Data.CmdCounter);
+                      (unsigned long)SKYMEM_Data.Core.c.cmd_count);
 
     return CFE_SUCCESS;
 }
 
 CFE_Status_t SKYMEM_ResetCountersCmd(const SKYMEM_ResetCountersCmd_t *Msg)
 {
-    SKYMEM_ResetCounters();
+    skymem_sat_reset_counters(&SKYMEM_Data.Core);
 
     CFE_EVS_SendEvent(SKYMEM_RESET_INF_EID, CFE_EVS_EventType_INFORMATION, "SKYMEM: RESET command");
 
@@ -54,13 +54,13 @@ CFE_Status_t SKYMEM_SetParamCmd(const SKYMEM_SetParamCmd_t *Msg)
     Nak = (Spare != 0) ? SKYMEM_NAK_BAD_PARAM : SKYMEM_ApplyParam(ParamId, Value);
     if (Nak != 0)
     {
-        SKYMEM_Data.ErrCounter++;
+        SKYMEM_Data.Core.c.err_count++;
         CFE_EVS_SendEvent(SKYMEM_SET_PARAM_ERR_EID, CFE_EVS_EventType_ERROR,
                           "SKYMEM: SET_PARAM id %u value %lu rejected (nak %u)", (unsigned int)ParamId,
                           (unsigned long)Value, (unsigned int)Nak);
         return CFE_STATUS_VALIDATION_FAILURE;
     }
 
-    SKYMEM_Data.CmdCounter++;
+    SKYMEM_Data.Core.c.cmd_count++;
     return CFE_SUCCESS;
 }

@@ -4,7 +4,6 @@
  * lengths and are validated by the skymem_core codec in skymem_data.c.
  */
 #include "skymem.h"
-#include "skymem_auth_app.h"
 #include "skymem_cmds.h"
 #include "skymem_data.h"
 #include "skymem_dispatch.h"
@@ -28,7 +27,7 @@ bool SKYMEM_VerifyCmdLength(const CFE_MSG_Message_t *MsgPtr, size_t ExpectedLeng
                       "SKYMEM: invalid msg length: ID = 0x%X, CC = %u, Len = %u, Expected = %u",
                       (unsigned int)CFE_SB_MsgIdToValue(MsgId), (unsigned int)FcnCode, (unsigned int)ActualLength,
                       (unsigned int)ExpectedLength);
-    SKYMEM_Data.ErrCounter++;
+    SKYMEM_Data.Core.c.err_count++;
     return false;
 }
 
@@ -39,7 +38,7 @@ void SKYMEM_ProcessGroundCommand(const CFE_SB_Buffer_t *SBBufPtr)
     CFE_MSG_GetFcnCode(&SBBufPtr->Msg, &CommandCode);
 
     /* With keys configured, state changes need a signed data-plane command. */
-    if (SKYMEM_AuthRefuseControl((uint8)CommandCode))
+    if (skymem_sat_refuse_control(&SKYMEM_Data.Core, (uint8)CommandCode))
     {
         return;
     }
@@ -68,7 +67,7 @@ void SKYMEM_ProcessGroundCommand(const CFE_SB_Buffer_t *SBBufPtr)
             break;
 
         default:
-            SKYMEM_Data.ErrCounter++;
+            SKYMEM_Data.Core.c.err_count++;
             CFE_EVS_SendEvent(SKYMEM_CC_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: invalid ground command code: CC = %d",
                               (int)CommandCode);
             break;

@@ -1,7 +1,6 @@
 /* SKYMEM helpers: configuration, store, parameters, statistics, publishing. */
 #include "skymem.h"
 #include "skymem_config.h"
-#include "skymem_data.h"
 #include "skymem_eventids.h"
 #include "skymem_utils.h"
 
@@ -157,7 +156,8 @@ CFE_Status_t SKYMEM_CreateStore(uint64 BudgetBytes, uint32 ChunkSize)
 
     if (SKYMEM_Data.Store == NULL)
     {
-        rc = skymem_store_create(&SKYMEM_Data.Store, BudgetBytes, ChunkSize, SKYMEM_OnEviction, NULL);
+        rc = skymem_store_create(&SKYMEM_Data.Store, BudgetBytes, ChunkSize, skymem_sat_store_evicted,
+                                 &SKYMEM_Data.Core);
     }
     else
     {
@@ -175,6 +175,7 @@ CFE_Status_t SKYMEM_CreateStore(uint64 BudgetBytes, uint32 ChunkSize)
 
     SKYMEM_Data.BudgetBytes = BudgetBytes;
     SKYMEM_Data.ChunkSize   = ChunkSize;
+    SKYMEM_Data.Core.store  = SKYMEM_Data.Store; /* a resize makes a new store */
     return CFE_SUCCESS;
 }
 
@@ -216,46 +217,6 @@ uint8 SKYMEM_ApplyParam(uint16 ParamId, uint32 Value)
                       (unsigned long)Value, (unsigned long)(SKYMEM_Data.BudgetBytes / 1024u),
                       (unsigned long)SKYMEM_Data.ChunkSize);
     return 0;
-}
-
-void SKYMEM_ResetCounters(void)
-{
-    SKYMEM_Data.CmdCounter   = 0;
-    SKYMEM_Data.ErrCounter   = 0;
-    SKYMEM_Data.RxPackets    = 0;
-    SKYMEM_Data.TxPackets    = 0;
-    SKYMEM_Data.Invalid      = 0;
-    SKYMEM_Data.AuthFailures = 0;
-    SKYMEM_Data.MigratedIn   = 0;
-    SKYMEM_Data.MigratedOut  = 0;
-}
-
-void SKYMEM_FillStats(skymem_stats_t *Stats)
-{
-    skymem_store_info_t Info;
-    CFE_TIME_SysTime_t  Now = CFE_TIME_GetTime();
-
-    memset(Stats, 0, sizeof(*Stats));
-    skymem_store_info(SKYMEM_Data.Store, &Info);
-
-    Stats->plane         = SKYMEM_Data.Plane;
-    Stats->sat           = SKYMEM_Data.Sat;
-    Stats->cmd_count     = SKYMEM_Data.CmdCounter;
-    Stats->err_count     = SKYMEM_Data.ErrCounter;
-    Stats->chunks        = Info.chunks;
-    Stats->bytes_used    = Info.bytes_used;
-    Stats->bytes_budget  = Info.budget_bytes;
-    Stats->lru_evictions = Info.lru_evictions;
-    Stats->blocks_purged = Info.blocks_purged;
-    Stats->rx_packets    = SKYMEM_Data.RxPackets;
-    Stats->tx_packets    = SKYMEM_Data.TxPackets;
-    Stats->invalid       = SKYMEM_Data.Invalid;
-    Stats->auth_failures = SKYMEM_Data.AuthFailures;
-    Stats->migrated_in   = SKYMEM_Data.MigratedIn;
-    Stats->migrated_out  = SKYMEM_Data.MigratedOut;
-    /* Forwarded/dropped belong to ISL_ROUTER and are in its housekeeping. */
-    Stats->mission_time_ms = SKYMEM_MissionTimeMs(&SKYMEM_Data.Time);
-    Stats->uptime_s        = Now.Seconds - SKYMEM_Data.StartSeconds;
 }
 
 /* Waits for ISL_ROUTER to have room for one more packet. */
@@ -333,19 +294,6 @@ CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length)
 CFE_Status_t SKYMEM_PublishToRouter(const uint8 *Packet, int Length)
 {
     return SKYMEM_Transmit(SKYMEM_ISL_OUT_MID, Packet, Length);
-}
-
-void SKYMEM_ReplyRoute(const skymem_route_t *Req, skymem_route_t *Reply)
-{
-    memset(Reply, 0, sizeof(*Reply));
-    Reply->dst_plane  = Req->src_plane;
-    Reply->dst_sat    = Req->src_sat;
-    Reply->src_plane  = SKYMEM_Data.Plane;
-    Reply->src_sat    = SKYMEM_Data.Sat;
-    Reply->via_plane  = Req->via_plane;
-    Reply->via_sat    = Req->via_sat;
-    Reply->request_id = Req->request_id;
-    Reply->ttl        = SKYMEM_DEFAULT_TTL;
 }
 
 bool SKYMEM_IsMe(uint16 Plane, uint16 Sat)

@@ -25,9 +25,6 @@ CFE_Status_t SKYMEM_CreateStore(uint64 BudgetBytes, uint32 ChunkSize);
 /* Applies SET_PARAM; returns 0 or the SKYMEM_NAK_* reason. */
 uint8 SKYMEM_ApplyParam(uint16 ParamId, uint32 Value);
 
-void SKYMEM_ResetCounters(void);
-void SKYMEM_FillStats(skymem_stats_t *Stats);
-
 /* Publishes a finished reply (SKYMEM_REPLY_TLM_MID packet, time-stamped now)
  * for ISL_ROUTER to send. Length <= 0 is a builder error code. */
 CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length);
@@ -35,9 +32,6 @@ CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length);
 /* Publishes a data-plane command for another satellite, wrapped in
  * SKYMEM_ISL_OUT_MID, for ISL_ROUTER to send. */
 CFE_Status_t SKYMEM_PublishToRouter(const uint8 *Packet, int Length);
-
-/* Route of an answer to the request with route Req: back to its source. */
-void SKYMEM_ReplyRoute(const skymem_route_t *Req, skymem_route_t *Reply);
 
 bool SKYMEM_IsMe(uint16 Plane, uint16 Sat);
 

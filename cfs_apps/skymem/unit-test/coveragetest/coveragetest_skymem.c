@@ -12,8 +12,6 @@
 #include "skymem_config.h"
 #include "skymem_data.h"
 #include "skymem_dispatch.h"
-#include "skymem_gossip.h"
-#include "skymem_migrate.h"
 #include "skymem_utils.h"
 
 #include "skymem_auth.h"
@@ -82,6 +80,7 @@ static void UT_Satellite(void)
     SKYMEM_Data.Plane        = 0;
     SKYMEM_Data.Sat          = 1;
     SKYMEM_Data.Time.TimeScale = 1.0;
+    SKYMEM_CoreSetup();
     UtAssert_INT32_EQ(SKYMEM_CreateStore(1u << 20, 6144), CFE_SUCCESS);
 }
 
@@ -170,11 +169,11 @@ static void Test_ControlCommands(void)
     /* NOOP of the right length counts; of the wrong length is an error. */
     UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_NOOP_CC, sizeof(SKYMEM_NoopCmd_t));
     SKYMEM_TaskPipe(&UT_In.Sb);
-    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, 1);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.cmd_count, 1);
     UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_NOOP_CC, sizeof(SKYMEM_NoopCmd_t) + 1);
     SKYMEM_TaskPipe(&UT_In.Sb);
-    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, 1);
-    UtAssert_UINT32_EQ(SKYMEM_Data.ErrCounter, 1);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.cmd_count, 1);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.err_count, 1);
 
     /* SET_PARAM chunk size 4096 (big-endian payload) rebuilds the store. */
     memset(&SetParam, 0, sizeof(SetParam));
@@ -183,24 +182,24 @@ static void Test_ControlCommands(void)
     UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_SET_PARAM_CC, sizeof(SKYMEM_SetParamCmd_t));
     SKYMEM_TaskPipe((CFE_SB_Buffer_t *)&SetParam);
     UtAssert_UINT32_EQ(SKYMEM_Data.ChunkSize, 4096);
-    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, 2);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.cmd_count, 2);
 
     /* Link-emulation parameters are not supported on cFS. */
     skymem_put_u16(SetParam.Payload.ParamId, SKYMEM_PARAM_LOSS_PPM);
     UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_SET_PARAM_CC, sizeof(SKYMEM_SetParamCmd_t));
     SKYMEM_TaskPipe((CFE_SB_Buffer_t *)&SetParam);
-    UtAssert_UINT32_EQ(SKYMEM_Data.ErrCounter, 2);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.err_count, 2);
 
     /* Unknown function code. */
     UT_SetMsg(SKYMEM_CMD_MID, 42, sizeof(SKYMEM_NoopCmd_t));
     SKYMEM_TaskPipe(&UT_In.Sb);
-    UtAssert_UINT32_EQ(SKYMEM_Data.ErrCounter, 3);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.err_count, 3);
 
     /* RESET_COUNTERS */
     UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_RESET_COUNTERS_CC, sizeof(SKYMEM_ResetCountersCmd_t));
     SKYMEM_TaskPipe(&UT_In.Sb);
-    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, 0);
-    UtAssert_UINT32_EQ(SKYMEM_Data.ErrCounter, 0);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.cmd_count, 0);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.err_count, 0);
 
     UT_Teardown();
 }
@@ -344,12 +343,12 @@ static void Test_GetChunksPacedAndForeignPackets(void)
 
     /* GET_CHUNKS of 3 is queued, then answered by RunJobs (all NOT_FOUND here). */
     UT_Deliver(skymem_build_get_chunks(UT_In.Bytes, sizeof(UT_In.Bytes), 1, &Route, Hash, 0, 3, 1));
-    UtAssert_UINT32_EQ(SKYMEM_Data.NumJobs, 1);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.n_jobs, 1);
     UT_ExpectReplies();
-    SKYMEM_RunJobs(2);
-    UtAssert_UINT32_EQ(SKYMEM_Data.NumJobs, 1); /* one left after a budget of 2 */
-    SKYMEM_RunJobs(2);
-    UtAssert_UINT32_EQ(SKYMEM_Data.NumJobs, 0);
+    skymem_sat_run_jobs(&SKYMEM_Data.Core, 2);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.n_jobs, 1); /* one left after a budget of 2 */
+    skymem_sat_run_jobs(&SKYMEM_Data.Core, 2);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.n_jobs, 0);
     UT_ParseReply(2, &Reply);
     UtAssert_UINT32_EQ(Reply.reply_chunk_id, 2);
     UtAssert_STUB_COUNT(OS_CountSemTimedWait, 3); /* one credit per reply */
@@ -384,10 +383,6 @@ static void Test_EvictGossip(void)
     UT_Satellite();
     memset(Hash, 0x22, sizeof(Hash));
 
-    UtAssert_True(SKYMEM_GossipFirstSeen(Hash, 9), "first sighting");
-    UtAssert_True(!SKYMEM_GossipFirstSeen(Hash, 9), "second sighting of the same eviction");
-    UtAssert_True(SKYMEM_GossipFirstSeen(Hash, 10), "another evict id is new");
-
     /* EVICT radius 1 from the ground: ACK + 4 gossip packets (distinct neighbours on 3x3). */
     UT_ExpectReplies();
     UT_Deliver(skymem_build_evict(UT_In.Bytes, sizeof(UT_In.Bytes), 1, &Route, Hash, 11, 1));
@@ -413,7 +408,7 @@ static void Test_LruEviction(void)
 
     /* Gossip to the 4 neighbours (wrapped for ISL_ROUTER), then EVICTED to station 7 via (0,0). */
     UT_ExpectReplies();
-    SKYMEM_OnEviction(NULL, Hash, &Victim, 12);
+    skymem_sat_store_evicted(&SKYMEM_Data.Core, Hash, &Victim, 12);
     UtAssert_STUB_COUNT(CFE_MSG_Init, 4);
     UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 5);
     UT_ParseReply(4, &Reply);
@@ -426,7 +421,7 @@ static void Test_LruEviction(void)
     /* A chunk that knows no ground station (migrated from an older satellite) is gossiped but not announced. */
     Victim.origin_ground = SKYMEM_NO_SAT;
     UT_ExpectReplies();
-    SKYMEM_OnEviction(NULL, Hash, &Victim, 1);
+    skymem_sat_store_evicted(&SKYMEM_Data.Core, Hash, &Victim, 1);
     UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 4);
 
     UT_Teardown();
@@ -459,7 +454,7 @@ static void Test_Migrate(void)
     UT_ExpectReplies();
     UT_Deliver(skymem_build_migrate(UT_In.Bytes, sizeof(UT_In.Bytes), 1, &Route, Hash, 0, 2, 1, 0, 2));
     UtAssert_STUB_COUNT(CFE_MSG_Init, 2);
-    UtAssert_UINT32_EQ(SKYMEM_MigrationsActive(), 1);
+    UtAssert_UINT32_EQ(skymem_sat_migrations_active(&SKYMEM_Data.Core), 1);
     Len = (int)skymem_get_u16(UT_Out[0].Bytes + 8 + 4) + 7;
     UtAssert_INT32_EQ(skymem_parse(UT_Out[0].Bytes + 8, (size_t)Len, &Out), SKYMEM_OK);
     UtAssert_UINT32_EQ(Out.cc, SKYMEM_SET_CHUNK_CC);
@@ -483,17 +478,17 @@ static void Test_Migrate(void)
     Len = skymem_build_reply(AckPkt, sizeof(AckPkt), 1, 0, 0, &AckRoute, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 0, 1,
                              Hash, sizeof(Hash));
     UtAssert_INT32_EQ(skymem_parse(AckPkt, (size_t)Len, &Ack), SKYMEM_OK);
-    SKYMEM_MigrateOnReply(&Ack);
-    SKYMEM_MigrateOnReply(&Ack); /* a duplicate changes nothing */
-    UtAssert_UINT32_EQ(SKYMEM_Data.MigratedOut, 1);
+    skymem_sat_on_reply(&SKYMEM_Data.Core, &Ack, AckPkt, (size_t)Len);
+    skymem_sat_on_reply(&SKYMEM_Data.Core, &Ack, AckPkt, (size_t)Len); /* a duplicate changes nothing */
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.migrated_out, 1);
     AckRoute.request_id = Out.route.request_id + 1; /* chunk index 1 of the same job */
     skymem_build_reply(AckPkt, sizeof(AckPkt), 2, 0, 0, &AckRoute, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 1, 1, Hash,
                        sizeof(Hash));
     UtAssert_INT32_EQ(skymem_parse(AckPkt, (size_t)Len, &Ack), SKYMEM_OK);
-    SKYMEM_MigrateOnReply(&Ack);
+    skymem_sat_on_reply(&SKYMEM_Data.Core, &Ack, AckPkt, (size_t)Len);
 
-    UtAssert_UINT32_EQ(SKYMEM_Data.MigratedOut, 2);
-    UtAssert_UINT32_EQ(SKYMEM_MigrationsActive(), 0);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.migrated_out, 2);
+    UtAssert_UINT32_EQ(skymem_sat_migrations_active(&SKYMEM_Data.Core), 0);
     UtAssert_INT32_EQ(skymem_store_peek(SKYMEM_Data.Store, Hash, 0, NULL, NULL, NULL), SKYMEM_STORE_E_NOT_FOUND);
     UT_ParseReply(2, &Out);
     UtAssert_UINT32_EQ(Out.reply_kind, SKYMEM_REPLY_ACK);
@@ -619,7 +614,7 @@ static void UT_ExpectNakAuth(uint32 Failures)
     UT_ParseReply(0, &Reply);
     UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_NAK);
     UtAssert_UINT32_EQ(Reply.reply_status, SKYMEM_NAK_AUTH_FAILED);
-    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, Failures);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.auth_failures, Failures);
 }
 
 static void Test_Auth(void)
@@ -678,21 +673,21 @@ static void Test_Auth(void)
     memcpy(&UT_In, &Saved, sizeof(UT_In));
     UT_Deliver(Len);
     UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 0);
-    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 4);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.auth_failures, 4);
 
     /* Control MID: no trailer, so NOOP and SET_PARAM are both refused and counted. */
-    Commands = SKYMEM_Data.CmdCounter;
+    Commands = SKYMEM_Data.Core.c.cmd_count;
     UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_NOOP_CC, sizeof(SKYMEM_NoopCmd_t));
     SKYMEM_TaskPipe(&UT_In.Sb);
-    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, Commands);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.cmd_count, Commands);
     memset(&SetParam, 0, sizeof(SetParam));
     skymem_put_u16(SetParam.Payload.ParamId, SKYMEM_PARAM_CHUNK_SIZE);
     skymem_put_u32(SetParam.Payload.Value, 4096);
     UT_SetMsg(SKYMEM_CMD_MID, SKYMEM_SET_PARAM_CC, sizeof(SKYMEM_SetParamCmd_t));
     SKYMEM_TaskPipe((CFE_SB_Buffer_t *)&SetParam);
     UtAssert_UINT32_EQ(SKYMEM_Data.ChunkSize, 6144);
-    UtAssert_UINT32_EQ(SKYMEM_Data.CmdCounter, Commands);
-    UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 6);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.cmd_count, Commands);
+    UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.auth_failures, 6);
 
     /* A reply addressed to this satellite (a migration ACK) must be signed: an unsigned one is ignored. */
     {
@@ -714,7 +709,7 @@ static void Test_Auth(void)
                                     SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 0, 1, Hash, sizeof(Hash));
         UT_SetMsg(SKYMEM_ISL_IN_MID, 0, (CFE_MSG_Size_t)(AckLen + (int)sizeof(CFE_MSG_CommandHeader_t)));
         SKYMEM_ProcessInboundReply(&Wrapped.Sb);
-        UtAssert_UINT32_EQ(SKYMEM_Data.AuthFailures, 7);
+        UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.auth_failures, 7);
     }
 
     /* The replay high-water mark is kept on each housekeeping request, and read back as the floor. */
@@ -758,7 +753,7 @@ static void Test_Auth(void)
     /* No key file: off. Unsigned SET accepted; a signed one cannot be checked and is refused. */
     UT_SetDefaultReturnValue(UT_KEY(OS_stat), OS_FS_ERR_PATH_INVALID);
     UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_SUCCESS);
-    SKYMEM_Data.AuthFailures = 0;
+    SKYMEM_Data.Core.c.auth_failures = 0;
     UT_ExpectReplies();
     UT_Deliver(UT_BuildSet(NULL, 0, 43));
     UT_ParseReply(0, &Reply);
@@ -775,7 +770,7 @@ static void Test_Housekeeping(void)
     skymem_stats_t Stats;
 
     UT_Satellite();
-    SKYMEM_Data.CmdCounter = 5;
+    SKYMEM_Data.Core.c.cmd_count = 5;
     UT_SetMsg(SKYMEM_SEND_HK_MID, 0, sizeof(SKYMEM_SendHkCmd_t));
     SKYMEM_TaskPipe(&UT_In.Sb);
     UtAssert_STUB_COUNT(CFE_SB_TransmitMsg, 1);

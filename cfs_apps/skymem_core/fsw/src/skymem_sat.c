@@ -1,0 +1,496 @@
+/*
+ * skymem_sat.c -- a satellite's command handling, shared by the cFS app and the native node.
+ *
+ * What it is: the path of a data-plane command once the runtime has parsed it -- the
+ * authentication step, the station-address policy, the handler of each function code, the
+ * reply (built here in s->buf, signed, handed to io->send) -- and the eviction gossip and
+ * GET_CHUNKS queue. MIGRATE is in skymem_sat_migrate.c.
+ *
+ * State (skymem_sat_t): the core's counters; the key ring (NULL = keys off) with the
+ * persisted replay mark; the ground key replies to the ground are signed with (that of the
+ * latest verified ground command); a ring of the last SKYMEM_SAT_GOSSIP_MEMORY evictions
+ * seen; up to SKYMEM_SAT_MAX_JOBS GET_CHUNKS requests being answered; the migrations.
+ *
+ * Invariants:
+ *  - every command is checked by sat_authenticate, the one place that decides whether a
+ *    packet is authentic and fresh (its inputs are the packet and this satellite; binding the
+ *    destination and direction, or a key per direction, changes that function only);
+ *  - with keys on, everything this satellite sends is signed: replies to the ground with the
+ *    key of the station that asked, everything else with key 0;
+ *  - a refused command changes nothing but auth_failures.
+ * Cost: O(1) per command besides the tag and the store operation; the gossip ring is
+ * searched linearly (256 entries, only for EVICT_BLOCK).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "skymem_crc32c.h"
+#include "skymem_router.h"
+#include "skymem_sat.h"
+
+void skymem_sat_logf(const skymem_sat_t *s, int level, int about, const char *fmt, ...)
+{
+    char text[160];
+    va_list ap;
+    if (s->io->log == NULL) return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    s->io->log(s->ctx, level, about, text);
+}
+
+void skymem_sat_init(skymem_sat_t *s, const skymem_sat_io_t *io, void *ctx)
+{
+    s->io = io;
+    s->ctx = ctx;
+    memset(&s->c, 0, sizeof s->c);
+    s->auth = NULL;
+    s->reply_key_id = 0;
+    s->floor_mark = 0;
+    s->floor_write_failed = 0;
+    s->seq = 0;
+    s->next_evict_id = 0;
+    s->next_job_id = 0;
+    s->crc_of = NULL;
+    memset(s->seen, 0, sizeof s->seen);
+    s->seen_next = 0;
+    s->n_jobs = 0;
+    { /* the migrations' chunk arrays are written as used: only their headers are cleared */
+        uint32_t k;
+        for (k = 0; k < SKYMEM_SAT_MAX_MIGRATIONS; k++) s->migrations[k].active = 0;
+    }
+    if (s->delay_scale <= 0) s->delay_scale = 1.0;
+}
+
+/* ---- authentication ------------------------------------------------------------- */
+
+int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, uint64_t persisted)
+{
+    uint32_t i;
+    uint64_t now = skymem_auth_seq_at(s->io->clock_us(s->ctx));
+    /* sequences signed before we started, or accepted by a previous run, cannot be fresh */
+    if (persisted > now) now = persisted;
+    if (now > a->floor) a->floor = now;
+    s->auth = a;
+    s->floor_mark = a->floor;
+    s->reply_key_id = 0; /* until a ground station speaks, replies to the ground go with the lowest ground key */
+    for (i = 0; i < a->n_keys; i++) {
+        uint32_t id = a->keys[i].id;
+        if (id != SKYMEM_AUTH_CONSTELLATION_KEY && (s->reply_key_id == 0 || id < s->reply_key_id)) s->reply_key_id = id;
+    }
+    return 0;
+}
+
+/* The authentication step: SKYMEM_AUTH_OK when pkt may be acted on. Keys off: only an unsigned packet
+ * (a trailer nobody can check is refused rather than taken unchecked). For a SET_CHUNK, the chunk's
+ * CRC comes out of the tag's pass (s->crc). */
+static int sat_authenticate(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt, size_t len)
+{
+    int rc;
+    s->crc_of = NULL;
+    if (s->auth == NULL) return m->auth == NULL ? SKYMEM_AUTH_OK : SKYMEM_AUTH_E_UNKNOWN_KEY;
+    if (m->auth == NULL) return SKYMEM_AUTH_E_NO_TRAILER;
+    if (m->is_cmd && m->cc == SKYMEM_SET_CHUNK_CC && m->data != NULL) { /* the tag and the chunk's CRC in one pass */
+        rc = skymem_auth_verify_crc(s->auth, pkt, len, (size_t)(m->data - pkt), m->desc.data_len, &s->crc);
+        if (rc == SKYMEM_AUTH_OK) s->crc_of = m->data;
+    } else {
+        rc = skymem_auth_verify(s->auth, pkt, len);
+    }
+    if (rc != SKYMEM_AUTH_OK) return rc;
+    if (m->is_cmd && m->route.src_plane == SKYMEM_GROUND_PLANE)
+        s->reply_key_id = skymem_get_u32(m->auth + SKYMEM_AT_KEY_ID);
+    return SKYMEM_AUTH_OK;
+}
+
+/* Counts a refused packet; nothing else changes. */
+static void refused(skymem_sat_t *s, const skymem_route_t *r, uint8_t cc, int rc, int is_reply)
+{
+    s->c.auth_failures++;
+    skymem_sat_logf(s, SKYMEM_SAT_DEBUG, SKYMEM_SAT_EV_AUTH, "%s %u from (%u,%u), request %u, refused: %s",
+                    is_reply ? "reply to cc" : "cc", cc, r->src_plane, r->src_sat, (unsigned)r->request_id,
+                    skymem_auth_strerror(rc));
+}
+
+static size_t sign_with(skymem_sat_t *s, uint32_t key_id, uint8_t *pkt, size_t len, size_t cap)
+{
+    int rc;
+    if (s->auth == NULL) return len;
+    rc = skymem_auth_sign(s->auth, key_id, skymem_auth_next_seq(s->auth, s->io->clock_us(s->ctx)), pkt, len, cap);
+    if (rc < 0) {
+        skymem_sat_logf(s, SKYMEM_SAT_ERROR, SKYMEM_SAT_EV_AUTH, "cannot sign a %u-byte packet with key %u: %s",
+                        (unsigned)len, (unsigned)key_id, skymem_auth_strerror(rc));
+        return 0;
+    }
+    return (size_t)rc;
+}
+
+size_t skymem_sat_sign_command(skymem_sat_t *s, uint8_t *pkt, size_t len, size_t cap)
+{
+    return sign_with(s, SKYMEM_AUTH_CONSTELLATION_KEY, pkt, len, cap);
+}
+
+int skymem_sat_refuse_control(skymem_sat_t *s, uint8_t cc)
+{
+    if (s->auth == NULL) return 0;
+    s->c.auth_failures++;
+    skymem_sat_logf(s, SKYMEM_SAT_WARN, SKYMEM_SAT_EV_AUTH, "unauthenticated control command (cc %u) refused", cc);
+    return 1;
+}
+
+/* ---- replies -------------------------------------------------------------------- */
+
+static int is_self(const skymem_sat_t *s, uint16_t plane, uint16_t sat) { return plane == s->plane && sat == s->sat; }
+
+/* The route of an answer to a request with route req: back to its source, through its via. */
+static skymem_route_t reply_route(const skymem_sat_t *s, const skymem_route_t *req)
+{
+    skymem_route_t r;
+    memset(&r, 0, sizeof r);
+    r.dst_plane = req->src_plane;
+    r.dst_sat = req->src_sat;
+    r.src_plane = s->plane;
+    r.src_sat = s->sat;
+    r.via_plane = req->via_plane;
+    r.via_sat = req->via_sat;
+    r.request_id = req->request_id;
+    r.ttl = SKYMEM_DEFAULT_TTL;
+    return r;
+}
+
+/* Signs (keys on) and sends a reply built in s->buf. */
+static void send_reply(skymem_sat_t *s, int len, const skymem_route_t *route)
+{
+    skymem_route_t r2 = *route, *r = &r2;
+    size_t n;
+    if (len <= 0) {
+        skymem_sat_logf(s, SKYMEM_SAT_ERROR, SKYMEM_SAT_EV_NAK, "cannot build a reply: %s", skymem_strerror(len));
+        return;
+    }
+    n = sign_with(s, r->dst_plane == SKYMEM_GROUND_PLANE ? s->reply_key_id : SKYMEM_AUTH_CONSTELLATION_KEY, s->buf,
+                  (size_t)len, sizeof s->buf);
+    if (s->auth != NULL) r->flags |= SKYMEM_RF_AUTH; /* a relay rewrites the route header from *r */
+    if (n > 0) s->io->send(s->ctx, s->buf, n, r, 1);
+}
+
+static void reply_body(skymem_sat_t *s, const skymem_route_t *req, uint8_t kind, uint8_t cc, uint8_t status,
+                       uint32_t chunk_id, uint32_t value, const uint8_t *body, size_t body_len)
+{
+    skymem_route_t r = reply_route(s, req);
+    uint32_t sec;
+    uint16_t sub;
+    if (kind == SKYMEM_REPLY_NAK) {
+        s->c.err_count++;
+        skymem_sat_logf(s, SKYMEM_SAT_DEBUG, SKYMEM_SAT_EV_NAK, "request %u (cc %u) NAK %u", (unsigned)req->request_id,
+                        cc, status);
+    }
+    s->io->tlm_time(s->ctx, &sec, &sub);
+    send_reply(s, skymem_build_reply(s->buf, sizeof s->buf, s->seq++, sec, sub, &r, kind, cc, status, chunk_id, value,
+                                     body, body_len), &r);
+}
+
+void skymem_sat_reply(skymem_sat_t *s, const skymem_route_t *req, uint8_t kind, uint8_t cc, uint8_t status,
+                      uint32_t chunk_id, uint32_t value, const uint8_t *hash)
+{
+    reply_body(s, req, kind, cc, status, chunk_id, value, hash, hash ? SKYMEM_BLOCK_HASH_LEN : 0);
+}
+
+/* A DATA reply with one stored chunk, or NAK NOT_FOUND (GET_CHUNK and GET_CHUNKS). */
+static void answer_chunk(skymem_sat_t *s, const skymem_route_t *req, uint8_t cc, const uint8_t *hash, uint32_t id)
+{
+    skymem_chunk_meta_t meta;
+    skymem_chunk_desc_t d;
+    skymem_route_t r;
+    const uint8_t *data;
+    size_t dlen;
+    uint32_t sec;
+    uint16_t sub;
+    if (skymem_store_get(s->store, hash, id, &meta, &data, &dlen) != SKYMEM_STORE_OK) {
+        skymem_sat_reply(s, req, SKYMEM_REPLY_NAK, cc, SKYMEM_NAK_NOT_FOUND, id, 0, hash);
+        return;
+    }
+    r = reply_route(s, req);
+    skymem_chunk_desc_from_meta(&d, hash, id, &meta, dlen);
+    s->io->tlm_time(s->ctx, &sec, &sub);
+    send_reply(s, skymem_build_reply_data(s->buf, sizeof s->buf, s->seq++, sec, sub, &r, cc, &d, data), &r);
+}
+
+/* ---- the ground link ----------------------------------------------------------- */
+
+int skymem_sat_from_ground(skymem_sat_t *s, const skymem_msg_t *m, uint8_t *pkt, size_t len, skymem_route_t *r)
+{
+    int rc;
+    if (r->src_plane != SKYMEM_GROUND_PLANE) return SKYMEM_SAT_RELAYED; /* a satellite's own traffic: nothing to learn */
+    if (s->auth != NULL) {
+        rc = sat_authenticate(s, m, pkt, len);
+        if (rc != SKYMEM_AUTH_OK) {
+            refused(s, r, m->cc, rc, 0);
+            /* answered along the route; the sender's address is not learned */
+            if (rc != SKYMEM_AUTH_E_REPLAY && !(r->flags & SKYMEM_RF_GOSSIP))
+                skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_AUTH_FAILED, m->chunk_id, 0,
+                                 m->has_block_hash ? m->block_hash : NULL);
+            return SKYMEM_SAT_DROP;
+        }
+    }
+    if (r->via_plane == SKYMEM_NO_SAT) { /* the sender left via unset: its replies come back through us */
+        r->via_plane = s->plane;
+        r->via_sat = s->sat;
+        skymem_rewrite_route(pkt, len, r);
+    }
+    return SKYMEM_SAT_LEARN;
+}
+
+int skymem_sat_accept(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt, size_t len, int checked)
+{
+    int rc;
+    if (checked) return 1;
+    rc = sat_authenticate(s, m, pkt, len);
+    if (rc == SKYMEM_AUTH_OK) return 1;
+    refused(s, &m->route, m->cc, rc, 0);
+    if (rc != SKYMEM_AUTH_E_REPLAY && !(m->route.flags & SKYMEM_RF_GOSSIP))
+        skymem_sat_reply(s, &m->route, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_AUTH_FAILED, m->chunk_id, 0,
+                         m->has_block_hash ? m->block_hash : NULL);
+    return 0;
+}
+
+int skymem_sat_malformed(skymem_sat_t *s, int err, const uint8_t *pkt, size_t len, const skymem_route_t *r)
+{
+    if (!is_self(s, r->dst_plane, r->dst_sat) || (r->flags & SKYMEM_RF_GOSSIP)) return 0;
+    skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, skymem_nak_for_parse_error(err), 0, 0, NULL);
+    (void)len;
+    return 1;
+}
+
+/* ---- eviction gossip ------------------------------------------------------------ */
+
+/* 1 the first time (hash, evict_id) is seen (remembered); 0 after. */
+static int first_seen(skymem_sat_t *s, const uint8_t *hash, uint32_t evict_id)
+{
+    skymem_sat_seen_t *e;
+    uint32_t i;
+    for (i = 0; i < SKYMEM_SAT_GOSSIP_MEMORY; i++)
+        if (s->seen[i].used && s->seen[i].evict_id == evict_id && !memcmp(s->seen[i].hash, hash, SKYMEM_BLOCK_HASH_LEN))
+            return 0;
+    e = &s->seen[s->seen_next]; /* the oldest entry goes */
+    s->seen_next = (s->seen_next + 1u) % SKYMEM_SAT_GOSSIP_MEMORY;
+    e->used = 1;
+    e->evict_id = evict_id;
+    memcpy(e->hash, hash, SKYMEM_BLOCK_HASH_LEN);
+    return 1;
+}
+
+/* EVICT_BLOCK (flag GOSSIP, radius - 1) to each distinct neighbour; radius 0 stops. */
+static void gossip(skymem_sat_t *s, const uint8_t *hash, uint32_t evict_id, uint8_t radius)
+{
+    uint32_t sent[4][2];
+    int nsent = 0, d, k;
+    if (radius == 0) return;
+    for (d = SKYMEM_DIR_NORTH; d <= SKYMEM_DIR_EAST; d++) {
+        uint32_t np, ns;
+        skymem_route_t r;
+        int len, dup = 0;
+        skymem_neighbour(s->planes, s->sats, s->plane, s->sat, (skymem_dir_t)d, &np, &ns);
+        if (is_self(s, (uint16_t)np, (uint16_t)ns)) continue; /* a ring 1 wide */
+        for (k = 0; k < nsent; k++)
+            if (sent[k][0] == np && sent[k][1] == ns) dup = 1; /* a ring 2 wide: north == south */
+        if (dup) continue;
+        sent[nsent][0] = np;
+        sent[nsent][1] = ns;
+        nsent++;
+        memset(&r, 0, sizeof r);
+        r.dst_plane = (uint16_t)np;
+        r.dst_sat = (uint16_t)ns;
+        r.src_plane = s->plane;
+        r.src_sat = s->sat;
+        r.via_plane = SKYMEM_NO_SAT;
+        r.via_sat = SKYMEM_NO_SAT;
+        r.request_id = evict_id;
+        r.ttl = SKYMEM_DEFAULT_TTL;
+        r.flags = SKYMEM_RF_GOSSIP;
+        len = skymem_build_evict(s->buf, sizeof s->buf, s->seq++, &r, hash, evict_id, (uint8_t)(radius - 1u));
+        if (len > 0) len = (int)skymem_sat_sign_command(s, s->buf, (size_t)len, sizeof s->buf);
+        if (s->auth != NULL) r.flags |= SKYMEM_RF_AUTH;
+        if (len > 0) s->io->send(s->ctx, s->buf, (size_t)len, &r, 0);
+    }
+}
+
+void skymem_sat_store_evicted(void *ctx, const uint8_t *hash, const skymem_chunk_meta_t *victim, uint32_t purged)
+{
+    skymem_sat_t *s = (skymem_sat_t *)ctx;
+    /* gossiped under an id of our own: satellite index << 16 | counter */
+    uint32_t evict_id = ((uint32_t)(s->plane * s->sats + s->sat) << 16) | (s->next_evict_id++ & 0xFFFFu);
+    skymem_sat_logf(s, SKYMEM_SAT_DEBUG, SKYMEM_SAT_EV_EVICT, "LRU purged a block (%u chunks), gossip radius %u",
+                    (unsigned)purged, victim->gossip_radius);
+    (void)first_seen(s, hash, evict_id);
+    gossip(s, hash, evict_id, victim->gossip_radius);
+    if (victim->origin_ground != SKYMEM_NO_SAT && victim->ingress_plane != SKYMEM_NO_SAT) {
+        /* an unsolicited EVICTED notice (request id 0) to the station that set the block, through the
+         * satellite that held its link then (also when the chunk came here by migration: its origin record) */
+        skymem_route_t req;
+        memset(&req, 0, sizeof req);
+        req.src_plane = SKYMEM_GROUND_PLANE;
+        req.src_sat = victim->origin_ground;
+        req.via_plane = victim->ingress_plane;
+        req.via_sat = victim->ingress_sat;
+        reply_body(s, &req, SKYMEM_REPLY_EVICTED, 0, 0, 0, purged, hash, SKYMEM_BLOCK_HASH_LEN);
+    }
+}
+
+/* ---- commands ------------------------------------------------------------------- */
+
+static void set_chunk(skymem_sat_t *s, const skymem_msg_t *m)
+{
+    const skymem_route_t *r = &m->route;
+    skymem_store_info_t info;
+    skymem_chunk_meta_t meta;
+    uint32_t crc;
+    int rc;
+    skymem_store_info(s->store, &info);
+    if (m->desc.data_len > info.chunk_size) {
+        skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_TOO_LARGE, m->desc.chunk_id, 0, m->block_hash);
+        return;
+    }
+    /* the CRC from the tag's pass over this very packet, else computed here */
+    crc = s->crc_of == m->data ? s->crc : skymem_crc32c(m->data, m->desc.data_len);
+    s->crc_of = NULL;
+    if (crc != m->desc.crc32c) {
+        skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BAD_CRC, m->desc.chunk_id, 0, m->block_hash);
+        return;
+    }
+    /* also whom to tell if LRU later purges it (a migration's origin record, else the route) */
+    skymem_chunk_meta_from_set(&meta, &m->desc, r, m->has_origin ? &m->origin : NULL);
+    rc = skymem_store_set(s->store, m->block_hash, m->desc.chunk_id, &meta, m->data, m->desc.data_len);
+    if (rc != SKYMEM_STORE_OK) {
+        skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc,
+                         rc == SKYMEM_STORE_E_TOO_LARGE ? SKYMEM_NAK_TOO_LARGE : SKYMEM_NAK_NO_SPACE, m->desc.chunk_id,
+                         0, m->block_hash);
+        return;
+    }
+    if (r->flags & SKYMEM_RF_MIGRATION) s->c.migrated_in++;
+    skymem_sat_reply(s, r, SKYMEM_REPLY_ACK, m->cc, 0, m->desc.chunk_id, 1, m->block_hash);
+}
+
+static void queue_get_chunks(skymem_sat_t *s, const skymem_msg_t *m)
+{
+    skymem_sat_job_t *j;
+    if (s->n_jobs >= SKYMEM_SAT_MAX_JOBS) {
+        skymem_sat_logf(s, SKYMEM_SAT_WARN, SKYMEM_SAT_EV_BUSY, "GET_CHUNKS queue full");
+        skymem_sat_reply(s, &m->route, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BUSY, m->first, 0, m->block_hash);
+        return;
+    }
+    j = &s->jobs[s->n_jobs++];
+    j->reply_route = m->route;
+    j->reply_key_id = s->reply_key_id;
+    j->next_id = m->first;
+    j->remaining = m->count;
+    j->stride = m->stride;
+    memcpy(j->hash, m->block_hash, SKYMEM_BLOCK_HASH_LEN);
+}
+
+uint32_t skymem_sat_run_jobs(skymem_sat_t *s, uint32_t budget)
+{
+    uint32_t current_key = s->reply_key_id;
+    /* oldest request first; a finished one is removed by moving the others down */
+    while (budget > 0 && s->n_jobs > 0) {
+        skymem_sat_job_t *j = &s->jobs[0];
+        s->reply_key_id = j->reply_key_id; /* answered with the key of the station that asked */
+        answer_chunk(s, &j->reply_route, SKYMEM_GET_CHUNKS_CC, j->hash, j->next_id);
+        j->next_id += j->stride;
+        j->remaining--;
+        budget--;
+        if (j->remaining == 0) {
+            s->n_jobs--;
+            memmove(&s->jobs[0], &s->jobs[1], s->n_jobs * sizeof s->jobs[0]);
+        }
+    }
+    s->reply_key_id = current_key;
+    return s->n_jobs;
+}
+
+void skymem_sat_reset_counters(skymem_sat_t *s)
+{
+    memset(&s->c, 0, sizeof s->c);
+    if (s->io->reset_counters) s->io->reset_counters(s->ctx);
+}
+
+void skymem_sat_fill_stats(skymem_sat_t *s, skymem_stats_t *st)
+{
+    skymem_store_info_t info;
+    memset(st, 0, sizeof *st);
+    if (s->io->fill_stats) s->io->fill_stats(s->ctx, st);
+    skymem_store_info(s->store, &info);
+    st->plane = s->plane;
+    st->sat = s->sat;
+    st->cmd_count = s->c.cmd_count;
+    st->err_count = s->c.err_count;
+    st->auth_failures = s->c.auth_failures;
+    st->migrated_in = s->c.migrated_in;
+    st->migrated_out = s->c.migrated_out;
+    st->chunks = info.chunks;
+    st->bytes_used = info.bytes_used;
+    st->bytes_budget = info.budget_bytes;
+    st->lru_evictions = info.lru_evictions;
+    st->blocks_purged = info.blocks_purged;
+}
+
+void skymem_sat_serve(skymem_sat_t *s, const skymem_msg_t *m)
+{
+    const skymem_route_t *r = &m->route;
+    s->c.cmd_count++;
+    switch (m->cc) {
+    case SKYMEM_NOOP_CC: skymem_sat_reply(s, r, SKYMEM_REPLY_ACK, m->cc, 0, 0, 0, NULL); break;
+    case SKYMEM_RESET_COUNTERS_CC:
+        skymem_sat_reset_counters(s);
+        skymem_sat_reply(s, r, SKYMEM_REPLY_ACK, m->cc, 0, 0, 0, NULL);
+        break;
+    case SKYMEM_SET_PARAM_CC: {
+        uint8_t nak = s->io->apply_param(s->ctx, m->param_id, m->param_value);
+        skymem_sat_reply(s, r, nak ? SKYMEM_REPLY_NAK : SKYMEM_REPLY_ACK, m->cc, nak, 0, m->param_value, NULL);
+        break;
+    }
+    case SKYMEM_SET_CHUNK_CC: set_chunk(s, m); break;
+    case SKYMEM_GET_CHUNK_CC: answer_chunk(s, r, m->cc, m->block_hash, m->chunk_id); break;
+    case SKYMEM_GET_CHUNKS_CC: queue_get_chunks(s, m); break;
+    case SKYMEM_PROBE_CC: {
+        skymem_chunk_meta_t meta; /* a probe must not refresh the chunk's place in the LRU order */
+        if (skymem_store_peek(s->store, m->block_hash, m->chunk_id, &meta, NULL, NULL) == SKYMEM_STORE_OK)
+            skymem_sat_reply(s, r, SKYMEM_REPLY_ACK, m->cc, 0, m->chunk_id, meta.chunk_count, m->block_hash);
+        else
+            skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_NOT_FOUND, m->chunk_id, 0, m->block_hash);
+        break;
+    }
+    case SKYMEM_EVICT_BLOCK_CC: {
+        uint32_t purged = skymem_store_purge_block(s->store, m->block_hash);
+        if (first_seen(s, m->block_hash, m->evict_id)) gossip(s, m->block_hash, m->evict_id, m->radius);
+        skymem_sat_logf(s, SKYMEM_SAT_DEBUG, SKYMEM_SAT_EV_EVICT, "evict id %u radius %u: purged %u chunks",
+                        (unsigned)m->evict_id, m->radius, (unsigned)purged);
+        if (!(r->flags & SKYMEM_RF_GOSSIP)) /* a neighbour's gossip expects no answer */
+            skymem_sat_reply(s, r, SKYMEM_REPLY_ACK, m->cc, 0, 0, purged, m->block_hash);
+        break;
+    }
+    case SKYMEM_MIGRATE_CC: skymem_sat_migrate_start(s, m); break;
+    case SKYMEM_STATS_CC: {
+        skymem_stats_t st;
+        skymem_route_t rr = reply_route(s, r);
+        uint32_t sec;
+        uint16_t sub;
+        skymem_sat_fill_stats(s, &st);
+        s->io->tlm_time(s->ctx, &sec, &sub);
+        send_reply(s, skymem_build_reply_stats(s->buf, sizeof s->buf, s->seq++, sec, sub, &rr, &st), &rr);
+        break;
+    }
+    default: /* the parser lets only valid codes through */
+        skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BAD_COMMAND, 0, 0, NULL);
+        break;
+    }
+}
+
+void skymem_sat_on_reply(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt, size_t len)
+{
+    int rc = s->auth == NULL ? SKYMEM_AUTH_OK : sat_authenticate(s, m, pkt, len);
+    if (rc != SKYMEM_AUTH_OK) { /* no forged or replayed ACK deletes a chunk */
+        refused(s, &m->route, m->reply_cc, rc, 1);
+        return;
+    }
+    skymem_sat_migrate_on_reply(s, m);
+}
