@@ -59,8 +59,8 @@ class FakeSatellite:
                     self.sock.sendto(reply, addr)
 
     def _reply(self, cmd, kind, status=0, chunk_id=0, value=0, body=b""):
-        r = cmd.route
-        route = wire.RouteHeader(r.src_plane, r.src_sat, self.me[0], self.me[1], r.via_plane, r.via_sat, r.request_id)
+        r = cmd.route  # it answers for any destination, as that satellite would (the ground checks the source)
+        route = wire.RouteHeader(r.src_plane, r.src_sat, r.dst_plane, r.dst_sat, r.via_plane, r.via_sat, r.request_id)
         return wire.encode_reply(route, kind, cmd.cc, status, chunk_id, value, body)
 
     def _data(self, cmd, cid):

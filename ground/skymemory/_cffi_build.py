@@ -141,6 +141,11 @@ const char *skymem_polyval_impl(void);
 int skymem_polyval_use_accel(int level);
 const char *skymem_aes_impl(void);
 int skymem_aes_use_accel(int on);
+typedef struct skymem_reply_window skymem_reply_window_t;
+skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id, const uint8_t *key, size_t key_len);
+void skymem_reply_window_free(skymem_reply_window_t *w);
+int skymem_reply_window_check(skymem_reply_window_t *w, const uint8_t *pkt, size_t len, size_t crc_off,
+                              size_t crc_len, uint32_t *crc);
 typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port; }
     skymem_bulk_server_t;
 typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t chunk_bytes; uint32_t chunk_count;
@@ -153,7 +158,8 @@ typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t wind
                  const skymem_mac_key_t *auth_key; uint32_t auth_key_id;
                  uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint64_t auth_failures;
                  uint8_t nak_status;
-                 double first_reply_s; }
+                 double first_reply_s;
+                 skymem_reply_window_t *replies; uint64_t replayed; uint64_t wrong_source; }
     skymem_bulk_opts_t;
 const char *skymem_sha256_impl(void);
 int skymem_sha256_use_accel(int on);
@@ -176,6 +182,7 @@ PACKAGE = Path(__file__).resolve().parent
 MIRRORS: dict[str, dict[str, str] | None] = {
     "protocol/wire.py": None,
     "protocol/auth.py": {"SEQ_US": "SKYMEM_AUTH_SEQ_US", "TRAILER_LEN": "SKYMEM_AUTH_TRAILER_LEN",
+                         "REPLAY_WINDOW": "SKYMEM_AUTH_WINDOW", "AUTH_E_REPLAY": "SKYMEM_AUTH_E_REPLAY",
                          "TAG_LEN": "SKYMEM_AUTH_TAG_LEN", "CONSTELLATION_KEY_ID": "SKYMEM_AUTH_CONSTELLATION_KEY",
                          "KEY_MIN": "SKYMEM_AUTH_KEY_MIN", "KEY_MAX": "SKYMEM_AUTH_KEY_MAX"},
     "protocol/mac.py": {"TAG_LEN": "SKYMEM_AUTH_TAG_LEN"},
@@ -196,12 +203,15 @@ def python_constants(module: str, names: dict[str, str] | None) -> dict[str, int
         pairs = (zip(target.elts, value.elts) if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
                  else [(target, value)])
         for t, v in pairs:
+            sign = 1
+            if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub):  # an error code: -5
+                sign, v = -1, v.operand
             if not (isinstance(t, ast.Name) and isinstance(v, ast.Constant) and type(v.value) is int):
                 continue
             macro = (t.id if t.id.startswith(("SKYMEM_", "ISL_ROUTER_")) else None) if names is None \
                 else names.get(t.id)
             if macro:
-                found[macro] = v.value
+                found[macro] = sign * v.value
     missing = [name for name, macro in (names or {}).items() if macro not in found]
     if missing:  # a mirror renamed in Python: say so rather than check less
         raise SystemExit(f"error: _cffi_build.MIRRORS names {missing} in {module}, which has no such constant")

@@ -34,6 +34,56 @@ uint32_t skymem_bulk_crc32c(const uint8_t *data, size_t len)
     return skymem_crc32c(data, len); /* the core's: the CRC32 instruction where the CPU has it */
 }
 
+/* ================================================================ reply window */
+
+struct skymem_reply_window {
+    char busy;          /* spin lock: the core's windows are not thread-safe */
+    skymem_auth_t ring; /* only the ground's key; its windows are per satellite */
+};
+
+skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id, const uint8_t *key, size_t key_len)
+{
+    skymem_reply_window_t *w = calloc(1, sizeof *w); /* zero pages: the bitmaps cost only what is used */
+    if (!w)
+        return NULL;
+    skymem_auth_init(&w->ring, 0);
+    if (skymem_auth_add_key(&w->ring, key_id, key, key_len) != SKYMEM_AUTH_OK) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void skymem_reply_window_free(skymem_reply_window_t *w) { free(w); }
+
+int skymem_reply_window_check(skymem_reply_window_t *w, const uint8_t *pkt, size_t len, size_t crc_off,
+                              size_t crc_len, uint32_t *crc)
+{
+    if (w == NULL || pkt == NULL || len < 2 || skymem_get_u16(pkt) != SKYMEM_REPLY_TLM_MID)
+        return SKYMEM_AUTH_E_NO_TRAILER; /* a signed command sent to the ground answers nothing */
+    while (__atomic_test_and_set(&w->busy, __ATOMIC_ACQUIRE))
+        ;
+    int rc = crc ? skymem_auth_verify_crc(&w->ring, pkt, len, crc_off, crc_len, crc)
+                 : skymem_auth_verify(&w->ring, pkt, len);
+    __atomic_clear(&w->busy, __ATOMIC_RELEASE);
+    return rc;
+}
+
+/* A reply answers a request only when it comes from the satellite asked. A NAK about the route itself
+ * comes from the satellite where the request stopped (a relay: NO_ROUTE, TTL_EXPIRED; the entry
+ * satellite: AUTH_FAILED), which can only end the request, never answer it with data. */
+static int from_server(const skymem_msg_t *m, const skymem_bulk_server_t *s, skymem_bulk_opts_t *o)
+{
+    if (m->route.src_plane == s->plane && m->route.src_sat == s->sat)
+        return 1;
+    if (m->reply_kind == SKYMEM_REPLY_NAK && (m->reply_status == SKYMEM_NAK_NO_ROUTE ||
+                                              m->reply_status == SKYMEM_NAK_TTL_EXPIRED ||
+                                              m->reply_status == SKYMEM_NAK_AUTH_FAILED))
+        return 1;
+    o->wrong_source++;
+    return 0;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -233,37 +283,50 @@ static int sign_if_keyed(skymem_bulk_opts_t *o, uint8_t *pkt, int len, size_t ca
     return len > 0 ? len : 0;
 }
 
-/* A reply may answer only when it is signed with our key (keyed call); counts the others. */
-static int reply_authentic(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len)
+/* A keyed call's check of a reply's trailer: its tag, and with a reply window its sequence's freshness
+ * too (crc as skymem_auth_check_reply_crc, or NULL). Returns SKYMEM_AUTH_OK or why it answers nothing. */
+static int check_trailer(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len,
+                         uint32_t *crc)
 {
-    if (o->auth_key == NULL || skymem_auth_check_reply(o->auth_key, o->auth_key_id, pkt, len) == SKYMEM_AUTH_OK)
-        return 1;
-    o->auth_failures++;
-    return 0;
+    if (o->replies)
+        return skymem_reply_window_check(o->replies, pkt, len, crc_off, crc_len, crc);
+    if (crc)
+        return skymem_auth_check_reply_crc(o->auth_key, o->auth_key_id, pkt, len, crc_off, crc_len, crc);
+    return skymem_auth_check_reply(o->auth_key, o->auth_key_id, pkt, len);
 }
 
-/* A DATA reply's chunk: its CRC against the descriptor's, then (keyed call) its tag -- both from one
- * pass over the packet where the CPU can (skymem_auth_check_reply_crc); a chunk failing both counts
- * as a CRC failure. Returns 1 when the chunk may land; counts why not. */
+/* Counts a trailer that answers nothing; returns 1 for those. */
+static int trailer_refused(skymem_bulk_opts_t *o, int rc)
+{
+    if (rc == SKYMEM_AUTH_OK)
+        return 0;
+    if (rc == SKYMEM_AUTH_E_REPLAY)
+        o->replayed++;
+    else
+        o->auth_failures++;
+    return 1;
+}
+
+/* A reply may answer only when it is signed with our key and fresh (keyed call); counts the others. */
+static int reply_authentic(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len)
+{
+    return o->auth_key == NULL || !trailer_refused(o, check_trailer(o, pkt, len, 0, 0, NULL));
+}
+
+/* A DATA reply's chunk: its CRC against the descriptor's, then (keyed call) its tag and sequence -- tag
+ * and CRC from one pass over the packet where the CPU can (skymem_auth_check_reply_crc); a chunk failing
+ * both counts as a CRC failure. Returns 1 when the chunk may land; counts why not. */
 static int data_reply_ok(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len, const skymem_msg_t *m, uint32_t want)
 {
     if (o->auth_key != NULL) {
         uint32_t crc = 0;
-        int rc = skymem_auth_check_reply_crc(o->auth_key, o->auth_key_id, pkt, len, (size_t)(m->data - pkt), want,
-                                             &crc);
-        if (rc != SKYMEM_AUTH_OK && rc != SKYMEM_AUTH_E_BAD_MAC) { /* unsigned, another key: nothing hashed */
-            o->auth_failures++;
-            return 0;
-        }
-        if (crc != m->desc.crc32c) {
+        int rc = check_trailer(o, pkt, len, (size_t)(m->data - pkt), want, &crc);
+        int hashed = rc == SKYMEM_AUTH_OK || rc == SKYMEM_AUTH_E_BAD_MAC || rc == SKYMEM_AUTH_E_REPLAY;
+        if (hashed && crc != m->desc.crc32c) { /* (unsigned or another key: nothing was hashed) */
             o->crc_failures++;
             return 0;
         }
-        if (rc != SKYMEM_AUTH_OK) {
-            o->auth_failures++;
-            return 0;
-        }
-        return 1;
+        return !trailer_refused(o, rc);
     }
     if (skymem_crc32c(m->data, want) != m->desc.crc32c) {
         o->crc_failures++;
@@ -300,7 +363,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         return rc;
     o->first_reply_s = 0;
     o->auth_seq_used = 0;
-    o->auth_failures = 0;
+    o->auth_failures = o->replayed = o->wrong_source = 0;
     uint32_t n_req = build_get_reqs(blocks, n_blocks, o->wave_chunks, NULL);
     get_req_t *reqs = calloc(n_req ? n_req : 1, sizeof *reqs);
     struct sockaddr_in *addrs = make_addrs(servers, n_servers_total);
@@ -406,6 +469,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 }
                 get_req_t *r = &reqs[ri];
                 skymem_bulk_block_t *b = &blocks[r->block];
+                if (!from_server(&m, &servers[r->server], o))
+                    continue;
                 if (m.reply_kind == SKYMEM_REPLY_NAK && m.reply_status != SKYMEM_NAK_NOT_FOUND) {
                     if (reply_authentic(o, pkt, len))
                         refused = 1;
@@ -550,7 +615,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     int refused = 0;
     skymem_msg_t m;
     o->auth_seq_used = 0;
-    o->auth_failures = 0;
+    o->auth_failures = o->replayed = o->wrong_source = 0;
     o->nak_status = 0;
 
 /* builds SET_CHUNK for global chunk index gi into tx slot nt */
@@ -645,6 +710,8 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     o->ignored++;
                     continue;
                 }
+                if (!from_server(&m, &servers[b->server0 + refs[gi].chunk % b->n_servers], o))
+                    continue;
                 if (!reply_authentic(o, rx.data + (size_t)i * RX_SLOT, rx.msgs[i].msg_len))
                     continue; /* a forged ACK acknowledges nothing: resent after rto */
                 if (m.reply_kind == SKYMEM_REPLY_NAK) {

@@ -18,6 +18,25 @@
 
 #include "skymem_auth.h"
 
+/* The ground's replay windows for replies: the core's per-(key, source) windows (skymem_auth_verify)
+ * over a key ring holding only the ground's own key, so a reply counts only when signed with that key
+ * and its sequence is fresh for the satellite that signed it (never seen, not older than
+ * SKYMEM_AUTH_WINDOW below the newest from it). One per ground key, kept as long as the key is used
+ * and shared by every caller that checks replies with it -- the asyncio client and each fast-path
+ * call, from any thread (a spin lock serialises the checks). No floor: the first reply from a
+ * satellite opens its window; a reply recorded before that answers nothing anyway, its request id
+ * naming no request still waiting. */
+typedef struct skymem_reply_window skymem_reply_window_t;
+
+/* NULL when out of memory or the key is refused (skymem_auth_add_key). ~1 MiB, mostly untouched. */
+skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id, const uint8_t *key, size_t key_len);
+void skymem_reply_window_free(skymem_reply_window_t *w);
+/* SKYMEM_AUTH_OK (the sequence now recorded), SKYMEM_AUTH_E_REPLAY (tag right, sequence seen or too
+ * old) or another SKYMEM_AUTH_E_* (not a signed reply, another key, bad tag). With crc != NULL, also
+ * CRC32C of pkt[crc_off, crc_off + crc_len) in the tag's pass, as skymem_auth_verify_crc. */
+int skymem_reply_window_check(skymem_reply_window_t *w, const uint8_t *pkt, size_t len, size_t crc_off,
+                              size_t crc_len, uint32_t *crc);
+
 /* One satellite holding chunks, and the ground link that reaches it. */
 typedef struct {
     uint16_t plane, sat;         /* destination of the requests */
@@ -49,7 +68,7 @@ typedef struct {
 typedef struct {
     int fd;                  /* bound UDP socket owned by the caller (blocking or not) */
     uint16_t station_id;     /* ground station id in the route header */
-    uint32_t request_id;     /* first request id to use; ids base..base+n are used */
+    uint32_t request_id;     /* first request id to use; ids base..base+n are used (a random base per call) */
     uint32_t window_bytes;   /* chunk bytes requested/sent and not yet answered, at most */
     uint32_t wave_chunks;    /* get: chunk ids per block per request wave (0 = whole block) */
     double rto_s;            /* no progress on a request for this long: ask again */
@@ -74,6 +93,13 @@ typedef struct {
     uint8_t nak_status;      /* result: SKYMEM_NAK_* of the refusal when REFUSED */
     double first_reply_s;    /* result, get: seconds from the start to the first valid reply (one round
                               * trip plus a service time: the ground's measure of the link's latency) */
+    /* Keyed call: with replies set, a reply's sequence must be fresh too (skymem_reply_window_check);
+     * without, only its tag is checked. */
+    skymem_reply_window_t *replies;
+    uint64_t replayed;       /* result: replies with a right tag and a sequence already seen or too old */
+    uint64_t wrong_source;   /* result: replies naming as their source another satellite than the one
+                              * asked (a NAK about the route itself -- NO_ROUTE, TTL_EXPIRED,
+                              * AUTH_FAILED -- comes from where the request stopped, and may) */
 } skymem_bulk_opts_t;
 
 /* Return values (negative: error before/while moving data). */

@@ -5,8 +5,15 @@ sent to the ground port of a line-of-sight satellite (`via`), which forwards it
 over ISL; the reply comes back the same way to this socket. UDP loses,
 duplicates and reorders, so:
 
-* every request carries a fresh 32-bit request id; retries reuse it (requests
-  are idempotent), and a late reply to an earlier attempt is accepted;
+* every request carries a fresh 32-bit request id, random per request (unique
+  among those waiting); retries reuse it (requests are idempotent), and a late
+  reply to an earlier attempt is accepted;
+* a reply answers only the request waiting under its id, and only when it names
+  as its source the satellite that request was sent to: others are dropped and
+  counted (`counters["duplicates"]`: no request waits for its id;
+  `counters["wrong_source"]`). A NAK about the route itself (NO_ROUTE,
+  TTL_EXPIRED, AUTH_FAILED) comes from the satellite where the request stopped
+  and is taken from any;
 * a window (semaphore) bounds the requests in flight;
 * each attempt waits `rto * backoff**attempt` seconds, at most `retries` more
   times; rto adapts to the measured round-trip time (RFC 6298: srtt + 4 rttvar,
@@ -18,14 +25,17 @@ duplicates and reorders, so:
   (`counters["crc_failures"]`) and treated as not received, so it is retried;
 * with a signer (a keyed constellation: skymemory.protocol.auth) every request is
   signed, each attempt afresh, and a reply not signed with the signer's key is
-  dropped and counted (`counters["auth_failures"]`), so it cannot answer anything.
+  dropped and counted (`counters["auth_failures"]`), so it cannot answer anything;
+  nor can one whose sequence its satellite has used before, or older than the
+  replay window below the newest from it (`counters["replayed"]`): a captured
+  reply replayed when a later request drew the same id.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import random
+import secrets
 import socket
 import time
 from collections import Counter
@@ -42,12 +52,15 @@ MAX_EVICTED_NOTICES = 100_000
 
 # NAK reasons worth retrying (transient); every other NAK is final.
 _RETRYABLE_NAKS = {wire.SKYMEM_NAK_BUSY}
+# NAKs about the route itself: sent by the satellite where the request stopped (a relay, or the entry
+# satellite that refused its tag), not by the one asked
+_ROUTE_NAKS = {wire.SKYMEM_NAK_NO_ROUTE, wire.SKYMEM_NAK_TTL_EXPIRED, wire.SKYMEM_NAK_AUTH_FAILED}
 
 
 @dataclass
 class _Pending:
     cc: int
-    dst: Sat
+    dst: Sat  # the satellite asked: the only one whose reply answers (but a route NAK)
     future: asyncio.Future
     block_hash: bytes = b""
     # GET_CHUNKS: chunk ids still expected -> collected results
@@ -119,7 +132,6 @@ class SkyMemoryClient:
         self.capture: list[bytes] | None = None  # set to a list to record every packet sent and received
         self._hk_waiters: dict[Sat, asyncio.Future] = {}
         self._pending: dict[int, _Pending] = {}
-        self._ids = itertools.count(random.randrange(1, 2**31))
         self._transport: asyncio.DatagramTransport | None = None
         self._slots: asyncio.Semaphore | None = None
 
@@ -317,8 +329,9 @@ class SkyMemoryClient:
             raise ValueError(f"no ground address for satellite {via}") from None
 
     def _next_id(self) -> int:
+        """A random request id, not 0 (an unsolicited reply's) and not one a waiting request holds."""
         while True:
-            rid = next(self._ids) & 0xFFFFFFFF
+            rid = secrets.randbits(32)
             if rid and rid not in self._pending:
                 return rid
 
@@ -331,7 +344,7 @@ class SkyMemoryClient:
         rid = self._next_id()
         packet = wire.encode_data_command(cc, self._route(dst, via_sat, rid), body)
         loop = asyncio.get_running_loop()
-        pending = _Pending(cc=cc, dst=dst, future=loop.create_future(), block_hash=block_hash)
+        pending = _Pending(cc=cc, dst=tuple(dst), future=loop.create_future(), block_hash=block_hash)
         base = self.rto if timeout is None else timeout
         tries = self.retries if retries is None else retries
         async with self._slots:
@@ -383,7 +396,7 @@ class SkyMemoryClient:
         packet = wire.encode_data_command(wire.SKYMEM_GET_CHUNKS_CC, self._route(dst, via_sat, rid),
                                           wire.chunk_range(block_hash, first, count, stride))
         loop = asyncio.get_running_loop()
-        pending = _Pending(cc=wire.SKYMEM_GET_CHUNKS_CC, dst=dst, future=loop.create_future(),
+        pending = _Pending(cc=wire.SKYMEM_GET_CHUNKS_CC, dst=tuple(dst), future=loop.create_future(),
                            block_hash=block_hash, expected=set(ids), progress=asyncio.Event())
         async with self._slots:
             self._pending[rid] = pending
@@ -421,9 +434,14 @@ class SkyMemoryClient:
         if data[:2] == wire.SKYMEM_HK_TLM_MID.to_bytes(2, "big"):
             self._on_hk(data)  # housekeeping carries no trailer (no route header): see docs/RELIABILITY.md
             return
-        if self.signer is not None and not self.signer.reply_ok(data):
-            self.counters["auth_failures"] += 1  # unsigned, another key or altered: answers nothing
-            return
+        if self.signer is not None:
+            verdict = self.signer.check_reply(data)
+            if verdict == auth.REPLY_REPLAYED:
+                self.counters["replayed"] += 1  # its satellite signed this sequence before: answers nothing
+                return
+            if verdict != auth.REPLY_OK:
+                self.counters["auth_failures"] += 1  # unsigned, another key or altered: answers nothing
+                return
         try:
             reply = wire.decode_reply(data)
         except WireError:
@@ -438,6 +456,10 @@ class SkyMemoryClient:
         pending = self._pending.get(reply.route.request_id)
         if pending is None:
             self.counters["duplicates"] += 1  # late or repeated reply of a finished request
+            return
+        if (reply.route.src_plane, reply.route.src_sat) != pending.dst and not (
+                reply.kind == wire.SKYMEM_REPLY_NAK and reply.status in _ROUTE_NAKS):
+            self.counters["wrong_source"] += 1  # another satellite's reply, with this id: answers nothing
             return
         if reply.cc != pending.cc:
             self.counters["mismatched"] += 1

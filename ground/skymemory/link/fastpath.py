@@ -4,8 +4,12 @@ The C side (csrc/skymem_bulk.c, compiled into `skymemory._native`) sends
 GET_CHUNKS per server (or SET_CHUNK per chunk) with sendmmsg, receives the
 replies with recvmmsg straight into the caller's buffer, checks request id,
 block hash, chunk id, length and CRC32C, re-asks for what is overdue, and
-fills a per-chunk status array. With a signer (a keyed constellation) every
-request is signed in C and a reply counts only when signed with the same key.
+fills a per-chunk status array. A reply counts only when it comes from the
+satellite asked (a route NAK from any: see client.py). With a signer (a keyed
+constellation) every request is signed in C and a reply counts only when signed
+with the same key and with a sequence fresh for its satellite (the signer's
+reply windows, shared with the asyncio client). Request ids are base..base+n
+within a call, the base random per call.
 Python only builds the job description
 (a few objects per *block*) and reads the result; the GIL is released
 during the call, so a streaming reader can watch `prefix` advance.
@@ -101,6 +105,8 @@ class TransferStats:
     window_bytes: int = 0  # bytes in flight the call allowed
     first_reply_s: float = 0.0  # get: start -> first valid reply (a round trip plus service time)
     auth_failures: int = 0  # replies refused for their trailer (unsigned, another key, altered)
+    replayed: int = 0  # replies with a right tag and a sequence their satellite used before (or too old)
+    wrong_source: int = 0  # replies from another satellite than the one asked
 
     @property
     def outcome(self) -> str:
@@ -235,6 +241,7 @@ class BulkTransfer:
         if self.signer is not None:
             # every send may be a resend: reserve a fresh sequence for each possible one
             opts.auth_key, opts.auth_key_id = self.signer.mac_key.c_key, self.signer.key_id
+            opts.replies = self.signer.reply_window
             sends = (sum(job.chunk_count for job in jobs) if fn_name == "skymem_bulk_set"
                      else lib.skymem_bulk_get_requests(blocks, len(jobs), wave_chunks))
             opts.auth_seq_count = max(1, sends) * (self.retries + 1)
@@ -249,7 +256,7 @@ class BulkTransfer:
             raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
         return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
                              opts.retransmits, opts.ignored, opts.nak_status, opts.window_bytes, opts.first_reply_s,
-                             opts.auth_failures)
+                             opts.auth_failures, opts.replayed, opts.wrong_source)
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
             deadline_s: float | None = None, pace_Bps: float = 0.0,

@@ -10,9 +10,11 @@ grows by 44 and a command's checksum is brought up to date. The C side is
 cfs_apps/skymem_core/fsw/src/skymem_auth.c.
 
 With keys, a satellite takes no command unsigned (reads included) and signs
-every reply; the ground keeps only replies signed with its own key
-(`Signer.reply_ok`). A reply is fresh when it echoes the request id of a request
-still waiting (random per request), so the ground keeps no replay window.
+every reply; the ground keeps only replies signed with its own key whose
+sequence is fresh for the satellite that signed it (`Signer.check_reply`: per
+satellite, the replay windows the satellites keep for commands, the core's code),
+and the client takes one only as the answer of a request still waiting (its
+request id, random per request) sent to that satellite.
 
 Sequence numbers are Unix time in units of SEQ_US microseconds, made strictly
 increasing per signer: several clients sharing a key need no shared counter,
@@ -46,6 +48,10 @@ TRAILER_LEN = 44
 TAG_LEN = 32  # skymemory.protocol.mac.TAG_LEN
 CONSTELLATION_KEY_ID = 0
 KEY_MIN, KEY_MAX = 16, 64
+REPLAY_WINDOW = 32768  # sequences remembered below the newest from a source (SKYMEM_AUTH_WINDOW)
+AUTH_E_REPLAY = -5  # SKYMEM_AUTH_E_REPLAY
+# Signer.check_reply's verdicts
+REPLY_OK, REPLY_REPLAYED, REPLY_FORGED = "ok", "replayed", "forged"
 # commands a keyed satellite refuses unsigned (skymem_auth_required): every one
 SIGNED_CCS = frozenset(range(wire.SKYMEM_NUM_CC))
 
@@ -113,6 +119,15 @@ class Signer:
         self.mac_key = MacKey(key)  # derived once; its c_key is what the C fast path signs with
         self._last_seq = 0
         self._seq_lock = threading.Lock()  # the client's loop and fast-path threads sign at once
+        # the replies' replay windows, per satellite, shared by the client and the fast path (check_reply)
+        # (the C fast path's skymem_reply_window_t *; None without the build)
+        self.reply_window = None
+        if lib is not None:
+            window = lib.skymem_reply_window_new(key_id, key, len(key))
+            if window == ffi.NULL:
+                raise MemoryError("no memory for the replies' replay windows")
+            self.reply_window = ffi.gc(window, lib.skymem_reply_window_free)
+        self._py_windows: dict[tuple[int, int], tuple[int, set[int]]] = {}  # without the build: src -> (top, seen)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, key_id: int | None = None) -> "Signer":
@@ -188,6 +203,36 @@ class Signer:
             return lib.skymem_auth_check_reply(self.mac_key.c_key, self.key_id, ffi.from_buffer(packet),
                                                len(packet)) == 0
         return hmac.compare_digest(self.mac_key.tag(packet[:-TAG_LEN]), packet[-TAG_LEN:])
+
+
+    def check_reply(self, packet: bytes) -> str:
+        """REPLY_OK when `packet` is a reply signed with this key whose sequence is fresh for the satellite
+        that signed it (its source): never seen from it, and not REPLAY_WINDOW or more below the newest
+        seen from it. The sequence is then recorded, so the same reply answers nothing again.
+        REPLY_REPLAYED for a right tag on a stale sequence; REPLY_FORGED for anything else (unsigned,
+        another key, altered). Unlike reply_ok, a check that holds changes the windows."""
+        if self.reply_window is not None:  # the core's windows (skymem_auth_verify), as the satellites'
+            rc = lib.skymem_reply_window_check(self.reply_window, ffi.from_buffer(packet), len(packet), 0, 0,
+                                               ffi.NULL)
+            return REPLY_OK if rc == 0 else REPLY_REPLAYED if rc == AUTH_E_REPLAY else REPLY_FORGED
+        r = wire.SKYMEM_TLM_HDR_LEN
+        if not self.reply_ok(packet) or \
+                int.from_bytes(packet[r + wire.SKYMEM_ROUTE_DST_PLANE:][:2], "big") != wire.SKYMEM_GROUND_PLANE:
+            return REPLY_FORGED
+        src = (int.from_bytes(packet[r + wire.SKYMEM_ROUTE_SRC_PLANE:][:2], "big"),
+               int.from_bytes(packet[r + wire.SKYMEM_ROUTE_SRC_SAT:][:2], "big"))
+        seq = int.from_bytes(packet[-TRAILER_LEN + 4:-TAG_LEN], "big")
+        with self._seq_lock:  # the same rules as skymem_auth.c's window_seen / window_record
+            top, seen = self._py_windows.get(src, (0, set()))
+            if seq == 0 or seq in seen or (seen and seq <= top and top - seq >= REPLAY_WINDOW):
+                return REPLY_REPLAYED
+            seen.add(seq)
+            if seq > top:
+                top = seq
+                if len(seen) > 2 * REPLAY_WINDOW:
+                    seen = {s for s in seen if top - s < REPLAY_WINDOW}
+            self._py_windows[src] = (top, seen)
+        return REPLY_OK
 
 
 def strip_trailer(packet: bytes) -> bytes:

@@ -178,7 +178,8 @@ class ObjectStore:
             self.counters.update(store.client.counters)
             fast = store.last_transfer  # each operation here makes at most one fast-path call
             if fast is not None:
-                self.counters.update({"fastpath_packets_tx": fast.packets_tx, "fastpath_packets_rx": fast.packets_rx})
+                self.counters.update({"fastpath_packets_tx": fast.packets_tx, "fastpath_packets_rx": fast.packets_rx,
+                                      "fastpath_replayed": fast.replayed, "fastpath_wrong_source": fast.wrong_source})
 
     # ---- the metadata: one chunk on every home, asked all at once ------------------------------
     def _client(self) -> SkyMemoryClient:
