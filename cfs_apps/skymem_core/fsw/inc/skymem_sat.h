@@ -168,7 +168,8 @@ int skymem_sat_accept(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt
 /* Serves an accepted command (route with via filled in). */
 void skymem_sat_serve(skymem_sat_t *s, const skymem_msg_t *m);
 /* An intact data-plane command for this satellite the parser refused with err: NAKed as PROTOCOL.md §4
- * says -- with keys on only when its tag verifies. Returns 1 when it verified (or keys are off). */
+ * says -- with keys on only when its tag verifies (else counted in auth_failures and dropped). Returns 1
+ * when it was answered. */
 int skymem_sat_malformed(skymem_sat_t *s, int err, const uint8_t *pkt, size_t len, const skymem_route_t *r);
 /* A reply addressed to this satellite (a migration's ACK or NAK): checked, then applied. */
 void skymem_sat_on_reply(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt, size_t len);

@@ -17,7 +17,7 @@
  *    destination and direction, or a key per direction, changes that function only);
  *  - with keys on, everything this satellite sends is signed: replies to the ground with the
  *    key of the station that asked, everything else with key 0;
- *  - a refused command changes nothing but auth_failures.
+ *  - a refused command changes nothing but auth_failures, and is not answered.
  * Cost: O(1) per command besides the tag and the store operation; the gossip ring is
  * searched linearly (256 entries, only for EVICT_BLOCK).
  */
@@ -103,7 +103,8 @@ static int sat_authenticate(skymem_sat_t *s, const skymem_msg_t *m, const uint8_
     return SKYMEM_AUTH_OK;
 }
 
-/* Counts a refused packet; nothing else changes. */
+/* Counts a refused packet; nothing else changes. An unauthenticated sender gets no answer at all:
+ * a signed NAK would be a signing oracle (any request id, echoed and signed) and an amplifier. */
 static void refused(skymem_sat_t *s, const skymem_route_t *r, uint8_t cc, int rc, int is_reply)
 {
     s->c.auth_failures++;
@@ -225,10 +226,6 @@ int skymem_sat_from_ground(skymem_sat_t *s, const skymem_msg_t *m, uint8_t *pkt,
         rc = sat_authenticate(s, m, pkt, len);
         if (rc != SKYMEM_AUTH_OK) {
             refused(s, r, m->cc, rc, 0);
-            /* answered along the route; the sender's address is not learned */
-            if (rc != SKYMEM_AUTH_E_REPLAY && !(r->flags & SKYMEM_RF_GOSSIP))
-                skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_AUTH_FAILED, m->chunk_id, 0,
-                                 m->has_block_hash ? m->block_hash : NULL);
             return SKYMEM_SAT_DROP;
         }
     }
@@ -247,17 +244,22 @@ int skymem_sat_accept(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt
     rc = sat_authenticate(s, m, pkt, len);
     if (rc == SKYMEM_AUTH_OK) return 1;
     refused(s, &m->route, m->cc, rc, 0);
-    if (rc != SKYMEM_AUTH_E_REPLAY && !(m->route.flags & SKYMEM_RF_GOSSIP))
-        skymem_sat_reply(s, &m->route, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_AUTH_FAILED, m->chunk_id, 0,
-                         m->has_block_hash ? m->block_hash : NULL);
     return 0;
 }
 
 int skymem_sat_malformed(skymem_sat_t *s, int err, const uint8_t *pkt, size_t len, const skymem_route_t *r)
 {
+    int rc;
     if (!is_self(s, r->dst_plane, r->dst_sat) || (r->flags & SKYMEM_RF_GOSSIP)) return 0;
+    if (s->auth != NULL) { /* the parser refused the body, but the tag covers every byte: check it as it is */
+        rc = skymem_auth_verify(s->auth, pkt, len);
+        if (rc != SKYMEM_AUTH_OK) {
+            refused(s, r, pkt[6] & 0x7Fu, rc, 0);
+            return 0;
+        }
+        s->reply_key_id = skymem_get_u32(pkt + len - SKYMEM_AUTH_TRAILER_LEN + SKYMEM_AT_KEY_ID);
+    }
     skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, skymem_nak_for_parse_error(err), 0, 0, NULL);
-    (void)len;
     return 1;
 }
 
