@@ -16,6 +16,7 @@
 
 #define NODE_LINK_GROUND 0 /* links[0] = ground; links[1..4] = SKYMEM_DIR_NORTH..EAST */
 #define NODE_GROUND_SLOTS 32
+#define NODE_RETURN_SLOTS 1024 /* relayed requests whose answers go back to where they came from */
 #define NODE_RX_BATCH 1024 /* datagrams read per wakeup per socket, so neither socket starves the other */
 
 typedef struct {
@@ -29,6 +30,13 @@ typedef struct {
     uint64_t last_ns;
     struct sockaddr_in addr;
 } node_ground_t;
+
+typedef struct {
+    uint8_t used;
+    uint16_t station;
+    uint32_t request_id;
+    struct sockaddr_in addr;
+} node_return_t;
 
 /* What the node counts itself; the command counters are the core's (skymem_sat_counters_t). */
 typedef struct {
@@ -54,6 +62,7 @@ typedef struct {
     node_router_counters_t rc;
     struct sockaddr_in tlm_dest; /* --tlm-dest; sin_port 0: housekeeping answers whoever asked */
     node_ground_t grounds[NODE_GROUND_SLOTS];
+    node_return_t returns[NODE_RETURN_SLOTS];
     node_evq_t evq;
     node_bucket_t links[5];
     uint64_t rng;

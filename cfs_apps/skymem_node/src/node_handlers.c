@@ -45,6 +45,32 @@ static const struct sockaddr_in *ground_addr(const node_t *n, uint16_t id)
     return NULL;
 }
 
+/* Where the answers to one relayed request go: the address it came from, for that request id only. A
+ * relayed command teaches nothing about the station (skymem_sat_from_ground), yet its answers come back
+ * through us; a slot per (station, request id) hash, so a replayed relayed command can steer at most the
+ * answers to its own request -- which its destination refuses as a replay. */
+static node_return_t *return_slot(node_t *n, uint16_t station, uint32_t request_id)
+{
+    return &n->returns[(request_id * 0x9E3779B1u ^ station) % NODE_RETURN_SLOTS];
+}
+
+static void remember_return(node_t *n, const skymem_route_t *r, const struct sockaddr_in *addr)
+{
+    node_return_t *e = return_slot(n, r->src_sat, r->request_id);
+    e->used = 1;
+    e->station = r->src_sat;
+    e->request_id = r->request_id;
+    e->addr = *addr;
+}
+
+/* The address for a reply to a ground station: its request's, else the station's learned address. */
+static const struct sockaddr_in *reply_addr(node_t *n, uint16_t station, uint32_t request_id)
+{
+    node_return_t *e = return_slot(n, station, request_id);
+    if (e->used && e->station == station && e->request_id == request_id && request_id != 0) return &e->addr;
+    return ground_addr(n, station);
+}
+
 /* ---- routing ------------------------------------------------------------------- */
 static void route_packet(node_t *n, uint8_t *pkt, size_t len, const skymem_route_t *r, int is_reply, int relay)
 {
@@ -53,7 +79,7 @@ static void route_packet(node_t *n, uint8_t *pkt, size_t len, const skymem_route
     skymem_dir_t dir;
     if (is_reply && r->dst_plane == SKYMEM_GROUND_PLANE) {
         if (is_self(n, r->via_plane, r->via_sat)) { /* we hold this ground link */
-            const struct sockaddr_in *ga = ground_addr(n, r->dst_sat);
+            const struct sockaddr_in *ga = reply_addr(n, r->dst_sat, r->request_id);
             if (ga == NULL) {
                 n->c.dropped++;
                 node_log(n, NODE_LOG_WARN, "reply for unknown ground station %u dropped", r->dst_sat);
@@ -277,7 +303,9 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
         n->c.invalid++;
         node_log(n, NODE_LOG_DEBUG, "invalid packet (%zu bytes): %s", len, skymem_strerror(rc));
         if (skymem_intact_data_cmd(pkt, len, &r)) {
-            if (from_ground && r.src_plane == SKYMEM_GROUND_PLANE) {
+            /* keys on, nothing is learned from it unless its tag verified here (the core's rule) */
+            int answer = skymem_sat_malformed(&n->core, pkt, len, &r);
+            if (from_ground && r.src_plane == SKYMEM_GROUND_PLANE && (answer || n->auth == NULL)) {
                 learn_ground(n, r.src_sat, src);
                 if (r.via_plane == SKYMEM_NO_SAT) {
                     r.via_plane = (uint16_t)n->plane;
@@ -285,7 +313,7 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
                     skymem_rewrite_route(pkt, len, &r);
                 }
             }
-            skymem_sat_malformed(&n->core, rc, pkt, len, &r);
+            if (answer) skymem_sat_nak_malformed(&n->core, rc, pkt, &r);
         }
         return;
     }
@@ -306,6 +334,7 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
             int what = skymem_sat_from_ground(&n->core, &m, pkt, len, &r);
             if (what == SKYMEM_SAT_DROP) return;
             if (what == SKYMEM_SAT_LEARN) learn_ground(n, r.src_sat, src);
+            else if (r.src_plane == SKYMEM_GROUND_PLANE) remember_return(n, &r, src); /* its answers only */
             checked = r.src_plane == SKYMEM_GROUND_PLANE;
             m.route = r; /* the core sees the route as rewritten (via filled in) */
         }

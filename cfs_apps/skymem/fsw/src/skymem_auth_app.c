@@ -5,9 +5,10 @@
  *
  * Sequences are microseconds of the host clock (OS_GetLocalTime: Unix time on
  * Linux, as on the ground and the native node). The replay floor is the later of
- * that clock at start and the high-water mark persisted in SKYMEM_AUTH_FLOOR_FILE,
- * so traffic recorded before a restart stays refused after it, also on a platform
- * whose clock restarts with the software.
+ * that clock at start and the high-water mark the core keeps in
+ * SKYMEM_AUTH_FLOOR_FILE (written through SKYMEM_AuthPersistFloor before a
+ * command past it is acted on), so traffic recorded before a restart stays
+ * refused after it, also on a platform whose clock restarts with the software.
  */
 #include <string.h>
 
@@ -139,13 +140,4 @@ int SKYMEM_AuthPersistFloor(void *Ctx, uint64_t Mark)
         OS_close(Fd);
     }
     return rc;
-}
-
-void SKYMEM_AuthPersist(void)
-{
-    if (SKYMEM_Data.Core.auth == NULL || skymem_auth_high(&SKYMEM_Auth) == SKYMEM_PersistedHigh)
-    {
-        return;
-    }
-    (void)SKYMEM_AuthPersistFloor(NULL, skymem_auth_high(&SKYMEM_Auth));
 }

@@ -10,7 +10,7 @@
  * signed, every control command but SEND_HK refused, every reply signed, migration
  * ACKs checked. The replay floor survives a restart: it starts at the later of the
  * host clock (sequences are Unix microseconds) and the high-water mark kept in
- * SKYMEM_AUTH_FLOOR_FILE, rewritten on each housekeeping request when it moved.
+ * SKYMEM_AUTH_FLOOR_FILE, which the core moves before it acts on a command past it.
  */
 #ifndef SKYMEM_AUTH_APP_H
 #define SKYMEM_AUTH_APP_H
@@ -26,7 +26,5 @@
 CFE_Status_t SKYMEM_AuthInit(void);
 /* The core's io->persist_floor: the high-water mark into SKYMEM_AUTH_FLOOR_FILE; 0 when written. */
 int SKYMEM_AuthPersistFloor(void *Ctx, uint64_t Mark);
-/* Keeps the replay high-water mark in SKYMEM_AUTH_FLOOR_FILE when it moved (called with housekeeping). */
-void SKYMEM_AuthPersist(void);
 
 #endif

@@ -1,6 +1,5 @@
 /* SKYMEM control command handlers (same shape as sample_app_cmds.c). */
 #include "skymem.h"
-#include "skymem_auth_app.h"
 #include "skymem_cmds.h"
 #include "skymem_eventids.h"
 #include "skymem_utils.h"
@@ -10,7 +9,6 @@ CFE_Status_t SKYMEM_SendHkCmd(const SKYMEM_SendHkCmd_t *Msg)
 {
     skymem_stats_t Stats;
 
-    SKYMEM_AuthPersist(); /* at the housekeeping rate: the replay floor a restart starts from */
     skymem_sat_fill_stats(&SKYMEM_Data.Core, &Stats);
     skymem_stats_encode(SKYMEM_Data.HkTlm.Payload.Stats, &Stats);
 

@@ -143,8 +143,11 @@ void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
                           "SKYMEM: malformed data-plane packet of %lu bytes (%s)", (unsigned long)Size,
                           skymem_strerror(rc));
         /* headers sound: answered (PROTOCOL.md §4) so the sender is not left waiting */
-        if (!skymem_intact_data_cmd(Packet, Size, &Req) ||
-            !skymem_sat_malformed(&SKYMEM_Data.Core, rc, Packet, Size, &Req))
+        if (skymem_intact_data_cmd(Packet, Size, &Req) && skymem_sat_malformed(&SKYMEM_Data.Core, Packet, Size, &Req))
+        {
+            skymem_sat_nak_malformed(&SKYMEM_Data.Core, rc, Packet, &Req);
+        }
+        else
         {
             SKYMEM_Data.Core.c.err_count++;
         }

@@ -86,6 +86,7 @@ extern "C" {
 #define SKYMEM_AUTH_E_BAD_MAC -4
 #define SKYMEM_AUTH_E_REPLAY -5     /* authentic but already seen, too old, or before the floor */
 #define SKYMEM_AUTH_E_ARG -6        /* bad argument (builders, key ring) */
+#define SKYMEM_AUTH_E_AHEAD -7      /* sequence too far ahead of the receiver's clock (skymem_sat.h) */
 
 /* A key made ready to sign and check with: derived once, when the key is loaded. */
 typedef struct {

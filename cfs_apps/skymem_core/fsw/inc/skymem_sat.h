@@ -13,7 +13,7 @@
  *   skymem_sat_from_ground     a parsed data-plane command that came up its own ground link
  *   skymem_sat_accept          a parsed data-plane command for this satellite, from anywhere
  *   skymem_sat_serve           ... and, accepted, serve it
- *   skymem_sat_malformed       an intact command for this satellite the parser refused
+ *   skymem_sat_malformed       an intact command for this satellite the parser refused (and _nak_malformed)
  *   skymem_sat_on_reply        a reply addressed to this satellite (a migration's ACK/NAK)
  *   skymem_sat_run_jobs, skymem_sat_tick   from its loop (GET_CHUNKS answers, migration timeouts)
  *
@@ -167,10 +167,11 @@ int skymem_sat_from_ground(skymem_sat_t *s, const skymem_msg_t *m, uint8_t *pkt,
 int skymem_sat_accept(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt, size_t len, int checked);
 /* Serves an accepted command (route with via filled in). */
 void skymem_sat_serve(skymem_sat_t *s, const skymem_msg_t *m);
-/* An intact data-plane command for this satellite the parser refused with err: NAKed as PROTOCOL.md §4
- * says -- with keys on only when its tag verifies (else counted in auth_failures and dropped). Returns 1
- * when it was answered. */
-int skymem_sat_malformed(skymem_sat_t *s, int err, const uint8_t *pkt, size_t len, const skymem_route_t *r);
+/* An intact data-plane command the parser refused: 1 when it is for this satellite and may be answered
+ * (and, from the ground, its station learned) -- with keys on only when its tag verifies (else counted in
+ * auth_failures: 0). Then skymem_sat_nak_malformed answers it as PROTOCOL.md §4 says. */
+int skymem_sat_malformed(skymem_sat_t *s, const uint8_t *pkt, size_t len, const skymem_route_t *r);
+void skymem_sat_nak_malformed(skymem_sat_t *s, int err, const uint8_t *pkt, const skymem_route_t *r);
 /* A reply addressed to this satellite (a migration's ACK or NAK): checked, then applied. */
 void skymem_sat_on_reply(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt, size_t len);
 /* 1 if a control-MID command (no route, so no trailer) must be refused: keys on (counted). */

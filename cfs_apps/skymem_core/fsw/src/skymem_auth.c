@@ -32,6 +32,7 @@ const char *skymem_auth_strerror(int rc)
     case SKYMEM_AUTH_E_BAD_MAC: return "bad MAC";
     case SKYMEM_AUTH_E_REPLAY: return "replayed or stale sequence";
     case SKYMEM_AUTH_E_ARG: return "bad argument";
+    case SKYMEM_AUTH_E_AHEAD: return "sequence too far ahead of this clock";
     default: return "unknown";
     }
 }

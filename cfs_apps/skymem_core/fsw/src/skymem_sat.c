@@ -82,21 +82,46 @@ int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, uint64_t persisted)
     return 0;
 }
 
-/* The authentication step: SKYMEM_AUTH_OK when pkt may be acted on. Keys off: only an unsigned packet
- * (a trailer nobody can check is refused rather than taken unchecked). For a SET_CHUNK, the chunk's
- * CRC comes out of the tag's pass (s->crc). */
-static int sat_authenticate(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt, size_t len)
+/* Keys on: the checks of a signed packet whose trailer is at trailer (a SET_CHUNK's data range given, its
+ * CRC comes out of the tag's pass into s->crc). The sequence may be at most SKYMEM_SAT_SEQ_AHEAD_US ahead
+ * of this clock; the tag and the replay window are skymem_auth.c's; what is accepted past the persisted
+ * mark moves the mark (io->persist_floor) before the command is acted on, so no restart reopens it. */
+static int verify_signed(skymem_sat_t *s, const uint8_t *pkt, size_t len, const uint8_t *trailer,
+                         const uint8_t *crc_data, size_t crc_len)
 {
+    uint64_t now = skymem_auth_seq_at(s->io->clock_us(s->ctx));
+    uint64_t seq = skymem_get_u64(trailer + SKYMEM_AT_SEQ);
     int rc;
-    s->crc_of = NULL;
-    if (s->auth == NULL) return m->auth == NULL ? SKYMEM_AUTH_OK : SKYMEM_AUTH_E_UNKNOWN_KEY;
-    if (m->auth == NULL) return SKYMEM_AUTH_E_NO_TRAILER;
-    if (m->is_cmd && m->cc == SKYMEM_SET_CHUNK_CC && m->data != NULL) { /* the tag and the chunk's CRC in one pass */
-        rc = skymem_auth_verify_crc(s->auth, pkt, len, (size_t)(m->data - pkt), m->desc.data_len, &s->crc);
-        if (rc == SKYMEM_AUTH_OK) s->crc_of = m->data;
+    if (seq > now + SKYMEM_SAT_SEQ_AHEAD_US / SKYMEM_AUTH_SEQ_US) return SKYMEM_AUTH_E_AHEAD;
+    if (crc_data != NULL) {
+        rc = skymem_auth_verify_crc(s->auth, pkt, len, (size_t)(crc_data - pkt), crc_len, &s->crc);
+        if (rc == SKYMEM_AUTH_OK) s->crc_of = crc_data;
     } else {
         rc = skymem_auth_verify(s->auth, pkt, len);
     }
+    if (rc != SKYMEM_AUTH_OK || seq <= s->floor_mark) return rc;
+    s->floor_mark = (seq > now ? seq : now) + SKYMEM_SAT_FLOOR_LEASE_US / SKYMEM_AUTH_SEQ_US;
+    if (s->io->persist_floor != NULL) {
+        int failed = s->io->persist_floor(s->ctx, s->floor_mark) != 0;
+        if (failed && !s->floor_write_failed) /* said once; the next mark tries again */
+            skymem_sat_logf(s, SKYMEM_SAT_ERROR, SKYMEM_SAT_EV_AUTH,
+                            "cannot keep the replay floor: a restart would reopen the last %u ms",
+                            (unsigned)(SKYMEM_SAT_FLOOR_LEASE_US / 1000u));
+        s->floor_write_failed = failed;
+    }
+    return SKYMEM_AUTH_OK;
+}
+
+/* The authentication step: SKYMEM_AUTH_OK when pkt may be acted on. Keys off: only an unsigned packet
+ * (a trailer nobody can check is refused rather than taken unchecked). */
+static int sat_authenticate(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt, size_t len)
+{
+    int rc, set_chunk = m->is_cmd && m->cc == SKYMEM_SET_CHUNK_CC && m->data != NULL;
+    s->crc_of = NULL;
+    if (s->auth == NULL) return m->auth == NULL ? SKYMEM_AUTH_OK : SKYMEM_AUTH_E_UNKNOWN_KEY;
+    if (m->auth == NULL) return SKYMEM_AUTH_E_NO_TRAILER;
+    /* a SET_CHUNK: the tag and the chunk's CRC in one pass */
+    rc = verify_signed(s, pkt, len, m->auth, set_chunk ? m->data : NULL, set_chunk ? m->desc.data_len : 0);
     if (rc != SKYMEM_AUTH_OK) return rc;
     if (m->is_cmd && m->route.src_plane == SKYMEM_GROUND_PLANE)
         s->reply_key_id = skymem_get_u32(m->auth + SKYMEM_AT_KEY_ID);
@@ -234,6 +259,12 @@ int skymem_sat_from_ground(skymem_sat_t *s, const skymem_msg_t *m, uint8_t *pkt,
         r->via_sat = s->sat;
         skymem_rewrite_route(pkt, len, r);
     }
+    /* Keys on, a station's address is learned only from a command verified here with this satellite as
+     * its destination. One relayed to another satellite teaches nothing: its sequence is fresh here even
+     * when its destination has seen it (replay windows are per satellite), so a captured command replayed
+     * into this ground port would otherwise point the station's replies at whoever replayed it. Keys off
+     * (an unkeyed constellation) nothing can be verified, and every command teaches, as it always has. */
+    if (s->auth != NULL && !is_self(s, r->dst_plane, r->dst_sat)) return SKYMEM_SAT_RELAYED;
     return SKYMEM_SAT_LEARN;
 }
 
@@ -247,20 +278,26 @@ int skymem_sat_accept(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt
     return 0;
 }
 
-int skymem_sat_malformed(skymem_sat_t *s, int err, const uint8_t *pkt, size_t len, const skymem_route_t *r)
+int skymem_sat_malformed(skymem_sat_t *s, const uint8_t *pkt, size_t len, const skymem_route_t *r)
 {
     int rc;
     if (!is_self(s, r->dst_plane, r->dst_sat) || (r->flags & SKYMEM_RF_GOSSIP)) return 0;
     if (s->auth != NULL) { /* the parser refused the body, but the tag covers every byte: check it as it is */
-        rc = skymem_auth_verify(s->auth, pkt, len);
+        rc = len >= SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_AUTH_TRAILER_LEN && (r->flags & SKYMEM_RF_AUTH)
+                 ? verify_signed(s, pkt, len, pkt + len - SKYMEM_AUTH_TRAILER_LEN, NULL, 0)
+                 : SKYMEM_AUTH_E_NO_TRAILER;
         if (rc != SKYMEM_AUTH_OK) {
             refused(s, r, pkt[6] & 0x7Fu, rc, 0);
             return 0;
         }
         s->reply_key_id = skymem_get_u32(pkt + len - SKYMEM_AUTH_TRAILER_LEN + SKYMEM_AT_KEY_ID);
     }
-    skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, skymem_nak_for_parse_error(err), 0, 0, NULL);
     return 1;
+}
+
+void skymem_sat_nak_malformed(skymem_sat_t *s, int err, const uint8_t *pkt, const skymem_route_t *r)
+{
+    skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, skymem_nak_for_parse_error(err), 0, 0, NULL);
 }
 
 /* ---- eviction gossip ------------------------------------------------------------ */
