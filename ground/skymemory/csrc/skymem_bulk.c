@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "skymem_auth.h"
+#include "skymem_sat.h"
 #include "skymem_codec.h"
 #include "skymem_crc32c.h"
 #include "skymem_wire.h"
@@ -278,6 +279,19 @@ static int sign_if_keyed(skymem_bulk_opts_t *o, uint8_t *pkt, int len, size_t ca
         return len;
     if (o->auth_seq_used >= o->auth_seq_count)
         return 0;
+    { /* a satellite refuses a sequence over SKYMEM_SAT_SEQ_AHEAD_US ahead of its clock: above 62,500 packets
+       * a second the sequences outrun the clock, so wait until this one is within half that (the other half
+       * for clock error) rather than send what would be dropped unanswered */
+        struct timespec ts;
+        uint64_t seq = o->auth_seq_first + o->auth_seq_used, now, limit = SKYMEM_SAT_SEQ_AHEAD_US / 2u / SKYMEM_AUTH_SEQ_US;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        now = skymem_auth_seq_at((uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+        if (seq > now + limit) {
+            uint64_t wait_us = (seq - now - limit) * SKYMEM_AUTH_SEQ_US;
+            struct timespec d = {(time_t)(wait_us / 1000000u), (long)(wait_us % 1000000u) * 1000L};
+            nanosleep(&d, NULL);
+        }
+    }
     len = skymem_auth_sign_with(o->auth_key, o->auth_key_id, o->auth_seq_first + o->auth_seq_used++,
                                 pkt, (size_t)len, cap);
     return len > 0 ? len : 0;
