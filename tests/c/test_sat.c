@@ -151,14 +151,22 @@ static void test_learn_only_what_verifies_here(void)
     CHECK(deliver_from_ground(noop(2, 11, 0), &what) == 0 && what == SKYMEM_SAT_LEARN);
 }
 
-/* Item 4: a sequence more than SKYMEM_SAT_SEQ_AHEAD_US ahead is refused; what is accepted is kept in the
- * floor file before it takes effect, and a restart starts past it. */
+/* Item 4: a sequence more than SKYMEM_SAT_SEQ_AHEAD_US ahead is refused; what is accepted ahead of the clock
+ * is kept in the floor file before it takes effect, and a restart starts past it. What is accepted on the
+ * clock writes nothing: a restart's clock is past it, and a fresh command right after the restart is taken. */
 static void test_bounded_sequences_and_floor(void)
 {
     int what;
     size_t len;
     uint64_t ahead = SKYMEM_SAT_SEQ_AHEAD_US / SKYMEM_AUTH_SEQ_US;
+    size_t on_clock;
+    uint8_t recorded[SKYMEM_MAX_PACKET];
     setup();
+    clock_us += 1000u;
+    on_clock = noop(1, 9, now_seq()); /* signed as it arrived, by a station on the same clock */
+    memcpy(recorded, pkt, on_clock);
+    CHECK(deliver_from_ground(on_clock, &what) == 1);
+    CHECK(persist_calls == 0); /* on the clock: nothing to keep */
     CHECK(deliver_from_ground(noop(1, 1, now_seq() + ahead + 1), &what) == 0 && what == SKYMEM_SAT_DROP);
     CHECK(sat.c.auth_failures == 1 && persist_calls == 0);
     len = noop(1, 2, now_seq() + ahead - 1); /* just inside: taken, and the mark written first */
@@ -178,6 +186,20 @@ static void test_bounded_sequences_and_floor(void)
     skymem_sat_init(&sat, &io, NULL), sat.auth = &ring, sat.floor_mark = ring.floor;
     noop(1, 2, persisted - 1); /* any sequence the last run accepted is at or below its mark */
     CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_DROP);
+    memcpy(pkt, recorded, on_clock); /* and the one it took on the clock, by the restart's clock */
+    CHECK(deliver_from_ground(on_clock, &what) == 0 && what == SKYMEM_SAT_DROP);
+    /* a restart after traffic on the clock only: a fresh command right after it is taken */
+    clock_us += 2000000u;
+    CHECK(deliver_from_ground(noop(1, 5, now_seq()), &what) == 1);
+    clock_us += 50000u; /* 50 ms later, the node restarts with what it kept */
+    skymem_auth_init(&ring, 0);
+    {
+        char err[64];
+        CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 2);
+    }
+    CHECK(skymem_sat_auth_on(&sat, &ring, persisted) == 0);
+    clock_us += 1000u; /* the station's next command, a millisecond later */
+    CHECK(deliver_from_ground(noop(1, 6, now_seq()), &what) == 1 && sat.c.auth_failures == 2);
     /* a floor that cannot be written is said, and the command still served */
     persist_fails = 1;
     clock_us += 2000000u;

@@ -40,9 +40,13 @@ extern "C" {
  * both with a wide margin, and bounds what a captured packet signed ahead is worth: after a restart
  * the floor (skymem_sat_auth_on) is past anything accepted before it. */
 #define SKYMEM_SAT_SEQ_AHEAD_US 1000000u
-/* The high-water mark is persisted this far past what was accepted, so the file is written at most
- * about four times a second under steady traffic, always before the command it covers takes effect.
- * (A restart within this time refuses fresh commands for what is left of it; the ground retries.) */
+/* Only a sequence accepted ahead of this satellite's clock is persisted (one at or behind it is below
+ * the clock of any later start, which a restart's floor also is), and then this far past it, so a signer
+ * running ahead costs at most about four file writes a second, each before the command it covers takes
+ * effect. Honest traffic on the clock writes nothing and is not refused after a restart; after a restart
+ * within this time of traffic signed ahead, commands are refused until the clock passes the mark (the
+ * ground retries). This relies on the clock not stepping back across a restart, as the ahead bound
+ * relies on it being synchronised. */
 #define SKYMEM_SAT_FLOOR_LEASE_US 250000u
 
 #define SKYMEM_SAT_GOSSIP_MEMORY 256     /* (block, evict_id) pairs remembered: a gossip passes on once */
@@ -133,7 +137,7 @@ typedef struct {
     skymem_sat_counters_t c;
     skymem_auth_t *auth;   /* NULL: authentication off */
     uint32_t reply_key_id; /* ground key of the latest verified ground command: signs what goes to the ground */
-    uint64_t floor_mark;   /* the persisted high-water mark: every accepted sequence is at or below it */
+    uint64_t floor_mark;   /* the persisted high-water mark: every sequence accepted ahead of the clock is at or below it */
     int floor_write_failed;
     uint16_t seq;          /* CCSDS sequence count of what this satellite builds */
     uint32_t next_evict_id, next_job_id;

@@ -84,8 +84,11 @@ int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, uint64_t persisted)
 
 /* Keys on: the checks of a signed packet whose trailer is at trailer (a SET_CHUNK's data range given, its
  * CRC comes out of the tag's pass into s->crc). The sequence may be at most SKYMEM_SAT_SEQ_AHEAD_US ahead
- * of this clock; the tag and the replay window are skymem_auth.c's; what is accepted past the persisted
- * mark moves the mark (io->persist_floor) before the command is acted on, so no restart reopens it. */
+ * of this clock; the tag and the replay window are skymem_auth.c's. A restart's floor is the later of its
+ * clock and the persisted mark (skymem_sat_auth_on), so only a sequence accepted ahead of this clock needs
+ * keeping: it moves the mark (io->persist_floor) before the command is acted on. One at or behind the
+ * clock writes nothing -- the clock at any later start is past it -- so honest traffic writes no file and
+ * a restart refuses none of it; the lease batches the writes of a signer running ahead. */
 static int verify_signed(skymem_sat_t *s, const uint8_t *pkt, size_t len, const uint8_t *trailer,
                          const uint8_t *crc_data, size_t crc_len)
 {
@@ -99,8 +102,8 @@ static int verify_signed(skymem_sat_t *s, const uint8_t *pkt, size_t len, const 
     } else {
         rc = skymem_auth_verify(s->auth, pkt, len);
     }
-    if (rc != SKYMEM_AUTH_OK || seq <= s->floor_mark) return rc;
-    s->floor_mark = (seq > now ? seq : now) + SKYMEM_SAT_FLOOR_LEASE_US / SKYMEM_AUTH_SEQ_US;
+    if (rc != SKYMEM_AUTH_OK || seq <= s->floor_mark || seq <= now) return rc;
+    s->floor_mark = seq + SKYMEM_SAT_FLOOR_LEASE_US / SKYMEM_AUTH_SEQ_US;
     if (s->io->persist_floor != NULL) {
         int failed = s->io->persist_floor(s->ctx, s->floor_mark) != 0;
         if (failed && !s->floor_write_failed) /* said once; the next mark tries again */
