@@ -49,7 +49,7 @@ typedef struct {
     uint32_t cmd_count, err_count, rx_isl, rx_ground, tx_isl, tx_ground, delivered;
 } node_router_counters_t;
 
-typedef struct {
+typedef struct node {
     node_config_t cfg;
     uint32_t plane, sat, planes, sats;
     int isl_fd, ground_fd, timer_fd, signal_fd, epoll_fd;
@@ -68,20 +68,24 @@ typedef struct {
     uint64_t rng;
     double delay_scale, loss;
     uint64_t start_mono_ns;
+    uint64_t start_unix_ms; /* the mission epoch unless --epoch-ms (node_clock_start) */
     uint16_t seq; /* CCSDS sequence count of the housekeeping the node builds (the core counts its own) */
     uint64_t timer_armed_ns;
     skymem_auth_t *auth; /* the key ring, NULL: command authentication off */
     node_tx_t tx_isl, tx_ground; /* datagrams waiting for one sendmmsg each (node_flush_tx) */
     const uint8_t *lent;          /* the received datagram in hand, in a slot kept until node_flush_tx */
+    /* where a datagram held back by the emulated ground delay goes when due (node_on_packet, set by main:
+     * the link layer below calls the packet path above only through it) */
+    void (*on_packet)(struct node *n, int from_ground, const struct sockaddr_in *src, uint8_t *pkt, size_t len);
     skymem_sat_t core; /* the command handling: skymem_core's skymem_sat.c (last: large) */
 } node_t;
 
-/* time */
+/* node_clock_log.c: clocks and the log (it calls nothing else of the node) */
+void node_clock_start(node_t *n);
 uint64_t node_mono_ns(void);
 uint64_t node_mission_ms(const node_t *n);
 uint64_t node_unix_us(void); /* Unix time: the sequences of signed packets */
 
-/* logging */
 void node_log(const node_t *n, int level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

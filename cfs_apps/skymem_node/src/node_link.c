@@ -254,7 +254,7 @@ void node_run_due(node_t *n, uint64_t now_ns)
         switch (e->kind) {
         case EV_TX_ISL: node_sendto_now(n, n->isl_fd, &e->addr, e->data, e->len); break;
         case EV_TX_GROUND: node_sendto_now(n, n->ground_fd, &e->addr, e->data, e->len); break;
-        case EV_RX_GROUND: node_on_packet(n, 2, &e->addr, e->data, e->len); break;
+        case EV_RX_GROUND: n->on_packet(n, 2, &e->addr, e->data, e->len); break;
         default: break;
         }
         n->lent = NULL;

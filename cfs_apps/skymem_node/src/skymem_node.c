@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,45 +23,6 @@
  * from its slot (node_t.lent), so the slots are reused only after node_flush_tx. */
 #define RX_VEC 64
 static uint8_t rxbuf[RX_VEC][SKYMEM_MAX_PACKET + 1];
-static uint64_t start_unix_ms;
-
-uint64_t node_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t node_unix_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000ull;
-}
-
-static uint64_t unix_ms(void) { return node_unix_us() / 1000ull; }
-
-/* mission_ms = epoch_ms + time_scale * (unix_now_ms - epoch_ms) (docs/CONTRACTS.md) */
-uint64_t node_mission_ms(const node_t *n)
-{
-    double epoch = (double)(n->cfg.epoch_given ? n->cfg.epoch_ms : start_unix_ms);
-    double now = (double)unix_ms();
-    double m = epoch + n->cfg.time_scale * (now - epoch);
-    return m > 0 ? (uint64_t)m : 0;
-}
-
-void node_log(const node_t *n, int level, const char *fmt, ...)
-{
-    static const char *names[] = {"error", "warn", "info", "debug"};
-    va_list ap;
-    if (level > n->cfg.log_level) return;
-    fprintf(stderr, "skymem_node[%u,%u] %s: ", n->plane, n->sat, names[level]);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
 /* Socket buffers: a relay must hold a whole get window arriving at once from ten servers (the
  * ground's window is up to 24 MiB, link/fastpath.py; the kernel doubles the size asked, the other
  * half covering each datagram's overhead). Pages are used only while datagrams wait. */
@@ -246,7 +206,8 @@ int main(int argc, char **argv)
     static node_t node; /* large (tx buffer): static, pages touched only when used */
     node_t *n = &node;
     int rc, running = 1;
-    start_unix_ms = unix_ms();
+    node_clock_start(n);
+    n->on_packet = node_on_packet; /* the link layer's delayed ground datagrams */
     rc = node_config_parse(&n->cfg, argc, argv);
     if (rc < 0) return 2;
     if (rc > 0) return 0;
