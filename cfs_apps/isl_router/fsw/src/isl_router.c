@@ -6,8 +6,6 @@
 #include "isl_router_utils.h"
 #include "isl_router_version.h"
 
-ISL_ROUTER_Data_t ISL_ROUTER_Data;
-
 void ISL_ROUTER_Main(void)
 {
     CFE_Status_t     status;

@@ -10,8 +10,6 @@
 #include "skymem_utils.h"
 #include "skymem_version.h"
 
-SKYMEM_Data_t SKYMEM_Data;
-
 void SKYMEM_Main(void)
 {
     CFE_Status_t     status;

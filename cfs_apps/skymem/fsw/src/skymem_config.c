@@ -348,3 +348,12 @@ uint64 SKYMEM_MissionTimeMs(const SKYMEM_TimeConfig_t *Time)
     }
     return Time->EpochMs + (uint64)(Time->TimeScale * (double)((uint64)NowMs - Time->EpochMs));
 }
+
+/* Here, with the config file it is first asked about, so skymem_utils.c (which reads the config) and this
+ * file do not call each other. */
+bool SKYMEM_FileMissing(const char *Path)
+{
+    os_fstat_t Stat;
+
+    return OS_stat(Path, &Stat) != OS_SUCCESS;
+}

@@ -27,6 +27,11 @@ typedef struct
  */
 CFE_Status_t SKYMEM_ReadConfigFile(SKYMEM_ConstellationTbl_t *Tbl, SKYMEM_TimeConfig_t *Time, bool *Applied);
 
+/* true if an optional file (a /cf path) is not there. Asked before opening it because OSAL's
+ * open of a missing file prints "open(./cf/...): No such file or directory", which reads as a
+ * failure where the file's absence is a normal case (first boot, no key file). */
+bool SKYMEM_FileMissing(const char *Path);
+
 /* Mission time in ms from the host clock and the time settings. */
 uint64 SKYMEM_MissionTimeMs(const SKYMEM_TimeConfig_t *Time);
 

@@ -300,10 +300,3 @@ bool SKYMEM_IsMe(uint16 Plane, uint16 Sat)
 {
     return Plane == SKYMEM_Data.Plane && Sat == SKYMEM_Data.Sat;
 }
-
-bool SKYMEM_FileMissing(const char *Path)
-{
-    os_fstat_t Stat;
-
-    return OS_stat(Path, &Stat) != OS_SUCCESS;
-}

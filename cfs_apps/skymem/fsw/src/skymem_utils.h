@@ -35,9 +35,4 @@ CFE_Status_t SKYMEM_PublishToRouter(const uint8 *Packet, int Length);
 
 bool SKYMEM_IsMe(uint16 Plane, uint16 Sat);
 
-/* true if an optional file (a /cf path) is not there. Asked before opening it because OSAL's
- * open of a missing file prints "open(./cf/...): No such file or directory", which reads as a
- * failure where the file's absence is a normal case (first boot, no key file). */
-bool SKYMEM_FileMissing(const char *Path);
-
 #endif
