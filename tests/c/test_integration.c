@@ -277,8 +277,17 @@ static void test_params_and_counters(void)
     sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&a, sizeof a);
     n = skymem_build_set_param(pkt, sizeof pkt, 0, NULL, SKYMEM_PARAM_DELAY_SCALE_PPM, 0);
     sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&a, sizeof a);
+    /* SEND_HK as cmdUtil sends it, 8 bytes: shorter than its answer, so not answered (no amplifier for a
+     * forged sender) but counted in dropped, which the STATS after it shows (one socket, handled in order) */
     n = skymem_build_cmd(pkt, sizeof pkt, SKYMEM_SEND_HK_MID, 0, 0, NULL, 0);
     sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&a, sizeof a);
+    CHECK_EQ_INT(stats(2, 0, &st), 0);
+    CHECK(st.dropped == 1);
+    { /* padded to the answer's length: answered */
+        static const uint8_t pad[SKYMEM_TLM_HDR_LEN + SKYMEM_STATS_LEN];
+        n = skymem_build_cmd(pkt, sizeof pkt, SKYMEM_SEND_HK_MID, 0, 0, pad, sizeof pad - SKYMEM_CMD_HDR_LEN);
+        sendto(fd, pkt, (size_t)n, 0, (struct sockaddr *)&a, sizeof a);
+    }
     {
         uint64_t deadline = np_now_ms() + WAIT_MS;
         int got = 0;
@@ -287,8 +296,8 @@ static void test_params_and_counters(void)
             if (k > 0 && skymem_parse(hk, (size_t)k, &m) == SKYMEM_OK && m.mid == SKYMEM_HK_TLM_MID) got = 1;
         }
         CHECK(got);
-        /* after the reset: STATS, NOOP, SET_PARAM (SEND_HK is not a counted command, as in cFS) */
-        CHECK(got && m.stats.plane == 2 && m.stats.cmd_count == 3);
+        /* after the reset: STATS, NOOP, SET_PARAM, STATS (SEND_HK is not a counted command, as in cFS) */
+        CHECK(got && m.stats.plane == 2 && m.stats.cmd_count == 4);
     }
 }
 

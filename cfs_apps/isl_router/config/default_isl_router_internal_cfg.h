@@ -23,6 +23,10 @@
 /* Ground stations whose return address is remembered (from their requests). */
 #define ISL_ROUTER_MAX_GROUND_STATIONS 64
 
+/* SKYMEM's key file (SKYMEM_AUTH_KEYS_FILE): when it is there the constellation is keyed, and ISL_ROUTER,
+ * which holds no key and so cannot verify what it relays, NAKs no relayed command (PROTOCOL.md §5). */
+#define ISL_ROUTER_AUTH_KEYS_FILE "/cf/skymem_auth.keys"
+
 /* How long init waits for SKYMEM to publish its constellation table. */
 #define ISL_ROUTER_TABLE_WAIT_MS  5000
 #define ISL_ROUTER_TABLE_RETRY_MS 100

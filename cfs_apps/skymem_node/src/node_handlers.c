@@ -96,7 +96,8 @@ static void route_packet(node_t *n, uint8_t *pkt, size_t len, const skymem_route
     }
     if (tp >= n->planes || ts >= n->sats) {
         n->c.dropped++;
-        if (!is_reply && relay) skymem_sat_reply(&n->core, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, SKYMEM_NAK_NO_ROUTE, 0, 0, NULL);
+        if (!is_reply && relay && n->auth == NULL) /* keys on: no NAK for what a relay cannot verify (PROTOCOL.md §5) */
+            skymem_sat_reply(&n->core, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, SKYMEM_NAK_NO_ROUTE, 0, 0, NULL);
         return;
     }
     if (is_self(n, (uint16_t)tp, (uint16_t)ts)) { /* nothing to route: would loop */
@@ -106,7 +107,7 @@ static void route_packet(node_t *n, uint8_t *pkt, size_t len, const skymem_route
     if (r->ttl == 0) {
         n->c.dropped++;
         node_log(n, NODE_LOG_DEBUG, "ttl expired, request %u dropped", r->request_id);
-        if (!is_reply && relay && !(r->flags & SKYMEM_RF_GOSSIP))
+        if (!is_reply && relay && !(r->flags & SKYMEM_RF_GOSSIP) && n->auth == NULL)
             skymem_sat_reply(&n->core, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, SKYMEM_NAK_TTL_EXPIRED, 0, 0, NULL);
         return;
     }
@@ -218,16 +219,28 @@ static void handle_control(node_t *n, const skymem_msg_t *m)
     }
 }
 
-/* Housekeeping goes where a cFS mission's TO_LAB would send it (--tlm-dest), else back to
- * whoever asked: the same packets a ground system receives from the cFS apps. */
-static void send_tlm(node_t *n, int from_ground, const struct sockaddr_in *src, const uint8_t *pkt, size_t len)
+/* Housekeeping goes where a cFS mission's TO_LAB would send it (--tlm-dest), whoever asked: the same
+ * packets a ground system receives from the cFS apps. Without --tlm-dest it goes back to the sender,
+ * but only for a request padded to at least the answer's length (req_len): an HK request carries no
+ * tag and its source can be forged, so a shorter one would make the node an amplifier aimed at
+ * whatever address a flood names (13x for an 8-byte SEND_HK). A short one is counted in dropped. */
+static void send_tlm(node_t *n, int from_ground, const struct sockaddr_in *src, size_t req_len, const uint8_t *pkt,
+                     size_t len)
 {
-    if (n->tlm_dest.sin_port != 0) node_sendto_now(n, n->ground_fd, &n->tlm_dest, pkt, len);
-    else if (from_ground) node_send_ground(n, src, pkt, len);
-    else node_sendto_now(n, n->isl_fd, src, pkt, len);
+    if (n->tlm_dest.sin_port != 0) {
+        node_sendto_now(n, n->ground_fd, &n->tlm_dest, pkt, len);
+    } else if (req_len < len) {
+        n->c.dropped++;
+        node_log(n, NODE_LOG_DEBUG, "HK request of %zu bytes unanswered: shorter than its %zu-byte answer", req_len,
+                 len);
+    } else if (from_ground) {
+        node_send_ground(n, src, pkt, len);
+    } else {
+        node_sendto_now(n, n->isl_fd, src, pkt, len);
+    }
 }
 
-static void send_hk(node_t *n, int from_ground, const struct sockaddr_in *src)
+static void send_hk(node_t *n, int from_ground, const struct sockaddr_in *src, size_t req_len)
 {
     skymem_stats_t st;
     uint8_t buf[SKYMEM_TLM_HDR_LEN + SKYMEM_STATS_LEN];
@@ -237,7 +250,7 @@ static void send_hk(node_t *n, int from_ground, const struct sockaddr_in *src)
     skymem_sat_fill_stats(&n->core, &st);
     tlm_time(n, &sec, &sub);
     len = skymem_build_hk(buf, sizeof buf, n->seq++, sec, sub, &st);
-    if (len > 0) send_tlm(n, from_ground, src, buf, (size_t)len);
+    if (len > 0) send_tlm(n, from_ground, src, req_len, buf, (size_t)len);
 }
 
 static uint32_t ground_stations_known(const node_t *n)
@@ -248,7 +261,7 @@ static uint32_t ground_stations_known(const node_t *n)
 }
 
 /* ISL_ROUTER's housekeeping, laid out as the cFS app sends it (ISL_ROUTER_HK_* of skymem_wire.h). */
-static void send_router_hk(node_t *n, int from_ground, const struct sockaddr_in *src)
+static void send_router_hk(node_t *n, int from_ground, const struct sockaddr_in *src, size_t req_len)
 {
     uint8_t body[ISL_ROUTER_HK_LEN];
     uint8_t buf[SKYMEM_TLM_HDR_LEN + ISL_ROUTER_HK_LEN];
@@ -271,7 +284,7 @@ static void send_router_hk(node_t *n, int from_ground, const struct sockaddr_in 
     skymem_put_u32(body + ISL_ROUTER_HK_GROUND_KNOWN, ground_stations_known(n));
     tlm_time(n, &sec, &sub);
     len = skymem_build_tlm(buf, sizeof buf, ISL_ROUTER_HK_TLM_MID, n->seq++, sec, sub, body, sizeof body);
-    if (len > 0) send_tlm(n, from_ground, src, buf, (size_t)len);
+    if (len > 0) send_tlm(n, from_ground, src, req_len, buf, (size_t)len);
 }
 
 /* ISL_ROUTER's own commands (NOOP, RESET_COUNTERS, 8 bytes each), counted as the cFS app counts them. */
@@ -322,8 +335,8 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
         case SKYMEM_CMD_MID:
             if (!skymem_sat_refuse_control(&n->core, m.cc)) handle_control(n, &m);
             return;
-        case SKYMEM_SEND_HK_MID: send_hk(n, from_ground, src); return; /* not counted, as in cFS */
-        case ISL_ROUTER_SEND_HK_MID: send_router_hk(n, from_ground, src); return;
+        case SKYMEM_SEND_HK_MID: send_hk(n, from_ground, src, len); return; /* not counted, as in cFS */
+        case ISL_ROUTER_SEND_HK_MID: send_router_hk(n, from_ground, src, len); return;
         case ISL_ROUTER_CMD_MID:
             if (!skymem_sat_refuse_control(&n->core, m.cc)) handle_router_command(n, &m);
             return;

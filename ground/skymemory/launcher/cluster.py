@@ -18,6 +18,7 @@ from pathlib import Path
 from skymemory.launcher.nodes import find_node
 from skymemory.launcher.processes import free_port_bases
 from skymemory.orbit.manifest import Manifest, SatelliteEntry
+from skymemory.protocol import wire
 
 Sat = tuple[int, int]
 
@@ -81,7 +82,7 @@ class Cluster:
 
     def wait_healthy(self, sats: list[Sat], timeout: float) -> None:
         """Waits until every listed node answers a control NOOP... via SEND_HK on its ground port."""
-        hk = bytes.fromhex("18 91 C0 00 00 01 00 B7".replace(" ", ""))
+        hk = wire.encode_hk_request(wire.SKYMEM_SEND_HK_MID)  # padded to its answer: a node answers no shorter one
         addrs = self.ground_addresses()
         deadline = time.monotonic() + timeout
         todo = set(sats)

@@ -277,7 +277,7 @@ class SkyMemoryClient:
             raise RuntimeError(f"an HK request to {sat} is already waiting")
         fut = asyncio.get_running_loop().create_future()
         self._hk_waiters[sat] = fut
-        packet = wire.encode_command(wire.SKYMEM_SEND_HK_MID, 0)
+        packet = wire.encode_hk_request(wire.SKYMEM_SEND_HK_MID)  # padded: a node answers no shorter request
         try:
             for attempt in range(self.retries + 1):
                 self._send(packet, self._address(sat))

@@ -33,7 +33,10 @@ from skymemory.protocol.errors import WireError
 Sat = tuple[int, int]
 APPS = ("SKYMEM", "ISL_ROUTER")
 _HK_MID = {wire.SKYMEM_HK_TLM_MID: "SKYMEM", wire.ISL_ROUTER_HK_TLM_MID: "ISL_ROUTER"}
-_SEND_HK = (wire.encode_command(wire.SKYMEM_SEND_HK_MID, 0), wire.encode_command(wire.ISL_ROUTER_SEND_HK_MID, 0))
+# cFS takes the 8-byte requests through CI_LAB (TO_LAB sends the answer to its own destination); a native node
+# answers its sender only a request padded to the answer's length (wire.encode_hk_request)
+_SEND_HK_CFS = (wire.encode_command(wire.SKYMEM_SEND_HK_MID, 0), wire.encode_command(wire.ISL_ROUTER_SEND_HK_MID, 0))
+_SEND_HK_NODE = (wire.encode_hk_request(wire.SKYMEM_SEND_HK_MID), wire.encode_hk_request(wire.ISL_ROUTER_SEND_HK_MID))
 
 
 @dataclass
@@ -125,6 +128,7 @@ class HousekeepingListener:
         report = Report(sats, Counter(), [], 0.0)
         commands = self.m.command_addresses()
         cfs_sats = [e for e in self.m.satellites if e.command_port and e.tlm_host]
+        on_cfs = {(e.plane, e.sat) for e in self.m.satellites if e.command_port}
         heard: set[Sat] = set()
         t0 = time.monotonic()
         deadline = t0 + duration_s
@@ -138,7 +142,7 @@ class HousekeepingListener:
                 next_enable = now + 2.0
             if request_hk and now >= next_request:
                 for s in sats:
-                    for packet in _SEND_HK:
+                    for packet in _SEND_HK_CFS if s in on_cfs else _SEND_HK_NODE:
                         self._send(packet, commands[s])
                 next_request = now + 1.0
             for key, _ in self.selector.select(timeout=max(0.0, min(0.2, deadline - time.monotonic()))):

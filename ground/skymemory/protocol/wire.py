@@ -460,6 +460,17 @@ def encode_command(mid: int, cc: int, payload: bytes = b"", seq: int = 0) -> byt
     return bytes(pkt)
 
 
+# An HK request (SKYMEM_SEND_HK_MID, ISL_ROUTER_SEND_HK_MID) padded to the longest answer: the native node
+# answers an HK request to its sender only when it is at least as long as the answer, so that no forged
+# sender can use it as an amplifier (docs/PROTOCOL.md §7; with --tlm-dest, as on cFS, HK goes there instead).
+HK_REQUEST_LEN = SKYMEM_TLM_HDR_LEN + max(SKYMEM_STATS_LEN, ISL_ROUTER_HK_LEN)
+
+
+def encode_hk_request(mid: int) -> bytes:
+    """An HK request for the native node's ground port, zero-padded to HK_REQUEST_LEN (cFS takes 8 bytes)."""
+    return encode_command(mid, 0, bytes(HK_REQUEST_LEN - SKYMEM_CMD_HDR_LEN))
+
+
 def encode_data_command(cc: int, route: RouteHeader, body: bytes = b"", seq: int | None = None) -> bytes:
     """A data-plane command (SKYMEM_DATA_CMD_MID): route header + body."""
     return encode_command(SKYMEM_DATA_CMD_MID, cc, route.pack() + body,

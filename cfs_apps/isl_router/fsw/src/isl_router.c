@@ -111,6 +111,11 @@ CFE_Status_t ISL_ROUTER_Init(void)
         return CFE_STATUS_EXTERNAL_RESOURCE_FAIL;
     }
 
+    {
+        os_fstat_t Stat;
+        ISL_ROUTER_Data.Keyed = OS_stat(ISL_ROUTER_AUTH_KEYS_FILE, &Stat) == OS_SUCCESS;
+    }
+
     /* Grid, identity and ports come from SKYMEM's table. */
     status = ISL_ROUTER_LoadConfig();
     if (status != CFE_SUCCESS)

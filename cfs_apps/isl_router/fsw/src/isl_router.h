@@ -87,6 +87,7 @@ typedef struct
     uint8        NakBuf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_REPLY_HDR_LEN]; /* receive task */
     skymem_msg_t NakMsg;
     uint16       NakSeq;
+    bool         Keyed; /* SKYMEM's key file is there: relayed commands are not NAKed (ISL_ROUTER_Init) */
 } ISL_ROUTER_Data_t;
 
 extern ISL_ROUTER_Data_t ISL_ROUTER_Data;

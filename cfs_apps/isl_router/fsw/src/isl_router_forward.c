@@ -14,15 +14,18 @@ static void ISL_ROUTER_Drop(ISL_ROUTER_Counters_t *Counters, const skymem_route_
                       (unsigned int)Route->dst_plane, (unsigned int)Route->dst_sat, Why);
 }
 
-/* Answers a relayed command that cannot be delivered (receive task only). */
+/* Answers a relayed command that cannot be delivered (receive task only), on an unkeyed constellation
+ * only: keyed, this relay cannot verify the command (it holds no key), and an answer to it -- unsigned,
+ * echoing its request id toward its claimed source -- would be what PROTOCOL.md §5 rules out, an answer
+ * to what does not verify. It is dropped and counted; the ground's request times out. */
 static void ISL_ROUTER_Nak(const skymem_msg_t *Req, uint8 Reason, ISL_ROUTER_Counters_t *Counters)
 {
     skymem_route_t Reply;
     int            Len;
 
-    if (!Req->is_cmd || (Req->route.flags & SKYMEM_RF_GOSSIP))
+    if (!Req->is_cmd || (Req->route.flags & SKYMEM_RF_GOSSIP) || ISL_ROUTER_Data.Keyed)
     {
-        return; /* replies and gossip are never answered */
+        return; /* replies and gossip are never answered; nothing is, keyed */
     }
     memset(&Reply, 0, sizeof(Reply));
     Reply.dst_plane  = Req->route.src_plane;

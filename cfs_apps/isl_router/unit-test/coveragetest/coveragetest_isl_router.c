@@ -132,6 +132,14 @@ static void Test_TtlAndBadDestination(void)
     UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Dropped, 2);
     UtAssert_INT32_EQ(skymem_parse(UT_Sent.Bytes, NakLen, &Nak), SKYMEM_OK);
     UtAssert_UINT32_EQ(Nak.reply_status, SKYMEM_NAK_NO_ROUTE);
+
+    /* Keyed (SKYMEM's key file there): a relay cannot verify these, so it drops them unanswered. */
+    ISL_ROUTER_Data.Keyed = true;
+    UT_RouteGet(UT_Route(1, 1, 0), &Msg);
+    UT_RouteGet(UT_Route(7, 0, 10), &Msg);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Dropped, 4);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.TxGround, 2);
+    ISL_ROUTER_Data.Keyed = false;
 }
 
 static void Test_DeliverLocal(void)

@@ -424,8 +424,9 @@ int skymem_parse(const uint8_t *buf, size_t len, skymem_msg_t *m)
             return SKYMEM_E_CC;
         case SKYMEM_SEND_HK_MID:
         case ISL_ROUTER_SEND_HK_MID:
-            if (m->cc != 0) return SKYMEM_E_CC;
-            return m->payload_len == 0 ? SKYMEM_OK : SKYMEM_E_BODY_LEN;
+            /* the payload, if any, is padding: a request at least as long as its answer is answered to its
+             * sender by the native node (PROTOCOL.md §7), so no sender can use it as an amplifier */
+            return m->cc != 0 ? SKYMEM_E_CC : SKYMEM_OK;
         case ISL_ROUTER_CMD_MID:
             return SKYMEM_OK; /* payload layout belongs to the ISL_ROUTER app */
         case SKYMEM_DATA_CMD_MID:
