@@ -174,10 +174,11 @@ int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len);
 int skymem_auth_verify_crc(skymem_auth_t *a, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len,
                            uint32_t *crc);
 
-/* The ground's check of a reply: signed with key `key_id` (its own), tag right. No replay
- * window: a reply is fresh when it echoes the request id of a request still waiting, which
- * the caller checks. Returns SKYMEM_AUTH_OK, E_NO_TRAILER (unsigned), E_UNKNOWN_KEY (another
- * key id) or E_BAD_MAC. */
+/* The ground's check of a reply: signed with key `key_id` (its own), tag right. The rest is the
+ * caller's: that the reply echoes the request id of a request still waiting, sent to the satellite
+ * the reply names as its source, and that its sequence is fresh in that satellite's replay window
+ * (skymem_reply_window_check; ground/skymemory/csrc/skymem_bulk.c, skymemory.protocol.auth).
+ * Returns SKYMEM_AUTH_OK, E_NO_TRAILER (unsigned), E_UNKNOWN_KEY (another key id) or E_BAD_MAC. */
 int skymem_auth_check_reply(const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt, size_t len);
 /* The same, and in the same pass over the packet CRC32C of pkt[crc_off, crc_off + crc_len) into *crc --
  * a DATA reply's chunk data, whose CRC the ground checks too (skymem_polyval_blocks_crc32c). The range
