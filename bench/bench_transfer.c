@@ -5,15 +5,16 @@
  *
  *   bench_transfer --server P,S,HOST,PORT [--server ...] --bytes N [--blocks B]
  *                  [--chunk-bytes C] [--repeats R] [--window-bytes W] [--get-window-bytes G]
- *                  [--auth-keys FILE]
+ *                  [--auth-keys DIR]
  *
  * Stores B blocks of N bytes each (random data, chunk i on server i % n,
  * each satellite reached over its own ground port), reads them back R times,
  * checks every byte, and prints one JSON line with the timings and packet
  * counts. `skymemory bench transfer` runs it with the windows its Python path used
- * (W for sets and, unless G is given, for gets). With --auth-keys (a keyed
- * constellation's key file) every request is signed with its ground key and
- * every reply checked, as the Python block store does.
+ * (W for sets and, unless G is given, for gets). With --auth-keys (the folder of a
+ * keyed constellation's per-satellite key files, DIR/P-S.keys, as the launcher writes
+ * them) every request is signed with its satellite's UP key and every reply checked
+ * with its DOWN key, as the Python block store does with the keys it derives.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -44,7 +45,7 @@ static int usage(const char *msg)
 {
     fprintf(stderr, "bench_transfer: %s\nusage: bench_transfer --server P,S,HOST,PORT [...] --bytes N "
                     "[--blocks B] [--chunk-bytes C] [--repeats R] [--window-bytes W] [--get-window-bytes G] "
-                    "[--auth-keys FILE]\n", msg);
+                    "[--auth-keys DIR]\n", msg);
     return 2;
 }
 
@@ -59,25 +60,32 @@ static int parse_u64(const char *s, unsigned long long lo, unsigned long long hi
     return 0;
 }
 
-/* The ground key (the lowest non-zero id) of a key file into *ring; its id, or -1 with a message. */
-static long load_ground_key(const char *path, skymem_auth_t *ring)
+/* Satellite (plane, sat)'s keys from DIR/P-S.keys: its UP and DOWN keys of its lowest ground key id into
+ * *up and *down; that id, or -1 with a message. */
+static long load_sat_keys(const char *dir, unsigned plane, unsigned sat, skymem_mac_key_t *up, skymem_mac_key_t *down)
 {
     static char text[8192];
-    char err[128];
-    FILE *f = fopen(path, "r");
+    static skymem_auth_t ring;
+    char err[128], path[4096];
     long id = -1;
+    snprintf(path, sizeof path, "%s/%u-%u.keys", dir, plane, sat);
+    FILE *f = fopen(path, "r");
     if (!f)
         return fprintf(stderr, "bench_transfer: cannot open %s\n", path), -1;
     size_t len = fread(text, 1, sizeof text, f);
     fclose(f);
-    skymem_auth_init(ring, 0);
-    if (skymem_auth_load_text(ring, text, len, err, sizeof err) < 0)
+    skymem_auth_init(&ring, 0);
+    if (skymem_auth_load_text(&ring, text, len, err, sizeof err) < 0)
         return fprintf(stderr, "bench_transfer: %s: %s\n", path, err), -1;
-    for (uint32_t i = 0; i < ring->n_keys; i++)
-        if (ring->keys[i].id != SKYMEM_AUTH_CONSTELLATION_KEY && (id < 0 || ring->keys[i].id < (uint32_t)id))
-            id = ring->keys[i].id;
-    if (id < 0)
-        fprintf(stderr, "bench_transfer: %s holds no ground key\n", path);
+    for (uint32_t i = 0; i < ring.n_keys; i++)
+        if (ring.keys[i].id != SKYMEM_AUTH_CONSTELLATION_KEY && (id < 0 || ring.keys[i].id < (uint32_t)id))
+            id = ring.keys[i].id;
+    const skymem_auth_key_t *u = id < 0 ? NULL : skymem_auth_find_key_for(&ring, (uint32_t)id, SKYMEM_KEY_UP);
+    const skymem_auth_key_t *d = id < 0 ? NULL : skymem_auth_find_key_for(&ring, (uint32_t)id, SKYMEM_KEY_DOWN);
+    if (!u || !d)
+        return fprintf(stderr, "bench_transfer: %s holds no up and down ground key\n", path), -1;
+    *up = u->mac;
+    *down = d->mac;
     return id;
 }
 
@@ -120,8 +128,8 @@ int main(int argc, char **argv)
     skymem_bulk_server_t servers[MAX_SERVERS];
     unsigned n_servers = 0;
     unsigned long long bytes = 0, n_blocks = 1, chunk = 6144, repeats = 5, window = 8u << 20, get_window = 0;
-    const char *key_file = NULL;
-    static skymem_auth_t ring;
+    const char *key_dir = NULL;
+    static skymem_mac_key_t up_keys[MAX_SERVERS], down_keys[MAX_SERVERS];
     uint64_t last_seq = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -137,8 +145,10 @@ int main(int argc, char **argv)
             if (sscanf(v, "%u,%u,%63[^,],%u", &p, &s, host, &port) != 4 || p > 0xFFFE || s > 0xFFFE ||
                 port == 0 || port > 65535 || inet_pton(AF_INET, host, &ip) != 1)
                 return usage("--server wants P,S,IPV4,PORT");
-            servers[n_servers++] = (skymem_bulk_server_t){(uint16_t)p, (uint16_t)s, (uint16_t)p, (uint16_t)s,
-                                                          ntohl(ip.s_addr), (uint16_t)port};
+            servers[n_servers] = (skymem_bulk_server_t){(uint16_t)p, (uint16_t)s, (uint16_t)p, (uint16_t)s,
+                                                        ntohl(ip.s_addr), (uint16_t)port, &up_keys[n_servers],
+                                                        &down_keys[n_servers]};
+            n_servers++;
         } else if (!strcmp(a, "--bytes")) {
             if (parse_u64(v, 1, 1ull << 32, &bytes))
                 return usage("--bytes wants 1..4294967296");
@@ -158,7 +168,7 @@ int main(int argc, char **argv)
             if (parse_u64(v, 1, 1u << 31, &get_window))
                 return usage("--get-window-bytes wants 1..2^31");
         } else if (!strcmp(a, "--auth-keys")) {
-            key_file = v;
+            key_dir = v;
         } else {
             return usage("unknown option");
         }
@@ -190,12 +200,11 @@ int main(int argc, char **argv)
     o.deadline_s = 120;
     o.max_retries = 8;
     o.request_id = (uint32_t)rand() | 1u;
-    if (key_file) {
-        long id = load_ground_key(key_file, &ring);
+    for (unsigned i = 0; key_dir && i < n_servers; i++) {
+        long id = load_sat_keys(key_dir, servers[i].plane, servers[i].sat, &up_keys[i], &down_keys[i]);
         if (id < 0)
             return 2;
-        const skymem_auth_key_t *k = skymem_auth_find_key(&ring, (uint32_t)id);
-        o.auth_key = &k->mac;
+        o.keyed = 1;
         o.auth_key_id = (uint32_t)id;
     }
 
@@ -222,7 +231,7 @@ int main(int argc, char **argv)
             blocks[b].buf = dst + bytes * b;
         memset(status, 0, (size_t)count * n_blocks);
         memset(dst, 0, bytes * n_blocks);
-        memset(&o.packets_rx, 0, offsetof(skymem_bulk_opts_t, auth_key) - offsetof(skymem_bulk_opts_t, packets_rx));
+        memset(&o.packets_rx, 0, offsetof(skymem_bulk_opts_t, keyed) - offsetof(skymem_bulk_opts_t, packets_rx));
         o.request_id += 1u << 20;
         o.auth_seq_count = (uint64_t)skymem_bulk_get_requests(blocks, (uint32_t)n_blocks, 0) * (o.max_retries + 1u);
         o.auth_seq_first = reserve_seqs(&last_seq, o.auth_seq_count);

@@ -60,12 +60,15 @@ def test_the_stack_places_satellites_as_hosts_would(tmp_path):
     common = nodes.node_options(args, 1234) + ["--auth-keys", keys.CONTAINER_KEY_FILE]
     jobs = [((e.plane, e.sat), swarm.host_of(e.plane * 5 + e.sat, n, hosts),
              nodes.node_argv("", e, common, args, swarm.PEERS_TARGET)[1:]) for e in entries]
-    key = keys.make_key_file(tmp_path)
+    ground = keys.make_key_file(tmp_path, [(e.plane, e.sat) for e in entries])
+    own = {(e.plane, e.sat): keys.satellite_key_file(ground, e.plane, e.sat) for e in entries}
     peers = nodes.write_peers(tmp_path / "peers.txt", entries)
-    stack = yaml.safe_load(swarm.stack_text(jobs, peers, key))
+    stack = yaml.safe_load(swarm.stack_text(jobs, peers, own))
 
     assert stack["networks"]["hostnet"] == {"external": True, "name": "host"}
-    assert stack["secrets"] == {"keys": {"file": str(key)}} and stack["configs"] == {"peers": {"file": str(peers)}}
+    # a secret per satellite, its own key file; the ground's (the masters) is none of them
+    assert stack["secrets"] == {f"keys-{p}-{s}": {"file": str(f)} for (p, s), f in own.items()}
+    assert stack["configs"] == {"peers": {"file": str(peers)}}
     assert len(stack["services"]) == n
     placed = {}
     for e in entries:
@@ -74,8 +77,8 @@ def test_the_stack_places_satellites_as_hosts_would(tmp_path):
         placed.setdefault(constraint, []).append(e.plane * 5 + e.sat)
         assert service["networks"] == ["hostnet"]
         assert service["deploy"]["restart_policy"]["condition"] == "any"
-        assert service["secrets"] == [{"source": "keys", "target": "skymem_auth.keys", "uid": "65534",
-                                       "gid": "65534", "mode": 0o400}]
+        assert service["secrets"] == [{"source": f"keys-{e.plane}-{e.sat}", "target": "skymem_auth.keys",
+                                       "uid": "65534", "gid": "65534", "mode": 0o400}]
         assert service["configs"] == [{"source": "peers", "target": swarm.PEERS_TARGET, "mode": 0o444}]
         command = service["command"]
         assert command[command.index("--bind") + 1] == e.host

@@ -142,11 +142,13 @@ int skymem_polyval_use_accel(int level);
 const char *skymem_aes_impl(void);
 int skymem_aes_use_accel(int on);
 typedef struct skymem_reply_window skymem_reply_window_t;
-skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id, const uint8_t *key, size_t key_len);
+skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id);
 void skymem_reply_window_free(skymem_reply_window_t *w);
-int skymem_reply_window_check(skymem_reply_window_t *w, const uint8_t *pkt, size_t len, size_t crc_off,
+int skymem_reply_window_check(skymem_reply_window_t *w, const skymem_mac_key_t *k, const uint8_t *pkt, size_t len,
+                              size_t crc_off,
                               size_t crc_len, uint32_t *crc);
-typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port; }
+typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port;
+                 const skymem_mac_key_t *up_key, *down_key; }
     skymem_bulk_server_t;
 typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t chunk_bytes; uint32_t chunk_count;
                  uint32_t server0; uint32_t n_servers; uint64_t created_ms; uint8_t *status; uint32_t *prefix;
@@ -155,7 +157,7 @@ typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t c
 typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t window_bytes; uint32_t wave_chunks;
                  double rto_s; double deadline_s; uint32_t max_retries; double pace_Bps;
                  uint64_t packets_rx, packets_tx, bytes_rx; uint64_t crc_failures, retransmits, ignored;
-                 const skymem_mac_key_t *auth_key; uint32_t auth_key_id;
+                 int keyed; uint32_t auth_key_id;
                  uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint64_t auth_failures;
                  uint8_t nak_status;
                  double first_reply_s;

@@ -259,27 +259,40 @@ static void test_key_file(void)
 {
     static skymem_auth_t a;
     char err[128];
-    const char *good = "# keys\n\n0 000102030405060708090a0b0c0d0e0f\n  7\tFFEEDDCCBBAA99887766554433221100ffee # gs 7\r\n";
+    const char *good = "# keys\n\nskymem-keys 3 satellite 2 5 # mine\nisl 0 000102030405060708090a0b0c0d0e0f\n"
+                       "  up 7\tFFEEDDCCBBAA99887766554433221100ffee # gs 7\r\ndown 7 101112131415161718191a1b1c1d1e1f\n";
     skymem_auth_init(&a, 0);
-    CHECK_EQ_INT(skymem_auth_load_text(&a, good, strlen(good), err, sizeof err), 2);
-    CHECK(skymem_auth_find_key(&a, 0) != NULL && skymem_auth_find_key(&a, 7) != NULL);
-    CHECK(same_key(&skymem_auth_find_key(&a, 0)->mac, "000102030405060708090a0b0c0d0e0f"));
-    CHECK(same_key(&skymem_auth_find_key(&a, 7)->mac, "FFEEDDCCBBAA99887766554433221100ffee"));
-    CHECK(!same_key(&skymem_auth_find_key(&a, 7)->mac, "FFEEDDCCBBAA99887766554433221100ff"));
+    CHECK_EQ_INT(skymem_auth_load_text(&a, good, strlen(good), err, sizeof err), 3);
+    CHECK(a.owner_plane == 2 && a.owner_sat == 5);
+    CHECK(skymem_auth_find_key_for(&a, 0, SKYMEM_KEY_ISL) != NULL && skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_UP));
+    CHECK(skymem_auth_find_key_for(&a, 0, SKYMEM_KEY_UP) == NULL); /* each key for its own direction only */
+    CHECK(same_key(&skymem_auth_find_key_for(&a, 0, SKYMEM_KEY_ISL)->mac, "000102030405060708090a0b0c0d0e0f"));
+    CHECK(same_key(&skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_UP)->mac, "FFEEDDCCBBAA99887766554433221100ffee"));
+    CHECK(same_key(&skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_DOWN)->mac, "101112131415161718191a1b1c1d1e1f"));
+    CHECK(!same_key(&skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_UP)->mac, "FFEEDDCCBBAA99887766554433221100ff"));
 #define BAD(text, msg)                                                                            \
     do {                                                                                          \
         skymem_auth_init(&a, 0);                                                                  \
         CHECK_EQ_INT(skymem_auth_load_text(&a, text, strlen(text), err, sizeof err), SKYMEM_AUTH_E_ARG); \
         CHECK(strstr(err, msg) != NULL);                                                          \
     } while (0)
-    BAD("1 0011\n", "line 1: key shorter than 16 bytes");
-    BAD("\n1 000102030405060708090a0b0c0d0e0\n", "line 2: key is not an even number");
-    BAD("x 000102030405060708090a0b0c0d0e0f\n", "expected");
-    BAD("1 000102030405060708090a0b0c0d0e0g\n", "hex");
-    BAD("1 000102030405060708090a0b0c0d0e0f\n1 000102030405060708090a0b0c0d0e0f\n", "line 2: duplicate");
-    BAD("99999999999 000102030405060708090a0b0c0d0e0f\n", "u32");
-    BAD("1 000102030405060708090a0b0c0d0e0f extra\n", "unexpected");
-    BAD("1\n", "expected");
+#define SAT "skymem-keys 3 satellite 0 1\n"
+    /* an old file (one key for both directions) and the ground's are refused, each saying what to do */
+    BAD("# keys\n0 000102030405060708090a0b0c0d0e0f\n", "line 2: an old key file (one key for both directions");
+    BAD("skymem-keys 3 ground\nmaster 1 000102030405060708090a0b0c0d0e0f\n", "line 1: the ground's key file");
+    BAD("skymem-keys 2 satellite 0 1\n", "version is not 3");
+    BAD(SAT "master 1 000102030405060708090a0b0c0d0e0f\n", "line 2: a ground master key");
+    BAD(SAT "up 1 0011\n", "line 2: key shorter than 16 bytes");
+    BAD(SAT "\nup 1 000102030405060708090a0b0c0d0e0\n", "line 3: key is not an even number");
+    BAD(SAT "x 1 000102030405060708090a0b0c0d0e0f\n", "expected");
+    BAD(SAT "up 1 000102030405060708090a0b0c0d0e0g\n", "hex");
+    BAD(SAT "up 1 000102030405060708090a0b0c0d0e0f\nup 1 000102030405060708090a0b0c0d0e0f\n", "line 3: duplicate");
+    BAD(SAT "up 99999999999 000102030405060708090a0b0c0d0e0f\n", "u32");
+    BAD(SAT "up 0 000102030405060708090a0b0c0d0e0f\n", "ISL key");
+    BAD(SAT "isl 3 000102030405060708090a0b0c0d0e0f\n", "ISL key");
+    BAD(SAT "up 1 000102030405060708090a0b0c0d0e0f extra\n", "unexpected");
+    BAD("skymem-keys 3 satellite 0\n", "SAT is not");
+#undef SAT
 #undef BAD
     CHECK(skymem_auth_required(SKYMEM_SET_CHUNK_CC) && skymem_auth_required(SKYMEM_EVICT_BLOCK_CC) &&
           skymem_auth_required(SKYMEM_MIGRATE_CC) && skymem_auth_required(SKYMEM_SET_PARAM_CC) &&

@@ -38,7 +38,9 @@ static const skymem_sat_io_t io = {io_send, io_clock, io_mono, io_tlm, NULL, io_
 
 static skymem_sat_t sat;
 static skymem_auth_t ring, ground;
-static const char keys[] = "0 000102030405060708090a0b0c0d0e0f\n1 101112131415161718191a1b1c1d1e1f\n";
+/* satellite (0,1)'s file; the ground here holds the same UP and DOWN keys (skymem_auth_sign picks by direction) */
+static const char keys[] = "skymem-keys 3 satellite 0 1\nisl 0 000102030405060708090a0b0c0d0e0f\n"
+                           "up 1 101112131415161718191a1b1c1d1e1f\ndown 1 202122232425262728292a2b2c2d2e2f\n";
 static uint8_t pkt[SKYMEM_MAX_PACKET];
 
 static void setup(void)
@@ -51,9 +53,9 @@ static void setup(void)
     sat.plane = 0, sat.sat = 1, sat.planes = 3, sat.sats = 3, sat.altitude_m = 550000.0, sat.store = store;
     skymem_sat_init(&sat, &io, NULL);
     skymem_auth_init(&ring, 0);
-    CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 2);
+    CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 3);
     skymem_auth_init(&ground, 0);
-    CHECK(skymem_auth_load_text(&ground, keys, sizeof keys - 1, err, sizeof err) == 2);
+    CHECK(skymem_auth_load_text(&ground, keys, sizeof keys - 1, err, sizeof err) == 3);
     persisted = 0;
     CHECK(skymem_sat_auth_on(&sat, &ring, 0) == 0);
     n_sent = persist_calls = persist_fails = 0;
@@ -107,7 +109,8 @@ static void test_signed_command_served(void)
     CHECK(n_sent == 1 && sat.c.cmd_count == 1 && sat.c.auth_failures == 0);
     CHECK(skymem_parse(sent[0], sent_len[0], &reply) == SKYMEM_OK);
     CHECK(reply.reply_kind == SKYMEM_REPLY_ACK && reply.route.request_id == 7 && reply.auth != NULL);
-    CHECK(skymem_auth_check_reply(&ground.keys[1].mac, 1, sent[0], sent_len[0]) == SKYMEM_AUTH_OK);
+    CHECK(skymem_auth_check_reply(&skymem_auth_find_key_for(&ground, 1, SKYMEM_KEY_DOWN)->mac, 1, sent[0],
+                                  sent_len[0]) == SKYMEM_AUTH_OK);
 }
 
 /* Item 6: unsigned, forged and replayed commands are counted and get no answer at all. */
@@ -136,6 +139,50 @@ static void test_no_answer_to_unauthenticated(void)
         CHECK(skymem_intact_data_cmd(pkt, len, &r));
         CHECK(skymem_sat_malformed(&sat, pkt, len, &r) == 1);
     }
+}
+
+/* Items 3 and 7: a ground command verifies only with the UP key of the satellite it is for, so one signed
+ * for (0,2) is no good here even re-addressed to us; one for (0,2) entering here is relayed unverified when
+ * it carries a known ground key id (its destination checks it), and dropped unsigned or under an unknown id;
+ * nothing this satellite holds signs a ground command or verifies as another satellite's reply. */
+static void test_keys_bind_destination_and_direction(void)
+{
+    static skymem_auth_t other; /* satellite (0,2)'s UP key, as the ground derives it */
+    static const char other_keys[] = "skymem-keys 3 satellite 0 2\nisl 0 000102030405060708090a0b0c0d0e0f\n"
+                                     "up 1 303132333435363738393a3b3c3d3e3f\ndown 1 404142434445464748494a4b4c4d4e4f\n";
+    char err[64];
+    int what;
+    size_t len;
+    skymem_route_t r = from_ground(1, 21);
+    setup();
+    skymem_auth_init(&other, 0);
+    CHECK(skymem_auth_load_text(&other, other_keys, sizeof other_keys - 1, err, sizeof err) == 3);
+    /* signed for (0,2), the same bytes addressed to us: the tag was made with (0,2)'s UP key */
+    len = (size_t)skymem_build_data_cmd(pkt, sizeof pkt, SKYMEM_NOOP_CC, 0, &r, NULL, 0);
+    len = (size_t)skymem_auth_sign(&other, 1, now_seq() + 1, pkt, len, sizeof pkt);
+    CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_DROP && sat.c.auth_failures == 1);
+    /* for (0,2), signed for it: relayed, not checked here, nothing learned, nothing counted */
+    r = from_ground(2, 22);
+    len = (size_t)skymem_build_data_cmd(pkt, sizeof pkt, SKYMEM_NOOP_CC, 0, &r, NULL, 0);
+    len = (size_t)skymem_auth_sign(&other, 1, now_seq() + 2, pkt, len, sizeof pkt);
+    CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_RELAYED && sat.c.auth_failures == 1);
+    CHECK(deliver_from_ground(noop(2, 23, 0), &what) == 0 && what == SKYMEM_SAT_DROP); /* unsigned: dropped */
+    len = (size_t)skymem_build_data_cmd(pkt, sizeof pkt, SKYMEM_NOOP_CC, 0, &r, NULL, 0);
+    len = (size_t)skymem_auth_sign_with(&skymem_auth_find_key_for(&other, 1, SKYMEM_KEY_UP)->mac, 9, now_seq() + 3,
+                                        pkt, len, sizeof pkt);
+    CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_DROP && sat.c.auth_failures == 3); /* id 9 */
+    /* direction: this satellite's DOWN key (what it signs with) does not make a ground command it accepts */
+    r = from_ground(1, 24);
+    len = (size_t)skymem_build_data_cmd(pkt, sizeof pkt, SKYMEM_NOOP_CC, 0, &r, NULL, 0);
+    len = (size_t)skymem_auth_sign_with(&skymem_auth_find_key_for(&ring, 1, SKYMEM_KEY_DOWN)->mac, 1, now_seq() + 4,
+                                        pkt, len, sizeof pkt);
+    CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_DROP && sat.c.auth_failures == 4);
+    /* and its reply verifies only with its own DOWN key: not as (0,2)'s */
+    CHECK(deliver_from_ground(noop(1, 25, now_seq() + 5), &what) == 1);
+    CHECK(skymem_auth_check_reply(&skymem_auth_find_key_for(&ground, 1, SKYMEM_KEY_DOWN)->mac, 1, sent[n_sent - 1],
+                                  sent_len[n_sent - 1]) == SKYMEM_AUTH_OK);
+    CHECK(skymem_auth_check_reply(&skymem_auth_find_key_for(&other, 1, SKYMEM_KEY_DOWN)->mac, 1, sent[n_sent - 1],
+                                  sent_len[n_sent - 1]) == SKYMEM_AUTH_E_BAD_MAC);
 }
 
 /* Item 2: only a command verified with this satellite as its destination teaches the station's address. */
@@ -180,7 +227,7 @@ static void test_bounded_sequences_and_floor(void)
     skymem_auth_init(&ring, 0);
     {
         char err[64];
-        CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 2);
+        CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 3);
     }
     CHECK(skymem_sat_auth_on(&sat, &ring, persisted) == 0);
     skymem_sat_init(&sat, &io, NULL), sat.auth = &ring, sat.floor_mark = ring.floor;
@@ -195,7 +242,7 @@ static void test_bounded_sequences_and_floor(void)
     skymem_auth_init(&ring, 0);
     {
         char err[64];
-        CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 2);
+        CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 3);
     }
     CHECK(skymem_sat_auth_on(&sat, &ring, persisted) == 0);
     clock_us += 1000u; /* the station's next command, a millisecond later */
@@ -243,6 +290,7 @@ int main(void)
     test_signed_command_served();
     test_no_answer_to_unauthenticated();
     test_learn_only_what_verifies_here();
+    test_keys_bind_destination_and_direction();
     test_bounded_sequences_and_floor();
     test_migrate_needs_an_authentic_ack();
     return check_report("sat");

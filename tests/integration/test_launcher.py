@@ -145,22 +145,28 @@ def test_docker_without_engine_writes_compose_and_fails(tmp_path):
 
 
 def test_compose_hands_every_container_the_key_read_only(tmp_path):
-    """Each service mounts the key file read-only where --auth-keys points, and runs as the file's owner (the
-    file stays 0600; the image's user, nobody, could not read it) with no capabilities; --insecure: none of it."""
+    """Each service mounts its own satellite's key file, and no other, read-only where --auth-keys points, and
+    runs as the file's owner (the file stays 0600; the image's user, nobody, could not read it) with no
+    capabilities; the ground's file (the masters) is mounted nowhere; --insecure: none of it."""
     from skymemory.launcher import docker
 
-    key = keys.make_key_file(tmp_path)
+    ground = keys.make_key_file(tmp_path, [(0, s) for s in range(3)])
+    own = {(0, s): keys.satellite_key_file(ground, 0, s) for s in range(3)}
     jobs = [((0, s), ["--plane", "0", "--sat", str(s), "--auth-keys", keys.CONTAINER_KEY_FILE]) for s in range(3)]
-    compose = docker.write_compose(tmp_path / "keyed.yml", "skymemtest", jobs, key_file=key).read_text()
-    assert compose.count(f'      - "{key}:{keys.CONTAINER_KEY_FILE}:ro"\n') == 3
+    compose = docker.write_compose(tmp_path / "keyed.yml", "skymemtest", jobs, key_files=own).read_text()
+    for s in range(3):
+        assert compose.count(f'      - "{own[(0, s)]}:{keys.CONTAINER_KEY_FILE}:ro"\n') == 1
+    assert str(ground) not in compose
     assert compose.count(f'    user: "{os.getuid()}:{os.getgid()}"\n') == 3
     assert compose.count("    cap_drop: [ALL]\n") == 3
-    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in [ground, *own.values()])
     insecure = docker.write_compose(tmp_path / "open.yml", "skymemtest", jobs).read_text()
     assert "volumes:" not in insecure and "user:" not in insecure
     with pytest.raises(ValueError, match="choose another --run-dir"):
         odd = tmp_path / "a:b"
-        docker.write_compose(tmp_path / "odd.yml", "skymemtest", jobs, key_file=keys.make_key_file(odd))
+        odd_ground = keys.make_key_file(odd, [(0, s) for s in range(3)])
+        docker.write_compose(tmp_path / "odd.yml", "skymemtest", jobs,
+                             key_files={(0, s): keys.satellite_key_file(odd_ground, 0, s) for s in range(3)})
 
 
 def test_cfs_runtime_round_trip(tmp_path):

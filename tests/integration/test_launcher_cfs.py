@@ -199,11 +199,12 @@ def fake_ssh(tmp_path):
 
 
 def test_hosts_over_ssh_start_put_get_stop(node_path, tmp_path, fake_ssh):
-    """Native nodes on two "hosts" (127.0.0.2, 127.0.0.3) through the ssh scripts, keyed: the key file is
-    copied into --remote-dir (mode 0600), the nodes take only signed commands, `stop` removes the copy."""
+    """Native nodes on two "hosts" (127.0.0.2, 127.0.0.3) through the ssh scripts, keyed: each satellite's own
+    key file is copied into --remote-dir (mode 0600), the nodes take only signed commands, `stop` removes the
+    copies."""
     isl, ground = free_port_bases(4, host="127.0.0.2")
     manifest = tmp_path / "m.json"
-    remote_key = tmp_path / "remote" / keys.REMOTE_KEY_FILE
+    remote_keys = tmp_path / "remote" / keys.REMOTE_KEY_DIR
     r = run_launcher("--hosts", "127.0.0.2,127.0.0.3", "--planes", "2", "--sats", "2", "--manifest", str(manifest),
                      "--remote-dir", str(tmp_path / "remote"), "--remote-node", str(node_path),
                      "--isl-port-base", str(isl), "--ground-port-base", str(ground), "--detach", "--quiet",
@@ -214,8 +215,11 @@ def test_hosts_over_ssh_start_put_get_stop(node_path, tmp_path, fake_ssh):
     try:
         assert [e.host for e in m.satellites] == ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
         assert m.auth_key_file == str(tmp_path / keys.KEY_FILE_NAME)  # the ground's own copy
-        assert stat.S_IMODE(remote_key.stat().st_mode) == 0o600
-        assert remote_key.read_bytes() == Path(m.auth_key_file).read_bytes()
+        for e in m.satellites:  # its own file, not the ground's (the masters)
+            copy = Path(keys.remote_key_file(str(tmp_path / "remote"), e.plane, e.sat))
+            assert stat.S_IMODE(copy.stat().st_mode) == 0o600
+            assert copy.read_bytes() == keys.satellite_key_file(m.auth_key_file, e.plane, e.sat).read_bytes()
+        assert sorted(p.name for p in remote_keys.iterdir()) == ["0-0.keys", "0-1.keys", "1-0.keys", "1-1.keys"]
         unsigned_commands_refused(m, (1, 1))
         from skymemory.store.constellation import ConstellationBlockStore
 
@@ -228,7 +232,7 @@ def test_hosts_over_ssh_start_put_get_stop(node_path, tmp_path, fake_ssh):
                            text=True, timeout=60, env=fake_ssh)
     assert r.returncode == 0, r.stderr
     assert not any(processes.alive(e.pid) for e in m.satellites)
-    assert not remote_key.exists()
+    assert not remote_keys.exists()
 
 
 def test_a_host_the_key_cannot_reach_stops_the_launch(node_path, tmp_path, fake_ssh):
@@ -247,17 +251,19 @@ def test_a_host_the_key_cannot_reach_stops_the_launch(node_path, tmp_path, fake_
 
 
 def test_cfs_start_script_gives_each_instance_the_key_0600(tmp_path):
-    """cFS on --hosts: each instance's /cf gets a copy of the key (mode 0600 even where --cfs-exe brought a
-    world-readable one); run here with sh, the stand-in core printing what it finds."""
+    """cFS on --hosts: each instance's /cf gets a copy of its own key file (mode 0600 even where --cfs-exe
+    brought a world-readable one); run here with sh, the stand-in core printing what it finds."""
     exe = fake_core(tmp_path, "stat -c '%a' cf/skymem_auth.keys; cat cf/skymem_auth.keys\n")
     (exe / "cf" / "skymem_auth.keys").write_text("stale\n")
     (exe / "cf" / "skymem_auth.keys").chmod(0o644)
     remote = tmp_path / "remote"
     remote.mkdir()
-    (remote / keys.REMOTE_KEY_FILE).write_text("0 " + "ab" * 32 + "\n")
-    (remote / keys.REMOTE_KEY_FILE).chmod(0o600)
+    own = Path(keys.remote_key_file(str(remote), 0, 0))
+    own.parent.mkdir()
+    own.write_text("0 " + "ab" * 32 + "\n")
+    own.chmod(0o600)
     script = ssh.cfs_start_script(str(remote), str(exe), "core-cpu1", [("0-0", ["./core-cpu1"], "plane = 0\n")],
-                                  str(remote / keys.REMOTE_KEY_FILE))
+                                  keys.remote_key_dir(str(remote)))
     r = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     log = remote / "logs" / "0-0.log"

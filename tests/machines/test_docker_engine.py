@@ -79,9 +79,10 @@ def test_19x5_in_containers(engine, tmp_path):
         seen = subprocess.run(["docker", "inspect", "-f", '{{.Config.User}} {{json .HostConfig.CapDrop}} '
                                '{{range .Mounts}}{{.Source}}:{{.Destination}}:{{.RW}}{{end}}', *names],
                               capture_output=True, text=True, check=True).stdout.split("\n")
-        owner = os.stat(m.auth_key_file)
-        assert set(filter(None, seen)) == {f'{owner.st_uid}:{owner.st_gid} ["ALL"] '
-                                           f"{m.auth_key_file}:{keys.CONTAINER_KEY_FILE}:false"}, seen[:2]
+        owner = os.stat(m.auth_key_file)  # each container mounts its own satellite's file, not the ground's
+        assert set(filter(None, seen)) <= {f'{owner.st_uid}:{owner.st_gid} ["ALL"] '
+                                           f"{keys.satellite_key_file(m.auth_key_file, e.plane, e.sat)}:"
+                                           f"{keys.CONTAINER_KEY_FILE}:false" for e in m.satellites}, seen[:2]
         for sat in ((0, 0), (PLANES - 1, SATS - 1)):
             before, after = unsigned_commands_refused(m, sat)
             print(f"container {container_name(project, *sat)}: 2 unsigned commands refused, "

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from skymemory.launcher import firewall, netns
+from skymemory.launcher import firewall, keys, netns
 from skymemory.orbit.manifest import Manifest
 
 from commands import firewall_state, launcher, opt_in, show
@@ -100,10 +100,11 @@ def test_netns_through_dockers_default_firewall(docker_default_firewall, tmp_pat
         with ConstellationBlockStore.from_manifest(m, [(0, 0), (1, 1), (2, 2)], route="relay") as store:
             payload = os.urandom(60_000)
             assert store.get_block(store.put_block(b"f" * 32, payload)) == payload
-        # keyed: the namespaces share this machine's files, so the nodes read the run directory's key file
+        # keyed: the namespaces share this machine's files, so each node reads its own key file in the run directory
         for e in m.satellites:
             argv = Path(f"/proc/{e.pid}/cmdline").read_bytes().split(b"\0")
-            assert argv[argv.index(b"--auth-keys") + 1].decode() == m.auth_key_file
+            assert argv[argv.index(b"--auth-keys") + 1].decode() == str(keys.satellite_key_file(m.auth_key_file,
+                                                                                               e.plane, e.sat))
         before, after = unsigned_commands_refused(m, (1, 1))
         print(f"satellite (1, 1) in {m.satellites[4].netns}: 2 unsigned commands refused, "
               f"auth_failures {before} -> {after}")

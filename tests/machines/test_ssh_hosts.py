@@ -58,7 +58,7 @@ def test_a_host_without_the_node_binary_is_named(pcs, node_path, tmp_path):
     assert f"ssh {pcs.destinations[0]} failed" in r.stderr and "no node binary" in r.stderr
     assert not (tmp_path / "m.json").exists()
     assert all(pcs.processes(h) == [] for h in range(HOSTS))
-    assert not any((pcs.dir / f"pc{h}" / keys.REMOTE_KEY_FILE).exists() for h in range(HOSTS))  # removed again
+    assert not any((pcs.dir / f"pc{h}" / keys.REMOTE_KEY_DIR).exists() for h in range(HOSTS))  # removed again
 
 
 def test_a_host_the_key_cannot_reach_stops_the_launch(pcs, node_path, tmp_path):
@@ -72,11 +72,11 @@ def test_a_host_the_key_cannot_reach_stops_the_launch(pcs, node_path, tmp_path):
         pcs.start_sshd(down)
     print(show(r))
     assert r.returncode == 1
-    assert f"cannot be copied to {pcs.destinations[down]}:{pcs.remote_dir}/{keys.REMOTE_KEY_FILE}" in r.stderr
+    assert f"cannot be copied to {pcs.destinations[down]}:{keys.remote_key_dir(pcs.remote_dir)}" in r.stderr
     assert "the launch stops rather than run unauthenticated" in r.stderr
     assert not (tmp_path / "m.json").exists()
     assert all(pcs.processes(h) == [] for h in range(HOSTS))
-    assert not any((pcs.dir / f"pc{h}" / keys.REMOTE_KEY_FILE).exists() for h in range(HOSTS))
+    assert not any((pcs.dir / f"pc{h}" / keys.REMOTE_KEY_DIR).exists() for h in range(HOSTS))
 
 
 def test_19x5_over_five_ssh_hosts(pcs, node_path, tmp_path):
@@ -97,17 +97,16 @@ def test_19x5_over_five_ssh_hosts(pcs, node_path, tmp_path):
         print(show(r))
         assert r.returncode == 0 and "95/95 satellites running" in r.stdout
 
-        # keyed: every host holds a 0600 copy of the ground's key file, which its nodes were started with,
-        # and a satellite refuses unsigned commands (counted as auth failures)
+        # keyed: every host holds a 0600 copy of the key files of its own satellites (not the ground's), each
+        # node started with its own, and a satellite refuses unsigned commands (counted as auth failures)
         assert m.auth_key_file and os.path.dirname(m.auth_key_file) == m.run_dir
-        remote_key = f"{pcs.remote_dir}/{keys.REMOTE_KEY_FILE}"
         for h, dest in enumerate(pcs.destinations):
-            copy = pcs.dir / f"pc{h}" / keys.REMOTE_KEY_FILE  # that host's disk
+            e = next(e for e in m.satellites if e.remote == dest)
+            copy = pcs.dir / f"pc{h}" / keys.REMOTE_KEY_DIR / f"{e.plane}-{e.sat}.keys"  # that host's disk
             assert stat.S_IMODE(copy.stat().st_mode) == 0o600, copy
-            assert copy.read_bytes() == Path(m.auth_key_file).read_bytes()
-            pid = next(e.pid for e in m.satellites if e.remote == dest)
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            assert argv[argv.index(b"--auth-keys") + 1].decode() == remote_key
+            assert copy.read_bytes() == keys.satellite_key_file(m.auth_key_file, e.plane, e.sat).read_bytes()
+            argv = Path(f"/proc/{e.pid}/cmdline").read_bytes().split(b"\0")
+            assert argv[argv.index(b"--auth-keys") + 1].decode() == keys.remote_key_file(pcs.remote_dir, e.plane, e.sat)
         for sat in ((0, 0), (PLANES - 1, SATS - 1)):  # on the first host and on the last
             before, after = unsigned_commands_refused(m, sat)
             print(f"satellite {sat} on {next(e.remote for e in m.satellites if (e.plane, e.sat) == sat)}: "
@@ -155,5 +154,5 @@ def test_19x5_over_five_ssh_hosts(pcs, node_path, tmp_path):
     left = {pcs.destinations[h]: pcs.processes(h) for h in range(HOSTS)}
     print(f"processes left in the mini PCs' namespaces (their sshd aside): {left}")
     assert not any(left.values()), left
-    keys_left = [str(p) for h in range(HOSTS) if (p := pcs.dir / f"pc{h}" / keys.REMOTE_KEY_FILE).exists()]
+    keys_left = [str(p) for h in range(HOSTS) if (p := pcs.dir / f"pc{h}" / keys.REMOTE_KEY_DIR).exists()]
     assert not keys_left, f"stop left key files on the hosts: {keys_left}"

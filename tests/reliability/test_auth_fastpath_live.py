@@ -22,12 +22,10 @@ CHUNK = 1024
 @pytest.fixture(scope="module")
 def keyed(node_built, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("auth_fast")
-    keys = auth.write_key_file(tmp / "constellation.keys", [0, 1])
-    ground_file = tmp / "gs1.keys"
-    ground_file.write_text(f"1 {keys[1].hex()}\n")
-    cl = Cluster(2, 2, env={"SKYMEM_AUTH_KEYS": str(tmp / "constellation.keys")}).start_all()
+    auth.write_key_files(tmp, [(p, s) for p in range(2) for s in range(2)])
+    cl = Cluster(2, 2, keys=tmp).start_all()
     try:
-        yield cl, auth.Signer.from_file(ground_file)
+        yield cl, auth.Signer.from_file(tmp / "constellation.keys")
     finally:
         assert all(code == 0 for code in cl.close().values())
 

@@ -23,13 +23,10 @@ DATA = bytes(range(256)) * 8
 @pytest.fixture(scope="module")
 def keyed(node_built, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("auth")
-    keys_file = tmp / "constellation.keys"
-    keys = auth.write_key_file(keys_file, [0, 1])
-    ground_file = tmp / "gs1.keys"
-    ground_file.write_text(f"1 {keys[1].hex()}\n")
-    cl = Cluster(2, 3, env={"SKYMEM_AUTH_KEYS": str(keys_file)}).start_all()
+    auth.write_key_files(tmp, [(p, s) for p in range(2) for s in range(3)])
+    cl = Cluster(2, 3, keys=tmp).start_all()
     try:
-        yield cl, auth.Signer.from_file(ground_file)
+        yield cl, auth.Signer.from_file(tmp / "constellation.keys")
     finally:
         assert all(code == 0 for code in cl.close().values())
 
@@ -147,9 +144,17 @@ def test_control_mid_commands_refused_when_keyed(keyed):
 
 
 def test_node_refuses_bad_key_files(node_built, tmp_path):
+    """Each in one line naming the cause: an old file (one key for both directions) says to launch again, the
+    ground's file (its masters) is not a satellite's, another satellite's keys are not this one's."""
     f = tmp_path / "k"
-    for text, msg in [("1 " + "00" * 16 + "\n", "no key id 0"), ("0 00\n", "shorter than 16"),
-                      ("0 " + "00" * 16 + " junk\n", "unexpected")]:
+    sat = "skymem-keys 3 satellite 0 0\n"
+    keys = auth.GroundKeys.new()
+    for text, msg in [("0 " + "00" * 16 + "\n1 " + "11" * 16 + "\n", "an old key file (one key for both directions, "
+                       "no \"skymem-keys 3\" header): launch again to make per-direction keys"),
+                      (keys.ground_text(), "the ground's key file (its master keys)"),
+                      (keys.satellite_text(0, 1), "holds the keys of satellite (0,1), this is (0,0)"),
+                      (sat + "up 1 " + "00" * 16 + "\n", "no ISL key"), (sat + "isl 0 00\n", "shorter than 16"),
+                      (sat + "isl 0 " + "00" * 16 + " junk\n", "unexpected")]:
         f.write_text(text)
         r = subprocess.run([str(node_built), "--plane", "0", "--sat", "0", "--planes", "1", "--sats", "1",
                             "--auth-keys", str(f)], capture_output=True, text=True, timeout=10)

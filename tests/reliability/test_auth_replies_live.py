@@ -30,14 +30,14 @@ HOLDER, TARGET = (0, 0), (0, 1)
 
 @pytest.fixture
 def setup(node_built, tmp_path):
-    keys = auth.write_key_file(tmp_path / "constellation.keys", [0, 1])
-    cl = Cluster(1, 2, env={"SKYMEM_AUTH_KEYS": str(tmp_path / "constellation.keys")})
+    keys = auth.write_key_files(tmp_path, [(0, 0), (0, 1)])
+    cl = Cluster(1, 2, keys=tmp_path)
     cl.start(HOLDER)
     cl.wait_healthy([HOLDER], 30)
     target = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # the test is satellite (0,1)
     target.bind(("127.0.0.1", cl.isl_base + 1))
     try:
-        yield cl, target, auth.Signer(1, keys[1]), auth.Signer(0, keys[0], satellite=True)
+        yield cl, target, auth.Signer(1, keys.masters[1]), auth.Signer(0, keys.isl, satellite=True)
     finally:
         target.close()
         cl.close()

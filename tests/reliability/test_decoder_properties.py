@@ -88,6 +88,12 @@ def sign(packet: bytes, seq: int = 1000) -> bytes:
     return SIGNER.sign(packet, seq=seq)
 
 
+def up_key(packet: bytes) -> bytes:
+    """The key a ground command is signed with: the UP key of its destination, derived from the master."""
+    plane, sat = struct.unpack_from(">HH", packet, wire.SKYMEM_CMD_HDR_LEN + wire.SKYMEM_ROUTE_DST_PLANE)
+    return auth.derive(KEY, auth.UP, plane, sat)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(VALID[:4]), st.integers(0, 2**64 - 1))
 def test_signed_packet_layout(packet, seq):
@@ -97,7 +103,7 @@ def test_signed_packet_layout(packet, seq):
     assert xor_checksum(s) == 0  # cFS checksum holds over the whole signed packet
     assert s[26] & wire.SKYMEM_RF_AUTH
     assert struct.unpack(">IQ", s[-44:-32]) == (5, seq)
-    assert s[-32:] == auth.mac(KEY, s[:-32])
+    assert s[-32:] == auth.mac(up_key(packet), s[:-32])
     cmd = wire.decode_command(s)  # the Python decoder splits the trailer off too
     assert cmd.cc == packet[6] & 0x7F
 
@@ -109,7 +115,7 @@ def test_mac_covers_every_byte_but_the_mutable_ones(packet, pos, bit):
     i = pos % (len(s) - auth.TAG_LEN)
     s[i] ^= 1 << bit
     try:
-        same = auth.mac(KEY, s[:-32]) == bytes(s[-32:])
+        same = auth.mac(up_key(packet), s[:-32]) == bytes(s[-32:])
     except auth.AuthError:  # the message id no longer says a signed kind of packet
         same = False
     assert same == (i in MUTABLE)
@@ -149,18 +155,43 @@ def test_signed_replies_check_and_any_other_bit_fails(pos, bit):
 
 
 def test_key_files(tmp_path):
-    f = tmp_path / "keys"
-    keys = auth.write_key_file(f, [0, 7])
-    assert auth.load_keys(f) == keys and (f.stat().st_mode & 0o777) == 0o600
+    """The ground's file holds the ISL key and the masters; a satellite's only the ISL key and its own UP and
+    DOWN keys (no master, nobody else's); old files and satellite files are refused as the ground's, in one line."""
+    keys = auth.write_key_files(tmp_path, [(0, 0), (0, 1)], key_ids=(7,))
+    f = tmp_path / "constellation.keys"
+    loaded = auth.load_keys(f)
+    assert (loaded.isl, loaded.masters) == (keys.isl, keys.masters) and (f.stat().st_mode & 0o777) == 0o600
+    own = auth.satellite_key_file(tmp_path, 0, 1)
+    assert (own.stat().st_mode & 0o777) == 0o600
+    text = own.read_text()
+    assert text.splitlines()[1] == "skymem-keys 3 satellite 0 1" and keys.masters[7].hex() not in text
+    assert auth.derive(keys.masters[7], auth.UP, 0, 1).hex() in text
+    assert auth.derive(keys.masters[7], auth.UP, 0, 0).hex() not in text  # another satellite's key
     assert auth.Signer.from_file(f).key_id == 7
     assert auth.signer_from_env({"SKYMEM_AUTH_KEY_FILE": str(f)}).key_id == 7
     assert auth.signer_from_env({}) is None
-    for text, msg in [("1 00\n", "16..64 bytes"), ("x 00\n", "expected"), ("1 0g\n", "hex"),
-                      (f"1 {'00' * 16}\n1 {'00' * 16}\n", "line 2: duplicate")]:
+    head = "skymem-keys 3 ground\n"
+    for text, msg in [(f"1 {'00' * 16}\n", "line 1: an old key file .one key for both directions.*launch again"),
+                      (own.read_text(), "a satellite's key file"), (head + "master 1 00\n", "16..64 bytes"),
+                      (head + "x 1 00\n", "expected"), (head + "master 1 0g\n", "hex"),
+                      (head + "master 0 " + "00" * 16 + "\n", "ISL key is id 0"),
+                      (head + f"master 1 {'00' * 16}\nmaster 1 {'00' * 16}\n", "line 3: duplicate")]:
         f.write_text(text)
         with pytest.raises(auth.AuthError, match=msg):
             auth.load_keys(f)
-    f.write_text(f"1 {'00' * 16}\n2 {'11' * 16}\n")
+    f.write_text(head + f"master 1 {'00' * 16}\nmaster 2 {'11' * 16}\n")
     with pytest.raises(auth.AuthError, match="2 ground keys"):
         auth.Signer.from_file(f)
     assert auth.Signer.from_file(f, 2).key_id == 2
+
+
+def test_a_command_is_bound_to_its_destination_and_direction():
+    """Items 3 and 7: a command's tag is made with its destination's UP key, so the same bytes do not verify
+    under any other satellite's; a reply's with its source's DOWN key, which is not the UP key."""
+    route = wire.RouteHeader(0, 1, wire.SKYMEM_GROUND_PLANE, 3, 0, 1, request_id=5)
+    s = SIGNER.sign(wire.encode_data_command(wire.SKYMEM_NOOP_CC, route, b""))
+    assert s[-32:] == auth.mac(auth.derive(KEY, auth.UP, 0, 1), s[:-32])
+    assert s[-32:] != auth.mac(auth.derive(KEY, auth.UP, 0, 2), s[:-32])
+    assert s[-32:] != auth.mac(auth.derive(KEY, auth.DOWN, 0, 1), s[:-32])
+    assert s[-32:] != auth.mac(KEY, s[:-32])  # nor under the master itself
+    assert len({auth.derive(KEY, d, p, q) for d in (auth.UP, auth.DOWN) for p in range(3) for q in range(3)}) == 18

@@ -59,12 +59,13 @@ def test_random_datagrams_at_full_rate_keyed_node(node_built, tmp_path):
     if not replay.exists():
         import pytest
         pytest.skip("build/skymem_replay is not built")
-    keys = tmp_path / "keys"
-    auth.write_key_file(keys, [0, 1])
-    with Cluster(1, 1, ["--delay-scale", "0", "--auth-keys", str(keys)]) as cl:
+    auth.write_key_files(tmp_path, [(0, 0)])
+    with Cluster(1, 1, ["--delay-scale", "0"], keys=tmp_path) as cl:
         port = cl.ground_addresses()[(0, 0)][1]
+        # the replayer signs its STATS as the ground would for (0,0): with (0,0)'s UP key, from its file
         r = subprocess.run([str(replay), "--udp", f"127.0.0.1:{port}", "--count", "20000", "--seed", "5",
-                            "--auth-keys", str(keys)], capture_output=True, text=True, timeout=120)
+                            "--auth-keys", str(auth.satellite_key_file(tmp_path, 0, 0))],
+                           capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
-        st = stats(cl, signer=auth.Signer.from_file(keys))
+        st = stats(cl, signer=auth.Signer.from_file(tmp_path / "constellation.keys"))
         assert cl.alive()[(0, 0)] and st.invalid > 0

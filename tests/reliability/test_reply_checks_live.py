@@ -76,12 +76,11 @@ class Link:
 @pytest.fixture(scope="module")
 def keyed(node_built, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("replies")
-    keys = auth.write_key_file(tmp / "constellation.keys", [0, 1])
-    (tmp / "gs1.keys").write_text(f"1 {keys[1].hex()}\n")
-    cl = Cluster(2, 3, env={"SKYMEM_AUTH_KEYS": str(tmp / "constellation.keys")}).start_all()
+    auth.write_key_files(tmp, [(p, s) for p in range(2) for s in range(3)])
+    cl = Cluster(2, 3, keys=tmp).start_all()
     link = Link(cl.ground_addresses()[ENTRY])
     try:
-        yield cl, link, auth.Signer.from_file(tmp / "gs1.keys")
+        yield cl, link, auth.Signer.from_file(tmp / "constellation.keys")
     finally:
         link.close()
         assert all(code == 0 for code in cl.close().values())

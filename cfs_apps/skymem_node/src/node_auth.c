@@ -2,13 +2,13 @@
  * skymem_core's (skymem_sat.c: one authentication step for both runtimes).
  *
  * Off unless keys are given (--auth-keys FILE or the SKYMEM_AUTH_KEYS environment variable; the
- * launcher gives every node its constellation's key file unless --insecure). The key file must
- * hold key id 0, the constellation key the satellites sign their own traffic with.
+ * launcher gives every node its own key file unless --insecure). The key file must be this
+ * satellite's ("skymem-keys 3 satellite PLANE SAT", skymem_auth.h): the ISL key (id 0) the
+ * satellites sign their own traffic with, and its UP and DOWN keys per ground key.
  *
  * The replay floor survives a restart as on the cFS app (/cf/skymem_auth.floor beside
  * /cf/skymem_auth.keys): the core writes its high-water mark through node_auth_persist_floor to
- * --auth-floor FILE, by default the key file's path + ".floor.<plane>-<sat>" (one file per
- * satellite: a constellation's nodes share a key file), before it acts on a command past the
+ * --auth-floor FILE, by default the key file's path + ".floor.<plane>-<sat>", before it acts on a command past the
  * mark, and reads it back here at start. A floor file that cannot be written is said once, at
  * start, and the node runs on (a restart then falls back to the clock, as before).
  */
@@ -80,8 +80,17 @@ int node_auth_setup(node_t *n)
         fprintf(stderr, "skymem_node: auth key file %s: %s\n", path, err);
         return -1;
     }
+    if (rc == 0) {
+        fprintf(stderr, "skymem_node: auth key file %s holds no keys\n", path);
+        return -1;
+    }
+    if (n->auth->owner_plane != n->plane || n->auth->owner_sat != n->sat) {
+        fprintf(stderr, "skymem_node: auth key file %s holds the keys of satellite (%u,%u), this is (%u,%u)\n", path,
+                n->auth->owner_plane, n->auth->owner_sat, n->plane, n->sat);
+        return -1;
+    }
     if (skymem_auth_find_key(n->auth, SKYMEM_AUTH_CONSTELLATION_KEY) == NULL) {
-        fprintf(stderr, "skymem_node: auth key file %s has no key id 0 (the constellation key)\n", path);
+        fprintf(stderr, "skymem_node: auth key file %s has no ISL key (isl 0)\n", path);
         return -1;
     }
     if (n->cfg.auth_floor[0])

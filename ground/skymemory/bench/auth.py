@@ -65,10 +65,10 @@ def _main(a, p: argparse.ArgumentParser) -> int:
         p.error("--ops, --rounds and --window must be >= 1")
     budget = ["--memory-budget", str(max(64 << 20, 2 * a.ops * CHUNK)), "--delay-scale", "0"]
     with tempfile.TemporaryDirectory() as tmp:
-        keys = auth.write_key_file(Path(tmp) / "keys", [0, 1])
-        signer = auth.Signer(1, keys[1])
+        keys = auth.write_key_files(tmp, [(0, 0), (0, 1)])
+        signer = auth.Signer(1, keys.masters[1])
         plain = Cluster(1, 2, budget).start_all()
-        keyed = Cluster(1, 2, budget, env={"SKYMEM_AUTH_KEYS": str(Path(tmp) / "keys")}).start_all()
+        keyed = Cluster(1, 2, budget, keys=Path(tmp)).start_all()
         try:
             res = {"off": [], "on": []}
             for r in range(a.rounds):

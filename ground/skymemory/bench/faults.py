@@ -215,11 +215,12 @@ def run_matrix(cells: list[str], planes: int, sats: int, blocks: int, chunks: in
     for name in cells:
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp:
-            env, signer = {}, None
+            env, signer, key_dir = {}, None, None
             if authenticated:
-                keys = auth.write_key_file(Path(tmp) / "keys", [0, 1])
-                env, signer = {"SKYMEM_AUTH_KEYS": str(Path(tmp) / "keys")}, auth.Signer(1, keys[1])
-            with Cluster(planes, sats, ["--memory-budget", str(16 << 20), *CELLS[name]], env=env) as cl:
+                keys = auth.write_key_files(tmp, [(p, s) for p in range(planes) for s in range(sats)])
+                key_dir, signer = Path(tmp), auth.Signer(1, keys.masters[1])
+            with Cluster(planes, sats, ["--memory-budget", str(16 << 20), *CELLS[name]], env=env,
+                         keys=key_dir) as cl:
                 tally = asyncio.run(run_cell(cl, name, blocks, chunks, size, seed, signer))
                 if signer is not None:  # the satellites' count; the client counts the replies it refused
                     tally.client["sat_auth_failures"] = asyncio.run(_auth_failures(cl, signer))

@@ -52,6 +52,7 @@ from pathlib import Path
 import skymemory
 
 from skymemory.argtypes import input_file, output_dir
+from skymemory.launcher import keys
 from skymemory.orbit import placement
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
@@ -139,7 +140,9 @@ def measure_c(binary: Path, manifest, servers, n_bytes: int, blocks: int, chunk:
               set_window: int, get_window: int) -> list[tuple]:
     """The same transfer from C alone, with the windows the Python path used (and the key, when keyed)."""
     addresses = manifest.ground_addresses()
-    args = [str(binary)] + (["--auth-keys", manifest.auth_key_file] if manifest.auth_key_file else [])
+    # the folder of the satellites' own key files, which the ground keeps beside its own (launcher.keys)
+    key_dir = keys.satellite_key_file(manifest.auth_key_file, 0, 0).parent if manifest.auth_key_file else None
+    args = [str(binary)] + (["--auth-keys", str(key_dir)] if key_dir else [])
     for s in servers:
         host, port = addresses[s]
         args += ["--server", f"{s[0]},{s[1]},{host},{port}"]

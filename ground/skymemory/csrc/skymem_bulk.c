@@ -39,33 +39,30 @@ uint32_t skymem_bulk_crc32c(const uint8_t *data, size_t len)
 
 struct skymem_reply_window {
     char busy;          /* spin lock: the core's windows are not thread-safe */
-    skymem_auth_t ring; /* only the ground's key; its windows are per satellite */
+    uint32_t key_id;    /* the ground key the replies must name */
+    skymem_auth_t ring; /* no keys (each check is given its key): only the windows, per satellite */
 };
 
-skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id, const uint8_t *key, size_t key_len)
+skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id)
 {
     skymem_reply_window_t *w = calloc(1, sizeof *w); /* zero pages: the bitmaps cost only what is used */
     if (!w)
         return NULL;
     skymem_auth_init(&w->ring, 0);
-    if (skymem_auth_add_key(&w->ring, key_id, key, key_len) != SKYMEM_AUTH_OK) {
-        free(w);
-        return NULL;
-    }
+    w->key_id = key_id;
     return w;
 }
 
 void skymem_reply_window_free(skymem_reply_window_t *w) { free(w); }
 
-int skymem_reply_window_check(skymem_reply_window_t *w, const uint8_t *pkt, size_t len, size_t crc_off,
-                              size_t crc_len, uint32_t *crc)
+int skymem_reply_window_check(skymem_reply_window_t *w, const skymem_mac_key_t *k, const uint8_t *pkt, size_t len,
+                              size_t crc_off, size_t crc_len, uint32_t *crc)
 {
     if (w == NULL || pkt == NULL || len < 2 || skymem_get_u16(pkt) != SKYMEM_REPLY_TLM_MID)
         return SKYMEM_AUTH_E_NO_TRAILER; /* a signed command sent to the ground answers nothing */
     while (__atomic_test_and_set(&w->busy, __ATOMIC_ACQUIRE))
         ;
-    int rc = crc ? skymem_auth_verify_crc(&w->ring, pkt, len, crc_off, crc_len, crc)
-                 : skymem_auth_verify(&w->ring, pkt, len);
+    int rc = skymem_auth_verify_with(&w->ring, k, w->key_id, pkt, len, crc_off, crc_len, crc);
     __atomic_clear(&w->busy, __ATOMIC_RELEASE);
     return rc;
 }
@@ -83,6 +80,19 @@ static int from_server(const skymem_msg_t *m, const skymem_bulk_server_t *s, sky
         return 1;
     o->wrong_source++;
     return 0;
+}
+
+/* The DOWN key a reply from m's source is checked with: the asked server's, or, for a route NAK from
+ * another satellite, that one's when it is among the servers (NULL otherwise: refused, counted). */
+static const skymem_mac_key_t *down_key_for(const skymem_msg_t *m, const skymem_bulk_server_t *asked,
+                                            const skymem_bulk_server_t *servers, uint32_t n_servers)
+{
+    if (m->route.src_plane == asked->plane && m->route.src_sat == asked->sat)
+        return asked->down_key;
+    for (uint32_t i = 0; i < n_servers; i++)
+        if (servers[i].plane == m->route.src_plane && servers[i].sat == m->route.src_sat)
+            return servers[i].down_key;
+    return NULL;
 }
 
 static double now_s(void)
@@ -150,6 +160,9 @@ static int check_args(const skymem_bulk_server_t *servers, uint32_t n_servers_to
             (b->chunk_count > 0 && (uint64_t)(b->chunk_count - 1) * b->chunk_bytes >= b->n_bytes && b->n_bytes > 0))
             return SKYMEM_BULK_E_ARG;
     }
+    for (uint32_t i = 0; o->keyed && i < n_servers_total; i++)
+        if (!servers[i].up_key || !servers[i].down_key)
+            return SKYMEM_BULK_E_ARG; /* keyed: every server with its keys */
     return 0;
 }
 
@@ -273,9 +286,9 @@ uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_
 
 /* Signs pkt (len bytes, room for the trailer) with the next reserved sequence when the call is keyed.
  * Returns the new length, len when unkeyed, or 0 when the reserved sequences ran out. */
-static int sign_if_keyed(skymem_bulk_opts_t *o, uint8_t *pkt, int len, size_t cap)
+static int sign_if_keyed(skymem_bulk_opts_t *o, const skymem_bulk_server_t *to, uint8_t *pkt, int len, size_t cap)
 {
-    if (o->auth_key == NULL || len <= 0)
+    if (!o->keyed || len <= 0)
         return len;
     if (o->auth_seq_used >= o->auth_seq_count)
         return 0;
@@ -292,21 +305,24 @@ static int sign_if_keyed(skymem_bulk_opts_t *o, uint8_t *pkt, int len, size_t ca
             nanosleep(&d, NULL);
         }
     }
-    len = skymem_auth_sign_with(o->auth_key, o->auth_key_id, o->auth_seq_first + o->auth_seq_used++,
+    len = skymem_auth_sign_with(to->up_key, o->auth_key_id, o->auth_seq_first + o->auth_seq_used++,
                                 pkt, (size_t)len, cap);
     return len > 0 ? len : 0;
 }
 
-/* A keyed call's check of a reply's trailer: its tag, and with a reply window its sequence's freshness
- * too (crc as skymem_auth_check_reply_crc, or NULL). Returns SKYMEM_AUTH_OK or why it answers nothing. */
-static int check_trailer(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len,
-                         uint32_t *crc)
+/* A keyed call's check of a reply's trailer with k, the DOWN key of its source: its tag, and with a reply
+ * window its sequence's freshness too (crc as skymem_auth_check_reply_crc, or NULL). Returns SKYMEM_AUTH_OK
+ * or why it answers nothing. */
+static int check_trailer(skymem_bulk_opts_t *o, const skymem_mac_key_t *k, const uint8_t *pkt, size_t len,
+                         size_t crc_off, size_t crc_len, uint32_t *crc)
 {
+    if (k == NULL)
+        return SKYMEM_AUTH_E_UNKNOWN_KEY;
     if (o->replies)
-        return skymem_reply_window_check(o->replies, pkt, len, crc_off, crc_len, crc);
+        return skymem_reply_window_check(o->replies, k, pkt, len, crc_off, crc_len, crc);
     if (crc)
-        return skymem_auth_check_reply_crc(o->auth_key, o->auth_key_id, pkt, len, crc_off, crc_len, crc);
-    return skymem_auth_check_reply(o->auth_key, o->auth_key_id, pkt, len);
+        return skymem_auth_check_reply_crc(k, o->auth_key_id, pkt, len, crc_off, crc_len, crc);
+    return skymem_auth_check_reply(k, o->auth_key_id, pkt, len);
 }
 
 /* Counts a trailer that answers nothing; returns 1 for those. */
@@ -321,20 +337,22 @@ static int trailer_refused(skymem_bulk_opts_t *o, int rc)
     return 1;
 }
 
-/* A reply may answer only when it is signed with our key and fresh (keyed call); counts the others. */
-static int reply_authentic(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len)
+/* A reply may answer only when it is signed with its source's DOWN key k and fresh (keyed call); counts
+ * the others. */
+static int reply_authentic(skymem_bulk_opts_t *o, const skymem_mac_key_t *k, const uint8_t *pkt, size_t len)
 {
-    return o->auth_key == NULL || !trailer_refused(o, check_trailer(o, pkt, len, 0, 0, NULL));
+    return !o->keyed || !trailer_refused(o, check_trailer(o, k, pkt, len, 0, 0, NULL));
 }
 
 /* A DATA reply's chunk: its CRC against the descriptor's, then (keyed call) its tag and sequence -- tag
  * and CRC from one pass over the packet where the CPU can (skymem_auth_check_reply_crc); a chunk failing
  * both counts as a CRC failure. Returns 1 when the chunk may land; counts why not. */
-static int data_reply_ok(skymem_bulk_opts_t *o, const uint8_t *pkt, size_t len, const skymem_msg_t *m, uint32_t want)
+static int data_reply_ok(skymem_bulk_opts_t *o, const skymem_mac_key_t *k, const uint8_t *pkt, size_t len,
+                         const skymem_msg_t *m, uint32_t want)
 {
-    if (o->auth_key != NULL) {
+    if (o->keyed) {
         uint32_t crc = 0;
-        int rc = check_trailer(o, pkt, len, (size_t)(m->data - pkt), want, &crc);
+        int rc = check_trailer(o, k, pkt, len, (size_t)(m->data - pkt), want, &crc);
         int hashed = rc == SKYMEM_AUTH_OK || rc == SKYMEM_AUTH_E_BAD_MAC || rc == SKYMEM_AUTH_E_REPLAY;
         if (hashed && crc != m->desc.crc32c) { /* (unsigned or another key: nothing was hashed) */
             o->crc_failures++;
@@ -366,7 +384,7 @@ static int make_get_pkt(uint8_t *pkt, const get_req_t *r, uint32_t rid, const sk
     skymem_route_t route = route_to(&servers[r->server], station, rid);
     int len = skymem_build_get_chunks(pkt, GET_PKT_CAP, 0, &route, b->hash, r->first + lo * r->stride,
                                       hi - lo + 1, r->stride);
-    return len > 0 ? sign_if_keyed(o, pkt, len, GET_PKT_CAP) : 0;
+    return len > 0 ? sign_if_keyed(o, &servers[r->server], pkt, len, GET_PKT_CAP) : 0;
 }
 
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total, skymem_bulk_block_t *blocks,
@@ -485,8 +503,9 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 skymem_bulk_block_t *b = &blocks[r->block];
                 if (!from_server(&m, &servers[r->server], o))
                     continue;
+                const skymem_mac_key_t *down = down_key_for(&m, &servers[r->server], servers, n_servers_total);
                 if (m.reply_kind == SKYMEM_REPLY_NAK && m.reply_status != SKYMEM_NAK_NOT_FOUND) {
-                    if (reply_authentic(o, pkt, len))
+                    if (reply_authentic(o, down, pkt, len))
                         refused = 1;
                     continue;
                 }
@@ -506,14 +525,14 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                         o->ignored++;
                         continue;
                     }
-                    if (!data_reply_ok(o, pkt, len, &m, want))
+                    if (!data_reply_ok(o, down, pkt, len, &m, want))
                         continue; /* as if lost: asked again after rto */
                     memcpy(b->buf + (uint64_t)cid * b->chunk_bytes, m.data, want);
                     if (b->chunk_crcs)
                         b->chunk_crcs[cid] = m.desc.crc32c;
                     b->status[cid] = SKYMEM_BULK_OK;
                 } else if (m.reply_kind == SKYMEM_REPLY_NAK) {
-                    if (!reply_authentic(o, pkt, len))
+                    if (!reply_authentic(o, down, pkt, len))
                         continue;
                     b->status[cid] = SKYMEM_BULK_NOT_FOUND;
                 } else {
@@ -654,7 +673,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
             goto out;                                                                                          \
         }                                                                                                      \
         /* every send, resends included, signs with a sequence never used before */                          \
-        n_ = sign_if_keyed(o, txbuf + (size_t)nt * RX_SLOT, n_, RX_SLOT);                                      \
+        n_ = sign_if_keyed(o, &servers[srv_], txbuf + (size_t)nt * RX_SLOT, n_, RX_SLOT);                                      \
         if (n_ <= 0) {                                                                                         \
             rc = SKYMEM_BULK_E_ARG;                                                                            \
             goto out;                                                                                          \
@@ -724,9 +743,11 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     o->ignored++;
                     continue;
                 }
-                if (!from_server(&m, &servers[b->server0 + refs[gi].chunk % b->n_servers], o))
+                const skymem_bulk_server_t *asked = &servers[b->server0 + refs[gi].chunk % b->n_servers];
+                if (!from_server(&m, asked, o))
                     continue;
-                if (!reply_authentic(o, rx.data + (size_t)i * RX_SLOT, rx.msgs[i].msg_len))
+                const skymem_mac_key_t *down = down_key_for(&m, asked, servers, n_servers_total);
+                if (!reply_authentic(o, down, rx.data + (size_t)i * RX_SLOT, rx.msgs[i].msg_len))
                     continue; /* a forged ACK acknowledges nothing: resent after rto */
                 if (m.reply_kind == SKYMEM_REPLY_NAK) {
                     if (m.reply_status == SKYMEM_NAK_BUSY)

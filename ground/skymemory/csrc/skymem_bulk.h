@@ -18,24 +18,25 @@
 
 #include "skymem_auth.h"
 
-/* The ground's replay windows for replies: the core's per-(key, source) windows (skymem_auth_verify)
- * over a key ring holding only the ground's own key, so a reply counts only when signed with that key
- * and its sequence is fresh for the satellite that signed it (never seen, not older than
- * SKYMEM_AUTH_WINDOW below the newest from it). One per ground key, kept as long as the key is used
- * and shared by every caller that checks replies with it -- the asyncio client and each fast-path
- * call, from any thread (a spin lock serialises the checks). No floor: the first reply from a
- * satellite opens its window; a reply recorded before that answers nothing anyway, its request id
- * naming no request still waiting. */
+/* The ground's replay windows for replies: the core's per-(key, source) windows (skymem_auth_verify_with),
+ * so a reply counts only when signed with the DOWN key of the satellite it names as its source (the
+ * caller gives that key: the ground derives it from its master) under the ground's key id, and its
+ * sequence is fresh for that satellite (never seen, not older than SKYMEM_AUTH_WINDOW below the newest
+ * from it). One per ground key, kept as long as the key is used and shared by every caller that checks
+ * replies with it -- the asyncio client and each fast-path call, from any thread (a spin lock serialises
+ * the checks). No floor: the first reply from a satellite opens its window; a reply recorded before that
+ * answers nothing anyway, its request id naming no request still waiting. */
 typedef struct skymem_reply_window skymem_reply_window_t;
 
-/* NULL when out of memory or the key is refused (skymem_auth_add_key). ~1 MiB, mostly untouched. */
-skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id, const uint8_t *key, size_t key_len);
+/* NULL when out of memory. ~1 MiB, mostly untouched. */
+skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id);
 void skymem_reply_window_free(skymem_reply_window_t *w);
 /* SKYMEM_AUTH_OK (the sequence now recorded), SKYMEM_AUTH_E_REPLAY (tag right, sequence seen or too
- * old) or another SKYMEM_AUTH_E_* (not a signed reply, another key, bad tag). With crc != NULL, also
- * CRC32C of pkt[crc_off, crc_off + crc_len) in the tag's pass, as skymem_auth_verify_crc. */
-int skymem_reply_window_check(skymem_reply_window_t *w, const uint8_t *pkt, size_t len, size_t crc_off,
-                              size_t crc_len, uint32_t *crc);
+ * old) or another SKYMEM_AUTH_E_* (not a signed reply, another key, bad tag). k: the DOWN key of the
+ * reply's source. With crc != NULL, also CRC32C of pkt[crc_off, crc_off + crc_len) in the tag's pass,
+ * as skymem_auth_verify_crc. */
+int skymem_reply_window_check(skymem_reply_window_t *w, const skymem_mac_key_t *k, const uint8_t *pkt, size_t len,
+                              size_t crc_off, size_t crc_len, uint32_t *crc);
 
 /* One satellite holding chunks, and the ground link that reaches it. */
 typedef struct {
@@ -43,6 +44,9 @@ typedef struct {
     uint16_t via_plane, via_sat; /* satellite whose ground port the requests go to */
     uint32_t ipv4;               /* that ground port's IPv4 address, host byte order */
     uint16_t port;               /* that ground port, host byte order */
+    /* keyed call (opts.keyed): this satellite's keys under opts.auth_key_id, derived by the ground
+     * (skymem_auth.h): UP signs the requests for it, DOWN checks its replies */
+    const skymem_mac_key_t *up_key, *down_key;
 } skymem_bulk_server_t;
 
 /* Per-chunk status values. */
@@ -80,12 +84,12 @@ typedef struct {
     /* results */
     uint64_t packets_rx, packets_tx, bytes_rx;
     uint64_t crc_failures, retransmits, ignored;
-    /* A keyed constellation (auth_key not NULL, skymem_auth.h): every request is
-     * signed -- each packet, resends included, takes the next sequence of the range
-     * [auth_seq_first, auth_seq_first + auth_seq_count) the caller reserved from its
-     * signer, so no sequence is ever used twice -- and a reply counts only when
-     * signed with this key (others: auth_failures). */
-    const skymem_mac_key_t *auth_key; /* NULL: unkeyed (skymem_mac_key_init makes one from the key) */
+    /* A keyed constellation (keyed not 0, skymem_auth.h): every request is signed with the
+     * UP key of the server it is for -- each packet, resends included, takes the next sequence
+     * of the range [auth_seq_first, auth_seq_first + auth_seq_count) the caller reserved from
+     * its signer, so no sequence is ever used twice -- and a reply counts only when signed
+     * with the DOWN key of the satellite it comes from (others: auth_failures). */
+    int keyed;
     uint32_t auth_key_id;
     uint64_t auth_seq_first, auth_seq_count;
     uint64_t auth_seq_used;  /* result: sequences consumed */
@@ -135,7 +139,7 @@ uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_
  * queues what it cannot carry at once (the node's token bucket) would
  * otherwise hold the tail of a burst past rto_s, and every resend of it
  * would only lengthen the queue.
- * With an auth_key every packet sent is signed with a fresh sequence;
+ * Keyed, every packet sent is signed with a fresh sequence;
  * running out of the reserved range is SKYMEM_BULK_E_ARG. */
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);

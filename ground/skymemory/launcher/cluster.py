@@ -19,15 +19,17 @@ from skymemory.launcher.nodes import find_node
 from skymemory.launcher.processes import free_port_bases
 from skymemory.orbit.manifest import Manifest, SatelliteEntry
 from skymemory.protocol import wire
+from skymemory.protocol.auth import satellite_key_file
 
 Sat = tuple[int, int]
 
 
 class Cluster:
-    """planes x sats skymem_node processes; `node_args` go to every node."""
+    """planes x sats skymem_node processes; `node_args` go to every node. `keys`: a folder that
+    skymemory.protocol.auth.write_key_files filled; each node gets its own key file from it."""
 
     def __init__(self, planes: int, sats: int, node_args: list[str] | None = None, *,
-                 env: dict[str, str] | None = None, log_dir: Path | None = None) -> None:
+                 env: dict[str, str] | None = None, log_dir: Path | None = None, keys: Path | None = None) -> None:
         if planes < 1 or sats < 1:
             raise ValueError("planes and sats must be >= 1")
         self.planes, self.sats = planes, sats
@@ -37,6 +39,7 @@ class Cluster:
         self.node_args = list(node_args or [])
         self.env = {**os.environ, **(env or {})}
         self.log_dir = log_dir
+        self.keys = keys
         self.procs: dict[Sat, subprocess.Popen] = {}
 
     # ---- addresses ---------------------------------------------------------------
@@ -58,6 +61,7 @@ class Cluster:
         return [self.node, "--plane", str(p), "--sat", str(s), "--planes", str(self.planes), "--sats",
                 str(self.sats), "--isl-port-base", str(self.isl_base), "--ground-port-base", str(self.ground_base),
                 "--epoch-ms", str(self.epoch_ms), "--seed", str(p * self.sats + s + 1), "--log-level", "error",
+                *(["--auth-keys", str(satellite_key_file(self.keys, p, s))] if self.keys is not None else []),
                 *self.node_args]
 
     # ---- processes -----------------------------------------------------------------

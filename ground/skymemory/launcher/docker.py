@@ -69,20 +69,21 @@ NO_COMPOSE = "neither `docker compose` (the v2 plugin) nor `docker-compose` (v1)
 
 
 def write_compose(path: Path, project: str, nodes: list[tuple[tuple[int, int], list[str]]],
-                  cpus: float | None = None, memory_mib: int | None = None, key_file: Path | None = None) -> Path:
+                  cpus: float | None = None, memory_mib: int | None = None,
+                  key_files: dict[tuple[int, int], Path] | None = None) -> Path:
     """nodes: ((plane, sat), argv without the binary); the image's entrypoint is skymem_node.
-    key_file: the constellation's key file, mounted read-only in every container (None: --insecure)."""
+    key_files: each satellite's own key file, mounted read-only in its container only (None: --insecure)."""
     limits = (f"    cpus: {cpus:g}\n" if cpus else "") + (f"    mem_limit: {memory_mib}m\n" if memory_mib else "")
-    key = _key_mount(key_file)
     services = "".join(SERVICE.format(name=f"{p}-{s}", container=container_name(project, p, s),
-                                      command=_yaml_list(argv)) + limits + key for (p, s), argv in nodes)
+                                      command=_yaml_list(argv)) + limits
+                       + _key_mount(key_files[(p, s)] if key_files is not None else None) for (p, s), argv in nodes)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(TEMPLATE.read_text().rstrip("\n") + "\n" + services)
     return path
 
 
 def _key_mount(key_file: Path | None) -> str:
-    """The service lines that hand a container the key file: read-only, read as its owner, no capabilities."""
+    """The service lines that hand a container its key file: read-only, read as its owner, no capabilities."""
     if key_file is None:
         return ""
     source = str(Path(key_file).resolve())

@@ -1,19 +1,21 @@
 """The per-constellation authentication keys: made at launch, kept in the run directory, named in the manifest.
 
-`make_key_file(run_dir)` writes `constellation.keys` (mode 0600): key 0, the constellation key the
-satellites sign what they send each other with, and key 1, the ground key every client of this
-constellation signs with (skymemory.protocol.auth). Native nodes get the file with --auth-keys, cFS
-instances a copy in their /cf (`install_for_cfs`), clients find it through the manifest's
-`auth_key_file`. On --hosts machines the launcher copies it to `remote_key_file(--remote-dir)`
-(ssh.copy_key, removed again by `stop`); containers get it bind-mounted read-only at
-CONTAINER_KEY_FILE (docker.write_compose). A new launch makes new keys, so traffic recorded from an
-earlier run is refused too.
+`make_key_file(run_dir, satellites)` writes the ground's file, `constellation.keys` (the ISL key and the
+master of ground key 1, which every client of this constellation signs with: skymemory.protocol.auth),
+and one file per satellite, `satellites/P-S.keys`, holding only what that satellite is given: the ISL
+key and its own UP and DOWN keys, derived from the master, which no satellite holds (docs/PROTOCOL.md,
+"Key files"). All mode 0600. Each runtime hands a satellite its own file and nothing else: native nodes
+get `--auth-keys` naming it, cFS instances a copy in their /cf (`install_for_cfs`), --hosts machines a
+folder holding the files of the satellites they run (`remote_key_dir`, ssh.copy_keys, removed again by
+`stop`), docker containers their own file bind-mounted read-only at CONTAINER_KEY_FILE
+(docker.write_compose), swarm services their own secret mounted there (swarm.stack_text). Clients find
+the ground's file through the manifest's `auth_key_file`. A new launch makes new keys, so traffic
+recorded from an earlier run is refused too.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from skymemory.protocol import auth
@@ -21,32 +23,42 @@ from skymemory.protocol import auth
 KEY_FILE_NAME = "constellation.keys"
 GROUND_KEY_ID = 1
 CFS_KEY_FILE = Path("cf") / "skymem_auth.keys"  # /cf/skymem_auth.keys as the SKYMEM app reads it (docs/CFS.md)
-# The copy on an ssh host, inside --remote-dir. Not the ground's name: where --remote-dir is the run
-# directory of this machine, `stop` removing the host's copy must not remove the ground's file.
-REMOTE_KEY_FILE = "skymem_auth.keys"
-CONTAINER_KEY_FILE = "/run/secrets/skymem_auth.keys"  # where each container sees the (read-only) key file
+# The folder of the satellites' files on an ssh host, inside --remote-dir. Not the ground's name: where
+# --remote-dir is the run directory of this machine, `stop` removing the host's copy must not remove the
+# ground's files.
+REMOTE_KEY_DIR = "skymem_keys"
+CONTAINER_KEY_FILE = "/run/secrets/skymem_auth.keys"  # where each container sees its (read-only) key file
 
 
-def make_key_file(run_dir: Path) -> Path:
-    """Fresh random keys 0 and 1 in run_dir/constellation.keys, readable by this user only."""
+def make_key_file(run_dir: Path, satellites) -> Path:
+    """Fresh keys: the ground's run_dir/constellation.keys (returned) and each satellite's own file
+    (`satellite_key_file`), readable by this user only."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / KEY_FILE_NAME
-    path.unlink(missing_ok=True)  # created anew, so the mode is 0600 whatever an old file had
-    auth.write_key_file(path, [auth.CONSTELLATION_KEY_ID, GROUND_KEY_ID])
-    return path
+    auth.write_key_files(run_dir, satellites, (GROUND_KEY_ID,))
+    return run_dir / KEY_FILE_NAME
+
+
+def satellite_key_file(ground_key_file: str | os.PathLike, plane: int, sat: int) -> Path:
+    """Satellite (plane, sat)'s own key file, beside the ground's."""
+    return auth.satellite_key_file(Path(ground_key_file).parent, plane, sat)
 
 
 def install_for_cfs(key_file: Path, workdir: Path) -> Path:
-    """The key file where a cFS instance's SKYMEM app reads it, mode 0600 from its creation on."""
+    """A satellite's key file where its cFS instance's SKYMEM app reads it, mode 0600 from its creation on."""
     target = workdir / CFS_KEY_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)  # the copy of --cfs-exe may hold one, with any mode
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out, open(key_file, "rb") as src:
-        shutil.copyfileobj(src, out)
+    with os.fdopen(fd, "wb") as out:
+        out.write(Path(key_file).read_bytes())
     return target
 
 
-def remote_key_file(remote_dir: str) -> str:
-    """Where the key file goes on an ssh host (the nodes' --auth-keys there; the manifest's remote_key_file)."""
-    return f"{remote_dir}/{REMOTE_KEY_FILE}"
+def remote_key_dir(remote_dir: str) -> str:
+    """The folder of the satellites' key files on an ssh host (the manifest's remote_key_dir)."""
+    return f"{remote_dir}/{REMOTE_KEY_DIR}"
+
+
+def remote_key_file(remote_dir: str, plane: int, sat: int) -> str:
+    """Satellite (plane, sat)'s key file on its ssh host (its node's --auth-keys there)."""
+    return f"{remote_key_dir(remote_dir)}/{plane}-{sat}.keys"

@@ -9,10 +9,11 @@ The node binary is either found on each host (--remote-node, a path or a name on
 its PATH) or copied there first from this machine (--copy-node: the same binary,
 so the hosts must run the same OS and C library). --ssh-config FILE is passed
 to every ssh call (`ssh -F`), for keys and users that are not in ~/.ssh/config.
-Unless --insecure, the constellation's key file is copied into --remote-dir on
-every host first (copy_key: mode 0600 from its creation on) and the nodes get
-`--auth-keys` with that path (cFS instances a copy in their /cf); `stop` removes
-those copies (remove_files). A host the key cannot reach stops the launch.
+Unless --insecure, each host first gets the key files of the satellites it runs,
+and only those, in a folder inside --remote-dir (copy_keys: mode 0600 from their
+creation on); each node gets `--auth-keys` with its own (cFS instances a copy in
+their /cf); `stop` removes those copies (remove_files). A host the keys cannot
+reach stops the launch.
 `status` asks each host which of its pids still run; a host ssh cannot reach is
 reported by name.
 With --runtime cfs each host copies its share of cFS working directories from
@@ -30,6 +31,7 @@ import ipaddress
 import posixpath
 import shlex
 import subprocess
+from pathlib import Path
 
 from skymemory.launcher.cfs import ERROR_PATTERN, first_error
 
@@ -91,18 +93,21 @@ def copy_node(destination: str, local_binary: str, remote_dir: str, config: str 
     return target
 
 
-def copy_key(destination: str, local_key: str, target: str, config: str | None = None) -> None:
-    """Copy the constellation's key file to `target` on that host.
+def copy_keys(destination: str, files: dict[str, str], config: str | None = None) -> None:
+    """Copy key files to that host, {path there: path here}, in one ssh call.
 
-    umask 077 before the file exists, so it is never readable by anyone else, not even while it is
-    written; written beside the target and renamed over it, like copy_node."""
-    tmp = shlex.quote(target) + ".new.$$"
-    command = (f"mkdir -p {shlex.quote(posixpath.dirname(target) or '.')} && umask 077 && cat > {tmp} && "
-               f"chmod 600 {tmp} && mv -f {tmp} {shlex.quote(target)}")
-    with open(local_key, "rb") as f:
-        r = subprocess.run([*ssh_argv(destination, config), command], stdin=f, capture_output=True, timeout=60)
-    if r.returncode != 0:
-        raise RuntimeError(f"ssh exited with {r.returncode}: {r.stderr.decode(errors='replace').strip()}")
+    umask 077 before any file exists, so none is ever readable by anyone else, not even while it is
+    written; each written beside its target and renamed over it, like copy_node. The keys travel in
+    the script on ssh's stdin, never on a command line."""
+    lines = ["set -e", "umask 077"]
+    for k, (target, local) in enumerate(files.items()):
+        text = Path(local).read_text()
+        if "SKYMEM_KEYS_EOF" in text:
+            raise ValueError(f"{local} is not a key file")
+        tmp = f"{shlex.quote(target)}.new.$$"
+        lines += [f"mkdir -p {shlex.quote(posixpath.dirname(target) or '.')}", f"cat > {tmp} <<'SKYMEM_KEYS_EOF'",
+                  text.rstrip("\n"), "SKYMEM_KEYS_EOF", f"chmod 600 {tmp}", f"mv -f {tmp} {shlex.quote(target)}"]
+    run_script(destination, "\n".join(lines) + "\n", timeout=60, config=config)
 
 
 def remove_files(destination: str, paths: list[str], config: str | None = None) -> None:
@@ -155,10 +160,11 @@ def failing(destination: str, remote_dir: str, names: list[str], config: str | N
 
 
 def cfs_start_script(remote_dir: str, exe: str, binary: str, jobs: list[tuple[str, list[str], str]],
-                     key_file: str | None = None) -> str:
+                     key_dir: str | None = None) -> str:
     """Per satellite (name, core argv, skymemory.cfg text): a fresh copy of `exe`, its config, the core started.
 
-    key_file (a path on the host, from copy_key): copied to each instance's /cf, mode 0600 (umask 077)."""
+    key_dir (a folder on the host, from copy_keys): each instance's own file, key_dir/NAME.keys, copied to
+    its /cf, mode 0600 (umask 077)."""
     d = shlex.quote(remote_dir)
     lines = ["set -e", f"mkdir -p {d}/logs {d}/cfs", f"cd {d}",
              f"[ -x {shlex.quote(exe)}/{shlex.quote(binary)} ] || {{ echo 'no {exe}/{binary} here' >&2; exit 3; }}"]
@@ -166,8 +172,9 @@ def cfs_start_script(remote_dir: str, exe: str, binary: str, jobs: list[tuple[st
         work = f"cfs/{shlex.quote(name)}"
         lines += [f"rm -rf {work}", f"cp -r {shlex.quote(exe)} {work}", f"mkdir -p {work}/cf",
                   f"cat > {work}/cf/skymemory.cfg <<'SKYMEM_CFG'", config.rstrip("\n"), "SKYMEM_CFG"]
-        if key_file:  # rm first: cp onto a file that --cfs-exe brought would keep that file's mode
-            lines += [f"rm -f {work}/{CFS_KEY}", f"(umask 077 && cp {shlex.quote(key_file)} {work}/{CFS_KEY})"]
+        if key_dir:  # rm first: cp onto a file that --cfs-exe brought would keep that file's mode
+            own = shlex.quote(f"{key_dir}/{name}.keys")
+            lines += [f"rm -f {work}/{CFS_KEY}", f"(umask 077 && cp {own} {work}/{CFS_KEY})"]
         lines += [f"(cd {work} && exec nohup {shlex.join(argv)} > ../../logs/{name}.log 2>&1 < /dev/null) &",
                   f"echo {name} $!"]
     return "\n".join(lines) + "\n"

@@ -58,7 +58,7 @@ def start(args) -> int:
         _check_cfs_fits(args, n)  # before anything starts
     group = processes.ProcessGroup(run_dir, die_with_parent=not args.detach)
     common = nodes.node_options(args, epoch_ms)
-    common += _make_keys(args, m, run_dir)
+    key_opts = _make_keys(args, m, run_dir)  # per satellite: its own key file
     log(args, f"booting {args.planes}x{args.sats} = {n} satellites ({_backend_name(args)}); run dir {run_dir}")
     if args.port_warning:
         print(f"launch_constellation: warning: {args.port_warning}", file=sys.stderr)
@@ -67,16 +67,16 @@ def start(args) -> int:
                   f"{args.layout.isl_base}, ground port {args.layout.ground_base} (--addresses)")
     try:
         if args.hosts:
-            _start_ssh(args, m, common)
+            _start_ssh(args, m, common, key_opts)
         elif args.runtime in ("docker", "swarm"):
-            problem = (_start_docker if args.runtime == "docker" else _start_swarm)(args, m, common)
+            problem = (_start_docker if args.runtime == "docker" else _start_swarm)(args, m, common, key_opts)
             if problem:  # nothing was started
                 print(f"launch_constellation: {problem}", file=sys.stderr)
                 return 1
         elif args.runtime == "cfs":
             _start_cfs(args, m, common, group)
         else:
-            _start_local(args, m, common, group)
+            _start_local(args, m, common, key_opts, group)
         m.process_group = group.pgid
         m.save(manifest_path)
         started_s = time.monotonic() - t0
@@ -145,21 +145,30 @@ def start(args) -> int:
     return _foreground(args, m, group, manifest_path)
 
 
-def _make_keys(args, m: Manifest, run_dir: Path) -> list[str]:
-    """The constellation's key file, named in the manifest (unless --insecure); returns the node options
-    that hand it to native nodes: the file itself here, its copy in --remote-dir on ssh hosts (_start_ssh
-    copies it there), its read-only mount in containers. cFS instances get a copy in their /cf instead."""
+def _make_keys(args, m: Manifest, run_dir: Path):
+    """The constellation's keys (unless --insecure): the ground's file, named in the manifest, and each
+    satellite's own. Returns, per satellite entry, the node options that hand a native node its own file:
+    the file itself here, its copy in --remote-dir on ssh hosts (_start_ssh copies it there), its
+    read-only mount in containers. cFS instances get a copy in their /cf instead."""
     if args.insecure:
         log(args, "  --insecure: no authentication; whoever reaches a port can command these satellites")
-        return []
-    m.auth_key_file = str(keys.make_key_file(run_dir))  # the ground's copy, wherever the satellites run
+        return lambda e: []
+    sats = [(p, s) for p in range(args.planes) for s in range(args.sats)]
+    m.auth_key_file = str(keys.make_key_file(run_dir, sats))  # the ground's, wherever the satellites run
     if args.runtime == "cfs":
-        return []
+        return lambda e: []
     if args.hosts:
-        return ["--auth-keys", keys.remote_key_file(args.remote_dir)]
+        return lambda e: ["--auth-keys", keys.remote_key_file(args.remote_dir, e.plane, e.sat)]
     if args.runtime in ("docker", "swarm"):
-        return ["--auth-keys", keys.CONTAINER_KEY_FILE]
-    return ["--auth-keys", m.auth_key_file]
+        return lambda e: ["--auth-keys", keys.CONTAINER_KEY_FILE]
+    return lambda e: ["--auth-keys", str(keys.satellite_key_file(m.auth_key_file, e.plane, e.sat))]
+
+
+def _own_key_files(m: Manifest) -> dict | None:
+    """Each satellite's own key file here, {(plane, sat): path} (None: --insecure)."""
+    if not m.auth_key_file:
+        return None
+    return {(e.plane, e.sat): keys.satellite_key_file(m.auth_key_file, e.plane, e.sat) for e in m.satellites}
 
 
 def _failing_instances(m: Manifest) -> list[str]:
@@ -275,7 +284,7 @@ def _cfs_config(args, common: list[str], e: SatelliteEntry, hosts: list[str] | N
     return config
 
 
-def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessGroup) -> None:
+def _start_local(args, m: Manifest, common: list[str], key_opts, group: processes.ProcessGroup) -> None:
     node = str(nodes.find_node(args.node))
     n = args.planes * args.sats
     peers = None
@@ -307,7 +316,7 @@ def _start_local(args, m: Manifest, common: list[str], group: processes.ProcessG
         m.satellites = _entries(args, args.layout.address)
         _check_ports_free(m)
     for k, e in enumerate(m.satellites, 1):
-        argv = nodes.node_argv(node, e, common, args, peers)
+        argv = nodes.node_argv(node, e, common + key_opts(e), args, peers)
         if e.netns:
             argv = netns.exec_prefix(e.netns) + argv
         e.pid = group.start(nodes.sat_name(e.plane, e.sat), argv)
@@ -353,15 +362,15 @@ def _start_cfs(args, m: Manifest, common: list[str], group: processes.ProcessGro
     for k, e in enumerate(m.satellites, 1):
         name = nodes.sat_name(e.plane, e.sat)
         work = cfs.prepare_workdir(args.cfs_exe, Path(m.run_dir) / "cfs" / name, _cfs_config(args, common, e, None))
-        if m.auth_key_file:
-            keys.install_for_cfs(Path(m.auth_key_file), work)
+        if m.auth_key_file:  # its own keys only
+            keys.install_for_cfs(keys.satellite_key_file(m.auth_key_file, e.plane, e.sat), work)
         # the boot is judged by its log's error lines: an earlier launch's must not count (the log is appended to)
         (Path(m.run_dir) / "logs" / f"{name}.log").unlink(missing_ok=True)
         e.pid = group.start(name, cfs.core_argv(args.cfs_binary, e.cpuid), cwd=work)
         _progress(args, k, n)
 
 
-def _start_ssh(args, m: Manifest, common: list[str]) -> None:
+def _start_ssh(args, m: Manifest, common: list[str], key_opts) -> None:
     n = args.planes * args.sats
     hosts = args.hosts
     config = str(args.ssh_config) if args.ssh_config else None
@@ -371,25 +380,25 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
     shares = [[e for e in m.satellites if host_index(e.plane * args.sats + e.sat) == h] for h in range(len(hosts))]
     m.backend = {"kind": "ssh", "marker": args.cfs_binary if args.runtime == "cfs" else "skymem_node",
                  "hosts": hosts, "remote_dir": args.remote_dir, "ssh_config": config,
-                 "remote_key_file": keys.remote_key_file(args.remote_dir) if m.auth_key_file else ""}
+                 "remote_key_dir": keys.remote_key_dir(args.remote_dir) if m.auth_key_file else ""}
     m.ground_host = "0.0.0.0"
     peers = nodes.peers_text(m.satellites)
     remote_peers = f"{args.remote_dir}/peers.txt"
     local_node = str(nodes.find_node(args.node)) if args.copy_node else None
-    remote_key = m.backend["remote_key_file"]
+    remote_key = m.backend["remote_key_dir"]
     m.save(args.manifest)  # the hosts on disk before the first key copy, so `stop` can remove every copy
     for h, dest in enumerate(hosts):
         mine = shares[h]
-        if remote_key:  # before anything starts there
-            _copy_key(m, dest, remote_key, config)
+        if remote_key:  # before anything starts there: the keys of its own satellites, no others
+            _copy_keys(m, dest, mine, config)
         if args.runtime == "cfs":
             jobs = [(nodes.sat_name(e.plane, e.sat), cfs.core_argv(args.cfs_binary, e.cpuid),
                      cfs.config_text(_cfs_config(args, common, e, addresses))) for e in mine]
             script = ssh.cfs_start_script(args.remote_dir, str(args.cfs_exe), args.cfs_binary, jobs, remote_key)
         else:
             node = ssh.copy_node(dest, local_node, args.remote_dir, config) if local_node else args.remote_node
-            jobs = [(nodes.sat_name(e.plane, e.sat), nodes.node_argv(node, e, common, args, remote_peers))
-                    for e in mine]
+            jobs = [(nodes.sat_name(e.plane, e.sat),
+                     nodes.node_argv(node, e, common + key_opts(e), args, remote_peers)) for e in mine]
             script = ssh.start_script(args.remote_dir, peers, jobs)
         pids = ssh.parse_pids(ssh.run_script(dest, script, config=config))
         for e in mine:
@@ -397,18 +406,20 @@ def _start_ssh(args, m: Manifest, common: list[str]) -> None:
             e.pid = pids.get(nodes.sat_name(e.plane, e.sat), 0)
         m.save(args.manifest)  # each host's pids on disk as soon as they exist
         log(args, f"  {dest}: started {len(pids)}/{len(mine)} satellites"
-                  + (f", keyed with its copy of the key file, {remote_key}" if remote_key else ""))
+                  + (f", each keyed with its own key file, in {remote_key}" if remote_key else ""))
         if len(pids) != len(mine):
             raise LaunchError(f"{dest} started only {len(pids)} of {len(mine)} nodes")
 
 
-def _copy_key(m: Manifest, dest: str, target: str, config: str | None) -> None:
-    """The key file to `target` on that host; a host it cannot reach stops the launch, since its nodes
-    would otherwise run without authentication."""
+def _copy_keys(m: Manifest, dest: str, mine: list, config: str | None) -> None:
+    """The key files of the satellites `dest` runs to that host; a host it cannot reach stops the launch,
+    since its nodes would otherwise run without authentication."""
+    files = {keys.remote_key_file(m.backend["remote_dir"], e.plane, e.sat):
+             str(keys.satellite_key_file(m.auth_key_file, e.plane, e.sat)) for e in mine}
     try:
-        ssh.copy_key(dest, m.auth_key_file, target, config)
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-        raise LaunchError(f"the key file {m.auth_key_file} cannot be copied to {dest}:{target} "
+        ssh.copy_keys(dest, files, config)
+    except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"the key files cannot be copied to {dest}:{m.backend['remote_key_dir']} "
                           f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); the launch stops rather "
                           "than run unauthenticated (--insecure launches without a key)") from None
 
@@ -435,16 +446,15 @@ def _check_cfs_fits(args, n: int) -> None:
         raise LaunchError("\n".join(problems))
 
 
-def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
+def _start_docker(args, m: Manifest, common: list[str], key_opts) -> str | None:
     """Write the compose file and bring the containers up; returns why not when no engine or Compose is there."""
     m.ground_host = args.bind
     m.satellites = _entries(args, args.layout.address)
     project = f"skymem{secrets.token_hex(3)}"
-    jobs = [((e.plane, e.sat), nodes.node_argv("", e, common, args, None)[1:]) for e in m.satellites]
+    jobs = [((e.plane, e.sat), nodes.node_argv("", e, common + key_opts(e), args, None)[1:]) for e in m.satellites]
     try:
         compose_path = docker.write_compose(Path(m.run_dir) / "docker-compose.yml", project, jobs,
-                                            args.container_cpus, args.container_memory_mib,
-                                            Path(m.auth_key_file) if m.auth_key_file else None)
+                                            args.container_cpus, args.container_memory_mib, _own_key_files(m))
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
     command = docker.compose_command()
@@ -457,7 +467,7 @@ def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
                  "addresses": args.layout.name}
     m.save(args.manifest)  # teardown info on disk before any container exists
     log(args, f"  {' '.join(command)} up -d: {len(jobs)} containers, project {project}"
-              + (f", each keyed with the key file mounted read-only at {keys.CONTAINER_KEY_FILE}"
+              + (f", each keyed with its own key file mounted read-only at {keys.CONTAINER_KEY_FILE}"
                  if m.auth_key_file else ""))
     r = docker.compose(command, compose_path, project, "up", "-d", services=len(jobs))
     if r.returncode != 0:
@@ -465,7 +475,7 @@ def _start_docker(args, m: Manifest, common: list[str]) -> str | None:
     return None
 
 
-def _start_swarm(args, m: Manifest, common: list[str]) -> str | None:
+def _start_swarm(args, m: Manifest, common: list[str], key_opts) -> str | None:
     """Deploy the stack on the swarm the docker CLI reaches; returns why not when there is no swarm
     manager or no labelled node (nothing was started then)."""
     docker_host = os.environ.get("DOCKER_HOST", "")
@@ -486,9 +496,9 @@ def _start_swarm(args, m: Manifest, common: list[str]) -> str | None:
     run_dir = Path(m.run_dir)
     peers = nodes.write_peers(run_dir / "peers.txt", m.satellites)
     jobs = [((e.plane, e.sat), host_index[e.plane * args.sats + e.sat],
-             nodes.node_argv("", e, common, args, swarm.PEERS_TARGET)[1:]) for e in m.satellites]
+             nodes.node_argv("", e, common + key_opts(e), args, swarm.PEERS_TARGET)[1:]) for e in m.satellites]
     try:
-        text = swarm.stack_text(jobs, peers, Path(m.auth_key_file) if m.auth_key_file else None)
+        text = swarm.stack_text(jobs, peers, _own_key_files(m))
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
     stack_file = run_dir / "swarm-stack.yml"
@@ -501,7 +511,7 @@ def _start_swarm(args, m: Manifest, common: list[str]) -> str | None:
         log(args, f"  swarm node {h.hostname} ({h.address}, {swarm.HOST_LABEL}={h.index}): "
                   f"{host_index.count(h.index)} satellites")
     log(args, f"  docker stack deploy: stack {stack}, {n} services"
-              + (f", each keyed with the secret {stack}_keys, read-only at {keys.CONTAINER_KEY_FILE}"
+              + (f", each keyed with its own secret ({stack}_keys-P-S), read-only at {keys.CONTAINER_KEY_FILE}"
                  if m.auth_key_file else ""))
     swarm.deploy(docker_host, stack_file, stack)
     return None

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from skymemory.launcher import cfs, docker, firewall, netns, nodes, processes, ssh, swarm
+from skymemory.launcher import cfs, docker, firewall, keys, netns, nodes, processes, ssh, swarm
 from skymemory.launcher.common import rss_kib, self_pid
 from skymemory.launcher.health import wait_healthy
 from skymemory.launcher.machines import container_name
@@ -24,7 +25,7 @@ def teardown(m: Manifest) -> list:
     survivors: list = []
     if kind == "ssh":
         config = m.backend.get("ssh_config")
-        key = m.backend.get("remote_key_file")
+        key = m.backend.get("remote_key_dir") or m.backend.get("remote_key_file")  # (an older manifest's one file)
         for dest in m.backend.get("hosts", []):
             pids = [e.pid for e in m.satellites if e.remote == dest and e.pid]
             try:
@@ -36,9 +37,15 @@ def teardown(m: Manifest) -> list:
                 if key:  # on every host: a failed boot may have copied it to a host that started nothing
                     # cFS instances' copies too; by address, not e.remote, which is set once the host's start
                     # script has run
+                    here = [e for e in m.satellites if e.host == ssh.host_address(dest)]
+                    own = [keys.remote_key_file(m.backend["remote_dir"], e.plane, e.sat) for e in here]
                     cfs_copies = [f"{m.backend['remote_dir']}/cfs/{nodes.sat_name(e.plane, e.sat)}/{ssh.CFS_KEY}"
-                                  for e in m.satellites if m.runtime == "cfs" and e.host == ssh.host_address(dest)]
-                    ssh.remove_files(dest, [key, *cfs_copies], config)
+                                  for e in here if m.runtime == "cfs"]
+                    key_dir = m.backend.get("remote_key_dir")
+                    ssh.remove_files(dest, [*own, *cfs_copies] if key_dir else [key, *cfs_copies], config)
+                    if key_dir:  # the folder too, once empty (another host's satellites may share it)
+                        ssh.run_script(dest, f"rmdir {shlex.quote(key_dir)} 2>/dev/null; true\n", timeout=30,
+                                       config=config)
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
                 survivors.append(f"{dest}: {exc}")
         return survivors

@@ -17,9 +17,10 @@ manifest so `status` and `stop` reach the same swarm from any shell) and deploys
 - host networking (the swarm's predefined `host` network): a satellite binds its node's
   address, the ISL and ground ports of the manifest, and no overlay network is created. The
   nodes find each other through a peers file handed to every task as a Swarm config.
-- the constellation's key file is a Swarm secret, mounted read-only (a tmpfs Swarm manages) at
-  keys.CONTAINER_KEY_FILE, owned by the image's user (nobody, uid 65534) with mode 0400: no file
-  of the launching user is bind-mounted, so a daemon with user-namespace remapping serves it too.
+- each satellite's own key file is a Swarm secret of its own (keys-P-S), mounted read-only (a tmpfs
+  Swarm manages) at keys.CONTAINER_KEY_FILE in that satellite's service only, owned by the image's
+  user (nobody, uid 65534) with mode 0400: no file of the launching user is bind-mounted, so a
+  daemon with user-namespace remapping serves it too, and no task sees another satellite's keys.
 - restart policy `condition: any`, 1 s delay: a satellite that dies is started again on the same
   node, with the same command line, and rejoins: routes are the +GRID torus (fixed), so its
   neighbours simply reach it again, and the ground sees it answer. What a native node needs
@@ -65,9 +66,9 @@ configs:
   peers:
     file: {peers}
 """
+SECRETS = "secrets:\n"
 SECRET = """\
-secrets:
-  keys:
+  keys-{plane}-{sat}:
     file: {key_file}
 """
 SERVICE = """\
@@ -84,8 +85,8 @@ SERVICE = """\
         condition: any
         delay: {delay}s
 """
-SECRET_MOUNT = ("    secrets:\n      - {{source: keys, target: {target}, uid: \"{uid}\", gid: \"{uid}\", "
-                "mode: 0400}}\n")
+SECRET_MOUNT = ("    secrets:\n      - {{source: keys-{plane}-{sat}, target: {target}, uid: \"{uid}\", "
+                "gid: \"{uid}\", mode: 0400}}\n")
 
 
 @dataclass
@@ -145,19 +146,24 @@ def host_of(i: int, n: int, hosts: int) -> int:
     return i * hosts // n
 
 
-def stack_text(jobs: list[tuple[tuple[int, int], int, list[str]]], peers_file: Path, key_file: Path | None) -> str:
+def stack_text(jobs: list[tuple[tuple[int, int], int, list[str]]], peers_file: Path,
+               key_files: dict[tuple[int, int], Path] | None) -> str:
     """The stack file. jobs: ((plane, sat), host index, the node's argv without the binary: the image's
-    entrypoint is skymem_node). key_file: the constellation's key file, a secret (None: --insecure)."""
-    for path in (peers_file, key_file):
+    entrypoint is skymem_node). key_files: each satellite's own key file, a secret of its own mounted in its
+    service only (None: --insecure)."""
+    for path in (peers_file, *(key_files or {}).values()):
         if path is not None and any(c in str(path) for c in "\"\n\\"):
             raise ValueError(f"the path {path} has a quote, backslash or newline, which the stack file cannot "
                              "name; choose another --run-dir")
     head = HEAD.format(peers=json.dumps(str(Path(peers_file).resolve())))
-    if key_file is not None:
-        head += SECRET.format(key_file=json.dumps(str(Path(key_file).resolve())))
-    secret = SECRET_MOUNT.format(target=Path(CONTAINER_KEY_FILE).name, uid=IMAGE_USER) if key_file else ""
+    if key_files is not None:
+        sources = {(p, s): json.dumps(str(Path(key_files[(p, s)]).resolve())) for (p, s), _, _ in jobs}
+        head += SECRETS + "".join(SECRET.format(plane=p, sat=s, key_file=f) for (p, s), f in sources.items())
+    target = Path(CONTAINER_KEY_FILE).name
     services = "".join(SERVICE.format(plane=p, sat=s, command=json.dumps(argv), peers_target=PEERS_TARGET,
-                                      secret=secret, label=HOST_LABEL, host=h, delay=RESTART_DELAY_S)
+                                      secret=SECRET_MOUNT.format(plane=p, sat=s, target=target, uid=IMAGE_USER)
+                                      if key_files is not None else "",
+                                      label=HOST_LABEL, host=h, delay=RESTART_DELAY_S)
                        for (p, s), h, argv in jobs)
     return head + "services:\n" + services
 

@@ -199,6 +199,9 @@ class BulkTransfer:
                 self._ipv4[host] = int(ipaddress.IPv4Address(socket.gethostbyname(host)))
             s.ipv4 = self._ipv4[host]
             s.port = port
+            if self.signer is not None:  # its own keys: UP signs what it is asked, DOWN checks its answers
+                s.up_key = self.signer.mac_key(auth.UP, *sat).c_key
+                s.down_key = self.signer.mac_key(auth.DOWN, *sat).c_key
         return servers, len(table), firsts
 
     def _run(self, fn_name: str, jobs: Sequence[BlockJob], prefix: np.ndarray | None, wave_chunks: int,
@@ -240,7 +243,7 @@ class BulkTransfer:
         opts.max_retries = self.retries
         if self.signer is not None:
             # every send may be a resend: reserve a fresh sequence for each possible one
-            opts.auth_key, opts.auth_key_id = self.signer.mac_key.c_key, self.signer.key_id
+            opts.keyed, opts.auth_key_id = 1, self.signer.key_id
             opts.replies = self.signer.reply_window
             sends = (sum(job.chunk_count for job in jobs) if fn_name == "skymem_bulk_set"
                      else lib.skymem_bulk_get_requests(blocks, len(jobs), wave_chunks))

@@ -21,16 +21,31 @@ increasing per signer: several clients sharing a key need no shared counter,
 and a satellite refuses anything signed before it started. A retry is signed afresh (a resend
 of the same bytes would be a replay).
 
-Key files are lines "key_id hex_key" (16..64 bytes, '#' comments). Key id 0 is
-the constellation key, for satellites only; a ground station signs with its own
-id. The launcher makes a key file per constellation and names it in the manifest
-(`signer_for_manifest`); `SKYMEM_AUTH_KEY_FILE` (and `SKYMEM_AUTH_KEY_ID` when
-the file holds several ground keys) turn signing on for any other
-`SkyMemoryClient`.
+Keys, one per association and direction (as CCSDS SDLS, 355.0-B, and NASA
+CryptoLib keep a security association per link and direction). A ground key id
+(a station's, 1 by default) has a master only the ground holds; from it the
+ground derives, per satellite, UP (ground -> that satellite: signs the commands
+for it, which it verifies) and DOWN (that satellite -> ground: it signs its
+replies, the ground checks them) with `derive`. Key id 0 is the ISL key, shared by
+the satellites for what they send each other. A satellite's key file holds the
+ISL key and its own UP and DOWN keys only: it cannot sign a command for another
+satellite, nor a reply as another, and a command signed for one satellite is no
+good at any other.
+
+Key files (docs/PROTOCOL.md, "Key files") start with a version line:
+"skymem-keys 3 ground" (the ground's: `isl 0 HEX`, `master KEY_ID HEX` lines;
+`load_keys`) or "skymem-keys 3 satellite PLANE SAT" (`isl`, `up`, `down` lines;
+the satellites read them, skymem_auth.c). An old file (lines "key_id hex_key",
+one key for both directions) is refused in one line that says to launch again.
+The launcher writes the ground's file and one per satellite (`write_key_files`)
+and names the ground's in the manifest (`signer_for_manifest`);
+`SKYMEM_AUTH_KEY_FILE` (and `SKYMEM_AUTH_KEY_ID` when the file holds several
+ground keys) turn signing on for any other `SkyMemoryClient`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import struct
@@ -50,6 +65,10 @@ CONSTELLATION_KEY_ID = 0
 KEY_MIN, KEY_MAX = 16, 64
 REPLAY_WINDOW = 32768  # sequences remembered below the newest from a source (SKYMEM_AUTH_WINDOW)
 AUTH_E_REPLAY = -5  # SKYMEM_AUTH_E_REPLAY
+KEY_FILE_VERSION = 3
+GROUND_HEADER = f"skymem-keys {KEY_FILE_VERSION} ground"
+SATELLITE_HEADER = f"skymem-keys {KEY_FILE_VERSION} satellite"
+UP, DOWN = "up", "down"  # ground -> satellite, satellite -> ground (skymem_auth.h's SKYMEM_KEY_UP / _DOWN)
 # Signer.check_reply's verdicts
 REPLY_OK, REPLY_REPLAYED, REPLY_FORGED = "ok", "replayed", "forged"
 # commands a keyed satellite refuses unsigned (skymem_auth_required): every one
@@ -68,33 +87,109 @@ class AuthError(ValueError):
     """A key file or a packet that cannot be signed."""
 
 
-def load_keys(path: str | os.PathLike) -> dict[int, bytes]:
-    """Parses a key file into {key_id: key}; raises AuthError naming the line."""
-    keys: dict[int, bytes] = {}
+def derive(master: bytes, direction: str, plane: int, sat: int) -> bytes:
+    """A satellite's UP or DOWN key under a ground master: HMAC-SHA256(master, "skymem key v3 " + direction +
+    " " + BE16 plane + BE16 sat), 32 bytes. One satellite's keys say nothing of another's, nor of the master."""
+    if direction not in (UP, DOWN):
+        raise ValueError(f"direction must be {UP!r} or {DOWN!r}, got {direction!r}")
+    label = f"skymem key v{KEY_FILE_VERSION} {direction} ".encode() + struct.pack(">HH", plane, sat)
+    return hmac.new(master, label, hashlib.sha256).digest()
+
+
+class GroundKeys:
+    """What the ground holds: the ISL key and each ground key id's master."""
+
+    def __init__(self, isl: bytes, masters: dict[int, bytes]) -> None:
+        self.isl, self.masters = isl, dict(masters)
+
+    @classmethod
+    def new(cls, key_ids=(1,)) -> "GroundKeys":
+        return cls(os.urandom(32), {k: os.urandom(32) for k in key_ids})
+
+    def ground_text(self) -> str:
+        return (f"# SkyMemory keys of the ground: the ISL key and each ground key's master (docs/PROTOCOL.md)\n"
+                f"{GROUND_HEADER}\nisl 0 {self.isl.hex()}\n"
+                + "".join(f"master {k} {v.hex()}\n" for k, v in sorted(self.masters.items())))
+
+    def satellite_text(self, plane: int, sat: int) -> str:
+        """The key file of satellite (plane, sat): the ISL key and its own UP and DOWN keys, nothing else."""
+        lines = [f"# SkyMemory keys of satellite ({plane},{sat}): ISL, and UP/DOWN per ground key (docs/PROTOCOL.md)",
+                 f"{SATELLITE_HEADER} {plane} {sat}", f"isl 0 {self.isl.hex()}"]
+        for k, master in sorted(self.masters.items()):
+            lines += [f"up {k} {derive(master, UP, plane, sat).hex()}",
+                      f"down {k} {derive(master, DOWN, plane, sat).hex()}"]
+        return "\n".join(lines) + "\n"
+
+
+def _write_private(path: str | os.PathLike, text: str) -> None:
+    """text into path, mode 0600 from its creation on (an old file is replaced, whatever its mode)."""
+    Path(path).unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def satellite_key_file(directory: str | os.PathLike, plane: int, sat: int) -> Path:
+    """Where `write_key_files` puts satellite (plane, sat)'s key file."""
+    return Path(directory) / "satellites" / f"{plane}-{sat}.keys"
+
+
+def write_key_files(directory: str | os.PathLike, satellites, key_ids=(1,)) -> GroundKeys:
+    """Fresh keys: the ground's file directory/constellation.keys and each satellite's own
+    (`satellite_key_file`), all mode 0600. Returns what the ground holds."""
+    keys = GroundKeys.new(key_ids)
+    directory = Path(directory)
+    (directory / "satellites").mkdir(parents=True, exist_ok=True)
+    _write_private(directory / "constellation.keys", keys.ground_text())
+    for plane, sat in satellites:
+        _write_private(satellite_key_file(directory, plane, sat), keys.satellite_text(plane, sat))
+    return keys
+
+
+def load_keys(path: str | os.PathLike) -> GroundKeys:
+    """Parses the ground's key file; raises AuthError in one line naming the file and line."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise AuthError(f"cannot read auth key file {path}: {exc.strerror}") from None
+    isl, masters, header = None, {}, False
     for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
+        parts = line.split("#", 1)[0].split()
+        if not parts:
             continue
-        parts = line.split()
-        if len(parts) != 2 or not parts[0].isdigit():
-            raise AuthError(f"{path} line {lineno}: expected \"key_id hex_key\"")
-        key_id = int(parts[0])
-        if key_id > 0xFFFFFFFF:
-            raise AuthError(f"{path} line {lineno}: key id is not a u32")
+        where = f"{path} line {lineno}"
+        if not header:
+            if parts[0].isdigit():
+                raise AuthError(f"{where}: an old key file (one key for both directions, no "
+                                f"\"{GROUND_HEADER}\" header): launch again to make per-direction keys")
+            if parts[:2] == ["skymem-keys", str(KEY_FILE_VERSION)] and parts[2:3] == ["satellite"]:
+                raise AuthError(f"{where}: a satellite's key file; the ground signs with its own "
+                                f"(the manifest's auth_key_file)")
+            if parts != GROUND_HEADER.split():
+                raise AuthError(f"{where}: expected \"{GROUND_HEADER}\" (key file version {KEY_FILE_VERSION}); "
+                                "launch again to make new keys")
+            header = True
+            continue
+        if len(parts) != 3 or parts[0] not in ("isl", "master") or not parts[1].isdigit():
+            raise AuthError(f"{where}: expected \"isl 0 HEX\" or \"master KEY_ID HEX\"")
+        key_id = int(parts[1])
+        if key_id > 0xFFFFFFFF or (key_id == CONSTELLATION_KEY_ID) != (parts[0] == "isl"):
+            raise AuthError(f"{where}: the ISL key is id 0, a master a ground key id 1..2^32-1")
         try:
-            key = bytes.fromhex(parts[1])
+            key = bytes.fromhex(parts[2])
         except ValueError:
-            raise AuthError(f"{path} line {lineno}: key is not an even number of hex digits") from None
+            raise AuthError(f"{where}: key is not an even number of hex digits") from None
         if not KEY_MIN <= len(key) <= KEY_MAX:
-            raise AuthError(f"{path} line {lineno}: key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
-        if key_id in keys:
-            raise AuthError(f"{path} line {lineno}: duplicate key id {key_id}")
-        keys[key_id] = key
-    return keys
+            raise AuthError(f"{where}: key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
+        if key_id in masters or (key_id == 0 and isl is not None):
+            raise AuthError(f"{where}: duplicate key id {key_id}")
+        if key_id == 0:
+            isl = key
+        else:
+            masters[key_id] = key
+    if not header:
+        raise AuthError(f"{path}: no keys (expected \"{GROUND_HEADER}\")")
+    return GroundKeys(isl if isl is not None else b"", masters)
 
 
 def mac(key: bytes, packet_before_tag: bytes | bytearray) -> bytes:
@@ -105,9 +200,12 @@ def mac(key: bytes, packet_before_tag: bytes | bytearray) -> bytes:
 
 
 class Signer:
-    """Signs data-plane commands with one ground-station key, and checks the replies signed with it.
+    """Signs data-plane commands with one ground key, and checks the replies signed under it.
 
-    `satellite=True` allows the constellation key (id 0): for tools and tests that act as a satellite.
+    `key` is the ground master of `key_id`: a command is signed with the UP key of the satellite it is
+    for, a reply checked with the DOWN key of the satellite it comes from (`derive`, each kept once made).
+    `satellite=True` allows key id 0, the ISL key, used as it is: for tools and tests that act as a
+    satellite.
     """
 
     def __init__(self, key_id: int, key: bytes, *, satellite: bool = False) -> None:
@@ -116,30 +214,49 @@ class Signer:
         if not KEY_MIN <= len(key) <= KEY_MAX:
             raise AuthError(f"key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
         self.key_id = key_id
-        self.mac_key = MacKey(key)  # derived once; its c_key is what the C fast path signs with
+        self._master = bytes(key)
+        self._isl = MacKey(key) if key_id == CONSTELLATION_KEY_ID else None
+        self._keys: dict[tuple[str, int, int], MacKey] = {}  # (direction, plane, sat) -> derived, made ready
         self._last_seq = 0
         self._seq_lock = threading.Lock()  # the client's loop and fast-path threads sign at once
         # the replies' replay windows, per satellite, shared by the client and the fast path (check_reply)
         # (the C fast path's skymem_reply_window_t *; None without the build)
         self.reply_window = None
         if lib is not None:
-            window = lib.skymem_reply_window_new(key_id, key, len(key))
+            window = lib.skymem_reply_window_new(key_id)
             if window == ffi.NULL:
                 raise MemoryError("no memory for the replies' replay windows")
             self.reply_window = ffi.gc(window, lib.skymem_reply_window_free)
         self._py_windows: dict[tuple[int, int], tuple[int, set[int]]] = {}  # without the build: src -> (top, seen)
 
+    def mac_key(self, direction: str, plane: int, sat: int) -> MacKey:
+        """The UP or DOWN key of satellite (plane, sat), derived once (the ISL key itself for key id 0)."""
+        if self._isl is not None:
+            return self._isl
+        k = self._keys.get((direction, plane, sat))
+        if k is None:
+            k = self._keys[(direction, plane, sat)] = MacKey(derive(self._master, direction, plane, sat))
+        return k
+
+    def _key_for(self, packet: bytes | bytearray) -> MacKey:
+        """The key of a packet's direction (skymem_auth_key_use): a command's destination's UP key, a
+        reply's source's DOWN key."""
+        r = _route_at(packet)
+        field = wire.SKYMEM_ROUTE_DST_PLANE if r == wire.SKYMEM_CMD_HDR_LEN else wire.SKYMEM_ROUTE_SRC_PLANE
+        plane, sat = struct.unpack_from(">HH", packet, r + field)
+        return self.mac_key(UP if r == wire.SKYMEM_CMD_HDR_LEN else DOWN, plane, sat)
+
     @classmethod
     def from_file(cls, path: str | os.PathLike, key_id: int | None = None) -> "Signer":
         keys = load_keys(path)
         if key_id is None:
-            ground = sorted(k for k in keys if k != CONSTELLATION_KEY_ID)
+            ground = sorted(keys.masters)
             if len(ground) != 1:
                 raise AuthError(f"{path}: holds {len(ground)} ground keys; say which (SKYMEM_AUTH_KEY_ID)")
             key_id = ground[0]
-        if key_id not in keys:
-            raise AuthError(f"{path}: no key id {key_id}")
-        return cls(key_id, keys[key_id])
+        if key_id not in keys.masters:
+            raise AuthError(f"{path}: no ground key id {key_id}")
+        return cls(key_id, keys.masters[key_id])
 
     def next_seq(self) -> int:
         return self.reserve(1)
@@ -170,7 +287,8 @@ class Signer:
         if len(packet) + TRAILER_LEN > wire.SKYMEM_MAX_PACKET:
             raise AuthError("no room for the trailer")
         seq = self.next_seq() if seq is None else seq
-        c_key = self.mac_key.c_key
+        mac_key = self._key_for(packet)
+        c_key = mac_key.c_key
         if c_key is not None:  # the core's skymem_auth_sign_with: one call instead of four passes here
             b = bytearray(len(packet) + TRAILER_LEN)
             b[:len(packet)] = packet
@@ -181,7 +299,7 @@ class Signer:
         b[flags] |= wire.SKYMEM_RF_AUTH
         b += struct.pack(">IQ", self.key_id, seq)
         struct.pack_into(">H", b, 4, len(b) + TAG_LEN - 7)
-        b += self.mac_key.tag(b)
+        b += mac_key.tag(b)
         if r == wire.SKYMEM_CMD_HDR_LEN:
             b[7] = 0
             b[7] = xor_checksum(bytes(b))
@@ -192,28 +310,30 @@ class Signer:
         return self.sign(packet) if cc in SIGNED_CCS else packet
 
     def reply_ok(self, packet: bytes) -> bool:
-        """True when `packet` is a reply signed with this signer's key (the tag checked in constant time)."""
+        """True when `packet` is a reply signed under this signer's key id with the DOWN key of the satellite
+        it names as its source (the tag checked in constant time)."""
         if len(packet) < wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_ROUTE_HDR_LEN + TRAILER_LEN or \
                 int.from_bytes(packet[:2], "big") != wire.SKYMEM_REPLY_TLM_MID or \
                 not packet[wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_ROUTE_FLAGS] & wire.SKYMEM_RF_AUTH:
             return False
         if int.from_bytes(packet[-TRAILER_LEN:-TRAILER_LEN + 4], "big") != self.key_id:
             return False
-        if self.mac_key.c_key is not None:
-            return lib.skymem_auth_check_reply(self.mac_key.c_key, self.key_id, ffi.from_buffer(packet),
-                                               len(packet)) == 0
-        return hmac.compare_digest(self.mac_key.tag(packet[:-TAG_LEN]), packet[-TAG_LEN:])
-
-
+        mac_key = self._key_for(packet)
+        if mac_key.c_key is not None:
+            return lib.skymem_auth_check_reply(mac_key.c_key, self.key_id, ffi.from_buffer(packet), len(packet)) == 0
+        return hmac.compare_digest(mac_key.tag(packet[:-TAG_LEN]), packet[-TAG_LEN:])
     def check_reply(self, packet: bytes) -> str:
         """REPLY_OK when `packet` is a reply signed with this key whose sequence is fresh for the satellite
         that signed it (its source): never seen from it, and not REPLAY_WINDOW or more below the newest
         seen from it. The sequence is then recorded, so the same reply answers nothing again.
         REPLY_REPLAYED for a right tag on a stale sequence; REPLY_FORGED for anything else (unsigned,
         another key, altered). Unlike reply_ok, a check that holds changes the windows."""
-        if self.reply_window is not None:  # the core's windows (skymem_auth_verify), as the satellites'
-            rc = lib.skymem_reply_window_check(self.reply_window, ffi.from_buffer(packet), len(packet), 0, 0,
-                                               ffi.NULL)
+        if self.reply_window is not None:  # the core's windows (skymem_auth_verify_with), as the satellites'
+            if len(packet) < wire.SKYMEM_TLM_HDR_LEN + wire.SKYMEM_ROUTE_HDR_LEN or \
+                    int.from_bytes(packet[:2], "big") != wire.SKYMEM_REPLY_TLM_MID:
+                return REPLY_FORGED
+            rc = lib.skymem_reply_window_check(self.reply_window, self._key_for(packet).c_key, ffi.from_buffer(packet),
+                                               len(packet), 0, 0, ffi.NULL)
             return REPLY_OK if rc == 0 else REPLY_REPLAYED if rc == AUTH_E_REPLAY else REPLY_FORGED
         r = wire.SKYMEM_TLM_HDR_LEN
         if not self.reply_ok(packet) or \
@@ -266,14 +386,3 @@ def signer_from_env(env: dict[str, str] | None = None) -> Signer | None:
     if key_id is not None and not key_id.isdigit():
         raise AuthError(f"SKYMEM_AUTH_KEY_ID must be a number, got {key_id!r}")
     return Signer.from_file(path, int(key_id) if key_id else None)
-
-
-def write_key_file(path: str | os.PathLike, key_ids: list[int]) -> dict[int, bytes]:
-    """Writes fresh random 32-byte keys (mode 0600) and returns them: for tests and the launcher."""
-    keys = {k: os.urandom(32) for k in key_ids}
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("# SkyMemory auth keys: key_id hex_key (0 = constellation key)\n")
-        for k, v in keys.items():
-            f.write(f"{k} {v.hex()}\n")
-    return keys

@@ -97,7 +97,15 @@ CFE_Status_t SKYMEM_AuthInit(void)
     if (rc < 0 || skymem_auth_find_key(&SKYMEM_Auth, SKYMEM_AUTH_CONSTELLATION_KEY) == NULL)
     {
         CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: %s: %s", SKYMEM_AUTH_KEYS_FILE,
-                          rc < 0 ? Err : "no key id 0 (the constellation key)");
+                          rc < 0 ? Err : "no ISL key (isl 0)");
+        return CFE_STATUS_VALIDATION_FAILURE;
+    }
+    if (SKYMEM_Auth.owner_plane != SKYMEM_Data.Core.plane || SKYMEM_Auth.owner_sat != SKYMEM_Data.Core.sat)
+    {
+        CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR,
+                          "SKYMEM: %s holds the keys of satellite (%u,%u), this is (%u,%u)", SKYMEM_AUTH_KEYS_FILE,
+                          (unsigned int)SKYMEM_Auth.owner_plane, (unsigned int)SKYMEM_Auth.owner_sat,
+                          (unsigned int)SKYMEM_Data.Core.plane, (unsigned int)SKYMEM_Data.Core.sat);
         return CFE_STATUS_VALIDATION_FAILURE;
     }
     SKYMEM_PersistedHigh = SKYMEM_ReadFloor();

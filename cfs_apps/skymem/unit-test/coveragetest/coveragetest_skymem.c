@@ -579,10 +579,15 @@ static void Test_ConfigFile(void)
 }
 
 /* /cf/skymem_auth.keys: key 0 (constellation) and ground key 1; the forger has another key 1. */
-static const char UT_Keys[] = "# test keys\n"
-                              "0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
-                              "1 202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f\n";
-static const char UT_ForgerKeys[] = "1 404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f\n";
+/* satellite (0,1)'s key file; the test's ground holds the same UP and DOWN keys (the sign picks by direction) */
+static const char UT_Keys[] = "# test keys\nskymem-keys 3 satellite 0 1\n"
+                              "isl 0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+                              "up 1 202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f\n"
+                              "down 1 606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f\n";
+static const char UT_ForgerKeys[] = "skymem-keys 3 satellite 0 1\n"
+                                    "up 1 404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f\n";
+static const char UT_OtherSatKeys[] = "skymem-keys 3 satellite 0 2\n"
+                                      "isl 0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n";
 
 /* Builds a SET_CHUNK of 100 bytes for chunk 2 of block 0xCD.. into UT_In; signs it with Ring's key 1 if given. */
 static int UT_BuildSet(const skymem_auth_t *Ring, uint64 Seq, uint32 RequestId)
@@ -631,7 +636,7 @@ static void Test_Auth(void)
     memset(Hash, 0xCD, sizeof(Hash));
     skymem_auth_init(&Ground, 0);
     skymem_auth_init(&Forger, 0);
-    UtAssert_INT32_EQ(skymem_auth_load_text(&Ground, UT_Keys, sizeof(UT_Keys) - 1, Err, sizeof(Err)), 2);
+    UtAssert_INT32_EQ(skymem_auth_load_text(&Ground, UT_Keys, sizeof(UT_Keys) - 1, Err, sizeof(Err)), 3);
     UtAssert_INT32_EQ(skymem_auth_load_text(&Forger, UT_ForgerKeys, sizeof(UT_ForgerKeys) - 1, Err, sizeof(Err)), 1);
 
     /* The key file turns authentication on. */
@@ -661,7 +666,8 @@ static void Test_Auth(void)
     UT_ParseReply(0, &Reply);
     UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_ACK);
     UtAssert_True(Reply.auth != NULL, "the reply carries a trailer");
-    UtAssert_INT32_EQ(skymem_auth_check_reply(&Ground.keys[1].mac, 1, UT_Out[0].Bytes,
+    UtAssert_INT32_EQ(skymem_auth_check_reply(&skymem_auth_find_key_for(&Ground, 1, SKYMEM_KEY_DOWN)->mac, 1,
+                                              UT_Out[0].Bytes,
                                               skymem_get_u16(UT_Out[0].Bytes + 4) + 7u),
                       SKYMEM_AUTH_OK);
     UtAssert_INT32_EQ(skymem_store_peek(SKYMEM_Data.Store, Hash, 2, NULL, NULL, NULL), SKYMEM_STORE_OK);
@@ -714,12 +720,15 @@ static void Test_Auth(void)
     UtAssert_True(SKYMEM_Data.Core.floor_mark > T + 1, "the kept mark is past the accepted sequence");
     UtAssert_True(UT_GetStubCount(UT_KEY(OS_write)) >= 1, "the floor file was written");
 
-    /* A key file without the constellation key, or a malformed one, stops the app. */
+    /* A key file without the ISL key, an old or malformed one, or another satellite's, stops the app. */
     UT_ResetState(UT_KEY(OS_read));
     UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_ForgerKeys, sizeof(UT_ForgerKeys) - 1, false);
     UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_STATUS_VALIDATION_FAILURE);
     UT_ResetState(UT_KEY(OS_read));
     UT_SetDataBuffer(UT_KEY(OS_read), (void *)"0 abcd\n", 7, false);
+    UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_STATUS_VALIDATION_FAILURE);
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_OtherSatKeys, sizeof(UT_OtherSatKeys) - 1, false);
     UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_STATUS_VALIDATION_FAILURE);
 
     /* A key file that is there but cannot be opened stops the app rather than turn authentication off. */

@@ -30,11 +30,26 @@
  * which an attacker on the path could drop anyway.) Data-plane commands
  * (SKYMEM_DATA_CMD_MID) and routed replies (SKYMEM_REPLY_TLM_MID) are signed alike.
  *
- * Keys: id 0 (SKYMEM_AUTH_CONSTELLATION_KEY) is shared by the satellites and
- * signs what they send each other (gossip EVICT_BLOCK, migration SET_CHUNK and
- * its ACK); it is valid only between satellites. Every other id is a ground
- * station key, valid only with a ground station at one end: the source of a
- * command, the destination of a reply.
+ * Keys, one per association and direction (as CCSDS SDLS, 355.0-B, and NASA CryptoLib keep a
+ * security association per link and direction). Id 0 (SKYMEM_AUTH_CONSTELLATION_KEY) is the ISL
+ * key, shared by the satellites: it signs what they send each other (gossip EVICT_BLOCK, migration
+ * SET_CHUNK and its ACK) and is valid only between satellites. Every other id is a ground key
+ * (a station's), valid only with a ground station at one end, and stands for two keys per
+ * satellite, derived by the ground from a master the satellites never see (skymemory.protocol.auth):
+ * UP, ground -> this satellite, which verifies the commands addressed to it, and DOWN, this
+ * satellite -> ground, which signs its replies. A packet's direction picks the key
+ * (skymem_auth_key_use): so a command verifies only at the satellite it was signed for (it is
+ * bound to its destination, and is no good at any other), a reply only as coming from the
+ * satellite whose key signed it, and no satellite can sign a ground command for another -- or
+ * for itself as another station would: it holds no UP key but its own and no master.
+ *
+ * A satellite's key file (skymem_auth_load_text; docs/PROTOCOL.md, "Key files"):
+ *     skymem-keys 3 satellite PLANE SAT
+ *     isl 0 HEX
+ *     up KEY_ID HEX
+ *     down KEY_ID HEX
+ * The ground's file ("skymem-keys 3 ground", with the masters) is refused here, and so is an old
+ * file (lines "key_id hex", one key for both directions), each with a line saying what to do.
  *
  * Replay: sequence numbers are Unix time in units of SKYMEM_AUTH_SEQ_US
  * microseconds, made strictly increasing per sender (skymem_auth_next_seq), so
@@ -94,8 +109,16 @@ typedef struct {
     skymem_aes128_t tag[2];    /* K1 and K2: each gives 16 bytes of the tag */
 } skymem_mac_key_t;
 
+/* What a key is for (a mask: a ring built with skymem_auth_add_key, by tools and tests that play
+ * both ends, has one key for every use). */
+#define SKYMEM_KEY_UP 1u   /* ground -> this satellite: commands for it */
+#define SKYMEM_KEY_DOWN 2u /* this satellite -> ground: its replies */
+#define SKYMEM_KEY_ISL 4u  /* satellite <-> satellite (key id 0) */
+#define SKYMEM_KEY_ANY 7u
+
 typedef struct {
     uint32_t id;
+    uint8_t uses; /* SKYMEM_KEY_* */
     skymem_mac_key_t mac;
 } skymem_auth_key_t;
 
@@ -114,6 +137,8 @@ typedef struct {
     uint64_t tick;  /* LRU clock for windows */
     uint64_t last_seq; /* last sequence this side signed with */
     uint64_t high;  /* highest sequence ever accepted: what a restart must not reopen (persist it) */
+    /* whose keys skymem_auth_load_text loaded (its header): the runtime checks they are its own */
+    uint16_t owner_plane, owner_sat;
     /* keys[0 .. n_keys): written when added, so init leaves the other 49 KiB untouched too */
     skymem_auth_key_t keys[SKYMEM_AUTH_MAX_KEYS];
     /* windows[i]'s bitmap, bit (s mod WINDOW): sequence s seen, for top - s < WINDOW. Last, and cleared
@@ -130,11 +155,19 @@ void skymem_auth_init(skymem_auth_t *a, uint64_t floor);
 /* The highest sequence accepted so far (or the floor, if higher): persist it, and give it back
  * as the floor after a restart, so nothing accepted before can be replayed. */
 uint64_t skymem_auth_high(const skymem_auth_t *a);
+/* One key for every use of id (tools and tests that play both ends); _for: for these uses only. An id
+ * may have several keys whose uses do not overlap. */
 int skymem_auth_add_key(skymem_auth_t *a, uint32_t id, const uint8_t *key, size_t len);
+int skymem_auth_add_key_for(skymem_auth_t *a, uint32_t id, uint8_t uses, const uint8_t *key, size_t len);
+/* The key with this id for this use (SKYMEM_KEY_ANY: for any), or NULL. */
 const skymem_auth_key_t *skymem_auth_find_key(const skymem_auth_t *a, uint32_t id);
-/* Parses a key file: lines "key_id hex_key", '#' comments and blank lines
- * ignored. Returns the number of keys added or SKYMEM_AUTH_E_ARG with a
- * message ("line 3: ...") in err. */
+const skymem_auth_key_t *skymem_auth_find_key_for(const skymem_auth_t *a, uint32_t id, uint8_t use);
+/* The use of the key that signs and checks this packet: UP for a command from a ground station, DOWN
+ * for a reply to one, ISL between satellites; 0 for a packet that cannot be signed. */
+uint8_t skymem_auth_key_use(const uint8_t *pkt, size_t len);
+/* Parses a satellite's key file (above): '#' comments and blank lines ignored; owner_plane/owner_sat
+ * set from its header. Returns the number of keys added or SKYMEM_AUTH_E_ARG with a one-line message
+ * ("line 3: ...") in err. */
 int skymem_auth_load_text(skymem_auth_t *a, const char *text, size_t len, char *err, size_t err_len);
 
 /* 1 if a data-plane command with this function code must be authenticated
@@ -158,13 +191,14 @@ uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us);
 /* Signs a data-plane command or a reply in place: sets the AUTH route flag, appends
  * the trailer (cap must allow len + 44), fixes the length field and updates a
  * command's checksum for those changes (a command must come with its checksum right,
- * as every skymem_build_* leaves it). Returns the new length or SKYMEM_AUTH_E_*. */
+ * as every skymem_build_* leaves it). The key is key_id's for the packet's direction
+ * (skymem_auth_key_use). Returns the new length or SKYMEM_AUTH_E_*. */
 int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len, size_t cap);
-/* The same with one key given directly (the ground, which holds only its own). */
+/* The same with one key given directly (the ground: the UP key of the command's destination). */
 int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
                           size_t cap);
 
-/* Checks a data-plane command's or a reply's trailer: key known and in scope,
+/* Checks a data-plane command's or a reply's trailer: key known (the one for the packet's direction) and in scope,
  * tag right (constant-time compare), sequence fresh for (key, source); records
  * the sequence only when everything holds. Returns SKYMEM_AUTH_OK or an error. */
 int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len);
@@ -173,6 +207,10 @@ int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len);
  * checks the chunk's CRC without reading it again. Range as skymem_auth_check_reply_crc. */
 int skymem_auth_verify_crc(skymem_auth_t *a, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len,
                            uint32_t *crc);
+/* The same with the key given rather than looked up in a's ring (the ground: the DOWN key of the
+ * satellite a reply names as its source); the trailer must name key_id. crc may be NULL. */
+int skymem_auth_verify_with(skymem_auth_t *a, const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt,
+                            size_t len, size_t crc_off, size_t crc_len, uint32_t *crc);
 
 /* The ground's check of a reply: signed with key `key_id` (its own), tag right. The rest is the
  * caller's: that the reply echoes the request id of a request still waiting, sent to the satellite

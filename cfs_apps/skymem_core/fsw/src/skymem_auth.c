@@ -45,25 +45,49 @@ void skymem_auth_init(skymem_auth_t *a, uint64_t floor)
 
 uint64_t skymem_auth_high(const skymem_auth_t *a) { return a->high > a->floor ? a->high : a->floor; }
 
-int skymem_auth_add_key(skymem_auth_t *a, uint32_t id, const uint8_t *key, size_t len)
+int skymem_auth_add_key_for(skymem_auth_t *a, uint32_t id, uint8_t uses, const uint8_t *key, size_t len)
 {
     uint32_t i;
-    if (a == NULL || key == NULL || len < SKYMEM_AUTH_KEY_MIN || len > SKYMEM_AUTH_KEY_MAX) return SKYMEM_AUTH_E_ARG;
+    if (a == NULL || key == NULL || len < SKYMEM_AUTH_KEY_MIN || len > SKYMEM_AUTH_KEY_MAX || uses == 0 ||
+        (uses & ~SKYMEM_KEY_ANY))
+        return SKYMEM_AUTH_E_ARG;
     for (i = 0; i < a->n_keys; i++)
-        if (a->keys[i].id == id) return SKYMEM_AUTH_E_ARG; /* duplicate id */
+        if (a->keys[i].id == id && (a->keys[i].uses & uses)) return SKYMEM_AUTH_E_ARG; /* duplicate */
     if (a->n_keys >= SKYMEM_AUTH_MAX_KEYS) return SKYMEM_AUTH_E_ARG;
     a->keys[a->n_keys].id = id;
+    a->keys[a->n_keys].uses = uses;
     skymem_mac_key_init(&a->keys[a->n_keys].mac, key, len);
     a->n_keys++;
     return SKYMEM_AUTH_OK;
 }
 
-const skymem_auth_key_t *skymem_auth_find_key(const skymem_auth_t *a, uint32_t id)
+int skymem_auth_add_key(skymem_auth_t *a, uint32_t id, const uint8_t *key, size_t len)
+{
+    return skymem_auth_add_key_for(a, id, SKYMEM_KEY_ANY, key, len);
+}
+
+const skymem_auth_key_t *skymem_auth_find_key_for(const skymem_auth_t *a, uint32_t id, uint8_t use)
 {
     uint32_t i;
     for (i = 0; i < a->n_keys; i++)
-        if (a->keys[i].id == id) return &a->keys[i];
+        if (a->keys[i].id == id && (a->keys[i].uses & use)) return &a->keys[i];
     return NULL;
+}
+
+const skymem_auth_key_t *skymem_auth_find_key(const skymem_auth_t *a, uint32_t id)
+{
+    return skymem_auth_find_key_for(a, id, SKYMEM_KEY_ANY);
+}
+
+uint8_t skymem_auth_key_use(const uint8_t *pkt, size_t len)
+{
+    size_t r = route_at(pkt, len);
+    if (r == SKYMEM_CMD_HDR_LEN)
+        return skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_PLANE) == SKYMEM_GROUND_PLANE ? SKYMEM_KEY_UP : SKYMEM_KEY_ISL;
+    if (r == SKYMEM_TLM_HDR_LEN)
+        return skymem_get_u16(pkt + r + SKYMEM_ROUTE_DST_PLANE) == SKYMEM_GROUND_PLANE ? SKYMEM_KEY_DOWN
+                                                                                        : SKYMEM_KEY_ISL;
+    return 0;
 }
 
 static int hexval(char c)
@@ -91,45 +115,97 @@ static int fail(char *err, size_t err_len, unsigned line, const char *why)
     return SKYMEM_AUTH_E_ARG;
 }
 
+/* The next word of text[*p, end) (spaces and tabs around it skipped) into w; its length (0: none). */
+static size_t word(const char *text, size_t *p, size_t end, const char **w)
+{
+    size_t n = 0;
+    while (*p < end && (text[*p] == ' ' || text[*p] == '\t' || text[*p] == '\r')) (*p)++;
+    *w = text + *p;
+    while (*p < end && text[*p] != ' ' && text[*p] != '\t' && text[*p] != '\r' && text[*p] != '#') (*p)++, n++;
+    return n;
+}
+
+static int word_is(const char *w, size_t n, const char *s) { return strlen(s) == n && !memcmp(w, s, n); }
+
+/* A decimal word up to max into *v; 0 when it is not one. */
+static int number(const char *w, size_t n, uint64_t max, uint64_t *v)
+{
+    size_t i;
+    *v = 0;
+    if (n == 0 || n > 10) return 0;
+    for (i = 0; i < n; i++) {
+        if (w[i] < '0' || w[i] > '9') return 0;
+        *v = *v * 10u + (uint64_t)(w[i] - '0');
+    }
+    return *v <= max;
+}
+
+#define EXPECTED_HEADER "expected \"skymem-keys 3 satellite PLANE SAT\""
+
 int skymem_auth_load_text(skymem_auth_t *a, const char *text, size_t len, char *err, size_t err_len)
 {
     size_t pos = 0;
     unsigned line = 0;
-    int added = 0;
+    int added = 0, header = 0;
     if (a == NULL || (text == NULL && len)) return SKYMEM_AUTH_E_ARG;
     while (pos < len) {
-        size_t end = pos, p;
-        uint64_t id = 0;
-        uint8_t key[SKYMEM_AUTH_KEY_MAX];
-        size_t nkey = 0;
-        int digits = 0;
+        size_t end = pos, p, n, nkey = 0, i;
+        const char *w;
+        uint64_t id = 0, plane, sat;
+        uint8_t key[SKYMEM_AUTH_KEY_MAX], uses;
         line++;
         while (end < len && text[end] != '\n') end++;
         p = pos;
         pos = end + 1;
-        while (p < end && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r')) p++;
-        if (p == end || text[p] == '#') continue;
-        while (p < end && text[p] >= '0' && text[p] <= '9') {
-            id = id * 10u + (uint64_t)(text[p++] - '0');
-            if (++digits > 10 || id > 0xFFFFFFFFu) return fail(err, err_len, line, "key id is not a u32");
+        n = word(text, &p, end, &w);
+        if (n == 0) continue; /* blank, or a comment */
+        if (!header) {
+            /* the first line says what the file is: an old one, or the ground's, is refused saying what to do */
+            if (w[0] >= '0' && w[0] <= '9')
+                return fail(err, err_len, line, "an old key file (one key for both directions, no "
+                            "\"skymem-keys 3\" header): launch again to make per-direction keys");
+            if (!word_is(w, n, "skymem-keys")) return fail(err, err_len, line, EXPECTED_HEADER);
+            n = word(text, &p, end, &w);
+            if (!word_is(w, n, "3"))
+                return fail(err, err_len, line, "key file version is not 3: launch again to make new keys");
+            n = word(text, &p, end, &w);
+            if (word_is(w, n, "ground"))
+                return fail(err, err_len, line, "the ground's key file (its master keys): a satellite is given only "
+                            "its own keys (the launcher writes them)");
+            if (!word_is(w, n, "satellite")) return fail(err, err_len, line, EXPECTED_HEADER);
+            n = word(text, &p, end, &w);
+            if (!number(w, n, 0xFFFEu, &plane)) return fail(err, err_len, line, "PLANE is not a number");
+            n = word(text, &p, end, &w);
+            if (!number(w, n, 0xFFFEu, &sat)) return fail(err, err_len, line, "SAT is not a number");
+            a->owner_plane = (uint16_t)plane;
+            a->owner_sat = (uint16_t)sat;
+            header = 1;
+        } else {
+            if (word_is(w, n, "isl")) uses = SKYMEM_KEY_ISL;
+            else if (word_is(w, n, "up")) uses = SKYMEM_KEY_UP;
+            else if (word_is(w, n, "down")) uses = SKYMEM_KEY_DOWN;
+            else if (word_is(w, n, "master"))
+                return fail(err, err_len, line, "a ground master key: a satellite is given only its own keys");
+            else return fail(err, err_len, line, "expected \"isl|up|down KEY_ID HEX\"");
+            n = word(text, &p, end, &w);
+            if (!number(w, n, 0xFFFFFFFFu, &id)) return fail(err, err_len, line, "key id is not a u32");
+            if ((id == SKYMEM_AUTH_CONSTELLATION_KEY) != (uses == SKYMEM_KEY_ISL))
+                return fail(err, err_len, line, "key id 0 is the ISL key, and the ISL key is id 0");
+            n = word(text, &p, end, &w);
+            for (i = 0; i < n; i += 2) {
+                int hi = hexval(w[i]), lo = i + 1 < n ? hexval(w[i + 1]) : -1;
+                if (hi < 0 || lo < 0) return fail(err, err_len, line, "key is not an even number of hex digits");
+                if (nkey >= SKYMEM_AUTH_KEY_MAX) return fail(err, err_len, line, "key longer than 64 bytes");
+                key[nkey++] = (uint8_t)(hi * 16 + lo);
+            }
+            if (nkey < SKYMEM_AUTH_KEY_MIN) return fail(err, err_len, line, "key shorter than 16 bytes");
+            if (skymem_auth_find_key_for(a, (uint32_t)id, uses)) return fail(err, err_len, line, "duplicate key");
+            if (skymem_auth_add_key_for(a, (uint32_t)id, uses, key, nkey) != SKYMEM_AUTH_OK)
+                return fail(err, err_len, line, "too many keys");
+            memset(key, 0, sizeof key);
+            added++;
         }
-        if (digits == 0) return fail(err, err_len, line, "expected \"key_id hex_key\"");
-        if (p == end || (text[p] != ' ' && text[p] != '\t')) return fail(err, err_len, line, "expected \"key_id hex_key\"");
-        while (p < end && (text[p] == ' ' || text[p] == '\t')) p++;
-        while (p < end && text[p] != ' ' && text[p] != '\t' && text[p] != '\r' && text[p] != '#') {
-            int hi = hexval(text[p]), lo = p + 1 < end ? hexval(text[p + 1]) : -1;
-            if (hi < 0 || lo < 0) return fail(err, err_len, line, "key is not an even number of hex digits");
-            if (nkey >= SKYMEM_AUTH_KEY_MAX) return fail(err, err_len, line, "key longer than 64 bytes");
-            key[nkey++] = (uint8_t)(hi * 16 + lo);
-            p += 2;
-        }
-        while (p < end && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r')) p++;
-        if (p < end && text[p] != '#') return fail(err, err_len, line, "unexpected text after the key");
-        if (nkey < SKYMEM_AUTH_KEY_MIN) return fail(err, err_len, line, "key shorter than 16 bytes");
-        if (skymem_auth_find_key(a, (uint32_t)id)) return fail(err, err_len, line, "duplicate key id");
-        if (skymem_auth_add_key(a, (uint32_t)id, key, nkey) != SKYMEM_AUTH_OK)
-            return fail(err, err_len, line, "too many keys");
-        added++;
+        if (word(text, &p, end, &w) != 0) return fail(err, err_len, line, "unexpected text after the key");
     }
     return added;
 }
@@ -232,7 +308,7 @@ int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint
 {
     const skymem_auth_key_t *k;
     if (a == NULL) return SKYMEM_AUTH_E_ARG;
-    k = skymem_auth_find_key(a, key_id);
+    k = skymem_auth_find_key_for(a, key_id, skymem_auth_key_use(pkt, len));
     if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
     return skymem_auth_sign_with(&k->mac, key_id, seq, pkt, len, cap);
 }
@@ -346,11 +422,13 @@ static void window_record(skymem_auth_t *a, skymem_replay_t *w, uint64_t seq)
 }
 
 /* skymem_auth_verify; with crc != NULL, also the CRC of pkt[crc_off, crc_off + crc_len) in the tag's pass
- * (*crc is then set whenever the tag was computed: OK, E_BAD_MAC, E_REPLAY). */
-static int verify(skymem_auth_t *a, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len, uint32_t *crc)
+ * (*crc is then set whenever the tag was computed: OK, E_BAD_MAC, E_REPLAY). given: the key to check with
+ * (the trailer must name given_id), else the ring's key of the trailer's id for the packet's direction. */
+static int verify(skymem_auth_t *a, const skymem_mac_key_t *given, uint32_t given_id, const uint8_t *pkt, size_t len,
+                  size_t crc_off, size_t crc_len, uint32_t *crc)
 {
     const uint8_t *trailer;
-    const skymem_auth_key_t *k;
+    const skymem_mac_key_t *k;
     uint32_t key_id;
     uint64_t seq;
     uint16_t src_plane, src_sat, ground_end;
@@ -366,10 +444,15 @@ static int verify(skymem_auth_t *a, const uint8_t *pkt, size_t len, size_t crc_o
     src_sat = skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_SAT);
     /* the end a ground station would be at: a command's source, a reply's destination */
     ground_end = skymem_get_u16(pkt + r + (r == SKYMEM_CMD_HDR_LEN ? SKYMEM_ROUTE_SRC_PLANE : SKYMEM_ROUTE_DST_PLANE));
-    k = skymem_auth_find_key(a, key_id);
+    if (given != NULL) {
+        k = key_id == given_id ? given : NULL;
+    } else {
+        const skymem_auth_key_t *ring_key = skymem_auth_find_key_for(a, key_id, skymem_auth_key_use(pkt, len));
+        k = ring_key ? &ring_key->mac : NULL;
+    }
     if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
     if ((key_id == SKYMEM_AUTH_CONSTELLATION_KEY) != (ground_end != SKYMEM_GROUND_PLANE)) return SKYMEM_AUTH_E_KEY_SCOPE;
-    rc = tag_ok(&k->mac, pkt, len, crc_off, crc_len, crc);
+    rc = tag_ok(k, pkt, len, crc_off, crc_len, crc);
     if (rc != SKYMEM_AUTH_OK) return rc;
     if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY;
     w = find_window(a, key_id, src_plane, src_sat, 0);
@@ -382,11 +465,22 @@ static int verify(skymem_auth_t *a, const uint8_t *pkt, size_t len, size_t crc_o
     return SKYMEM_AUTH_OK;
 }
 
-int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len) { return verify(a, pkt, len, 0, 0, NULL); }
+int skymem_auth_verify(skymem_auth_t *a, const uint8_t *pkt, size_t len)
+{
+    return verify(a, NULL, 0, pkt, len, 0, 0, NULL);
+}
 
 int skymem_auth_verify_crc(skymem_auth_t *a, const uint8_t *pkt, size_t len, size_t crc_off, size_t crc_len,
                            uint32_t *crc)
 {
     if (crc == NULL || crc_off < HEAD_LEN || crc_off > len || crc_len > len - crc_off) return SKYMEM_AUTH_E_ARG;
-    return verify(a, pkt, len, crc_off, crc_len, crc);
+    return verify(a, NULL, 0, pkt, len, crc_off, crc_len, crc);
+}
+
+int skymem_auth_verify_with(skymem_auth_t *a, const skymem_mac_key_t *k, uint32_t key_id, const uint8_t *pkt,
+                            size_t len, size_t crc_off, size_t crc_len, uint32_t *crc)
+{
+    if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
+    if (crc != NULL && (crc_off < HEAD_LEN || crc_off > len || crc_len > len - crc_off)) return SKYMEM_AUTH_E_ARG;
+    return verify(a, k, key_id, pkt, len, crc_off, crc_len, crc);
 }

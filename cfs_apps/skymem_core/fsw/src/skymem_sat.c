@@ -12,11 +12,12 @@
  * seen; up to SKYMEM_SAT_MAX_JOBS GET_CHUNKS requests being answered; the migrations.
  *
  * Invariants:
- *  - every command is checked by sat_authenticate, the one place that decides whether a
- *    packet is authentic and fresh (its inputs are the packet and this satellite; binding the
- *    destination and direction, or a key per direction, changes that function only);
- *  - with keys on, everything this satellite sends is signed: replies to the ground with the
- *    key of the station that asked, everything else with key 0;
+ *  - every command for this satellite is checked by sat_authenticate, the one place that decides
+ *    whether a packet is authentic and fresh, with the key of its direction (skymem_auth.h): a
+ *    ground command with this satellite's UP key, so it binds this satellite as its destination;
+ *    one for another satellite entering here is only relayed (its destination checks it);
+ *  - with keys on, everything this satellite sends is signed: replies to the ground with its DOWN
+ *    key of the station that asked, everything else with the ISL key (id 0);
  *  - a refused command changes nothing but auth_failures, and is not answered.
  * Cost: O(1) per command besides the tag and the store operation; the gossip ring is
  * searched linearly (256 entries, only for EVICT_BLOCK).
@@ -251,7 +252,14 @@ int skymem_sat_from_ground(skymem_sat_t *s, const skymem_msg_t *m, uint8_t *pkt,
     int rc;
     if (r->src_plane != SKYMEM_GROUND_PLANE) return SKYMEM_SAT_RELAYED; /* a satellite's own traffic: nothing to learn */
     if (s->auth != NULL) {
-        rc = sat_authenticate(s, m, pkt, len);
+        /* A command for this satellite is checked here with its UP key. One for another satellite cannot be:
+         * its tag is made with that satellite's UP key, which only it and the ground hold -- so it is relayed
+         * when it carries a trailer under a ground key id this satellite knows (the cheap part of the check;
+         * anything unsigned is dropped here), and its destination verifies it. */
+        if (is_self(s, r->dst_plane, r->dst_sat)) rc = sat_authenticate(s, m, pkt, len);
+        else if (m->auth == NULL) rc = SKYMEM_AUTH_E_NO_TRAILER;
+        else rc = skymem_auth_find_key_for(s->auth, skymem_get_u32(m->auth + SKYMEM_AT_KEY_ID), SKYMEM_KEY_UP)
+                      ? SKYMEM_AUTH_OK : SKYMEM_AUTH_E_UNKNOWN_KEY;
         if (rc != SKYMEM_AUTH_OK) {
             refused(s, r, m->cc, rc, 0);
             return SKYMEM_SAT_DROP;
@@ -263,10 +271,10 @@ int skymem_sat_from_ground(skymem_sat_t *s, const skymem_msg_t *m, uint8_t *pkt,
         skymem_rewrite_route(pkt, len, r);
     }
     /* Keys on, a station's address is learned only from a command verified here with this satellite as
-     * its destination. One relayed to another satellite teaches nothing: its sequence is fresh here even
-     * when its destination has seen it (replay windows are per satellite), so a captured command replayed
-     * into this ground port would otherwise point the station's replies at whoever replayed it. Keys off
-     * (an unkeyed constellation) nothing can be verified, and every command teaches, as it always has. */
+     * its destination. One relayed to another satellite teaches nothing: it was not verified here (it
+     * cannot be), so a captured command replayed into this ground port would otherwise point the
+     * station's replies at whoever replayed it. Keys off (an unkeyed constellation) nothing can be
+     * verified, and every command teaches, as it always has. */
     if (s->auth != NULL && !is_self(s, r->dst_plane, r->dst_sat)) return SKYMEM_SAT_RELAYED;
     return SKYMEM_SAT_LEARN;
 }
