@@ -52,11 +52,11 @@ def _relay_once(cl: Cluster, packet: bytes, client_kwargs: dict) -> tuple[list[b
 
 @pytest.fixture
 def keyed(node_built, tmp_path):
-    keys = auth.write_key_file(tmp_path / "constellation.keys", [0, 1])
-    cl = Cluster(1, 2, env={"SKYMEM_AUTH_KEYS": str(tmp_path / "constellation.keys")})
+    keys = auth.write_key_files(tmp_path, [(0, 0), (0, 1)])
+    cl = Cluster(1, 2, keys=tmp_path)
     cl.start_all()
     try:
-        yield cl, auth.Signer(1, keys[1])
+        yield cl, auth.Signer(1, keys.masters[1])
     finally:
         cl.close()
 
