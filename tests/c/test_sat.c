@@ -207,7 +207,7 @@ static void test_bounded_sequences_and_floor(void)
     size_t len;
     uint64_t ahead = SKYMEM_SAT_SEQ_AHEAD_US / SKYMEM_AUTH_SEQ_US;
     size_t on_clock;
-    uint8_t recorded[SKYMEM_MAX_PACKET];
+    uint8_t recorded[SKYMEM_MAX_PACKET], ahead_pkt[SKYMEM_MAX_PACKET];
     setup();
     clock_us += 1000u;
     on_clock = noop(1, 9, now_seq()); /* signed as it arrived, by a station on the same clock */
@@ -217,6 +217,7 @@ static void test_bounded_sequences_and_floor(void)
     CHECK(deliver_from_ground(noop(1, 1, now_seq() + ahead + 1), &what) == 0 && what == SKYMEM_SAT_DROP);
     CHECK(sat.c.auth_failures == 1 && persist_calls == 0);
     len = noop(1, 2, now_seq() + ahead - 1); /* just inside: taken, and the mark written first */
+    memcpy(ahead_pkt, pkt, len);
     CHECK(deliver_from_ground(len, &what) == 1);
     CHECK(persist_calls == 1 && persisted >= now_seq() + ahead - 1);
     CHECK(deliver_from_ground(noop(1, 3, now_seq() + ahead - 2), &what) == 1);
@@ -231,7 +232,8 @@ static void test_bounded_sequences_and_floor(void)
     }
     CHECK(skymem_sat_auth_on(&sat, &ring, persisted) == 0);
     skymem_sat_init(&sat, &io, NULL), sat.auth = &ring, sat.floor_mark = ring.floor;
-    noop(1, 2, persisted - 1); /* any sequence the last run accepted is at or below its mark */
+    memcpy(pkt, ahead_pkt, len); /* the one taken ahead, replayed: its sequence is still inside the ahead
+                                   * bound of the new clock, so only the kept mark refuses it */
     CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_DROP);
     memcpy(pkt, recorded, on_clock); /* and the one it took on the clock, by the restart's clock */
     CHECK(deliver_from_ground(on_clock, &what) == 0 && what == SKYMEM_SAT_DROP);
