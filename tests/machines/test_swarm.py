@@ -100,14 +100,19 @@ def test_19x5_as_a_swarm_stack(nodes, tmp_path):
         print(show(r))
         assert r.returncode == 0 and f"{n}/{n} running" in r.stdout
 
-        # the key: a Swarm secret, mounted read-only, owned by the image's user, mode 0400
-        assert nodes.docker(0, "secret", "ls", "--format", "{{.Name}}").stdout.split() == [f"{stack}_keys"]
+        # the keys: each satellite's own file is a Swarm secret of its own, mounted read-only, owned by the image's
+        # user, mode 0400, and holding that satellite's keys only
+        secrets = nodes.docker(0, "secret", "ls", "--format", "{{.Name}}").stdout.split()
+        assert sorted(secrets) == sorted(f"{stack}_keys-{p}-{s}" for p in range(PLANES) for s in range(SATS))
         container = nodes.containers(2, stack)[0]
+        plane, sat = container.split(".")[0].rsplit("sat-", 1)[1].split("-")
         seen = nodes.docker(2, "exec", container, "stat", "-c", "%u %a", keys.CONTAINER_KEY_FILE).stdout.strip()
         mount = [line for line in nodes.docker(2, "exec", container, "cat", "/proc/self/mounts").stdout.splitlines()
                  if f" {keys.CONTAINER_KEY_FILE} " in line]
-        print(f"{container}: {keys.CONTAINER_KEY_FILE} uid/mode {seen}; {mount}")
+        head = nodes.docker(2, "exec", container, "grep", "-m", "1", "^skymem-keys", keys.CONTAINER_KEY_FILE).stdout.strip()
+        print(f"{container}: {keys.CONTAINER_KEY_FILE} uid/mode {seen}; {mount}; header {head!r}")
         assert seen == f"{swarm.IMAGE_USER} 400" and len(mount) == 1 and " ro," in mount[0]
+        assert head == f"skymem-keys 3 satellite {plane} {sat}", head
         for sat in ((0, 0), (PLANES - 1, SATS - 1)):  # on the first node and on the last
             before, after = unsigned_commands_refused(m, sat)
             print(f"satellite {sat}: 2 unsigned commands refused, auth_failures {before} -> {after}")
