@@ -23,6 +23,11 @@
 /* Ground stations whose return address is remembered (from their requests). */
 #define ISL_ROUTER_MAX_GROUND_STATIONS 64
 
+/* Requests from the ground whose answers go back to the address each came from: one slot per
+ * (station, request id) hash, a newer request taking an older one's slot (the native node's 1024 serve
+ * a whole process; a satellite's link holds fewer requests in flight). */
+#define ISL_ROUTER_RETURN_SLOTS 256
+
 /* SKYMEM's key file (SKYMEM_AUTH_KEYS_FILE): when it is there the constellation is keyed, and ISL_ROUTER,
  * which holds no key and so cannot verify what it relays, NAKs no relayed command (PROTOCOL.md §5). */
 #define ISL_ROUTER_AUTH_KEYS_FILE "/cf/skymem_auth.keys"

@@ -31,6 +31,17 @@
  */
 #define SKYMEM_ISL_OUT_MID   0x1895u
 
+/* Its function code says what the payload is: SKYMEM_ISL_OUT_SEND_CC a packet to send (above);
+ * SKYMEM_ISL_OUT_LEARN_CC "ground station S is at the address request R came from": SKYMEM verified a
+ * command of S, request id R, for this satellite that came up this satellite's ground link (route via
+ * this satellite). On a keyed constellation this is the only way ISL_ROUTER learns a station's address
+ * (it holds no key, so a packet's arrival proves nothing); payload: station u16, request id u32, big-endian. */
+#define SKYMEM_ISL_OUT_SEND_CC       0u
+#define SKYMEM_ISL_OUT_LEARN_CC      1u
+#define SKYMEM_ISL_LEARN_STATION     0u /* payload offsets */
+#define SKYMEM_ISL_LEARN_REQUEST     2u
+#define SKYMEM_ISL_LEARN_PAYLOAD_LEN 6u
+
 /* SKYMEM_ISL_IN_MID carries a reply addressed to this satellite (a migration
  * target's ACK/NAK) from ISL_ROUTER to SKYMEM, wrapped the same way. */
 #define SKYMEM_ISL_IN_MID    0x1896u

@@ -18,5 +18,6 @@
 #define ISL_ROUTER_SEND_ERR_EID    13
 #define ISL_ROUTER_RX_TASK_INF_EID 14
 #define ISL_ROUTER_ROUTE_DBG_EID   15 /* per-packet routing decision (debug) */
+#define ISL_ROUTER_LEARN_EID       16 /* a ground station's address learnt, or not, from a verified request (debug) */
 
 #endif

@@ -37,13 +37,23 @@ typedef struct
     uint32 Invalid;
 } ISL_ROUTER_Counters_t;
 
-/* Where a ground station's replies go: the address its last request came from. */
+/* Where a ground station's replies go: the address of its latest request that SKYMEM verified (keyed),
+ * or of its latest request (unkeyed). */
 typedef struct
 {
     bool          Used;
     uint16        StationId;
     OS_SockAddr_t Addr;
 } ISL_ROUTER_GroundStation_t;
+
+/* Where the answers to one request from the ground go: the address it came from. */
+typedef struct
+{
+    bool          Used;
+    uint16        StationId;
+    uint32        RequestId;
+    OS_SockAddr_t Addr;
+} ISL_ROUTER_Return_t;
 
 typedef struct
 {
@@ -75,9 +85,10 @@ typedef struct
     osal_id_t       GroundSock;
     CFE_ES_TaskId_t RxTaskId;
 
-    osal_id_t                  GroundMutex; /* guards Ground[] (both tasks use it) */
+    osal_id_t                  GroundMutex; /* guards Ground[] and Returns[] (both tasks use them) */
     ISL_ROUTER_GroundStation_t Ground[ISL_ROUTER_MAX_GROUND_STATIONS];
     uint32                     GroundNext;
+    ISL_ROUTER_Return_t        Returns[ISL_ROUTER_RETURN_SLOTS];
 
     /* One packet buffer and parse result per task (too big for the stack). */
     uint8        RxBuf[SKYMEM_MAX_PACKET];
@@ -87,7 +98,8 @@ typedef struct
     uint8        NakBuf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_REPLY_HDR_LEN]; /* receive task */
     skymem_msg_t NakMsg;
     uint16       NakSeq;
-    bool         Keyed; /* SKYMEM's key file is there: relayed commands are not NAKed (ISL_ROUTER_Init) */
+    bool         Keyed; /* SKYMEM's key file is there (ISL_ROUTER_Init): relayed commands are not NAKed, and a
+                         * station's address is learned only from what SKYMEM verified */
 } ISL_ROUTER_Data_t;
 
 extern ISL_ROUTER_Data_t ISL_ROUTER_Data;

@@ -1,4 +1,4 @@
-/* ISL_ROUTER command handlers and housekeeping. */
+/* ISL_ROUTER command handlers, housekeeping, and SKYMEM's word that a station's request verified. */
 #include "isl_router.h"
 #include "isl_router_cmds.h"
 #include "isl_router_eventids.h"
@@ -24,6 +24,23 @@ CFE_Status_t ISL_ROUTER_ResetCountersCmd(const ISL_ROUTER_ResetCountersCmd_t *Ms
     memset(&ISL_ROUTER_Data.RxCounters, 0, sizeof(ISL_ROUTER_Data.RxCounters));
 
     CFE_EVS_SendEvent(ISL_ROUTER_RESET_INF_EID, CFE_EVS_EventType_INFORMATION, "ISL_ROUTER: RESET command");
+    return CFE_SUCCESS;
+}
+
+CFE_Status_t ISL_ROUTER_StationVerifiedCmd(const CFE_SB_Buffer_t *SBBufPtr)
+{
+    const uint8 *Payload   = (const uint8 *)SBBufPtr + sizeof(CFE_MSG_CommandHeader_t);
+    uint16       StationId = skymem_get_u16(Payload + SKYMEM_ISL_LEARN_STATION);
+    uint32       RequestId = skymem_get_u32(Payload + SKYMEM_ISL_LEARN_REQUEST);
+
+    /* SKYMEM verified this request of the station, for this satellite, up this satellite's link: the
+     * address it came from is the station's now (its replies not tied to a request go there). */
+    if (ISL_ROUTER_LearnFromRequest(StationId, RequestId))
+    {
+        CFE_EVS_SendEvent(ISL_ROUTER_LEARN_EID, CFE_EVS_EventType_DEBUG,
+                          "ISL_ROUTER: ground station %u at the address of its verified request %lu",
+                          (unsigned int)StationId, (unsigned long)RequestId);
+    }
     return CFE_SUCCESS;
 }
 

@@ -1,6 +1,8 @@
 /*
  * ISL_ROUTER dispatch: its own commands and housekeeping request, plus the
- * SKYMEM packets it sends on (SKYMEM_REPLY_TLM_MID, SKYMEM_ISL_OUT_MID).
+ * SKYMEM packets it sends on (SKYMEM_REPLY_TLM_MID, SKYMEM_ISL_OUT_MID) and
+ * SKYMEM's word that a station's request verified (SKYMEM_ISL_OUT_MID,
+ * SKYMEM_ISL_OUT_LEARN_CC).
  */
 #include "isl_router.h"
 #include "isl_router_cmds.h"
@@ -62,7 +64,8 @@ void ISL_ROUTER_ProcessGroundCommand(const CFE_SB_Buffer_t *SBBufPtr)
 
 void ISL_ROUTER_TaskPipe(const CFE_SB_Buffer_t *SBBufPtr)
 {
-    CFE_SB_MsgId_t MsgId = CFE_SB_INVALID_MSG_ID;
+    CFE_SB_MsgId_t    MsgId   = CFE_SB_INVALID_MSG_ID;
+    CFE_MSG_FcnCode_t FcnCode = 0;
 
     CFE_MSG_GetMsgId(&SBBufPtr->Msg, &MsgId);
 
@@ -79,10 +82,26 @@ void ISL_ROUTER_TaskPipe(const CFE_SB_Buffer_t *SBBufPtr)
             }
             break;
 
-        case SKYMEM_REPLY_TLM_MID:
         case SKYMEM_ISL_OUT_MID:
+            CFE_MSG_GetFcnCode(&SBBufPtr->Msg, &FcnCode);
+            if (FcnCode == SKYMEM_ISL_OUT_LEARN_CC)
+            {
+                if (ISL_ROUTER_VerifyCmdLength(&SBBufPtr->Msg,
+                                               sizeof(CFE_MSG_CommandHeader_t) + SKYMEM_ISL_LEARN_PAYLOAD_LEN))
+                {
+                    ISL_ROUTER_StationVerifiedCmd(SBBufPtr);
+                }
+            }
+            else
+            {
+                ISL_ROUTER_SendFromBus(SBBufPtr);
+            }
+            /* Done with it: SKYMEM may publish one more (it took a credit for each). */
+            OS_CountSemGive(ISL_ROUTER_Data.TxCreditSem);
+            break;
+
+        case SKYMEM_REPLY_TLM_MID:
             ISL_ROUTER_SendFromBus(SBBufPtr);
-            /* Done with it: SKYMEM may publish one more. */
             OS_CountSemGive(ISL_ROUTER_Data.TxCreditSem);
             break;
 

@@ -62,7 +62,7 @@ void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL
         TargetSat   = Route.via_sat;
         if (ISL_ROUTER_IsMe(TargetPlane, TargetSat))
         {
-            if (ISL_ROUTER_SendToGroundStation(Route.dst_sat, Pkt, Len))
+            if (ISL_ROUTER_SendToGroundStation(Route.dst_sat, Route.request_id, Pkt, Len))
             {
                 Counters->TxGround++;
             }

@@ -65,8 +65,15 @@ static bool ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
 
     if (FromGround && Msg->route.src_plane == SKYMEM_GROUND_PLANE)
     {
-        /* Replies for this station come back to where it sent from, through us. */
-        ISL_ROUTER_RememberGroundStation(Msg->route.src_sat, &From);
+        /* Answers to this request come back to where it was sent from, through us. */
+        ISL_ROUTER_RememberRequest(Msg->route.src_sat, Msg->route.request_id, &From);
+        if (!ISL_ROUTER_Data.Keyed)
+        {
+            /* Unkeyed nothing can be verified: every request teaches the station's address, as it always
+             * has. Keyed, the router holds no key, so it learns only when SKYMEM says a command verified
+             * (SKYMEM_ISL_OUT_LEARN_CC): an unsigned or replayed packet moves nothing. */
+            ISL_ROUTER_RememberGroundStation(Msg->route.src_sat, &From);
+        }
         if (Msg->route.via_plane == SKYMEM_NO_SAT)
         {
             Msg->route.via_plane = ISL_ROUTER_Data.Plane;

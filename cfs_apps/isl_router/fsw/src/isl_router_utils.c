@@ -1,4 +1,4 @@
-/* ISL_ROUTER helpers: configuration, sockets, addresses, ground stations, bus delivery. */
+/* ISL_ROUTER helpers: configuration, sockets, addresses, ground stations and requests, bus delivery. */
 #include "isl_router.h"
 #include "isl_router_eventids.h"
 #include "isl_router_utils.h"
@@ -197,13 +197,77 @@ void ISL_ROUTER_RememberGroundStation(uint16 StationId, const OS_SockAddr_t *Add
     OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
 }
 
-bool ISL_ROUTER_SendToGroundStation(uint16 StationId, const uint8 *Pkt, size_t Len)
+/* The slot of (station, request id), as the native node hashes its returns (node_handlers.c). */
+static ISL_ROUTER_Return_t *ISL_ROUTER_ReturnSlot(uint16 StationId, uint32 RequestId)
 {
-    OS_SockAddr_t Addr;
-    bool          Known = false;
-    uint32        i;
+    return &ISL_ROUTER_Data.Returns[((RequestId * 0x9E3779B1u) ^ StationId) % ISL_ROUTER_RETURN_SLOTS];
+}
+
+/* The slot's address if it holds this request (the caller holds GroundMutex). Request id 0 is never
+ * looked up: it is what an unset field reads as. */
+static const OS_SockAddr_t *ISL_ROUTER_ReturnAddr(uint16 StationId, uint32 RequestId)
+{
+    const ISL_ROUTER_Return_t *Slot = ISL_ROUTER_ReturnSlot(StationId, RequestId);
+
+    if (RequestId != 0 && Slot->Used && Slot->StationId == StationId && Slot->RequestId == RequestId)
+    {
+        return &Slot->Addr;
+    }
+    return NULL;
+}
+
+void ISL_ROUTER_RememberRequest(uint16 StationId, uint32 RequestId, const OS_SockAddr_t *Addr)
+{
+    ISL_ROUTER_Return_t *Slot = ISL_ROUTER_ReturnSlot(StationId, RequestId);
+
+    /* Unverified (the router holds no key): it can steer only the answers to its own request id. */
+    OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
+    Slot->Used      = true;
+    Slot->StationId = StationId;
+    Slot->RequestId = RequestId;
+    Slot->Addr      = *Addr;
+    OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
+}
+
+bool ISL_ROUTER_LearnFromRequest(uint16 StationId, uint32 RequestId)
+{
+    const OS_SockAddr_t *Found;
+    OS_SockAddr_t        Addr;
 
     OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
+    Found = ISL_ROUTER_ReturnAddr(StationId, RequestId);
+    if (Found != NULL)
+    {
+        Addr = *Found;
+    }
+    OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
+
+    if (Found == NULL)
+    {
+        /* Its slot was taken by a newer request: the station keeps the address it had. */
+        CFE_EVS_SendEvent(ISL_ROUTER_LEARN_EID, CFE_EVS_EventType_DEBUG,
+                          "ISL_ROUTER: request %lu of ground station %u no longer held, nothing learnt",
+                          (unsigned long)RequestId, (unsigned int)StationId);
+        return false;
+    }
+    ISL_ROUTER_RememberGroundStation(StationId, &Addr);
+    return true;
+}
+
+bool ISL_ROUTER_SendToGroundStation(uint16 StationId, uint32 RequestId, const uint8 *Pkt, size_t Len)
+{
+    const OS_SockAddr_t *Request;
+    OS_SockAddr_t        Addr;
+    bool                 Known = false;
+    uint32               i;
+
+    OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
+    Request = ISL_ROUTER_ReturnAddr(StationId, RequestId);
+    if (Request != NULL)
+    {
+        Addr  = *Request;
+        Known = true;
+    }
     for (i = 0; i < ISL_ROUTER_MAX_GROUND_STATIONS && !Known; i++)
     {
         if (ISL_ROUTER_Data.Ground[i].Used && ISL_ROUTER_Data.Ground[i].StationId == StationId)

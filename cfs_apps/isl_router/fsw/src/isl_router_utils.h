@@ -21,9 +21,14 @@ bool   ISL_ROUTER_IsMe(uint16 Plane, uint16 Sat);
 /* Sends one datagram to a satellite's ISL port. true on success. */
 bool ISL_ROUTER_SendToSat(uint16 Plane, uint16 Sat, const uint8 *Pkt, size_t Len);
 
-/* Ground stations: remember where a station's requests come from; send it replies there. */
+/* Ground stations: remember a station's address; where each request from the ground came from (its
+ * answers go back there); learn a station's address from one of its requests (SKYMEM verified it). */
 void   ISL_ROUTER_RememberGroundStation(uint16 StationId, const OS_SockAddr_t *Addr);
-bool   ISL_ROUTER_SendToGroundStation(uint16 StationId, const uint8 *Pkt, size_t Len);
+void   ISL_ROUTER_RememberRequest(uint16 StationId, uint32 RequestId, const OS_SockAddr_t *Addr);
+bool   ISL_ROUTER_LearnFromRequest(uint16 StationId, uint32 RequestId);
+/* Sends an answer to request RequestId of station StationId: to where that request came from, else to
+ * the station's learned address. false (with an event) when neither is known or the send failed. */
+bool   ISL_ROUTER_SendToGroundStation(uint16 StationId, uint32 RequestId, const uint8 *Pkt, size_t Len);
 uint32 ISL_ROUTER_GroundStationCount(void);
 
 /* Hands a packet addressed to this satellite to SKYMEM. true on success.

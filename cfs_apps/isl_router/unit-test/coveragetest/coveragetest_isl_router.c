@@ -96,6 +96,13 @@ static void Test_ForwardOneHop(void)
     UtAssert_UINT32_EQ(Sent.route.request_id, 31);
 }
 
+/* OS_SocketSendTo hook: keeps the address a datagram went to (UserObj: an OS_SockAddr_t). */
+static int32 UT_SentTo(void *UserObj, int32 StubRetcode, uint32 CallCount, const UT_StubContext_t *Context)
+{
+    *(OS_SockAddr_t *)UserObj = *UT_Hook_GetArgValueByName(Context, "RemoteAddr", const OS_SockAddr_t *);
+    return (int32)UT_Hook_GetArgValueByName(Context, "buflen", size_t); /* all of it sent */
+}
+
 /* Re-arms the OS_SocketSendTo capture so the next datagram lands at the start of UT_Sent. */
 static void UT_CaptureNextSend(void)
 {
@@ -204,10 +211,11 @@ static void Test_BusPacketsAndCredits(void)
 {
     skymem_route_t Route = UT_Route(0, 1, SKYMEM_DEFAULT_TTL);
     CFE_SB_MsgId_t MsgIds[2] = {CFE_SB_ValueToMsgId(SKYMEM_ISL_OUT_MID), CFE_SB_ValueToMsgId(SKYMEM_ISL_OUT_MID)};
+    CFE_MSG_FcnCode_t Cc = SKYMEM_ISL_OUT_SEND_CC;
     CFE_MSG_Size_t Size;
     int            Len;
 
-    /* Gossip from SKYMEM arrives wrapped in an 8-byte command header. */
+    /* Gossip from SKYMEM arrives wrapped in an 8-byte command header (function code: a packet to send). */
     Route.src_plane = 0;
     Route.src_sat   = 0;
     Route.flags     = SKYMEM_RF_GOSSIP;
@@ -215,6 +223,7 @@ static void Test_BusPacketsAndCredits(void)
     Size = (CFE_MSG_Size_t)Len + 8;
     UT_SetDataBuffer(UT_KEY(CFE_MSG_GetMsgId), MsgIds, sizeof(MsgIds), true); /* dispatch + SendFromBus */
     UT_SetDataBuffer(UT_KEY(CFE_MSG_GetSize), &Size, sizeof(Size), true);
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetFcnCode), &Cc, sizeof(Cc), true);
     ISL_ROUTER_TaskPipe(&UT_Pkt.Sb);
 
     UtAssert_STUB_COUNT(OS_SocketSendTo, 1);
@@ -289,6 +298,140 @@ static void Test_RxStopsWhenTheSocketIsDrained(void)
     UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.RxGround, 0);
 }
 
+/* OS_SocketRecvFrom's handler: the first read gets UT_RecvLen bytes of UT_Pkt from port UT_FromPort of
+ * 127.0.0.1 (the port stands for the sender's address), the next finds the socket drained. */
+static uint16 UT_FromPort;
+static int32  UT_RecvLen;
+static void   UT_RecvFrom(void *UserObj, UT_EntryKey_t FuncKey, const UT_StubContext_t *Context)
+{
+    uint8         *Buffer = UT_Hook_GetArgValueByName(Context, "buffer", uint8 *);
+    OS_SockAddr_t *From   = UT_Hook_GetArgValueByName(Context, "RemoteAddr", OS_SockAddr_t *);
+    int32          Status = OS_ERROR_TIMEOUT;
+
+    if (UT_GetStubCount(FuncKey) == 1)
+    {
+        memcpy(Buffer, UT_Pkt.Bytes, (size_t)UT_RecvLen);
+        memset(From, 0, sizeof(*From));
+        skymem_put_u16((uint8 *)From->AddrData.Buffer, UT_FromPort);
+        Status = UT_RecvLen;
+    }
+    UT_Stub_SetReturnValue(FuncKey, Status);
+}
+
+/* Station 4 sends request RequestId (a GET_CHUNK for (0,0): signed or not, the router cannot tell) from Port
+ * into our ground port; the receive task runs one wakeup. */
+static void UT_GroundRequest(uint32 RequestId, uint16 Port)
+{
+    skymem_route_t Route = UT_Route(0, 0, 10);
+    int            Len;
+
+    Route.request_id = RequestId;
+    Route.via_plane  = SKYMEM_NO_SAT;
+    Route.via_sat    = SKYMEM_NO_SAT;
+    Len = skymem_build_get_chunk(UT_Pkt.Bytes, sizeof(UT_Pkt.Bytes), 1, &Route, UT_Hash, 0);
+    UtAssert_True(Len > 0, "request built");
+    UT_FromPort = Port;
+    UT_RecvLen  = Len;
+    UT_ResetState(UT_KEY(OS_SocketRecvFrom));
+    UT_SetHandlerFunction(UT_KEY(OS_SocketRecvFrom), UT_RecvFrom, NULL);
+    ISL_ROUTER_Data.RunStatus = CFE_ES_RunStatus_APP_RUN;
+    UT_SetHookFunction(UT_KEY(OS_SelectMultiple), UT_StopAfterSelect, NULL);
+    UT_ResetState(UT_KEY(OS_SelectFdIsSet));
+    UT_SetDeferredRetcode(UT_KEY(OS_SelectFdIsSet), 2, true); /* the ISL socket (asked first): not readable */
+    ISL_ROUTER_RxTask();
+}
+
+/* A reply of (1,1) to station 4's request RequestId comes down through us; returns the port it went to
+ * (0: not sent). */
+static uint16 UT_ReplyGoesTo(uint32 RequestId)
+{
+    skymem_route_t Route = UT_Route(SKYMEM_GROUND_PLANE, 4, 10);
+    skymem_msg_t   Msg;
+    OS_SockAddr_t  To;
+    int            Len;
+
+    Route.src_plane  = 1;
+    Route.src_sat    = 1;
+    Route.request_id = RequestId;
+    Len = skymem_build_reply(UT_Pkt.Bytes, sizeof(UT_Pkt.Bytes), 1, 0, 0, &Route, SKYMEM_REPLY_ACK, SKYMEM_NOOP_CC,
+                             0, 0, 0, NULL, 0);
+    UtAssert_INT32_EQ(skymem_parse(UT_Pkt.Bytes, (size_t)Len, &Msg), SKYMEM_OK);
+    UT_ResetState(UT_KEY(OS_SocketSendTo));
+    memset(&To, 0, sizeof(To));
+    UT_SetDataBuffer(UT_KEY(OS_SocketSendTo), UT_Sent.Bytes, sizeof(UT_Sent.Bytes), false);
+    UT_SetHookFunction(UT_KEY(OS_SocketSendTo), UT_SentTo, &To);
+    ISL_ROUTER_RoutePacket(UT_Pkt.Bytes, (size_t)Len, &Msg, &ISL_ROUTER_Data.MainCounters, true);
+    return UT_GetStubCount(UT_KEY(OS_SocketSendTo)) == 0 ? 0 : skymem_get_u16((const uint8 *)To.AddrData.Buffer);
+}
+
+/* SKYMEM's word: station 4's request RequestId verified here (through the dispatcher, as on the bus). */
+static void UT_StationVerified(uint32 RequestId, size_t PayloadLen)
+{
+    /* twice each: the dispatcher, and the length check's event when the length is wrong */
+    CFE_SB_MsgId_t    MsgId[2] = {CFE_SB_ValueToMsgId(SKYMEM_ISL_OUT_MID), CFE_SB_ValueToMsgId(SKYMEM_ISL_OUT_MID)};
+    CFE_MSG_FcnCode_t Cc[2]    = {SKYMEM_ISL_OUT_LEARN_CC, SKYMEM_ISL_OUT_LEARN_CC};
+    CFE_MSG_Size_t    Size     = sizeof(CFE_MSG_CommandHeader_t) + PayloadLen;
+
+    skymem_put_u16(UT_Bus.Bytes + sizeof(CFE_MSG_CommandHeader_t) + SKYMEM_ISL_LEARN_STATION, 4);
+    skymem_put_u32(UT_Bus.Bytes + sizeof(CFE_MSG_CommandHeader_t) + SKYMEM_ISL_LEARN_REQUEST, RequestId);
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetMsgId), MsgId, sizeof(MsgId), true);
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetFcnCode), Cc, sizeof(Cc), true);
+    UT_SetDataBuffer(UT_KEY(CFE_MSG_GetSize), &Size, sizeof(Size), true);
+    ISL_ROUTER_TaskPipe(&UT_Bus.Sb);
+}
+
+static void Test_KeyedLearnsOnlyWhatSkymemVerified(void)
+{
+    ISL_ROUTER_Data.Keyed = true;
+
+    /* Station 4's request 100 from port 5000: its own answers go back there, but the station is not
+     * learnt from the packet (the router cannot verify it). */
+    UT_GroundRequest(100, 5000);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Delivered, 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_GroundStationCount(), 0);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(100), 5000);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 0); /* another request of the station: no address yet */
+
+    /* SKYMEM verified request 100: station 4 is at port 5000, for every answer. */
+    UT_StationVerified(100, SKYMEM_ISL_LEARN_PAYLOAD_LEN);
+    UtAssert_STUB_COUNT(OS_CountSemGive, 1); /* SKYMEM took a credit for it */
+    UtAssert_UINT32_EQ(ISL_ROUTER_GroundStationCount(), 1);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 5000);
+
+    /* M1, M2: an attacker's packet as station 4 from port 6666 (unsigned, or a captured command
+     * replayed) moves nothing: only the answers to its own request id would go to it. */
+    UT_GroundRequest(200, 6666);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 5000);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(200), 6666);
+
+    /* SKYMEM's word about a request the router no longer holds (or never saw) teaches nothing. */
+    UT_StationVerified(300, SKYMEM_ISL_LEARN_PAYLOAD_LEN);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 5000);
+
+    /* The station moved (port 7000) and SKYMEM verified its request there: learnt. */
+    UT_GroundRequest(400, 7000);
+    UT_StationVerified(400, SKYMEM_ISL_LEARN_PAYLOAD_LEN);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 7000);
+    UtAssert_UINT32_EQ(ISL_ROUTER_GroundStationCount(), 1);
+
+    /* A learn message of the wrong length is refused (counted, event), nothing learnt. */
+    UT_GroundRequest(500, 8000);
+    UT_StationVerified(500, SKYMEM_ISL_LEARN_PAYLOAD_LEN - 1);
+    UtAssert_UINT32_EQ(ISL_ROUTER_Data.ErrCounter, 1);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 7000);
+}
+
+static void Test_UnkeyedLearnsFromEveryRequest(void)
+{
+    /* Unkeyed nothing verifies and SKYMEM sends no word: every request teaches, as it always has. */
+    UT_GroundRequest(100, 5000);
+    UtAssert_UINT32_EQ(ISL_ROUTER_GroundStationCount(), 1);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 5000);
+    UT_GroundRequest(200, 6000);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 6000);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(100), 5000); /* an answer to a request still goes where it came from */
+}
+
 void UtTest_Setup(void)
 {
     UtTest_Add(Test_ForwardOneHop, UT_Setup, NULL, "forward one +GRID hop");
@@ -297,6 +440,9 @@ void UtTest_Setup(void)
     UtTest_Add(Test_ReplyForThisSatellite, UT_Setup, NULL, "reply for this satellite goes to SKYMEM wrapped");
     UtTest_Add(Test_ReplyToGround, UT_Setup, NULL, "reply to a ground station");
     UtTest_Add(Test_BusPacketsAndCredits, UT_Setup, NULL, "SKYMEM gossip from the bus, credit returned");
+    UtTest_Add(Test_KeyedLearnsOnlyWhatSkymemVerified, UT_Setup, NULL,
+               "keyed: a station is learnt only from a request SKYMEM verified");
+    UtTest_Add(Test_UnkeyedLearnsFromEveryRequest, UT_Setup, NULL, "unkeyed: every request teaches, as before");
     UtTest_Add(Test_HostsOfAGridOverTwoMachines, UT_Setup, NULL, "satellites spread over two machines");
     UtTest_Add(Test_CommandsAndHk, UT_Setup, NULL, "NOOP and housekeeping");
     UtTest_Add(Test_RxReadsABurstPerWakeup, UT_Setup, NULL, "receive task: a bounded burst per wakeup");

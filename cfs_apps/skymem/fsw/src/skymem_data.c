@@ -117,6 +117,20 @@ void SKYMEM_CoreSetup(void)
 
 /* ---- packets from ISL_ROUTER --------------------------------------------------- */
 
+/* A command that verified here: if it came up this satellite's own ground link (from a station, via
+ * this satellite -- ISL_ROUTER fills an unset via with its satellite), ISL_ROUTER may now take the
+ * address that request came from as the station's. Keyed only: ISL_ROUTER holds no key, so this is
+ * the one thing that tells it a packet was genuine (M1, M2 of docs/RELIABILITY.md); unkeyed it learns
+ * from every request itself, as it always has, and nothing is sent. */
+static void SKYMEM_StationVerified(const skymem_route_t *Route)
+{
+    if (SKYMEM_Data.Core.auth != NULL && Route->src_plane == SKYMEM_GROUND_PLANE &&
+        SKYMEM_IsMe(Route->via_plane, Route->via_sat))
+    {
+        SKYMEM_PublishStationLearned(Route->src_sat, Route->request_id);
+    }
+}
+
 void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
 {
     const uint8   *Packet = (const uint8 *)SBBufPtr;
@@ -145,6 +159,7 @@ void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
         /* headers sound: answered (PROTOCOL.md §4) so the sender is not left waiting */
         if (skymem_intact_data_cmd(Packet, Size, &Req) && skymem_sat_malformed(&SKYMEM_Data.Core, Packet, Size, &Req))
         {
+            SKYMEM_StationVerified(&Req); /* before the NAK, so the router knows where to send it */
             skymem_sat_nak_malformed(&SKYMEM_Data.Core, rc, Packet, &Req);
         }
         else
@@ -157,6 +172,8 @@ void SKYMEM_ProcessDataPacket(const CFE_SB_Buffer_t *SBBufPtr)
     SKYMEM_Data.RxPackets++;
     if (skymem_sat_accept(&SKYMEM_Data.Core, &SKYMEM_Data.Msg, Packet, Size, 0))
     {
+        /* Before serving: the router's pipe is in order, so it has learnt before it sends the answer. */
+        SKYMEM_StationVerified(&SKYMEM_Data.Msg.route);
         skymem_sat_serve(&SKYMEM_Data.Core, &SKYMEM_Data.Msg);
     }
 }

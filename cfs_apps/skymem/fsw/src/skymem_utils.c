@@ -234,8 +234,9 @@ static bool SKYMEM_TakeTxCredit(void)
 }
 
 /* Sends Length bytes at Packet as one SB message; with a non-zero WrapMid the
- * bytes become the payload of a command with that MID. */
-static CFE_Status_t SKYMEM_Transmit(CFE_SB_MsgId_Atom_t WrapMid, const uint8 *Packet, int Length)
+ * bytes become the payload of a command with that MID and function code. */
+static CFE_Status_t SKYMEM_Transmit(CFE_SB_MsgId_Atom_t WrapMid, CFE_MSG_FcnCode_t FcnCode, const uint8 *Packet,
+                                    int Length)
 {
     size_t           Offset = (WrapMid != 0) ? sizeof(CFE_MSG_CommandHeader_t) : 0;
     CFE_SB_Buffer_t *Buf;
@@ -264,6 +265,7 @@ static CFE_Status_t SKYMEM_Transmit(CFE_SB_MsgId_Atom_t WrapMid, const uint8 *Pa
     if (WrapMid != 0)
     {
         CFE_MSG_Init(&Buf->Msg, CFE_SB_ValueToMsgId(WrapMid), Offset + (size_t)Length);
+        CFE_MSG_SetFcnCode(&Buf->Msg, FcnCode);
         memcpy((uint8 *)Buf + Offset, Packet, (size_t)Length);
     }
     else
@@ -288,12 +290,21 @@ static CFE_Status_t SKYMEM_Transmit(CFE_SB_MsgId_Atom_t WrapMid, const uint8 *Pa
 
 CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length)
 {
-    return SKYMEM_Transmit(0, Packet, Length);
+    return SKYMEM_Transmit(0, 0, Packet, Length);
 }
 
 CFE_Status_t SKYMEM_PublishToRouter(const uint8 *Packet, int Length)
 {
-    return SKYMEM_Transmit(SKYMEM_ISL_OUT_MID, Packet, Length);
+    return SKYMEM_Transmit(SKYMEM_ISL_OUT_MID, SKYMEM_ISL_OUT_SEND_CC, Packet, Length);
+}
+
+CFE_Status_t SKYMEM_PublishStationLearned(uint16 StationId, uint32 RequestId)
+{
+    uint8 Payload[SKYMEM_ISL_LEARN_PAYLOAD_LEN];
+
+    skymem_put_u16(Payload + SKYMEM_ISL_LEARN_STATION, StationId);
+    skymem_put_u32(Payload + SKYMEM_ISL_LEARN_REQUEST, RequestId);
+    return SKYMEM_Transmit(SKYMEM_ISL_OUT_MID, SKYMEM_ISL_OUT_LEARN_CC, Payload, (int)sizeof(Payload));
 }
 
 bool SKYMEM_IsMe(uint16 Plane, uint16 Sat)

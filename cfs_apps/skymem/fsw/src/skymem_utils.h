@@ -33,6 +33,10 @@ CFE_Status_t SKYMEM_Publish(const uint8 *Packet, int Length);
  * SKYMEM_ISL_OUT_MID, for ISL_ROUTER to send. */
 CFE_Status_t SKYMEM_PublishToRouter(const uint8 *Packet, int Length);
 
+/* Tells ISL_ROUTER that ground station StationId is at the address its request RequestId came from
+ * (SKYMEM_ISL_OUT_LEARN_CC): sent only for a command verified here that came up this satellite's link. */
+CFE_Status_t SKYMEM_PublishStationLearned(uint16 StationId, uint32 RequestId);
+
 bool SKYMEM_IsMe(uint16 Plane, uint16 Sat);
 
 #endif

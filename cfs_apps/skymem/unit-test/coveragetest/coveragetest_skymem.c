@@ -726,6 +726,37 @@ static void Test_Auth(void)
         UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.auth_failures, 7);
         UtAssert_True(SKYMEM_Data.Core.floor_mark > Ahead, "the kept mark is past the sequence taken ahead");
         UtAssert_STUB_COUNT(OS_write, 1);
+
+        /* Everything above came to (0,1) relayed via (0,0): ISL_ROUTER was told nothing. A verified command
+         * that came up this satellite's own link (via (0,1)) tells it first, before the answer, that station
+         * 7 is at the address of request 46 (SKYMEM_ISL_OUT_MID, SKYMEM_ISL_OUT_LEARN_CC): the one way a
+         * keyed ISL_ROUTER learns a station's address. */
+        UtAssert_STUB_COUNT(CFE_MSG_SetFcnCode, 0);
+        {
+            skymem_route_t Own = UT_FromGround(0, 1, 46);
+
+            Own.via_sat = 1;
+            UT_ExpectReplies();
+            Len = skymem_build_get_chunk(UT_In.Bytes, sizeof(UT_In.Bytes), 3, &Own, Hash, 2);
+            Len = skymem_auth_sign(&Ground, 1, Ahead + 1, UT_In.Bytes, (size_t)Len, sizeof(UT_In.Bytes));
+            UT_Deliver(Len);
+            UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.auth_failures, 7);
+            UtAssert_STUB_COUNT(CFE_MSG_SetFcnCode, 1);
+            UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 2);
+            UtAssert_UINT32_EQ(skymem_get_u16(UT_Out[0].Bytes + sizeof(CFE_MSG_CommandHeader_t) +
+                                              SKYMEM_ISL_LEARN_STATION), 7);
+            UtAssert_UINT32_EQ(skymem_get_u32(UT_Out[0].Bytes + sizeof(CFE_MSG_CommandHeader_t) +
+                                              SKYMEM_ISL_LEARN_REQUEST), 46);
+            UT_ParseReply(1, &Reply);
+            UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_DATA);
+
+            /* The same packet again (a replay up our own link): refused, and ISL_ROUTER is told nothing. */
+            UT_ExpectReplies();
+            UT_Deliver(Len);
+            UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.auth_failures, 8);
+            UtAssert_STUB_COUNT(CFE_MSG_SetFcnCode, 1);
+            UtAssert_STUB_COUNT(CFE_SB_AllocateMessageBuffer, 0);
+        }
     }
 
     /* A key file without the ISL key, an old or malformed one, or another satellite's, stops the app. */
