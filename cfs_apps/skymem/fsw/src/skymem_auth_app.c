@@ -6,9 +6,10 @@
  * Sequences are microseconds of the host clock (OS_GetLocalTime: Unix time on
  * Linux, as on the ground and the native node). The replay floor is the later of
  * that clock at start and the high-water mark the core keeps in
- * SKYMEM_AUTH_FLOOR_FILE (written through SKYMEM_AuthPersistFloor before a
- * command past it is acted on), so traffic recorded before a restart stays
- * refused after it, also on a platform whose clock restarts with the software.
+ * SKYMEM_AUTH_FLOOR_FILE (written through SKYMEM_AuthPersistFloor only before a
+ * command signed ahead of the clock is acted on: one on the clock is below the
+ * clock of any later start), so traffic recorded before a restart stays refused
+ * after it, as long as the clock does not step back across the restart.
  */
 #include <string.h>
 
