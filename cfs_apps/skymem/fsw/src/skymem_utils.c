@@ -284,7 +284,10 @@ static CFE_Status_t SKYMEM_Transmit(CFE_SB_MsgId_Atom_t WrapMid, CFE_MSG_FcnCode
         return status;
     }
 
-    SKYMEM_Data.TxPackets++;
+    if (WrapMid != SKYMEM_ISL_OUT_MID || FcnCode != SKYMEM_ISL_OUT_LEARN_CC)
+    {
+        SKYMEM_Data.TxPackets++; /* a word to ISL_ROUTER is no packet sent */
+    }
     return CFE_SUCCESS;
 }
 

@@ -734,6 +734,7 @@ static void Test_Auth(void)
         UtAssert_STUB_COUNT(CFE_MSG_SetFcnCode, 0);
         {
             skymem_route_t Own = UT_FromGround(0, 1, 46);
+            uint32         Sent = SKYMEM_Data.TxPackets;
 
             Own.via_sat = 1;
             UT_ExpectReplies();
@@ -749,6 +750,7 @@ static void Test_Auth(void)
                                               SKYMEM_ISL_LEARN_REQUEST), 46);
             UT_ParseReply(1, &Reply);
             UtAssert_UINT32_EQ(Reply.reply_kind, SKYMEM_REPLY_DATA);
+            UtAssert_UINT32_EQ(SKYMEM_Data.TxPackets, Sent + 1); /* the answer; the word to the router is no packet */
 
             /* The same packet again (a replay up our own link): refused, and ISL_ROUTER is told nothing. */
             UT_ExpectReplies();
