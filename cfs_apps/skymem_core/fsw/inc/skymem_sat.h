@@ -201,12 +201,10 @@ void skymem_sat_store_evicted(void *ctx, const uint8_t *hash, const skymem_chunk
  * keys are off, 0 on failure). Used by the core; a runtime needs it only for its own commands. */
 size_t skymem_sat_sign_command(skymem_sat_t *s, uint8_t *pkt, size_t len, size_t cap);
 
-/* Internal to the core (skymem_sat.c and skymem_sat_migrate.c). */
-void skymem_sat_logf(const skymem_sat_t *s, int level, int about, const char *fmt, ...);
+/* A signed reply (ACK/NAK/EVICTED, the block hash as its body when hash is not NULL) to the request
+ * with route req, sent through io->send. The core's answer; a runtime uses it for its own NAKs. */
 void skymem_sat_reply(skymem_sat_t *s, const skymem_route_t *req, uint8_t kind, uint8_t cc, uint8_t status,
                       uint32_t chunk_id, uint32_t value, const uint8_t *hash);
-void skymem_sat_migrate_start(skymem_sat_t *s, const skymem_msg_t *m);
-void skymem_sat_migrate_on_reply(skymem_sat_t *s, const skymem_msg_t *m);
 
 #ifdef __cplusplus
 }

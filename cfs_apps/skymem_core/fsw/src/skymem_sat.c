@@ -2,9 +2,10 @@
  * skymem_sat.c -- a satellite's command handling, shared by the cFS app and the native node.
  *
  * What it is: the path of a data-plane command once the runtime has parsed it -- the
- * authentication step, the station-address policy, the handler of each function code, the
- * reply (built here in s->buf, signed, handed to io->send) -- and the eviction gossip and
- * GET_CHUNKS queue. MIGRATE is in skymem_sat_migrate.c.
+ * authentication step, the station-address policy, the handler of each function code and
+ * its reply -- and the eviction gossip and GET_CHUNKS queue. MIGRATE is in skymem_sat_migrate.c;
+ * building, signing and sending replies, and log lines, in skymem_sat_reply.c (below both:
+ * skymem_sat_internal.h).
  *
  * State (skymem_sat_t): the core's counters; the key ring (NULL = keys off) with the
  * persisted replay mark; the ground key replies to the ground are signed with (that of the
@@ -22,24 +23,11 @@
  * Cost: O(1) per command besides the tag and the store operation; the gossip ring is
  * searched linearly (256 entries, only for EVICT_BLOCK).
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "skymem_crc32c.h"
 #include "skymem_router.h"
-#include "skymem_sat.h"
-
-void skymem_sat_logf(const skymem_sat_t *s, int level, int about, const char *fmt, ...)
-{
-    char text[160];
-    va_list ap;
-    if (s->io->log == NULL) return;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    s->io->log(s->ctx, level, about, text);
-}
+#include "skymem_sat_internal.h"
 
 void skymem_sat_init(skymem_sat_t *s, const skymem_sat_io_t *io, void *ctx)
 {
@@ -142,24 +130,6 @@ static void refused(skymem_sat_t *s, const skymem_route_t *r, uint8_t cc, int rc
                     skymem_auth_strerror(rc));
 }
 
-static size_t sign_with(skymem_sat_t *s, uint32_t key_id, uint8_t *pkt, size_t len, size_t cap)
-{
-    int rc;
-    if (s->auth == NULL) return len;
-    rc = skymem_auth_sign(s->auth, key_id, skymem_auth_next_seq(s->auth, s->io->clock_us(s->ctx)), pkt, len, cap);
-    if (rc < 0) {
-        skymem_sat_logf(s, SKYMEM_SAT_ERROR, SKYMEM_SAT_EV_AUTH, "cannot sign a %u-byte packet with key %u: %s",
-                        (unsigned)len, (unsigned)key_id, skymem_auth_strerror(rc));
-        return 0;
-    }
-    return (size_t)rc;
-}
-
-size_t skymem_sat_sign_command(skymem_sat_t *s, uint8_t *pkt, size_t len, size_t cap)
-{
-    return sign_with(s, SKYMEM_AUTH_CONSTELLATION_KEY, pkt, len, cap);
-}
-
 int skymem_sat_refuse_control(skymem_sat_t *s, uint8_t cc)
 {
     if (s->auth == NULL) return 0;
@@ -171,59 +141,6 @@ int skymem_sat_refuse_control(skymem_sat_t *s, uint8_t cc)
 /* ---- replies -------------------------------------------------------------------- */
 
 static int is_self(const skymem_sat_t *s, uint16_t plane, uint16_t sat) { return plane == s->plane && sat == s->sat; }
-
-/* The route of an answer to a request with route req: back to its source, through its via. */
-static skymem_route_t reply_route(const skymem_sat_t *s, const skymem_route_t *req)
-{
-    skymem_route_t r;
-    memset(&r, 0, sizeof r);
-    r.dst_plane = req->src_plane;
-    r.dst_sat = req->src_sat;
-    r.src_plane = s->plane;
-    r.src_sat = s->sat;
-    r.via_plane = req->via_plane;
-    r.via_sat = req->via_sat;
-    r.request_id = req->request_id;
-    r.ttl = SKYMEM_DEFAULT_TTL;
-    return r;
-}
-
-/* Signs (keys on) and sends a reply built in s->buf. */
-static void send_reply(skymem_sat_t *s, int len, const skymem_route_t *route)
-{
-    skymem_route_t r2 = *route, *r = &r2;
-    size_t n;
-    if (len <= 0) {
-        skymem_sat_logf(s, SKYMEM_SAT_ERROR, SKYMEM_SAT_EV_NAK, "cannot build a reply: %s", skymem_strerror(len));
-        return;
-    }
-    n = sign_with(s, r->dst_plane == SKYMEM_GROUND_PLANE ? s->reply_key_id : SKYMEM_AUTH_CONSTELLATION_KEY, s->buf,
-                  (size_t)len, sizeof s->buf);
-    if (s->auth != NULL) r->flags |= SKYMEM_RF_AUTH; /* a relay rewrites the route header from *r */
-    if (n > 0) s->io->send(s->ctx, s->buf, n, r, 1);
-}
-
-static void reply_body(skymem_sat_t *s, const skymem_route_t *req, uint8_t kind, uint8_t cc, uint8_t status,
-                       uint32_t chunk_id, uint32_t value, const uint8_t *body, size_t body_len)
-{
-    skymem_route_t r = reply_route(s, req);
-    uint32_t sec;
-    uint16_t sub;
-    if (kind == SKYMEM_REPLY_NAK) {
-        s->c.err_count++;
-        skymem_sat_logf(s, SKYMEM_SAT_DEBUG, SKYMEM_SAT_EV_NAK, "request %u (cc %u) NAK %u", (unsigned)req->request_id,
-                        cc, status);
-    }
-    s->io->tlm_time(s->ctx, &sec, &sub);
-    send_reply(s, skymem_build_reply(s->buf, sizeof s->buf, s->seq++, sec, sub, &r, kind, cc, status, chunk_id, value,
-                                     body, body_len), &r);
-}
-
-void skymem_sat_reply(skymem_sat_t *s, const skymem_route_t *req, uint8_t kind, uint8_t cc, uint8_t status,
-                      uint32_t chunk_id, uint32_t value, const uint8_t *hash)
-{
-    reply_body(s, req, kind, cc, status, chunk_id, value, hash, hash ? SKYMEM_BLOCK_HASH_LEN : 0);
-}
 
 /* A DATA reply with one stored chunk, or NAK NOT_FOUND (GET_CHUNK and GET_CHUNKS). */
 static void answer_chunk(skymem_sat_t *s, const skymem_route_t *req, uint8_t cc, const uint8_t *hash, uint32_t id)
@@ -239,10 +156,10 @@ static void answer_chunk(skymem_sat_t *s, const skymem_route_t *req, uint8_t cc,
         skymem_sat_reply(s, req, SKYMEM_REPLY_NAK, cc, SKYMEM_NAK_NOT_FOUND, id, 0, hash);
         return;
     }
-    r = reply_route(s, req);
+    r = skymem_sat_reply_route(s, req);
     skymem_chunk_desc_from_meta(&d, hash, id, &meta, dlen);
     s->io->tlm_time(s->ctx, &sec, &sub);
-    send_reply(s, skymem_build_reply_data(s->buf, sizeof s->buf, s->seq++, sec, sub, &r, cc, &d, data), &r);
+    skymem_sat_send_reply(s, skymem_build_reply_data(s->buf, sizeof s->buf, s->seq++, sec, sub, &r, cc, &d, data), &r);
 }
 
 /* ---- the ground link ----------------------------------------------------------- */
@@ -382,7 +299,7 @@ void skymem_sat_store_evicted(void *ctx, const uint8_t *hash, const skymem_chunk
         req.src_sat = victim->origin_ground;
         req.via_plane = victim->ingress_plane;
         req.via_sat = victim->ingress_sat;
-        reply_body(s, &req, SKYMEM_REPLY_EVICTED, 0, 0, 0, purged, hash, SKYMEM_BLOCK_HASH_LEN);
+        skymem_sat_reply_body(s, &req, SKYMEM_REPLY_EVICTED, 0, 0, 0, purged, hash, SKYMEM_BLOCK_HASH_LEN);
     }
 }
 
@@ -521,12 +438,12 @@ void skymem_sat_serve(skymem_sat_t *s, const skymem_msg_t *m)
     case SKYMEM_MIGRATE_CC: skymem_sat_migrate_start(s, m); break;
     case SKYMEM_STATS_CC: {
         skymem_stats_t st;
-        skymem_route_t rr = reply_route(s, r);
+        skymem_route_t rr = skymem_sat_reply_route(s, r);
         uint32_t sec;
         uint16_t sub;
         skymem_sat_fill_stats(s, &st);
         s->io->tlm_time(s->ctx, &sec, &sub);
-        send_reply(s, skymem_build_reply_stats(s->buf, sizeof s->buf, s->seq++, sec, sub, &rr, &st), &rr);
+        skymem_sat_send_reply(s, skymem_build_reply_stats(s->buf, sizeof s->buf, s->seq++, sec, sub, &rr, &st), &rr);
         break;
     }
     default: /* the parser lets only valid codes through */

@@ -22,7 +22,7 @@
 
 #include "skymem_geometry.h"
 #include "skymem_router.h"
-#include "skymem_sat.h"
+#include "skymem_sat_internal.h"
 
 enum { MC_WAITING = 0, MC_IN_FLIGHT = 1, MC_DONE = 2, MC_FAILED = 3 };
 
