@@ -1,4 +1,5 @@
-"""No circle among the files of a runtime: the native node, the cFS app SKYMEM, the cFS app ISL_ROUTER.
+"""No circle among the files of a runtime (the native node, the cFS apps SKYMEM and ISL_ROUTER) nor
+among those of skymem_core, the library below them.
 
 A circle (file A needs B and B needs A, directly or through others) means no file of it can be
 read, tested or replaced alone; issue 25 found them around each app's global state and the node's
@@ -11,7 +12,8 @@ log and clocks. How this test decides, for each runtime's own files (those under
   and which it uses (U). Object A depends on object B when A uses a symbol B defines; a cycle in
   that graph (depth-first search) is a circle, reported as its files and the symbols that join them.
 
-The native node is compiled here. The cFS apps need cFE's headers to compile, so their objects come
+The native node and skymem_core (all but skymem_core_lib.c, cFE's entry point) are compiled here.
+The cFS apps need cFE's headers to compile, so their objects come
 from a built mission: SKYMEM_CFS_EXE names its build/exe/cpu1 (as tests/integration does); without
 it their symbol check is skipped and their header check still runs. The detector itself is checked
 on two files made into a circle, so a broken detector cannot pass silently.
@@ -27,7 +29,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE_INC = ROOT / "cfs_apps/skymem_core/fsw/inc"
+CORE = ROOT / "cfs_apps/skymem_core"
+CORE_INC = CORE / "fsw/inc"
 NODE = ROOT / "cfs_apps/skymem_node/src"
 SKYMEM = ROOT / "cfs_apps/skymem"
 ISL = ROOT / "cfs_apps/isl_router"
@@ -37,6 +40,7 @@ RUNTIMES = {
     "skymem_node": (NODE, [NODE, CORE_INC]),
     "SKYMEM": (SKYMEM, [SKYMEM / "fsw/src", SKYMEM / "fsw/inc", SKYMEM / "config", CORE_INC]),
     "ISL_ROUTER": (ISL, [ISL / "fsw/src", ISL / "fsw/inc", ISL / "config", SKYMEM / "config", CORE_INC]),
+    "skymem_core": (CORE, [CORE / "fsw/src", CORE_INC]),
 }
 # where a mission build keeps each cFS app's objects: build/native/<target>/apps/<app>/CMakeFiles/<app>.dir
 CFS_OBJECT_DIRS = {"SKYMEM": "skymem.dir", "ISL_ROUTER": "isl_router.dir"}
@@ -134,6 +138,20 @@ def test_no_circle_between_the_native_nodes_files(tmp_path):
     assert len(graph) >= 8  # every file of the node was looked at
     cycle = find_cycle(graph)
     assert cycle is None, f"the node's files form a circle: {describe(graph, cycle)}"
+
+
+def core_circle(core: Path, objdir: Path) -> str | None:
+    """The circle among a skymem_core tree's portable files (fsw/src, as the native build compiles them), or None."""
+    sources = sorted(c for c in (core / "fsw/src").glob("*.c") if c.name != "skymem_core_lib.c")  # needs cFE
+    graph = symbol_graph(compile_objects(sources, [core / "fsw/src", core / "fsw/inc"], objdir))
+    assert len(sources) >= 11 and len(graph) == len(sources)  # every portable file of the core was looked at
+    cycle = find_cycle(graph)
+    return describe(graph, cycle) if cycle else None
+
+
+def test_no_circle_between_the_cores_files(tmp_path):
+    circle = core_circle(CORE, tmp_path)
+    assert circle is None, f"skymem_core's files form a circle: {circle}"
 
 
 @pytest.mark.parametrize("runtime", sorted(CFS_OBJECT_DIRS))
