@@ -52,6 +52,7 @@ from .radix import RadixIndex
 from .result import CacheResult, PrefixLookup
 from .store import BlockRecord, BlockStore, BulkBlockWrites, EvictionNotices, make_miss
 from .streaming import get_cache_streaming
+from .tiers import BlockTiers
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,16 @@ class KVCManager:
                    nothing about this model's chains
     device_rates   the calibration to decide with (default: kv.calibration.load_or_calibrate,
                    measured at the first decision and kept on disk)
+    device_tier_bytes, host_tier_bytes
+                   copies of blocks kept near the model (kv.tiers; 0 = off, the default):
+                   hot blocks in the model's device memory (LRU), and a host slab allocated
+                   up front (pinned on CUDA) that loads at the host->device copy rate. A
+                   serving host sets host_tier_bytes to the prefixes it wants at hand (Llama-3-8B
+                   fp16: 128 KiB per token) and device_tier_bytes to the device memory it can
+                   spare after weights and activations. Stored and fetched blocks are written
+                   through to both; a host hit is promoted to the device tier; each block of a
+                   prefix comes from the nearest tier that holds it, the rest from the store
+                   (streaming=True reads the store only)
 
     The tokenizer's fingerprint is taken once here (a different tokenizer means
     a new manager); the model's is re-checked on every call (cheap: the weights
@@ -118,6 +129,8 @@ class KVCManager:
         fetch_workers: int = 4,
         index: RadixIndex | None = None,
         device_rates: DeviceRates | None = None,
+        device_tier_bytes: int = 0,
+        host_tier_bytes: int = 0,
     ):
         if block_tokens <= 0:
             raise ValueError("block_tokens must be positive")
@@ -148,6 +161,8 @@ class KVCManager:
         self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
         self.block_bytes = codec.block_bytes(self.geometry, self.kv_format)
         self.landing = landing.LandingBuffers(pin=torch.device(model.device).type == "cuda")
+        self.tiers = BlockTiers(self.block_bytes, model.device, device_bytes=device_tier_bytes,
+                                host_bytes=host_tier_bytes)
         self._tokenizer_fp = tokenizer_fingerprint(tokenizer)
         self.root = self.current_root()
         # a store that evicts on its own (RotatingBlockStore: LRU notices, lazy evictions)
@@ -157,6 +172,7 @@ class KVCManager:
 
     def on_block_evicted(self, block_hash: bytes) -> None:
         """The store dropped this block: forget it and every block after it in its chains."""
+        self.tiers.discard(block_hash)  # a tier copy of a block the store lost would outlive its index entry
         removed = self.index.remove(block_hash)
         if removed:
             log.info("KV block %s evicted by the store: %d index entries dropped", block_hash.hex()[:16], removed)
@@ -279,7 +295,8 @@ class KVCManager:
         found = self.find_prefix(prompt)
         decision = self.plan(found, policy=policy)
         records = found.records[: decision.fetch_blocks] if decision else []
-        cache, fetched, miss, retrieval_s, decode_s = self._fetch_prefix(records)
+        sources: dict[str, int] = {}
+        cache, fetched, miss, retrieval_s, decode_s = self._fetch_prefix(records, sources)
         self.note_use(records[:fetched])
         miss_reason = None
         if miss is not None:
@@ -299,6 +316,7 @@ class KVCManager:
             decode_s=decode_s,
             bytes_retrieved=fetched * self.block_bytes,
             decision=decision,
+            sources=sources,
         )
 
     def note_use(self, records: list[BlockRecord]) -> None:
@@ -312,11 +330,14 @@ class KVCManager:
         """Records with this model's block size (a probe may not know it: n_bytes -1)."""
         return [r if r.n_bytes >= 0 else dataclasses.replace(r, n_bytes=self.block_bytes) for r in records]
 
-    def _fetch_prefix(self, records: list[BlockRecord]):
+    def _fetch_prefix(self, records: list[BlockRecord], sources: dict[str, int] | None = None):
         """Land, check and rebuild the blocks of `records` in order, up to the first that fails.
 
-        Returns (cache, blocks in it, first failure as (position, reason, detail) or None,
-        seconds landing, seconds checking and rebuilding).
+        Each block comes from the nearest copy: the device tier, the host tier, else the store
+        (kv.tiers; all from the store when the tiers are off). Returns (cache, blocks in it,
+        first failure as (position, reason, detail) or None, seconds getting the bytes, seconds
+        checking and rebuilding); `sources`, when given, is filled with how many of the cache's
+        blocks came from each of "device", "host" and "store".
         """
         if not records:
             return DynamicCache(config=self.model.config), 0, None, 0.0, 0.0
@@ -324,32 +345,57 @@ class KVCManager:
         usable = next((i for i, r in enumerate(records) if r.n_bytes not in (-1, self.block_bytes)), len(records))
         wrong_size = records[usable] if usable < len(records) else None
         records = self._sized(records[:usable])
-        lease = self.landing.lease(max(1, len(records)), self.block_bytes)
-        if records:
-            arrival = landing.land(self.store, records, lease.raw, workers=self.fetch_workers)
+        started = time.perf_counter()
+        near, where = None, [None] * len(records)
+        if self.tiers.enabled and records:  # bytes in a tier were checked when they entered it: not again
+            near, where = self.tiers.gather([r.block_hash for r in records])
+        far = [i for i, w in enumerate(where) if w is None]  # positions the store must send
+        tiers_s = time.perf_counter() - started
+        lease = self.landing.lease(max(1, len(far)), self.block_bytes)
+        if far:
+            arrival = landing.land(self.store, [records[i] for i in far], lease.raw, workers=self.fetch_workers)
         else:
             arrival = landing.Arrival(landing.Landed(0, []), 0.0, 0)
         landed = arrival.landed
-        if records and landed.complete == len(records):
+        if far and landed.complete == len(far):
             self.link.observe(arrival.bytes, arrival.seconds, landed.first_reply_s)
-            self._learn_sizes(records)
+            self._learn_sizes([records[i] for i in far])
         started = time.perf_counter()
-        good, corrupt = rebuild.check_blocks(lease.raw, landed.block_crcs, self.geometry, self.kv_format,
-                                             verify_sha256=self.verify_sha256)
-        miss = None
+        good_far, corrupt = rebuild.check_blocks(lease.raw, landed.block_crcs, self.geometry, self.kv_format,
+                                                 verify_sha256=self.verify_sha256)
+        miss = None  # positions are the prefix's: the store's blocks are a subset of them
         if corrupt is not None:
-            miss = (good, "corrupt", corrupt)
+            miss = (far[good_far], "corrupt", corrupt)
         elif landed.miss is not None:
-            miss = (landed.complete, landed.miss.reason, str(landed.miss))
+            miss = (far[landed.complete], landed.miss.reason, str(landed.miss))
         elif wrong_size is not None:
             miss = (usable, "incomplete", f"record says {wrong_size.n_bytes} bytes, the model's block is "
                                           f"{self.block_bytes}")
+        good = miss[0] if miss is not None else len(records)
+        far_good = [i for i in far if i < good]
         cache, event = DynamicCache(config=self.model.config), None
         if good:
-            cache, event = rebuild.prefix_cache(lease.raw[:good], self.geometry, self.kv_format, self.model.dtype,
-                                                self.model.device, self.model.config)
+            if near is None:  # all from the store: the landed buffer is the prefix, one copy to the device
+                on_device = rebuild.to_device(lease.raw[:good], self.model.device)
+                far_rows = on_device
+            else:  # the store's blocks join the tiers' in their buffer, one copy per consecutive run
+                on_device = near[:good]
+                _copy_runs(lease.raw, far_good, on_device)
+                far_rows = [on_device[i] for i in far_good]
+            if on_device.device.type == "cuda":  # after it the lease may be written again
+                event = torch.cuda.Event()
+                event.record()
+            if far_good and self.tiers.enabled:  # write-through of what the store sent (checked above)
+                self.tiers.put([records[i].block_hash for i in far_good], host_rows=lease.raw[:len(far_good)],
+                               device_rows=far_rows)
+            cache = rebuild.to_cache(rebuild.rebuild_layers(on_device, self.geometry, self.kv_format,
+                                                            self.model.dtype), self.model.config)
         self.landing.give_back(lease, event)
-        return cache, good, miss, arrival.seconds, time.perf_counter() - started
+        if sources is not None:
+            for name in ("device", "host"):
+                sources[name] = sum(1 for w in where[:good] if w == name)
+            sources["store"] = len(far_good)
+        return cache, good, miss, tiers_s + arrival.seconds, time.perf_counter() - started
 
     def _learn_sizes(self, records: list[BlockRecord]) -> None:
         """Records from probe_block may not know the block size (-1); the index keeps the real one."""
@@ -407,6 +453,8 @@ class KVCManager:
                                              for position, record in enumerate(records, start=first)])
             result.blocks_stored += len(records)
             result.bytes_stored += sum(len(p) for p in payloads)
+            if self.tiers.enabled:  # write-through: the next get_cache finds them near the model
+                self.tiers.put(hashes[first:first + len(records)], host_rows=payloads)
 
         try:
             if isinstance(self.store, BulkBlockWrites):  # all blocks' chunks in flight at once
@@ -434,6 +482,17 @@ class KVCManager:
             log.warning("storing KV block %d failed: %r", first_new + result.blocks_stored, exc)
             result.error = f"{type(exc).__name__}: {exc}"
         return result
+
+
+def _copy_runs(landed: torch.Tensor, positions: list[int], out: torch.Tensor) -> None:
+    """out[positions[j]] = landed[j] for the first len(positions) landed rows, one copy per consecutive run."""
+    start = 0
+    for end in range(1, len(positions) + 1):
+        if end < len(positions) and positions[end] == positions[end - 1] + 1:
+            continue
+        first = positions[start]
+        out[first:first + end - start].copy_(landed[start:end], non_blocking=landed.is_pinned())
+        start = end
 
 
 @dataclass

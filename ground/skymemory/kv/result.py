@@ -6,7 +6,7 @@ import each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
@@ -31,6 +31,7 @@ class CacheResult:
     decode_s: float = 0.0  # check + copy to the device + relayout
     bytes_retrieved: int = 0
     decision: Decision | None = None  # fetch / partial / recompute and its inputs (None: nothing was cached)
+    sources: dict[str, int] = field(default_factory=dict)  # blocks of `cache` per origin: device, host, store (kv.tiers)
 
     @property
     def hit(self) -> bool:
