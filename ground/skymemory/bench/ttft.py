@@ -7,8 +7,14 @@ prefix + one of several suffixes) in every mode, side by side:
   device-ram     the prefix KV is already in the model's own memory (the GPU's on
                  CUDA, RAM for a CPU model): no transfer, no rebuild, the limit of any
                  cache (results saved before it had this name call it gpu-ram)
-  local          the prefix KV comes from process RAM (LocalBlockStore): the
-                 no-network limit of a KV cache that must land and rebuild it
+  local          the prefix KV comes from the host tier in front of the store
+                 (kv.tiers: one slab allocated up front, pinned when the model is on
+                 CUDA, holding every prefix of the run; the far store a LocalBlockStore):
+                 what a serving host keeps in its RAM, loaded at the host->device copy
+                 rate, then rebuilt. The no-network limit of a cache outside the device
+  device-tier    (CUDA models only: on a CPU the device is the host) the prefix's
+                 encoded blocks already in device memory (the device tier): no host
+                 copy, only the rebuild
   sky-<profile>  the prefix KV comes from a real constellation of satellite
                  processes (ConstellationBlockStore) under a link profile
   sky-<profile>-stream
@@ -25,8 +31,9 @@ prefix + one of several suffixes) in every mode, side by side:
                  nothing, as decided from the rates measured on this host
                  (skymemory.kv.policy); the decision is recorded per run
 
-The local, sky and stream modes always fetch (policy "fetch"), so that the cost
-of fetching is measured whatever it is worth; the auto mode shows the decision.
+The local, device-tier, sky and stream modes always fetch (policy "fetch"), so that
+the cost of fetching is measured whatever it is worth; the auto mode shows the decision.
+The tiers are filled as the stores are (write-through), outside every timed section.
 
 TTFT = wall time from the prompt string to the first generated token id:
 tokenise + get_cache (lookup, retrieval, KV rebuild) + forward over the
@@ -116,7 +123,7 @@ class Measurement:
     """One measured run of one prompt in one mode."""
 
     prefix_tokens: int
-    mode: str  # "nocache", DEVICE_RAM, "local" or "sky-<profile>..."
+    mode: str  # "nocache", DEVICE_RAM, "local", "device-tier" or "sky-<profile>..."
     round: int
     suffix_index: int
     prompt_tokens: int
@@ -132,6 +139,7 @@ class Measurement:
     gen_total_s: float | None = None  # string -> gen_tokens tokens
     tokens: list[int] = field(default_factory=list)
     miss_reason: str | None = None  # why the cache covered less than the whole usable prefix
+    sources: dict | None = None  # cached modes: blocks per origin, device / host (kv.tiers) / store
     stream_waited_s: float | None = None  # streamed: time the forward waited for prefix layers
     decision: str | None = None  # fetch-or-recompute decision ("fetch 8/8", "recompute 0/8", ...)
     route: str | None = None  # sky modes: direct, relay or auto (store.routes)
@@ -241,6 +249,7 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
                    cached_tokens=result.prefix_tokens, lookup_s=result.lookup_s, retrieval_s=result.retrieval_s,
                    rebuild_s=result.decode_s, prefill_s=ttft - (got_cache - started),
                    bytes_retrieved=result.bytes_retrieved, gen_total_s=gen_total, tokens=tokens,
+                   sources=result.sources or None,
                    miss_reason=result.miss_reason,
                    decision=result.decision.describe() if result.decision is not None else None), **stream_fields}
 
@@ -250,7 +259,7 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
 
 @dataclass
 class CachedMode:
-    name: str  # "local", "sky-<profile>", "sky-<profile>-stream" or "sky-<profile>-auto"
+    name: str  # "local", "device-tier", "sky-<profile>", "sky-<profile>-stream" or "sky-<profile>-auto"
     manager: object  # KVCManager
     profile: LinkProfile | None
     store: object
@@ -273,6 +282,16 @@ def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
     }
 
 
+def stored_bytes(cfg: TTFTConfig, block_tokens: int = 128) -> int:
+    """Bytes of every block the run stores: each prefix length's own blocks and the warm-up's."""
+    from skymemory.kv import codec
+    from skymemory.kv.models import load_config
+
+    _spec, config = load_config(cfg.model)
+    block = codec.block_bytes(codec.BlockGeometry.from_config(config, block_tokens), cfg.kv_dtype)
+    return (1 + sum(prefix // block_tokens for prefix in cfg.prefix_tokens)) * block
+
+
 def satellite_budget(cfg: TTFTConfig, block_tokens: int = 128) -> int:
     """Memory budget per satellite that holds every prefix the run stores (and more), at least 64 MiB.
 
@@ -280,13 +299,7 @@ def satellite_budget(cfg: TTFTConfig, block_tokens: int = 128) -> int:
     leaves half as much again for uneven striping, so that no block is evicted mid-run
     (Llama-3-8B at 16K tokens is 2.1 GB of fp16 KV).
     """
-    from skymemory.kv import codec
-    from skymemory.kv.models import load_config
-
-    _spec, config = load_config(cfg.model)
-    block = codec.block_bytes(codec.BlockGeometry.from_config(config, block_tokens), cfg.kv_dtype)
-    blocks = 1 + sum(prefix // block_tokens for prefix in cfg.prefix_tokens)  # + the warm-up's block
-    per_satellite = -(-blocks * block // cfg.servers) * 3 // 2 + 16 * 1024 * 1024
+    per_satellite = -(-stored_bytes(cfg, block_tokens) // cfg.servers) * 3 // 2 + 16 * 1024 * 1024
     return max(64 * 1024 * 1024, per_satellite)
 
 
@@ -435,9 +448,17 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             f"ready in {model_info['load_s']:.1f} s")
 
         modes: list[CachedMode] = []
+        # the tiers hold every block of the run (pinned once, here, outside the timed sections), each over
+        # its own store and index so that filling the stores writes through to each tier
+        tier_bytes = stored_bytes(cfg)
         local = LocalBlockStore(chunk_bytes=cfg.chunk_size)
         modes.append(CachedMode("local", KVCManager(model, tokenizer, local, kv_dtype=cfg.kv_dtype, policy="fetch",
-                                                    index=RadixIndex()), None, local))
+                                                    index=RadixIndex(), host_tier_bytes=tier_bytes), None, local))
+        if model.device.type == "cuda":
+            near = LocalBlockStore(chunk_bytes=cfg.chunk_size)
+            modes.append(CachedMode("device-tier", KVCManager(model, tokenizer, near, kv_dtype=cfg.kv_dtype,
+                                                              policy="fetch", index=RadixIndex(),
+                                                              device_tier_bytes=tier_bytes), None, near))
         servers_used = {}
         for profile, manifest, index_dir in skies:
             constellation = manifest.constellation()
@@ -564,6 +585,8 @@ def _line(m: Measurement, gen: int | None) -> str:
         else:
             text += (f" (lookup {m.lookup_s * 1000:.1f} + retrieval {m.retrieval_s * 1000:.1f} + rebuild "
                      f"{m.rebuild_s * 1000:.1f} + prefill {m.prefill_s * 1000:.1f}; {m.cached_tokens} tokens cached)")
+        if m.sources and (m.sources.get("device") or m.sources.get("host")):  # a tier served some blocks
+            text += " [blocks from " + ", ".join(f"{where} {n}" for where, n in m.sources.items() if n) + "]"
         if m.decision is not None and m.mode.endswith("-auto"):
             text += f" [{m.decision}]"
     if gen and m.gen_total_s is not None:

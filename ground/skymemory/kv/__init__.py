@@ -10,6 +10,7 @@ Modules (one idea each):
   codec        KV cache <-> per-block bytes (layer-major, fp16 / int8, CRC32C)
   store        the block-store contract types (+ an in-process store)
   landing      the host buffers a prefix's blocks land in
+  tiers        copies of blocks near the model: a device tier and a pinned host tier (LRU)
   rebuild      landed bytes -> the prefix's K and V per layer on the model's device
   streaming    a prefix streamed in layer by layer while the model runs
   paged        an engine's paged KV cache, read and written block by block
