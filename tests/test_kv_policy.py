@@ -27,18 +27,35 @@ FAST_REBUILD = RebuildModel(0.0003, 30e9)  # pinned copy + relayout on a GPU
 LASER = LinkModel("laser", 0.9e9, 0.0065)
 
 
-def _decide(prefill, link, prompt_tokens, cached_blocks, rebuild=FAST_REBUILD, streaming=False):
+def _decide(prefill, link, prompt_tokens, cached_blocks, rebuild=FAST_REBUILD, streaming=False, split=False):
     rates = calibration.DeviceRates(prefill, rebuild, [], {}, 0.0)
     estimate = LinkEstimate(link.name)
     estimate.observe(10_000_000, link.rtt_s + 10_000_000 / link.rate_Bps, link.rtt_s)
     return FetchPolicy().decide(rates, estimate, prompt_tokens=prompt_tokens, cached_blocks=cached_blocks,
-                                streaming=streaming, **TINYLLAMA)
+                                streaming=streaming, split=split, **TINYLLAMA)
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("prefix", [512, 1024, 2048])
-def test_a_small_model_on_a_big_gpu_recomputes(prefix):
-    d = _decide(H100_TINYLLAMA, LASER, prefix + 32, prefix // 128)
+def test_a_small_model_on_a_big_gpu_recomputes(prefix, split):
+    # a split would pay the launch-bound forward twice (the first blocks, then the suffix): recompute all at once
+    d = _decide(H100_TINYLLAMA, LASER, prefix + 32, prefix // 128, split=split)
     assert d.action == "recompute" and d.fetch_blocks == 0 and d.predicted_s == d.recompute_s < d.fetch_all_s
+
+
+def test_a_link_as_fast_as_the_device_splits_unless_the_caller_cannot():
+    # Orin-class compute (8 ms a block) against a link that moves a TinyLlama block in as long
+    link = LinkModel("balanced", TINYLLAMA["block_bytes"] / ORIN_TINYLLAMA.forward_s(128), 0.0)
+    d = _decide(ORIN_TINYLLAMA, link, 2048 + 32, 16, split=True)
+    assert d.action == "split" and 6 <= d.split_at <= 10 and d.split_at + d.fetch_blocks == 16
+    assert d.predicted_s < min(d.recompute_s, d.fetch_all_s)
+    assert d.describe() == f"split {d.split_at}+{16 - d.split_at}/16"
+    engine = _decide(ORIN_TINYLLAMA, link, 2048 + 32, 16)  # vLLM's connector loads a prefix, computes the rest
+    assert engine.action != "split" and engine.split_at == 0 and engine.predicted_s > d.predicted_s
+    for mode, loaded in (("fetch", 16), ("recompute", 0)):  # forced modes are what they were
+        forced = FetchPolicy(mode).decide(None, LinkEstimate("x"), prompt_tokens=2048 + 32, cached_blocks=16,
+                                          streaming=False, split=True, **TINYLLAMA)
+        assert (forced.action, forced.fetch_blocks, forced.split_at) == (mode, loaded, 0)
 
 
 def test_a_small_gpu_fetches_a_long_prefix_over_laser():

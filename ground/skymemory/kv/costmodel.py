@@ -1,4 +1,4 @@
-"""Fetch or recompute: which part of a cached prefix is worth fetching, from measured rates.
+"""Fetch, recompute, or both at once: how to get a cached prefix onto the device, from measured rates.
 
 A request of N prompt tokens has k cached blocks of B tokens. Fetching the
 first m blocks (0 <= m <= k) leaves N - m*B tokens to compute with m*B tokens
@@ -14,13 +14,30 @@ of context; the rest of the cached prefix is recomputed. Time to first token:
   TTFT(m)     = max(transfer(m) + (rebuild(m) + compute(m)) / L,  with layerwise streaming over L layers:
                     rtt + wire(m) / L + rebuild(m) + compute(m))  layer l waits for its KV, the forward
                                                                   waits at least for the first layer's share
-The model picks the m with the least predicted TTFT: m = 0 is "recompute",
-m = k "fetch", anything between "partial". This is the Prefill-as-a-Service
-argument (seed 003, eq. 1): the KV of a prefix is worth moving when the link
-moves it faster than the device recomputes it (KV throughput S_kv/T_prefill).
-On a CPU host prefill is slow and fetching wins; on a GPU a small model's
-prefill is launch-bound (tens of ms whatever the length) and recomputing often
-wins; long prefixes of big models favour fetching again.
+m = 0 is "recompute", m = k "fetch", anything between "partial" (fetch the
+first m blocks, compute the rest after them: what an engine that loads a
+prefix and computes the rest, like vLLM, can do).
+
+The split (Cake, "Compute Or Load KV Cache? Why Not Both?", 2024): the device
+recomputes blocks [0, s) from the start of the prefix while blocks [s, k) are
+fetched and rebuilt at the same time; the two halves are joined (one more
+device copy of the k blocks, at the rebuild rate) and the forward runs over the
+uncached suffix with the whole prefix as context:
+
+  compute leg = T(s*B, 0)
+  load leg    = transfer(k - s) + rebuild(k - s)
+  TTFT(s)     = max(compute leg, load leg) + k * block_bytes / r + T(N - k*B, k*B)     1 <= s <= k-1
+
+It is costed without streaming (KVCManager runs it on its non-streaming path),
+and offered only to callers that can execute it (`decide(split=True)`); a caller
+that cannot picks among recompute, partial and fetch. Either way the least
+predicted TTFT wins. This is the Prefill-as-a-Service argument (seed 003, eq. 1):
+the KV of a prefix is worth moving when the link moves it faster than the device
+recomputes it (KV throughput S_kv/T_prefill); the split takes the best of both
+when neither is much faster. On a CPU host prefill is slow and fetching wins;
+on a GPU a small model's prefill is launch-bound (tens of ms whatever the
+length) and recomputing often wins; long prefixes of big models favour
+fetching again.
 """
 
 from __future__ import annotations
@@ -128,21 +145,28 @@ class PrefillModel:
 
 @dataclass(frozen=True)
 class Decision:
-    action: str  # "fetch", "partial" or "recompute"
-    fetch_blocks: int
+    action: str  # "fetch", "split", "partial" or "recompute"
+    fetch_blocks: int  # blocks to load: [split_at, split_at + fetch_blocks) of the cached prefix
     cached_blocks: int
     predicted_s: float
     recompute_s: float
     fetch_all_s: float
     inputs: dict
     reason: str = "predicted"  # "predicted", or why the prediction was not used ("forced: ...", "no link ...")
+    split_at: int = 0  # "split": blocks [0, split_at) are recomputed on the device while the rest load
+    compute_leg_s: float = 0.0  # "split": predicted prefill of the first split_at blocks (0 otherwise)
+    load_leg_s: float = 0.0  # "split": predicted transfer + rebuild of the loaded blocks (0 otherwise)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def describe(self) -> str:
-        """'fetch 8/8', 'partial 3/8', 'recompute 0/8' (+ the reason when it is not a prediction)."""
-        text = f"{self.action} {self.fetch_blocks}/{self.cached_blocks}"
+        """'fetch 8/8', 'split 3+5/8' (3 recomputed, 5 loaded), 'partial 3/8', 'recompute 0/8' (+ why, when
+        it is not a prediction)."""
+        if self.action == "split":
+            text = f"split {self.split_at}+{self.fetch_blocks}/{self.cached_blocks}"
+        else:
+            text = f"{self.action} {self.fetch_blocks}/{self.cached_blocks}"
         return text if self.reason == "predicted" else f"{text} ({self.reason})"
 
 
@@ -162,22 +186,54 @@ def predict(link: LinkModel, prefill: PrefillModel, *, prompt_tokens: int, block
     return max(transfer + local / layers, link.rtt_s + wire / layers + local)
 
 
+def predict_split(link: LinkModel, prefill: PrefillModel, *, prompt_tokens: int, block_tokens: int,
+                  block_bytes: int, cached_blocks: int, split_at: int,
+                  rebuild: RebuildModel = FREE_REBUILD) -> tuple[float, float, float]:
+    """(TTFT, compute leg, load leg) in seconds when blocks [0, split_at) are recomputed while the rest load."""
+    if not 0 < split_at < cached_blocks:
+        raise ValueError(f"a split point must lie inside the cached prefix (1..{cached_blocks - 1}), got {split_at}")
+    compute_leg = prefill.forward_s(split_at * block_tokens, 0)
+    n_bytes = (cached_blocks - split_at) * block_bytes
+    load_leg = link.rtt_s + n_bytes / link.rate_Bps + rebuild.seconds(n_bytes)
+    join = cached_blocks * block_bytes / rebuild.rate_Bps  # computed K/V and loaded K/V into one tensor per layer
+    suffix = prefill.compute_s(prompt_tokens, cached_blocks * block_tokens)
+    return max(compute_leg, load_leg) + join + suffix, compute_leg, load_leg
+
+
 def decide(link: LinkModel, prefill: PrefillModel, *, prompt_tokens: int, cached_blocks: int, block_tokens: int,
-           block_bytes: int, layers: int, streaming: bool = True, rebuild: RebuildModel = FREE_REBUILD) -> Decision:
+           block_bytes: int, layers: int, streaming: bool = True, rebuild: RebuildModel = FREE_REBUILD,
+           split: bool = False) -> Decision:
+    """The least predicted TTFT among recompute, fetch, and either split (split=True) or partial (split=False)."""
     if cached_blocks < 0 or cached_blocks * block_tokens > prompt_tokens:
         raise ValueError("cached blocks must fit in the prompt")
-    times = [predict(link, prefill, prompt_tokens=prompt_tokens, block_tokens=block_tokens, block_bytes=block_bytes,
-                     fetch_blocks=m, layers=layers, streaming=streaming, rebuild=rebuild)
-             for m in range(cached_blocks + 1)]
-    best = min(range(len(times)), key=lambda m: (times[m], -m))  # ties: fetch more (saves device compute)
-    action = "recompute" if best == 0 else "fetch" if best == cached_blocks else "partial"
+    if split and streaming:
+        raise ValueError("a split is costed and run without streaming: pass streaming=False with split=True")
+    args = dict(prompt_tokens=prompt_tokens, block_tokens=block_tokens, block_bytes=block_bytes)
+
+    def fetched(m: int) -> float:
+        return predict(link, prefill, fetch_blocks=m, layers=layers, streaming=streaming, rebuild=rebuild, **args)
+
+    # candidates: (predicted s, blocks the device recomputes, action, split_at, blocks loaded, compute leg, load leg)
+    candidates = [(fetched(0), cached_blocks, "recompute", 0, 0, 0.0, 0.0)]
+    for m in range(1, cached_blocks):
+        if split:
+            total, compute_leg, load_leg = predict_split(link, prefill, cached_blocks=cached_blocks, split_at=m,
+                                                         rebuild=rebuild, **args)
+            candidates.append((total, m, "split", m, cached_blocks - m, compute_leg, load_leg))
+        else:
+            candidates.append((fetched(m), cached_blocks - m, "partial", 0, m, 0.0, 0.0))
+    if cached_blocks > 0:
+        candidates.append((fetched(cached_blocks), 0, "fetch", 0, cached_blocks, 0.0, 0.0))
+    best = min(candidates, key=lambda c: c[:2])  # ties: the device recomputes less
+    predicted, _, action, split_at, loaded, compute_leg, load_leg = best
     inputs = {"link": link.name, "rate_MBps": link.rate_Bps / 1e6, "rtt_ms": link.rtt_s * 1e3,
               "prefill_a_ms": prefill.a * 1e3, "prefill_b_us_per_token": prefill.b * 1e6,
               "prefill_c_ns_per_token2": prefill.c * 1e9, "prefill_d_us_per_context_token": prefill.d * 1e6,
               "rebuild_fixed_ms": rebuild.fixed_s * 1e3, "rebuild_GBps": rebuild.rate_Bps / 1e9,
               "device": prefill.device, "prompt_tokens": prompt_tokens, "block_tokens": block_tokens,
-              "block_bytes": block_bytes, "layers": layers, "streaming": streaming}
-    return Decision(action, best, cached_blocks, times[best], times[0], times[-1], inputs)
+              "block_bytes": block_bytes, "layers": layers, "streaming": streaming, "split": split}
+    return Decision(action, loaded, cached_blocks, predicted, candidates[0][0], candidates[-1][0], inputs,
+                    split_at=split_at, compute_leg_s=compute_leg, load_leg_s=load_leg)
 
 
 def measure_prefill(model, lengths=(16, 128, 512, 1024), repeats: int = 2, vocab: int | None = None) -> PrefillModel:
@@ -206,7 +262,7 @@ def format_table(rows: list[tuple[str, int, int, Decision]]) -> str:
            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for label, prefix, suffix, d in rows:
         i = d.inputs
-        choice = d.action if d.action != "partial" else f"partial ({d.fetch_blocks}/{d.cached_blocks} blocks)"
+        choice = d.action if d.action in ("fetch", "recompute") else f"{d.action} ({d.describe().split()[1]} blocks)"
         out.append(f"| {label} | {i['link']} | {i['rate_MBps']:.0f} | {i['rtt_ms']:.1f} | {prefix} | {suffix} | "
                    f"{d.recompute_s * 1e3:.1f} | {d.fetch_all_s * 1e3:.1f} | {d.predicted_s * 1e3:.1f} | {choice} |")
     return "\n".join(out)

@@ -1,9 +1,10 @@
-"""Per request: fetch the cached prefix, fetch part of it, or recompute it (kv.costmodel, measured here).
+"""Per request: fetch the cached prefix, part of it, recompute it, or split it (kv.costmodel, measured here).
 
     policy = FetchPolicy("auto")                # or "fetch" / "recompute": forced
     link = LinkEstimate("sky")                   # fed by every transfer from one store
     link.observe(n_bytes, seconds, first_reply_s)
     decision = policy.decide(rates, link, prompt_tokens=..., cached_blocks=..., ...)
+    decision = policy.decide(..., streaming=False, split=True)   # a caller that can recompute and load at once
     forwards = ForwardEstimate()                 # an engine's forward, learnt from the steps it ran
     forwards.observe(new_tokens, context_tokens, seconds)
 
@@ -128,8 +129,14 @@ class FetchPolicy:
         self.mode = check_policy(mode)
 
     def decide(self, rates, link: LinkEstimate, *, prompt_tokens: int, cached_blocks: int, block_tokens: int,
-               block_bytes: int, layers: int, streaming: bool, mode: str | None = None) -> Decision:
-        """rates: kv.calibration.DeviceRates, or None when the mode does not need them."""
+               block_bytes: int, layers: int, streaming: bool, mode: str | None = None,
+               split: bool = False) -> Decision:
+        """rates: kv.calibration.DeviceRates, or None when the mode does not need them.
+
+        split=True lets "auto" choose a split (recompute the first blocks while the rest load;
+        kv.costmodel), for a caller that runs one; split=False (an engine that loads a prefix and
+        computes the rest, like vLLM) chooses among recompute, partial and fetch.
+        """
         mode = check_policy(mode or self.mode)
         if mode != "auto":
             blocks = cached_blocks if mode == "fetch" else 0
@@ -144,7 +151,7 @@ class FetchPolicy:
                                        "this engine's compute rate is not measured yet: fetching", link)
         return decide(estimate, rates.prefill, prompt_tokens=prompt_tokens, cached_blocks=cached_blocks,
                       block_tokens=block_tokens, block_bytes=block_bytes, layers=layers, streaming=streaming,
-                      rebuild=rates.rebuild)
+                      rebuild=rates.rebuild, split=split)
 
 
 def _without_prediction(action: str, blocks: int, cached: int, reason: str, link: LinkEstimate) -> Decision:
