@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from kv_support import FailingStore, MemoryBlockStore, random_prompt, tiny
-from skymemory.kv.cache_arg import cache_arg
+from skymemory.kv.cache_arg import cache_arg, cache_of
+from skymemory.kv.calibration import DeviceRates
+from skymemory.kv.costmodel import PrefillModel, RebuildModel
 from skymemory.kv.manager import KVCManager, generate_with_cache
 from skymemory.kv.report import compare_generation
 from skymemory.kv.store import BlockMiss
@@ -259,6 +261,62 @@ def test_blocks_stored_before_a_failed_put_stay_indexed(tmp_path):
     assert added.blocks_stored == 2 and "TimeoutError" in added.error
     assert added.hashes[1] in manager.index and added.hashes[2] not in manager.index
     assert manager.get_cache(prompt).prefix_tokens == 2 * BLOCK
+
+
+def _splitting_manager(tmp_path, store):
+    """An "auto" manager whose rates make a split of 4 blocks at 2 the fastest: a block takes 16 ms to
+    recompute (1 ms a token, no fixed cost) and 16 ms to load (the link estimate seeded so)."""
+    model, tokenizer = tiny("fp32")
+    rates = DeviceRates(PrefillModel(0.0, 1e-3, 0.0, "given"), RebuildModel(0.0, 1e12), [], {}, 0.0)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                         device_rates=rates)
+    for _ in range(16):  # the whole window: the real (fast) fetches of the test do not move its median
+        manager.link.observe(4 * manager.block_bytes, 4 * 0.016, 0.0)
+    return manager
+
+
+def _greedy(model, input_ids, cache=None, new_tokens: int = 6) -> list[int]:
+    """Greedy tokens after the prompt, with the prefix KV in `cache` (None: the whole prompt computed)."""
+    with torch.no_grad():
+        out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **cache_arg(model, cache),
+                             max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+    return out[0, input_ids.shape[1]:].tolist()
+
+
+def test_a_split_recomputes_the_first_blocks_loads_the_rest_and_generates_the_same_tokens(tmp_path):
+    store = MemoryBlockStore()
+    manager = _splitting_manager(tmp_path, store)
+    prompt = random_prompt(4 * BLOCK + 5, seed=22)
+    manager.add_blocks(prompt)
+    gets = store.gets
+    result = manager.get_cache(prompt)
+    assert result.decision.describe() == "split 2+2/4"
+    assert store.gets - gets == 2  # only blocks 2 and 3 came from the store
+    assert result.prefix_tokens == result.cache.get_seq_length() == 4 * BLOCK and result.miss_reason is None
+    assert result.recomputed_tokens == 2 * BLOCK and result.recompute_s > 0
+    assert result.bytes_retrieved == 2 * manager.block_bytes and len(result.blocks) == 4
+    # the computed blocks come first, the loaded ones after them: the KV of one forward over the whole prefix
+    # (generation alone would not see the order: attention over a fully visible prefix ignores it)
+    with torch.no_grad():
+        whole = cache_of(manager.model(input_ids=result.input_ids[:, :4 * BLOCK], use_cache=True))
+    for joined, computed in zip(result.cache.layers, whole.layers, strict=True):
+        torch.testing.assert_close(joined.keys, computed.keys, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(joined.values, computed.values, rtol=1e-4, atol=1e-5)
+    assert _greedy(manager.model, result.input_ids, result.cache) == _greedy(manager.model, result.input_ids)
+
+
+def test_a_miss_in_the_loaded_part_of_a_split_keeps_what_is_contiguous(tmp_path):
+    store = FailingStore()
+    manager = _splitting_manager(tmp_path, store)
+    prompt = random_prompt(4 * BLOCK + 5, seed=23)
+    hashes = manager.add_blocks(prompt).hashes
+    store.fail[hashes[3]] = "miss"  # the second loaded block
+    result = manager.get_cache(prompt)
+    assert result.decision.describe() == "split 2+2/4" and result.miss_reason == "not-found"
+    assert result.prefix_tokens == result.cache.get_seq_length() == 3 * BLOCK  # 2 computed + 1 loaded
+    assert result.blocks == hashes[:3] and store.evicted == hashes[3:]
+    assert hashes[2] in manager.index and hashes[3] not in manager.index
+    assert _greedy(manager.model, result.input_ids, result.cache) == _greedy(manager.model, result.input_ids)
 
 
 def test_the_cache_goes_in_by_the_name_the_installed_transformers_takes():

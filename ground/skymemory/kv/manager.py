@@ -7,11 +7,15 @@
     model.generate(result.input_ids, **cache_arg(model, result.cache), ...)   # cache= or past_key_values=
 
 Fetch or recompute: by default (policy="auto") `get_cache` fetches only what
-beats recomputing on this host: all of the cached prefix, its first blocks,
-or nothing (kv.policy: the device's compute and rebuild rates, calibrated
-once per model/device/dtype and kept on disk, against the store's round trip
-and goodput measured from its recent transfers). `result.decision` says what
-was decided and from which inputs; policy="fetch" / "recompute" force it.
+beats recomputing on this host: all of the cached prefix, nothing, or a split
+(the model recomputes the first blocks while the others are fetched on a
+thread, and the two halves are joined into one cache; with streaming=True
+the first blocks are fetched and the rest computed instead), from kv.policy:
+the device's compute and rebuild rates, calibrated once per model/device/dtype
+and kept on disk, against the store's round trip and goodput measured from
+its recent transfers. `result.decision` says what was decided and from which
+inputs (`result.recompute_s` how long a split's own forward took);
+policy="fetch" / "recompute" force it.
 
 The path of a fetched prefix (kv.landing, kv.rebuild): the blocks land in one
 reusable host buffer (pinned when the model is on CUDA; the constellation's C
@@ -35,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,7 +91,7 @@ class KVCManager:
     kv_dtype       how KV travels: fp16 (default), bf16, fp32, int8 (quanto), or
                    auto (the model's dtype: cached generation is then token-identical;
                    fp16 KV for an fp32 model rounds it, which can flip a near-tie)
-    policy         "auto" (default): fetch what beats recomputing, from measured rates;
+    policy         "auto" (default): fetch, recompute or split, whichever is predicted fastest;
                    "fetch": always the whole cached prefix; "recompute": never
     integrity      "crc32c" (default: every block checked against the CRC of its bytes as
                    they arrived) or "sha256" (blocks also carry and are checked against
@@ -172,7 +177,7 @@ class KVCManager:
 
     def on_block_evicted(self, block_hash: bytes) -> None:
         """The store dropped this block: forget it and every block after it in its chains."""
-        self.tiers.discard(block_hash)  # no lookup reaches it once the index forgets it: free its copies
+        self.tiers.discard(block_hash)  # a tier copy of a block the store lost would outlive its index entry
         removed = self.index.remove(block_hash)
         if removed:
             log.info("KV block %s evicted by the store: %d index entries dropped", block_hash.hex()[:16], removed)
@@ -276,7 +281,7 @@ class KVCManager:
         decision = self.policy.decide(
             rates, self.link, prompt_tokens=found.input_ids.shape[1], cached_blocks=len(found.records),
             block_tokens=self.block_tokens, block_bytes=self.block_bytes, layers=self.geometry.layers,
-            streaming=streaming, mode=mode)
+            streaming=streaming, mode=mode, split=not streaming)  # get_cache runs a split; streaming does not
         return decision if failed is None else dataclasses.replace(decision, reason=failed)
 
     # ------------------------------------------------------------------ get
@@ -294,6 +299,8 @@ class KVCManager:
             return get_cache_streaming(self, prompt, policy=policy)
         found = self.find_prefix(prompt)
         decision = self.plan(found, policy=policy)
+        if decision is not None and decision.action == "split":
+            return self._get_split(found, decision)
         records = found.records[: decision.fetch_blocks] if decision else []
         sources: dict[str, int] = {}
         cache, fetched, miss, retrieval_s, decode_s = self._fetch_prefix(records, sources)
@@ -317,6 +324,58 @@ class KVCManager:
             bytes_retrieved=fetched * self.block_bytes,
             decision=decision,
             sources=sources,
+        )
+
+    def _get_split(self, found: PrefixLookup, decision: Decision) -> CacheResult:
+        """Run a split: recompute blocks [0, m) here while blocks [m, k) are fetched on a thread, then join them.
+
+        The fetched blocks' keys were rotated at their absolute positions when they were stored,
+        so blocks rebuilt on their own follow the computed ones as they are: the join is one
+        concatenation per layer along the sequence axis. A miss in the fetched part ends the
+        cache there (the m computed blocks, then the fetched ones before the miss).
+        """
+        m = decision.split_at
+        records = found.records[: m + decision.fetch_blocks]
+        computed_tokens = m * self.block_tokens
+        with ThreadPoolExecutor(1, thread_name_prefix="skymemory-split-fetch") as pool:
+            fetching = pool.submit(self._fetch_prefix, records[m:])
+            started = time.perf_counter()
+            with torch.no_grad():
+                out = self.model(input_ids=found.input_ids[:, :computed_tokens], use_cache=True, logits_to_keep=1)
+            if found.input_ids.device.type == "cuda":  # the forward was only queued: time it to its end
+                torch.cuda.synchronize(found.input_ids.device)
+            recompute_s = time.perf_counter() - started
+            loaded, fetched, miss, retrieval_s, decode_s = fetching.result()
+        started = time.perf_counter()
+        cache = cache_of(out)
+        if fetched:
+            cache = rebuild.to_cache([(torch.cat((head.keys, tail.keys), dim=-2),
+                                       torch.cat((head.values, tail.values), dim=-2))
+                                      for head, tail in zip(cache.layers, loaded.layers)], self.model.config)
+        decode_s += time.perf_counter() - started
+        self.note_use(records[m:m + fetched])
+        miss_reason = None
+        if miss is not None:
+            position, reason, detail = miss
+            miss_reason = self._handle_miss(records, m + position, reason, detail)
+        elif len(found.records) < found.usable_blocks:
+            miss_reason = "not-cached"
+        covered = m + fetched
+        return CacheResult(
+            cache=cache,
+            input_ids=found.input_ids,
+            prefix_tokens=covered * self.block_tokens,
+            blocks=[r.block_hash for r in records[:covered]],
+            usable_blocks=found.usable_blocks,
+            miss_reason=miss_reason,
+            source=found.source,
+            lookup_s=found.lookup_s,
+            retrieval_s=retrieval_s,
+            recomputed_tokens=computed_tokens,
+            recompute_s=recompute_s,
+            decode_s=decode_s,
+            bytes_retrieved=fetched * self.block_bytes,
+            decision=decision,
         )
 
     def note_use(self, records: list[BlockRecord]) -> None:

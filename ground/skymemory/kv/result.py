@@ -28,9 +28,13 @@ class CacheResult:
     source: str  # "index", "probe" or "none"
     lookup_s: float = 0.0
     retrieval_s: float = 0.0
-    decode_s: float = 0.0  # check + copy to the device + relayout
+    # a split (decision "split"): the first `recomputed_tokens` of `cache` were computed here, taking
+    # `recompute_s`, while the rest was retrieved (the two overlap; 0 for every other decision)
+    recomputed_tokens: int = 0
+    recompute_s: float = 0.0
+    decode_s: float = 0.0  # check + copy to the device + relayout (+ a split's join)
     bytes_retrieved: int = 0
-    decision: Decision | None = None  # fetch / partial / recompute and its inputs (None: nothing was cached)
+    decision: Decision | None = None  # fetch / split / partial / recompute, its inputs (None: nothing was cached)
     sources: dict[str, int] = field(default_factory=dict)  # blocks of `cache` per origin: device, host, store (kv.tiers)
 
     @property
