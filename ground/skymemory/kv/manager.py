@@ -177,7 +177,7 @@ class KVCManager:
 
     def on_block_evicted(self, block_hash: bytes) -> None:
         """The store dropped this block: forget it and every block after it in its chains."""
-        self.tiers.discard(block_hash)  # a tier copy of a block the store lost would outlive its index entry
+        self.tiers.discard(block_hash)  # no lookup reaches it once the index forgets it: free its copies
         removed = self.index.remove(block_hash)
         if removed:
             log.info("KV block %s evicted by the store: %d index entries dropped", block_hash.hex()[:16], removed)
