@@ -90,3 +90,39 @@ def test_saving_a_model_does_not_change_its_fingerprint(tmp_path):
     before = blocks.model_fingerprint(model)
     model.save_pretrained(tmp_path)  # writes config.architectures into the model's own config
     assert blocks.model_fingerprint(model) == before
+
+
+def test_a_quantised_model_is_watched_without_running_its_tensors_python_code(monkeypatch):
+    """The lookup re-checks the weights on every call: for qint8 weights that must cost no Python dispatch
+    (quanto's detach and flatten made a qint8 lookup several times dearer than an fp32 one), yet an
+    in-place change of a quantised weight's int8 data must still change the fingerprint."""
+    from optimum.quanto.tensor.weights.qbytes import WeightQBytesTensor
+
+    from skymemory.kv.models import load_model
+
+    model, _ = load_model("embedded-tiny", "cpu", "fp32", quantize="qint8")
+    before = blocks.model_fingerprint(model)
+    calls = []
+    for method in ("__torch_dispatch__", "__torch_function__"):  # classmethods: the original is bound
+        def counted(cls, *args, _original=getattr(WeightQBytesTensor, method), _method=method, **kwargs):
+            calls.append(_method)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(WeightQBytesTensor, method, classmethod(counted))
+    flatten = WeightQBytesTensor.__tensor_flatten__
+    monkeypatch.setattr(WeightQBytesTensor, "__tensor_flatten__",
+                        lambda self: calls.append("__tensor_flatten__") or flatten(self))
+    assert blocks.model_fingerprint(model) == before and calls == []
+    weight = model.model.layers[0].self_attn.k_proj.weight
+    assert isinstance(weight, WeightQBytesTensor)
+    monkeypatch.undo()
+    data = weight._data
+    with torch.no_grad():
+        original = data[0, 0].item()
+        data[0, 0] = original + 1 if original < 127 else original - 1
+    try:
+        assert blocks.model_fingerprint(model) != before
+    finally:
+        with torch.no_grad():
+            data[0, 0] = original
+    assert blocks.model_fingerprint(model) == before

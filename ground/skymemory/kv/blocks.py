@@ -19,7 +19,6 @@ prompt token), so a prompt of exactly k blocks uses at most k-1 as prefix.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import weakref
 from collections.abc import Sequence
@@ -76,15 +75,35 @@ def chain_hashes(root: bytes, blocks: Sequence[Sequence[int]]) -> list[bytes]:
 _weights_cache: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple, bytes]]" = weakref.WeakKeyDictionary()
 
 
+# The names of the inner tensors of a quantised tensor are asked once and kept on the object:
+# quanto's __tensor_flatten__ also formats its size and stride as text, which made the stamp
+# of a qint8 model cost 20x a plain one's. An object's inner names never change (its class
+# fixes them); the inner tensors themselves are fetched, and so watched, on every call.
+_INNER_NAMES = "_skymemory_inner_names"
+
+
+def _inner_names(tensor: torch.Tensor) -> tuple[str, ...] | None:
+    """The names of the tensors inside a quantised tensor subclass; None for a plain tensor."""
+    if type(tensor) is torch.Tensor or type(tensor) is torch.nn.Parameter:
+        return None
+    names = getattr(tensor, _INNER_NAMES, None)
+    if names is None:
+        flatten = getattr(tensor, "__tensor_flatten__", None)
+        if flatten is None:
+            return None
+        names = tuple(flatten()[0])
+        setattr(tensor, _INNER_NAMES, names)
+    return names
+
+
 def _leaf_tensors(name: str, tensor: torch.Tensor):
     """Plain tensors inside `tensor` (quantised tensor subclasses hold several)."""
-    flatten = getattr(tensor, "__tensor_flatten__", None)
-    if flatten is not None and type(tensor) is not torch.Tensor and type(tensor) is not torch.nn.Parameter:
-        inner_names, _ = flatten()
-        for inner in inner_names:
-            yield from _leaf_tensors(f"{name}.{inner}", getattr(tensor, inner))
-    else:
+    inner_names = _inner_names(tensor)
+    if inner_names is None:
         yield name, tensor
+        return
+    for inner in inner_names:
+        yield from _leaf_tensors(f"{name}.{inner}", getattr(tensor, inner))
 
 
 def _named_state(model: torch.nn.Module):
@@ -93,23 +112,40 @@ def _named_state(model: torch.nn.Module):
             yield from _leaf_tensors(name, tensor.detach() if tensor.requires_grad else tensor)
 
 
-def _version(tensor: torch.Tensor) -> int | None:
-    # Inference tensors (HQQ builds its weights under torch.inference_mode) keep no version
-    # counter; they can only be changed inside inference mode, which the stamp cannot see.
-    return None if tensor.is_inference() else tensor._version
-
-
-def _watched_tensors(model: torch.nn.Module):
-    """Every parameter and buffer (the inner tensors of quantised ones): what the stamp watches."""
-    named = itertools.chain(model.named_parameters(remove_duplicate=False), model.named_buffers(remove_duplicate=False))
-    for name, tensor in named:
-        yield from _leaf_tensors(name, tensor.detach() if tensor.requires_grad else tensor)
+def _stamp_leaves(name: str, tensor: torch.Tensor, out: list) -> None:
+    inner_names = _inner_names(tensor)
+    if inner_names is None:
+        # Inference tensors (HQQ builds its weights under torch.inference_mode) keep no version
+        # counter; they can only be changed inside inference mode, which the stamp cannot see.
+        version = None if tensor.is_inference() else tensor._version
+        out.append((name, tensor.data_ptr(), version, tensor.shape, tensor.dtype))
+        return
+    for inner in inner_names:
+        _stamp_leaves(inner, getattr(tensor, inner), out)
 
 
 def _version_stamp(model: torch.nn.Module) -> tuple:
-    return tuple(
-        (name, t.data_ptr(), _version(t), tuple(t.shape), str(t.dtype)) for name, t in _watched_tensors(model)
-    )
+    """What changes when any parameter or buffer (or an inner tensor of a quantised one) is replaced or
+    modified in place: per tensor in module order, its slot name, address, version, shape and dtype.
+
+    Runs on every lookup, so it is one walk over the modules with no per-tensor Python dispatch: not
+    detached (a detached tensor shares the version counter and storage anyway, and detaching a
+    quantised tensor rebuilds it through its Python dispatch), and no full names (the walk's order
+    already says where each tensor sits).
+    """
+    out: list = []
+    plain = (torch.Tensor, torch.nn.Parameter)
+    for module in model.modules():
+        for slots in (module._parameters, module._buffers):
+            for name, tensor in slots.items():
+                if tensor is None:
+                    continue
+                if type(tensor) in plain:  # most tensors: inline, without a call per tensor
+                    out.append((name, tensor.data_ptr(), None if tensor.is_inference() else tensor._version,
+                                tensor.shape, tensor.dtype))
+                else:
+                    _stamp_leaves(name, tensor, out)
+    return tuple(out)
 
 
 def weights_digest(model: torch.nn.Module, *, use_cache: bool = True) -> bytes:
