@@ -13,6 +13,8 @@ import torch
 
 from kv_support import FailingStore, MemoryBlockStore, random_prompt, tiny
 from skymemory.kv.cache_arg import cache_arg
+from skymemory.kv.calibration import DeviceRates
+from skymemory.kv.costmodel import PrefillModel, RebuildModel
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.tiers import BlockTiers, DeviceTier, HostTier
 from skymemory.store.contract import EvictionNotices
@@ -242,6 +244,25 @@ def test_a_corrupt_block_from_the_store_ends_a_mixed_prefix_and_enters_no_tier(t
     assert manager.tiers.where(added.hashes[1]) == "device"  # checked, so written through
     assert manager.tiers.where(added.hashes[2]) is None
     assert store.evicted[0] == added.hashes[2]  # the store's copy from the failure on, as without tiers
+
+
+def test_a_split_loads_its_fetched_blocks_from_the_tiers(tmp_path):
+    """A split (recompute blocks 0-1, load 2-3 on a thread) takes the loaded part from the host tier."""
+    store, block = MemoryBlockStore(), _block_bytes(tmp_path)
+    model, tokenizer = tiny("fp32")
+    # rates that make "split 2+2/4" the fastest: 16 ms to recompute a block, 16 ms to load one
+    rates = DeviceRates(PrefillModel(0.0, 1e-3, 0.0, "given"), RebuildModel(0.0, 1e12), [], {}, 0.0)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                         device_rates=rates, host_tier_bytes=8 * block)
+    for _ in range(16):
+        manager.link.observe(4 * block, 4 * 0.016, 0.0)
+    prompt = random_prompt(4 * BLOCK + 5, seed=22)
+    manager.add_blocks(prompt)  # written through to the host tier
+    gets = store.gets
+    result = manager.get_cache(prompt)
+    assert result.decision.describe() == "split 2+2/4" and result.prefix_tokens == 4 * BLOCK
+    assert result.sources == {"device": 0, "host": 2, "store": 0} and store.gets == gets
+    assert _greedy(model, result.input_ids, result.cache) == _greedy(model, result.input_ids)
 
 
 class _Notifying(MemoryBlockStore, EvictionNotices):

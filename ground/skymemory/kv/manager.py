@@ -338,7 +338,8 @@ class KVCManager:
         records = found.records[: m + decision.fetch_blocks]
         computed_tokens = m * self.block_tokens
         with ThreadPoolExecutor(1, thread_name_prefix="skymemory-split-fetch") as pool:
-            fetching = pool.submit(self._fetch_prefix, records[m:])
+            sources: dict[str, int] = {}  # of the fetched part; the recomputed blocks come from no tier
+            fetching = pool.submit(self._fetch_prefix, records[m:], sources)
             started = time.perf_counter()
             with torch.no_grad():
                 out = self.model(input_ids=found.input_ids[:, :computed_tokens], use_cache=True, logits_to_keep=1)
@@ -376,6 +377,7 @@ class KVCManager:
             decode_s=decode_s,
             bytes_retrieved=fetched * self.block_bytes,
             decision=decision,
+            sources=sources,
         )
 
     def note_use(self, records: list[BlockRecord]) -> None:
