@@ -3,12 +3,15 @@
     write_all(result, out_dir)  -> ttft.json, ttft.md, ttft_by_prefix.png, ttft_breakdown.png
     markdown(result)            -> the tables printed to stdout (and copied into BENCHMARKS.md)
     command_line()              -> the running command, as typed; every benchmark's result file starts with it
+    combined(steps, gpu)        -> several runs' markdown in one file, a heading per step (tools/cuda_bench.sh:
+                                   `python -m skymemory.bench.report combine --gpu LINE --out FILE --step ...`)
 
 Timings are medians over the measured rounds, with [min-max] after them.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import sys
@@ -187,6 +190,54 @@ def markdown(result: dict) -> str:
     return "\n".join(parts) + "\n"
 
 
+# ---------------------------------------------------------------------------- several runs in one file
+
+
+def combined(steps: list[tuple[str, str, int, Path | None]], gpu: str) -> str:
+    """One markdown file from several benchmark runs: steps of (title, command, exit status, the run's markdown).
+
+    Each step is a heading, the command that ran it (environment included: the run's own "Regenerate:" line
+    cannot show an MPS thread percentage, so it is dropped) and the GPU, then the run's tables; a step that
+    failed or wrote no markdown says so instead of its tables.
+    """
+    parts = ["# CUDA host benchmarks"]
+    for title, command, status, path in steps:
+        parts += ["", f"## {title}", "", f"`{command.strip()}`", "", f"GPU (nvidia-smi): {gpu}", ""]
+        text = path.read_text() if path is not None and path.is_file() else None
+        if status != 0 or text is None:
+            parts.append(f"FAILED (exit status {status}" + (")" if text is not None else "; no markdown written)"))
+            if text is None:
+                continue
+            parts.append("")
+        lines = text.splitlines()
+        if lines and lines[0].startswith("Regenerate: "):
+            lines = lines[1:]
+        parts.append("\n".join(lines).strip())
+    return "\n".join(parts) + "\n"
+
+
+def combine_main(argv: list[str] | None = None) -> int:
+    """`python -m skymemory.bench.report combine`: write combined() of the --step runs to --out."""
+    parser = argparse.ArgumentParser(prog="python -m skymemory.bench.report combine",
+                                     description="several benchmark runs' markdown in one file")
+    parser.add_argument("--gpu", required=True, help="the GPU as nvidia-smi names it (name, memory, driver)")
+    parser.add_argument("--out", type=Path, required=True, help="the markdown file to write")
+    parser.add_argument("--step", nargs=4, action="append", required=True,
+                        metavar=("TITLE", "COMMAND", "STATUS", "MARKDOWN"),
+                        help="a run: its heading, command line, exit status and markdown file ('' if none)")
+    args = parser.parse_args(argv)
+    steps = []
+    for title, command, status, path in args.step:
+        try:
+            steps.append((title, command, int(status), Path(path) if path else None))
+        except ValueError:
+            parser.error(f"step {title!r}: exit status {status!r} is not an integer")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(combined(steps, args.gpu))
+    print(f"wrote {args.out} ({len(steps)} step(s))")
+    return 0
+
+
 # ---------------------------------------------------------------------------- plots
 
 
@@ -262,3 +313,10 @@ def write_all(result: dict, out_dir: Path, name: str = "ttft") -> dict[str, Path
     plot_ttft(result, paths["ttft_plot"])
     plot_breakdown(result, paths["breakdown_plot"])
     return paths
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["combine"]:
+        sys.exit("usage: python -m skymemory.bench.report combine --gpu LINE --out FILE --step TITLE COMMAND "
+                 "STATUS MARKDOWN ...")
+    sys.exit(combine_main(sys.argv[2:]))
