@@ -259,6 +259,13 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
                    decision=result.decision.describe() if result.decision is not None else None), **stream_fields}
 
 
+def observe_forward(modes: list, new_tokens: int, context_tokens: int, seconds: float) -> None:
+    """Report a timed forward to every deciding manager: rates that this run contradicts are measured again."""
+    for mode in modes:
+        if mode.manager.policy.mode == "auto":
+            mode.manager.observe_forward(new_tokens, context_tokens, seconds)
+
+
 # ---------------------------------------------------------------------------- stores
 
 
@@ -531,6 +538,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                 gen = cfg.gen_tokens if rnd < cfg.gen_repeats else None
                 expected = _expected_cached(prompt.n_tokens, block_tokens, prefix_tokens)
                 fields, cache = run_nocache(model, tokenizer, prompt, gen)
+                observe_forward(modes, fields["prompt_tokens"], 0, fields["prefill_s"])
                 ref = Measurement(prefix_tokens, "nocache", rnd, prompt.suffix_index, **fields,
                                   expected_cached_tokens=expected)
                 measurements.append(ref)
@@ -551,6 +559,9 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                     log(_line(m, gen))
                 for mode in modes:
                     fields = run_cached(mode.manager, prompt, gen, mode.streaming)
+                    if not mode.streaming:  # a streamed forward also waits for the link: not the device's rate
+                        observe_forward(modes, fields["prompt_tokens"] - fields["cached_tokens"],
+                                        fields["cached_tokens"], fields["prefill_s"])
                     m = Measurement(prefix_tokens, mode.name, rnd, prompt.suffix_index, **fields,
                                     expected_cached_tokens=expected, route=mode.route)
                     miss = m.miss_reason

@@ -5,9 +5,14 @@ first m blocks (0 <= m <= k) leaves N - m*B tokens to compute with m*B tokens
 of context; the rest of the cached prefix is recomputed. Time to first token:
 
   compute(m)  = T(N - m*B, m*B)        the forward over the uncached tokens, fitted on this device:
-                T(new, ctx) = a + b*new + c*(new^2 + 2*new*ctx) + d*ctx
+                T(new, ctx) = a + b*new + c*(new^2 + 2*new*ctx) + d*ctx + e*[ctx > 0]
                 (fixed cost, per-token work, attention over what is new and what came before,
-                 reading the context; T(n, 0) is a plain prefill)
+                 reading the context, the fixed cost of a forward over a cache; T(n, 0) is a
+                 plain prefill). e matters on a launch-bound GPU: a short suffix over a cache
+                 runs the cache's update and mask kernels in every layer and can cost as much
+                 as a whole prefill; without e the fit splits that step between a and d and
+                 predicts such a suffix cheaper than it is. The fit minimises relative error:
+                 a 5 ms suffix point counts as much as a 2 s prefill.
   transfer(m) = rtt + m * block_bytes / rate                      (0 when m = 0)
   rebuild(m)  = r0 + m * block_bytes / r                          bytes -> cache on the device (0 when m = 0)
   TTFT(m)     = transfer(m) + rebuild(m) + compute(m)             without streaming
@@ -97,20 +102,22 @@ def _nnls(features: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PrefillModel:
-    """T(new, ctx) = a + b*new + c*(new^2 + 2*new*ctx) + d*ctx seconds on this device (see the module doc)."""
+    """T(new, ctx) = a + b*new + c*(new^2 + 2*new*ctx) + d*ctx + e*[ctx > 0] seconds on this device
+    (see the module doc)."""
 
     a: float
     b: float
     c: float
     device: str = "cpu"
     d: float = 0.0
+    e: float = 0.0
 
     def forward_s(self, new_tokens: int, context_tokens: int = 0) -> float:
         """One forward over `new_tokens` with `context_tokens` already in the cache."""
         if new_tokens <= 0:
             return 0.0
         return (self.a + self.b * new_tokens + self.c * (new_tokens ** 2 + 2 * new_tokens * context_tokens)
-                + self.d * context_tokens)
+                + self.d * context_tokens + (self.e if context_tokens > 0 else 0.0))
 
     def t(self, n: float) -> float:
         """A plain prefill of n tokens."""
@@ -122,9 +129,12 @@ class PrefillModel:
 
     @classmethod
     def fit(cls, points, device: str = "cpu") -> "PrefillModel":
-        """Non-negative least squares over (tokens, seconds) prefills and (new, context, seconds) forwards.
+        """Non-negative least squares of the relative error over (tokens, seconds) prefills and
+        (new, context, seconds) forwards.
 
-        Without any forward over a context the context-reading term d is not identifiable and stays 0.
+        Relative, because the points span two or three orders of magnitude (a 16-token prefill to
+        a 2,048-token one on a CPU) and the decision needs the short suffix as right as the long
+        prefill. Without any forward over a context, d and e are not identifiable and stay 0.
         """
         rows = [(p[0], 0, p[1]) if len(p) == 2 else tuple(p) for p in points]
         if len(rows) < 3:
@@ -132,15 +142,17 @@ class PrefillModel:
         new = np.array([r[0] for r in rows], dtype=float)
         ctx = np.array([r[1] for r in rows], dtype=float)
         seconds = np.array([r[2] for r in rows], dtype=float)
+        if np.any(seconds <= 0):
+            raise ValueError("forward timings must be > 0 s")
         columns = [np.ones_like(new), new, new * new + 2 * new * ctx]
         if np.any(ctx > 0):
-            columns.append(ctx)
-        coef = _nnls(np.stack(columns, axis=1), seconds)
+            columns += [ctx, (ctx > 0).astype(float)]
+        coef = _nnls(np.stack(columns, axis=1) / seconds[:, None], np.ones_like(seconds))
         a, b, c = (float(x) for x in coef[:3])
-        d = float(coef[3]) if len(coef) > 3 else 0.0
+        d, e = (float(coef[3]), float(coef[4])) if len(coef) > 3 else (0.0, 0.0)
         if b == 0.0 and c == 0.0:  # degenerate fit: linear through the largest prefill
             b = float(seconds.max() / new.max())
-        return cls(a, b, c, device, d)
+        return cls(a, b, c, device, d, e)
 
 
 @dataclass(frozen=True)
@@ -229,6 +241,7 @@ def decide(link: LinkModel, prefill: PrefillModel, *, prompt_tokens: int, cached
     inputs = {"link": link.name, "rate_MBps": link.rate_Bps / 1e6, "rtt_ms": link.rtt_s * 1e3,
               "prefill_a_ms": prefill.a * 1e3, "prefill_b_us_per_token": prefill.b * 1e6,
               "prefill_c_ns_per_token2": prefill.c * 1e9, "prefill_d_us_per_context_token": prefill.d * 1e6,
+              "prefill_e_ms_over_a_cache": prefill.e * 1e3,
               "rebuild_fixed_ms": rebuild.fixed_s * 1e3, "rebuild_GBps": rebuild.rate_Bps / 1e9,
               "device": prefill.device, "prompt_tokens": prompt_tokens, "block_tokens": block_tokens,
               "block_bytes": block_bytes, "layers": layers, "streaming": streaming, "split": split}

@@ -49,7 +49,7 @@ from transformers import DynamicCache
 from . import codec, landing, rebuild
 from .blocks import chain_hashes, model_fingerprint, root_hash, split_blocks, tokenizer_fingerprint, usable_blocks
 from .cache_arg import cache_arg, cache_of
-from .calibration import DeviceRates, load_or_calibrate
+from .calibration import DeviceRates, disagrees, load_or_calibrate
 from .costmodel import Decision
 from .models import cache_dir
 from .policy import FetchPolicy, LinkEstimate
@@ -62,6 +62,7 @@ from .tiers import BlockTiers
 log = logging.getLogger(__name__)
 
 INTEGRITY = ("crc32c", "sha256")
+DISAGREEMENTS = 2  # observed forwards in a row more than 2x off the rates: they are measured again
 
 
 @dataclass
@@ -159,6 +160,7 @@ class KVCManager:
         self.link = LinkEstimate(type(store).__name__)
         self._device_rates = device_rates
         self._rates_where = None  # (device, dtype) the rates were measured for; None: given by the caller
+        self._rates_disagreed = 0  # forwards in a row that observe_forward found more than 2x off the rates
         self.strict = strict
         self.probe = probe
         self.fetch_workers = fetch_workers
@@ -256,13 +258,35 @@ class KVCManager:
     # ------------------------------------------------------------------ decide
 
     def device_rates(self) -> DeviceRates:
-        """This model's compute and rebuild rates on its device (measured once, then read from disk)."""
+        """This model's compute and rebuild rates on its device (measured once, then read from disk;
+        measured again when the forwards reported to observe_forward disagreed with them)."""
         where = (str(self.model.device), self.model.dtype)
-        if self._device_rates is None or (self._rates_where is not None and self._rates_where != where):
+        stale = self._rates_disagreed >= DISAGREEMENTS
+        if stale or self._device_rates is None or (self._rates_where is not None and self._rates_where != where):
             self._device_rates = load_or_calibrate(self.model, kv_format=self.kv_format,
-                                                   block_tokens=self.block_tokens)
+                                                   block_tokens=self.block_tokens, refresh=stale)
             self._rates_where = where  # measured here: measure again if the model moves
+            self._rates_disagreed = 0
         return self._device_rates
+
+    def observe_forward(self, new_tokens: int, context_tokens: int, seconds: float) -> None:
+        """A forward over `new_tokens` with `context_tokens` cached that a caller timed (a prefill: context 0).
+
+        When DISAGREEMENTS forwards in a row are more than 2x off what the rates predict (either way),
+        the rates are measured again (and saved) before the next decision: a calibration taken on a
+        loaded machine, or before the machine changed in a way its key cannot see, is not used for ever.
+        """
+        if self._device_rates is None or new_tokens <= 0 or seconds <= 0:
+            return
+        predicted = self._device_rates.prefill.forward_s(new_tokens, context_tokens)
+        if not disagrees(predicted, seconds):
+            self._rates_disagreed = 0
+            return
+        self._rates_disagreed += 1
+        if self._rates_disagreed == DISAGREEMENTS:
+            log.warning("a forward over %d tokens (%d cached) took %.0f ms, the rates predict %.0f ms (%d in a row "
+                        "more than 2x off): measuring the rates again before the next decision", new_tokens,
+                        context_tokens, seconds * 1e3, predicted * 1e3, DISAGREEMENTS)
 
     def plan(self, found: PrefixLookup, *, streaming: bool = False, policy: str | None = None) -> Decision | None:
         """How many of the found blocks to fetch (None when nothing is cached)."""
