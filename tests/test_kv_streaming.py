@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
+import select
+import socket
+import threading
+
 import pytest
 import torch
 
+from skymemory.kv import codec
+from skymemory.kv.landing import LandingBuffers
 from skymemory.kv.manager import KVCManager
-from skymemory.kv.streaming import StreamFailed, StreamingCache, generate_streaming, get_cache_streaming
-from skymemory.protocol import native
+from skymemory.kv.streaming import (PrefixStream, StreamFailed, StreamingCache, generate_streaming,
+                                    get_cache_streaming)
+from skymemory.link.fastpath import require_native
+from skymemory.protocol import native, wire
 from skymemory.store.constellation import ConstellationBlockStore
 
 from fakesat import FakeSatellite
@@ -138,3 +147,76 @@ def test_ttft_benchmark_records_a_failed_stream_and_recomputes(tmp_path, store):
     assert failed["cached_tokens"] == 0 and failed["miss_reason"] == "stream failed: not-found"
     assert "stream_waited_s" not in failed
     assert failed["tokens"] == uncached(model, prompt, 5)
+
+
+class GatedSatellite(FakeSatellite):
+    """A FakeSatellite that holds every reply until the group has received `gate.need` distinct requests."""
+
+    def __init__(self, sat: int, gate: dict) -> None:
+        super().__init__(0, sat)
+        self.gate = gate  # need, seen (request ids), open (threading.Event), lock
+        self.held: list[tuple[bytes, tuple]] = []
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.gate["open"].is_set() and self.held:
+                for reply, addr in self.held:
+                    self.sock.sendto(reply, addr)
+                self.held.clear()
+            ready, _, _ = select.select([self.sock], [], [], 0.01)
+            if not ready:
+                continue
+            data, addr = self.sock.recvfrom(65535)
+            cmd = wire.decode_command(data)
+            if cmd.cc == wire.SKYMEM_GET_CHUNKS_CC and not self.gate["open"].is_set():
+                with self.gate["lock"]:
+                    self.gate["seen"].add(cmd.route.request_id)  # a re-request keeps its id: counted once
+                    if len(self.gate["seen"]) >= self.gate["need"]:
+                        self.gate["open"].set()
+                self.held += [(reply, addr) for reply in self._answer(cmd)]
+                continue
+            for reply in self._answer(cmd):
+                self.sock.sendto(reply, addr)
+
+
+def test_every_layer_is_asked_before_the_first_reply(tmp_path):
+    """A prefix larger than the old fixed 8 MiB stream window: every layer's requests leave at once (the
+    plain get's window), so satellites that answer nothing until they have all of them still deliver it."""
+    geometry = codec.BlockGeometry(layers=8, kv_heads=8, head_dim=128, tokens=128)  # 4 MiB a block (fp16)
+    gen = torch.Generator().manual_seed(3)
+    blocks = []
+    for b in range(3):  # 12 MiB in all: over 8 MiB
+        layers = [(torch.randn(8, 128, 128, generator=gen).half(), torch.randn(8, 128, 128, generator=gen).half())
+                  for _ in range(geometry.layers)]
+        blocks.append((hashlib.sha256(b"gated-%d" % b).digest(), codec.encode_block(layers, "fp16")))
+    prefix_bytes = sum(len(p) for _, p in blocks)
+    gate = {"need": 0, "seen": set(), "open": threading.Event(), "lock": threading.Lock()}
+    gate["open"].set()  # storing is not gated
+    sats = [GatedSatellite(i, gate) for i in range(3)]
+    for s in sats:
+        s.__enter__()
+    st = ConstellationBlockStore({s.me: s.address for s in sats}, [s.me for s in sats], chunk_bytes=60000,
+                                 client_options={"timeout": 0.5},
+                                 fast_options={"rto_s": 0.5, "deadline_s": 10, "window_bytes": 2 * prefix_bytes,
+                                               "retries": 100})  # never given up on (that would free the window)
+    try:
+        records = st.put_blocks(blocks)
+        stream = PrefixStream(st, records, geometry, "fp16", dtype=torch.float16, device="cpu",
+                              landing=LandingBuffers())
+        ffi, lib = require_native()
+        n_blocks = ffi.new("skymem_bulk_block_t[]", len(stream.jobs))
+        for b, job in zip(n_blocks, stream.jobs):
+            b.chunk_count, b.n_servers = job.chunk_count, len(job.servers)
+        gate["need"] = lib.skymem_bulk_get_requests(n_blocks, len(stream.jobs), stream.wave_chunks)
+        gate["open"].clear()  # from now on no satellite answers before it has every request of the stream
+        stream.start()
+        for layer in range(geometry.layers):
+            keys, _ = stream.layer(layer)  # a timeout here: some layer was never asked
+            assert keys.shape == (1, 8, 3 * 128, 128)
+        assert len(gate["seen"]) == gate["need"] > geometry.layers * len(blocks)
+        assert stream.error is None and stream.stats.bytes == prefix_bytes
+    finally:
+        st.close()
+        for s in sats:
+            s.__exit__()

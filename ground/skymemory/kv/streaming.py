@@ -6,11 +6,30 @@ the prefix's blocks with one C fast-path call on a background thread, asking
 the chunks in waves across blocks (the first layers of *every* block first);
 the C code advances, per block, the count of chunks received contiguously
 from chunk 0, so layer L is complete when every block's count covers it.
-At most STREAM_WINDOW_BYTES are asked for and not yet received (about 8
-layers of an 8-block TinyLlama prefix), so each layer's requests leave as
-earlier layers arrive: with the window of a plain get (24 MiB, the whole
-prefix) every satellite answers everything at once and layer 0 queues behind
-the rest (laser: 68 % of the transfer hidden against 88-91 % with 8 MiB).
+
+The stream is asked with the window of a plain get (fastpath.BulkTransfer:
+the socket's receive buffer, at most 24 MiB), so the requests of every
+layer leave at once, in layer order, and the stream is never held to a
+round trip per window more than a fetch is. An earlier fixed 8 MiB window
+capped a stream at window / RTT: on the rf profile (71 ms round trip) a
+46 MB prefix took 2.0-2.3x a plain fetch's time, on the laser and none
+profiles, at this CPU's 0.2-0.3 GB/s, it made no difference (BENCHMARKS.md,
+issue 24; at a GPU host's 1.35 GB/s the product of rate and round trip is
+over 8 MiB on laser too). A window sized from the
+measured bandwidth-delay product was not taken: the rate a stream measures
+is its own window's (8 MiB / RTT), so it would never grow. Layer order does
+not need the small window: requests leave in layer-major order and each
+satellite answers in that order, so layer 0 is asked and answered first
+(it is ready a few tens of ms later than with 8 MiB, the transfer ends
+hundreds of ms sooner on rf).
+
+A layer waits only for its own bytes (`_layer_in`: every block's received
+prefix covers it). The last layer also waits for the transfer's end and the
+blocks' checks: its chunks are the last asked, so that end is when its own
+bytes are in, plus a fold of the chunk CRCs (the last layer is released
+within a millisecond of the last byte, same table). The check stays: it is
+the end-to-end proof that the chunks make the block that was stored.
+
 With `pace_Bps` the waves after the first are asked no faster than that:
 asked all at once, every satellite answers every wave at the same moment and
 layer 0's chunks can queue behind later layers' at the shared receiver.
@@ -63,7 +82,7 @@ from .store import BlockMiss, StreamedBlockReads, streams
 log = logging.getLogger(__name__)
 
 POLL_S = 0.0002  # how often a waiting layer looks at the transfer's progress
-STREAM_WINDOW_BYTES = 8 * 1024 * 1024  # bytes in flight while streaming: layers in order over raw throughput
+STREAM_WINDOW_BYTES = None  # bytes in flight while streaming: None = a plain get's (no round trip per window)
 
 
 class StreamFailed(RuntimeError):
@@ -100,7 +119,7 @@ class PrefixStream:
 
     def __init__(self, store: StreamedBlockReads, records, geometry: codec.BlockGeometry, kv_format: str, *,
                  dtype: torch.dtype, device, landing, wave_layers: int = 1, deadline_s: float | None = None,
-                 pace_Bps: float = 0.0, window_bytes: int = STREAM_WINDOW_BYTES, verify_sha256: bool = False,
+                 pace_Bps: float = 0.0, window_bytes: int | None = STREAM_WINDOW_BYTES, verify_sha256: bool = False,
                  link=None) -> None:
         if not records:
             raise ValueError("nothing to stream")
