@@ -32,6 +32,9 @@ def parser():
     ["streaming", "--pace", "fast"],
     ["streaming", "--pace", "0"],
     ["streaming", "--pace", "off,off"],
+    ["streaming", "--stream-windows", "big"],
+    ["streaming", "--stream-windows", "0"],
+    ["streaming", "--stream-windows", "get,get"],
 ])
 def test_bad_arguments_are_rejected(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -47,6 +50,8 @@ def test_defaults():
     assert b.prefix_blocks == 8 and b.kv == "fp16" and [p.name for p in b.profiles] == ["none", "laser"]
     assert b.pace == [0.0] and b.wave_layers == 1
     assert parser().parse_args(["streaming", "--pace", "off,800"]).pace == [0.0, 800e6]
+    assert b.stream_windows == [None] and not b.transfer_only
+    assert parser().parse_args(["streaming", "--stream-windows", "get,8"]).stream_windows == [None, 8 * 2**20]
 
 
 def test_rounds_merge_into_one_row_per_measurement_over_all_runs():

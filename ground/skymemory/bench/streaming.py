@@ -18,6 +18,13 @@ every mode is compared with the recompute one.
 It then fits this device's prefill time T(n) from measured forwards, measures
 each link's rate and round trip, and prints the fetch / partial / recompute
 decision of skymemory.kv.costmodel for a table of prefix lengths.
+
+With --transfer-only no forward runs (a CPU forward of seconds hides any
+transfer): random blocks of the model's geometry are stored, and each round
+times a plain fetch of the prefix, then one stream per --stream-windows entry
+whose reader only waits for each layer's bytes in order (what a GPU forward
+waits for; its rebuild runs on the device): transfer time, when layer 0 and
+every byte were in, when the last layer was released (after the block checks).
 """
 
 from __future__ import annotations
@@ -82,9 +89,8 @@ def ttft_recompute(model, prompt) -> dict:
 def measure_link(store, records, repeats: int = 3) -> tuple[float, float]:
     """(goodput bytes/s of fetching `records`, median NOOP round trip s to the first server).
 
-    Fetched with the streaming window (kv.streaming.STREAM_WINDOW_BYTES): the rate the
-    cost model scales with is the one a streamed prefix gets, which on a long round trip
-    is the window's, not the link's.
+    Fetched with the streaming window (kv.streaming.STREAM_WINDOW_BYTES, a plain get's since
+    issue 24): the rate the cost model scales with is the one a streamed prefix gets.
     """
     from skymemory.kv.streaming import STREAM_WINDOW_BYTES
 
@@ -216,6 +222,100 @@ def run(args, log=print) -> dict:
     return results
 
 
+def run_transfer(args, log=print) -> dict:
+    """--transfer-only: fetch vs stream of one stored prefix per profile, the modes alternating each round."""
+    import hashlib
+
+    import torch
+
+    from skymemory.kv import codec
+    from skymemory.kv.landing import LandingBuffers
+    from skymemory.kv.models import load_model
+    from skymemory.kv.streaming import PrefixStream
+    from skymemory.store.constellation import ConstellationBlockStore
+
+    from .launch import LocalConstellation, free_port_offset
+
+    model = load_model(args.model, device="cpu", dtype=args.dtype)[0]  # for its geometry only
+    geometry = codec.BlockGeometry.from_config(model.config, args.block_tokens)
+    gen = torch.Generator().manual_seed(args.seed)
+    shape = (geometry.kv_heads, geometry.tokens, geometry.head_dim)
+    source = codec.source_dtype(args.kv)
+    blocks = [(hashlib.sha256(b"bench-streaming-%d-%d" % (args.seed, b)).digest(),
+               codec.encode_block([(torch.randn(shape, generator=gen).to(source),
+                                    torch.randn(shape, generator=gen).to(source)) for _ in range(geometry.layers)],
+                                  args.kv)) for b in range(args.prefix_blocks)]
+    prefix_bytes = sum(len(p) for _, p in blocks)
+    log(f"{args.prefix_blocks} blocks of {args.model}'s geometry ({args.kv}): {prefix_bytes / 1e6:.1f} MB")
+    work = tempfile.TemporaryDirectory(prefix="skymemory-bench-streaming-")
+    landing = LandingBuffers()
+    rows: dict[str, list[dict]] = {}
+    for profile in args.profiles:
+        sky = LocalConstellation(planes=args.planes, sats=args.sats, profile=profile,
+                                 run_dir=Path(work.name) / f"sky-{profile.name}",
+                                 port_offset=free_port_offset(args.planes * args.sats), node=args.node,
+                                 chunk_size=max(args.chunk_bytes, 6144), memory_budget=256 * 1024 * 1024)
+        manifest = sky.start()
+        store = None
+        try:
+            servers = manifest.constellation().nearest(args.servers)
+            store = ConstellationBlockStore.from_manifest(manifest, servers, via=None, chunk_bytes=args.chunk_bytes)
+            records = store.put_blocks(blocks)
+            buffers = [bytearray(r.n_bytes) for r in records]
+            for _ in range(args.repeats):
+                started = time.perf_counter()
+                t = store.fetch_jobs(store.block_jobs(records, buffers))
+                rows.setdefault(f"sky-{profile.name}", []).append(
+                    {"transfer_s": time.perf_counter() - started, "retransmits": t.retransmits,
+                     "window_bytes": t.window_bytes})
+                for window in args.stream_windows:
+                    stream = PrefixStream(store, records, geometry, args.kv, dtype=source, device="cpu",
+                                          landing=landing, wave_layers=args.wave_layers, window_bytes=window).start()
+                    for layer in range(geometry.layers - 1):
+                        stream.wait_layer(layer)
+                    while int(stream.prefix.min()) < stream.chunk_count and not stream.done.is_set():
+                        time.sleep(0.0002)
+                    bytes_in = time.perf_counter() - stream.stats.started
+                    stream.wait_layer(geometry.layers - 1)
+                    stream.close()
+                    st = stream.stats
+                    rows.setdefault(f"sky-{profile.name}-stream{_window_suffix(window)}", []).append(
+                        {"transfer_s": st.transfer_s, "retransmits": st.retransmits,
+                         "first_layer_s": st.layer_ready_s[0], "bytes_in_s": bytes_in,
+                         "last_layer_s": st.layer_ready_s[-1],
+                         "window_bytes": store.last_transfer.window_bytes})
+        finally:
+            if store is not None:
+                store.close()
+            sky.stop()
+    summary = {}
+    for name, runs in rows.items():
+        fetch = rows[name.split("-stream")[0]]
+        s = {k.replace("_s", "_ms"): statistics.median(r[k] for r in runs) * 1e3
+             for k in runs[0] if k.endswith("_s")}
+        s["vs_fetch"] = s["transfer_ms"] / (statistics.median(r["transfer_s"] for r in fetch) * 1e3)
+        s.update(runs=len(runs), retransmits=sum(r["retransmits"] for r in runs),
+                 window_MiB=runs[0]["window_bytes"] / 2**20)
+        summary[name] = s
+    return {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                       if k not in ("func", "profiles")},
+            "profiles": [p.name for p in args.profiles], "prefix_bytes": prefix_bytes, "transfers": summary}
+
+
+def markdown_transfer(results: dict) -> str:
+    lines = [f"{results['prefix_bytes'] / 1e6:.1f} MB prefix; medians of {results['config']['repeats']} rounds, "
+             "the modes alternating in each", "",
+             "| mode | window MiB | transfer ms | vs fetch | layer 0 ready ms | all bytes in ms | last layer ready ms "
+             "| retransmits |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, s in results["transfers"].items():
+        stream = "first_layer_ms" in s
+        extra = (f"{s['first_layer_ms']:.1f} | {s['bytes_in_ms']:.1f} | {s['last_layer_ms']:.1f}" if stream
+                 else " | | ")
+        lines.append(f"| {name} | {s['window_MiB']:.0f} | {s['transfer_ms']:.1f} | {s['vs_fetch']:.2f} | {extra} "
+                     f"| {s['retransmits']} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(results: dict) -> str:
     lines = ["| mode | TTFT ms | vs local | pace MB/s | transfer ms | waited ms | hidden (runs) | layer 0 ready ms "
              "| waited layer 0 / last ms | same first token |",
@@ -255,6 +355,11 @@ def register(subparsers) -> None:
                         "MB/s; e.g. off,600 compares them side by side")
     p.add_argument("--fit-lengths", type=lambda t: [positive_int(x) for x in t.split(",")], default=[32, 128, 512],
                    help="prompt lengths timed to fit the prefill model (besides the whole prompt)")
+    p.add_argument("--transfer-only", action="store_true",
+                   help="time the transfers only (fetch vs stream, no forward): see above")
+    p.add_argument("--stream-windows", type=_windows, default=[None],
+                   help="with --transfer-only, one streamed mode each: 'get' (a plain get's window, the "
+                        "default) or MiB in flight; e.g. get,8 compares them side by side")
     p.add_argument("--node", type=input_file, default=None)
     p.add_argument("--out", type=output_dir, default="out/bench-streaming")
     p.set_defaults(func=_main)
@@ -262,6 +367,29 @@ def register(subparsers) -> None:
 
 def _pace_suffix(pace: float) -> str:
     return "" if pace == 0 else f"-{pace / 1e6:.0f}MBps"
+
+
+def _window_suffix(window: int | None) -> str:
+    return "" if window is None else f"-{window / 2**20:g}MiB"
+
+
+def _windows(text: str) -> list[int | None]:
+    """'get,8' -> [None, 8 MiB] (None: a plain get's window)."""
+    windows: list[int | None] = []
+    for item in (t.strip() for t in text.split(",")):
+        if item == "get":
+            windows.append(None)
+            continue
+        try:
+            mib = float(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--stream-windows: {item!r} is not get or a size in MiB") from None
+        if not 0.0625 <= mib <= 4095:  # the C window is a uint32
+            raise argparse.ArgumentTypeError(f"--stream-windows: {item} MiB is out of range [0.0625, 4095]")
+        windows.append(int(mib * 2**20))
+    if len(set(windows)) != len(windows):
+        raise argparse.ArgumentTypeError(f"--stream-windows lists a value twice: {text}")
+    return windows
 
 
 def _paces(text: str) -> list[float]:
@@ -295,6 +423,16 @@ def _main(args) -> int:
         raise SystemExit("--chunk-bytes must be at most 60000")
     if args.servers > args.planes * args.sats:
         raise SystemExit(f"--servers {args.servers} exceeds the {args.planes * args.sats} satellites")
+    if args.transfer_only:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        results = run_transfer(args)
+        (out / "transfer.json").write_text(json.dumps(results, indent=1, default=str))
+        table = markdown_transfer(results)
+        (out / "transfer.md").write_text(regenerate(command_line()) + table)
+        print(table)
+        print(f"wrote {out / 'transfer.json'} and {out / 'transfer.md'}")
+        return 0
     if len(set(args.fit_lengths)) < 2:  # with the whole prompt: three points for T(n) = a + b n + c n^2
         raise SystemExit("--fit-lengths needs two different lengths or more (the prefill fit has three terms)")
     out = Path(args.out)
