@@ -18,7 +18,7 @@ from pathlib import Path
 from skymemory.store.routes import DEFAULT_ROUTE
 
 from . import options, report
-from .ttft import STREAMING_CHOICES, TTFTConfig, run
+from .ttft import DEVICE_RAM, DEVICE_RAM_NAMES, STREAMING_CHOICES, TTFTConfig, run
 
 
 def config_from_args(args: argparse.Namespace):
@@ -89,7 +89,12 @@ def execute(cfg, out_dir: Path, *, title: str) -> int:
     bad = [r for r in result["summary"] if r["mode"] != "nocache" and not (r["tokens_equal"] and r["first_token_equal"])]
     short = [r for r in result["summary"] if r["mode"] != "nocache" and r["cached_tokens"] != [r["expected_cached_tokens"]]]
     if bad:
-        print(f"{title}: generated tokens differ from the no-cache run in {len(bad)} cell(s)", file=sys.stderr)
+        # device-ram itself, and modes generating its tokens, differ by the two-forward arithmetic (report.tokens_note)
+        split = [r for r in bad if r["mode"] in DEVICE_RAM_NAMES
+                 or (r.get("tokens_compared_device_ram") and r["tokens_equal_device_ram"])]
+        print(f"{title}: generated tokens differ from the no-cache run in {len(bad)} cell(s)"
+              + (f", {len(split)} of them as {DEVICE_RAM}'s do (numerical: see the note under the table)"
+                 if split else ""), file=sys.stderr)
     if short:
         print(f"{title}: the cache did not cover the expected prefix in {len(short)} cell(s)", file=sys.stderr)
     return 0
