@@ -273,8 +273,9 @@ class KVCManager:
         """A forward over `new_tokens` with `context_tokens` cached that a caller timed (a prefill: context 0).
 
         When DISAGREEMENTS forwards in a row are more than 2x off what the rates predict (either way),
-        the rates are measured again (and saved) before the next decision: a calibration taken on a
-        loaded machine, or before the machine changed in a way its key cannot see, is not used for ever.
+        the rates are measured again (and saved) here and now, so that no request's time to first token
+        pays for it: a calibration taken on a loaded machine, or before the machine changed in a way
+        its key cannot see, is not used for ever. Call it outside what you time.
         """
         if self._device_rates is None or new_tokens <= 0 or seconds <= 0:
             return
@@ -283,10 +284,15 @@ class KVCManager:
             self._rates_disagreed = 0
             return
         self._rates_disagreed += 1
-        if self._rates_disagreed == DISAGREEMENTS:
-            log.warning("a forward over %d tokens (%d cached) took %.0f ms, the rates predict %.0f ms (%d in a row "
-                        "more than 2x off): measuring the rates again before the next decision", new_tokens,
-                        context_tokens, seconds * 1e3, predicted * 1e3, DISAGREEMENTS)
+        if self._rates_disagreed < DISAGREEMENTS:
+            return
+        log.warning("a forward over %d tokens (%d cached) took %.0f ms, the rates predict %.0f ms (%d in a row more "
+                    "than 2x off): measuring the rates again", new_tokens, context_tokens, seconds * 1e3,
+                    predicted * 1e3, DISAGREEMENTS)
+        try:
+            self.device_rates()
+        except Exception as exc:  # noqa: BLE001 - the next decision tries again (plan() handles a failure)
+            log.warning("measuring the rates again failed (%r): the next decision tries again", exc)
 
     def plan(self, found: PrefixLookup, *, streaming: bool = False, policy: str | None = None) -> Decision | None:
         """How many of the found blocks to fetch (None when nothing is cached)."""
