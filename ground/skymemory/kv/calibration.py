@@ -18,7 +18,8 @@ everything that changes the timings: model architecture and quantisation,
 device (GPU name, the multiprocessors this process sees and the CUDA MPS
 thread percentage; or CPU model and torch threads), dtype, torch version, KV
 format and block size. A saved file is checked when it is read: the largest
-prefill that took <= 0.3 s (and its suffix point) is timed again, and when it
+prefill that took <= 0.3 s (and its suffix point; else the smallest prefill)
+is timed again, and when it
 is more than 2x off either way everything is measured again, with a warning
 (a file written during a loaded run is not trusted for ever). KVCManager also
 compares the forwards its callers time (observe_forward) with these rates.
@@ -169,15 +170,17 @@ def _ms(seconds: float) -> str:
 
 
 def recheck(model, rates: "DeviceRates", *, repeats: int = 2) -> str | None:
-    """Re-time the largest cached prefill that took <= RECHECK_S and its suffix point when that is cheap too;
-    None when they agree with the saved times within DISAGREE, else what disagreed."""
-    prefills = [p for p in rates.points if p[1] == 0 and p[2] <= RECHECK_S]
+    """Re-time the largest cached prefill that took <= RECHECK_S and its suffix point when that is cheap too
+    (none that cheap, a big model on a CPU: the smallest prefill alone); None when they agree with the saved
+    times within DISAGREE, else what disagreed."""
+    prefills = [p for p in rates.points if p[1] == 0]
     if not prefills:
         return None
-    largest = max(prefills, key=lambda p: p[0])
-    suffix = [p for p in rates.points if p[1] == largest[0] and p[2] <= RECHECK_S]
+    cheap = [p for p in prefills if p[2] <= RECHECK_S]
+    checked = max(cheap, key=lambda p: p[0]) if cheap else min(prefills, key=lambda p: p[0])
+    suffix = [p for p in rates.points if p[1] == checked[0] and p[2] <= RECHECK_S]
     ids = _calibration_ids(model)
-    for new, context, cached_s in [largest] + suffix[:1]:
+    for new, context, cached_s in [checked] + suffix[:1]:
         if new + context > ids.shape[1]:
             continue
         measured = _time_forward(model, ids, new, context, repeats)
