@@ -19,10 +19,10 @@ device (GPU name, the multiprocessors this process sees and the CUDA MPS
 thread percentage; or CPU model and torch threads), dtype, torch version, KV
 format and block size. A saved file is checked when it is read: the largest
 prefill that took <= 0.3 s (and its suffix point; else the smallest prefill)
-is timed again, and when it
-is more than 2x off either way everything is measured again, with a warning
-(a file written during a loaded run is not trusted for ever). KVCManager also
-compares the forwards its callers time (observe_forward) with these rates.
+is timed again, and when it is more than 2x off either way everything is
+measured again, with a warning (a file written during a loaded run is not
+trusted for ever). KVCManager also compares the forwards its callers time
+(observe_forward) with these rates.
 """
 
 from __future__ import annotations
