@@ -51,7 +51,8 @@ def test_defaults():
     assert b.pace == [0.0] and b.wave_layers == 1
     assert parser().parse_args(["streaming", "--pace", "off,800"]).pace == [0.0, 800e6]
     assert b.stream_windows == [None] and not b.transfer_only
-    assert parser().parse_args(["streaming", "--stream-windows", "get,8"]).stream_windows == [None, 8 * 2**20]
+    assert parser().parse_args(["streaming", "--stream-windows", "get,8,link"]).stream_windows == [
+        None, 8 * 2**20, "link"]
 
 
 def test_rounds_merge_into_one_row_per_measurement_over_all_runs():

@@ -13,8 +13,9 @@ import torch
 from skymemory.kv import codec
 from skymemory.kv.landing import LandingBuffers
 from skymemory.kv.manager import KVCManager
-from skymemory.kv.streaming import (PrefixStream, StreamFailed, StreamingCache, generate_streaming,
-                                    get_cache_streaming)
+from skymemory.kv.policy import LinkEstimate
+from skymemory.kv.streaming import (STREAM_WINDOW_MIN, PrefixStream, StreamFailed, StreamingCache,
+                                    generate_streaming, get_cache_streaming, stream_window)
 from skymemory.link.fastpath import require_native
 from skymemory.protocol import native, wire
 from skymemory.store.constellation import ConstellationBlockStore
@@ -220,3 +221,17 @@ def test_every_layer_is_asked_before_the_first_reply(tmp_path):
         st.close()
         for s in sats:
             s.__exit__()
+
+
+def test_stream_window_never_costs_a_round_trip():
+    """Twice rate x round trip, at least 8 MiB, a plain get's window (None) unmeasured or beyond it."""
+    link = LinkEstimate("sky", clock=lambda: 0.0)
+    assert stream_window(None) is None and stream_window(link) is None  # nothing measured: a get's window
+    link.observe(46_000_000, 0.193 + 0.007, 0.007)  # laser: 238 MB/s x 7 ms = 1.7 MB
+    assert stream_window(link) == STREAM_WINDOW_MIN
+    rf = LinkEstimate("sky", clock=lambda: 0.0)
+    rf.observe(46_000_000, 0.45 + 0.071, 0.071)  # rf held to a small window: 102 MB/s x 71 ms
+    assert stream_window(rf) == int(2 * 46_000_000 / 0.45 * 0.071) > STREAM_WINDOW_MIN
+    fast = LinkEstimate("sky", clock=lambda: 0.0)
+    fast.observe(46_000_000, 0.2 + 0.071, 0.071)  # 230 MB/s x 71 ms x 2 = 33 MB: over a get's 24 MiB
+    assert stream_window(fast) is None

@@ -89,17 +89,15 @@ def ttft_recompute(model, prompt) -> dict:
 def measure_link(store, records, repeats: int = 3) -> tuple[float, float]:
     """(goodput bytes/s of fetching `records`, median NOOP round trip s to the first server).
 
-    Fetched with the streaming window (kv.streaming.STREAM_WINDOW_BYTES, a plain get's since
-    issue 24): the rate the cost model scales with is the one a streamed prefix gets.
+    Fetched with a plain get's window: a streamed prefix gets that rate too, its window never
+    costing a round trip (kv.streaming.stream_window).
     """
-    from skymemory.kv.streaming import STREAM_WINDOW_BYTES
-
     times = []
     buffers = [bytearray(r.n_bytes) for r in records]
     for _ in range(repeats):
         jobs = store.block_jobs(records, buffers)
         started = time.perf_counter()
-        store.fetch_jobs(jobs, window_bytes=STREAM_WINDOW_BYTES)
+        store.fetch_jobs(jobs)
         times.append(time.perf_counter() - started)
     servers = store._servers(records[0], store.mission_ms())
     rtt = statistics.median(store._run(store.client.noop(servers[0])) for _ in range(5))
@@ -231,6 +229,7 @@ def run_transfer(args, log=print) -> dict:
     from skymemory.kv import codec
     from skymemory.kv.landing import LandingBuffers
     from skymemory.kv.models import load_model
+    from skymemory.kv.policy import LinkEstimate
     from skymemory.kv.streaming import PrefixStream
     from skymemory.store.constellation import ConstellationBlockStore
 
@@ -262,15 +261,20 @@ def run_transfer(args, log=print) -> dict:
             store = ConstellationBlockStore.from_manifest(manifest, servers, via=None, chunk_bytes=args.chunk_bytes)
             records = store.put_blocks(blocks)
             buffers = [bytearray(r.n_bytes) for r in records]
+            link = LinkEstimate(profile.name)  # as a KVCManager's: fed by the fetches and the streams
             for _ in range(args.repeats):
                 started = time.perf_counter()
                 t = store.fetch_jobs(store.block_jobs(records, buffers))
+                link.observe(prefix_bytes, time.perf_counter() - started, t.first_reply_s or None)
                 rows.setdefault(f"sky-{profile.name}", []).append(
                     {"transfer_s": time.perf_counter() - started, "retransmits": t.retransmits,
                      "window_bytes": t.window_bytes})
                 for window in args.stream_windows:
+                    sized = window == "link"  # None: a plain get's window; link: kv.streaming.stream_window
                     stream = PrefixStream(store, records, geometry, args.kv, dtype=source, device="cpu",
-                                          landing=landing, wave_layers=args.wave_layers, window_bytes=window).start()
+                                          landing=landing, wave_layers=args.wave_layers,
+                                          window_bytes=None if sized else window, link=link if sized else None)
+                    stream.start()
                     for layer in range(geometry.layers - 1):
                         stream.wait_layer(layer)
                     while int(stream.prefix.min()) < stream.chunk_count and not stream.done.is_set():
@@ -295,7 +299,7 @@ def run_transfer(args, log=print) -> dict:
              for k in runs[0] if k.endswith("_s")}
         s["vs_fetch"] = s["transfer_ms"] / (statistics.median(r["transfer_s"] for r in fetch) * 1e3)
         s.update(runs=len(runs), retransmits=sum(r["retransmits"] for r in runs),
-                 window_MiB=runs[0]["window_bytes"] / 2**20)
+                 window_MiB=statistics.median(r["window_bytes"] for r in runs) / 2**20)
         summary[name] = s
     return {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
                        if k not in ("func", "profiles")},
@@ -359,7 +363,8 @@ def register(subparsers) -> None:
                    help="time the transfers only (fetch vs stream, no forward): see above")
     p.add_argument("--stream-windows", type=_windows, default=[None],
                    help="with --transfer-only, one streamed mode each: 'get' (a plain get's window, the "
-                        "default) or MiB in flight; e.g. get,8 compares them side by side")
+                        "default), 'link' (twice the measured rate x round trip, at least 8 MiB: what a "
+                        "KVCManager streams with) or MiB in flight; e.g. link,get,8 compares them side by side")
     p.add_argument("--node", type=input_file, default=None)
     p.add_argument("--out", type=output_dir, default="out/bench-streaming")
     p.set_defaults(func=_main)
@@ -369,21 +374,23 @@ def _pace_suffix(pace: float) -> str:
     return "" if pace == 0 else f"-{pace / 1e6:.0f}MBps"
 
 
-def _window_suffix(window: int | None) -> str:
-    return "" if window is None else f"-{window / 2**20:g}MiB"
+def _window_suffix(window: int | str | None) -> str:
+    if window is None or window == "link":
+        return "" if window is None else "-link"
+    return f"-{window / 2**20:g}MiB"
 
 
-def _windows(text: str) -> list[int | None]:
-    """'get,8' -> [None, 8 MiB] (None: a plain get's window)."""
-    windows: list[int | None] = []
+def _windows(text: str) -> list[int | str | None]:
+    """'get,8,link' -> [None, 8 MiB, 'link'] (None: a plain get's window; link: sized from the measured link)."""
+    windows: list[int | str | None] = []
     for item in (t.strip() for t in text.split(",")):
-        if item == "get":
-            windows.append(None)
+        if item in ("get", "link"):
+            windows.append(None if item == "get" else item)
             continue
         try:
             mib = float(item)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"--stream-windows: {item!r} is not get or a size in MiB") from None
+            raise argparse.ArgumentTypeError(f"--stream-windows: {item!r} is not get, link or a size in MiB") from None
         if not 0.0625 <= mib <= 4095:  # the C window is a uint32
             raise argparse.ArgumentTypeError(f"--stream-windows: {item} MiB is out of range [0.0625, 4095]")
         windows.append(int(mib * 2**20))

@@ -7,21 +7,21 @@ the chunks in waves across blocks (the first layers of *every* block first);
 the C code advances, per block, the count of chunks received contiguously
 from chunk 0, so layer L is complete when every block's count covers it.
 
-The stream is asked with the window of a plain get (fastpath.BulkTransfer:
-the socket's receive buffer, at most 24 MiB), so the requests of every
-layer leave at once, in layer order, and the stream is never held to a
-round trip per window more than a fetch is. An earlier fixed 8 MiB window
-capped a stream at window / RTT: on the rf profile (71 ms round trip) a
-46 MB prefix took 2.0-2.3x a plain fetch's time, on the laser and none
-profiles, at this CPU's 0.2-0.3 GB/s, it made no difference (BENCHMARKS.md,
-issue 24; at a GPU host's 1.35 GB/s the product of rate and round trip is
-over 8 MiB on laser too). A window sized from the
-measured bandwidth-delay product was not taken: the rate a stream measures
-is its own window's (8 MiB / RTT), so it would never grow. Layer order does
-not need the small window: requests leave in layer-major order and each
-satellite answers in that order, so layer 0 is asked and answered first
-(it is ready a few tens of ms later than with 8 MiB, the transfer ends
-hundreds of ms sooner on rf).
+Bytes in flight (`stream_window`): twice the link's measured rate times its
+round trip, at least STREAM_WINDOW_MIN (8 MiB), and a plain get's window
+(fastpath.BulkTransfer: the socket's receive buffer, at most 24 MiB) before
+the link is measured or when that is larger. So a window never costs a
+round trip, and on a short one the requests still leave as earlier layers
+arrive. A fixed 8 MiB window capped a stream at window / RTT: on the rf
+profile (71 ms round trip) a 46 MB prefix took 1.9-2.3x a plain fetch's
+time (BENCHMARKS.md, issue 24). On none and laser, at this CPU's
+0.2-0.3 GB/s, 8 MiB is more than the product, and there it gave layer 0
+sooner and a transfer no slower than a plain get's 24 MiB, so it stays the
+floor. Twice the product because the rate measured through a window is at
+most window / RTT: a stream held to 8 MiB measures just that, and doubling
+lets the next one out of it (8 -> 16 -> 24 MiB on rf). Requests leave in
+layer-major order and each satellite answers in that order, so with any
+window layer 0 is asked and answered first.
 
 A layer waits only for its own bytes (`_layer_in`: every block's received
 prefix covers it). The last layer also waits for the transfer's end and the
@@ -78,11 +78,22 @@ from . import codec, rebuild
 from .cache_arg import cache_arg
 from .result import CacheResult
 from .store import BlockMiss, StreamedBlockReads, streams
+from ..link import fastpath
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.0002  # how often a waiting layer looks at the transfer's progress
-STREAM_WINDOW_BYTES = None  # bytes in flight while streaming: None = a plain get's (no round trip per window)
+STREAM_WINDOW_MIN = 8 * 1024 * 1024  # the least bytes in flight while streaming (see stream_window)
+
+
+def stream_window(link) -> int | None:
+    """Bytes in flight for a stream over `link` (a kv.policy.LinkEstimate): max(8 MiB, 2 x rate x RTT);
+    None (a plain get's window) before any transfer was measured, or when that is no more than this."""
+    model = link.model() if link is not None else None
+    if model is None:
+        return None
+    window = max(STREAM_WINDOW_MIN, int(2 * model.rate_Bps * model.rtt_s))
+    return None if window >= fastpath.GET_WINDOW_MAX else window
 
 
 class StreamFailed(RuntimeError):
@@ -119,7 +130,7 @@ class PrefixStream:
 
     def __init__(self, store: StreamedBlockReads, records, geometry: codec.BlockGeometry, kv_format: str, *,
                  dtype: torch.dtype, device, landing, wave_layers: int = 1, deadline_s: float | None = None,
-                 pace_Bps: float = 0.0, window_bytes: int | None = STREAM_WINDOW_BYTES, verify_sha256: bool = False,
+                 pace_Bps: float = 0.0, window_bytes: int | None = None, verify_sha256: bool = False,
                  link=None) -> None:
         if not records:
             raise ValueError("nothing to stream")
@@ -145,7 +156,7 @@ class PrefixStream:
         self.layer_bytes = codec.layer_bytes(geometry, kv_format)
         self.wave_chunks = max(1, -(-wave_layers * self.layer_bytes // self.chunk_bytes))
         self.pace_Bps = pace_Bps
-        self.window_bytes = window_bytes
+        self.window_bytes = window_bytes if window_bytes is not None else stream_window(link)  # None: a get's
         self.deadline_s = deadline_s or store.stream_deadline_s + 5.0  # the transfer gives up first
         self.prefix = np.zeros(len(records), dtype=np.uint32)
         self._landing = landing
