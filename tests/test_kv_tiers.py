@@ -257,12 +257,32 @@ def test_a_split_loads_its_fetched_blocks_from_the_tiers(tmp_path):
     for _ in range(16):
         manager.link.observe(4 * block, 4 * 0.016, 0.0)
     prompt = random_prompt(4 * BLOCK + 5, seed=22)
-    manager.add_blocks(prompt)  # written through to the host tier
+    added = manager.add_blocks(prompt)  # written through to the host tier
+    manager.tiers.discard(added.hashes[0])  # not every block near: auto prices the store's link (else: fetch)
     gets = store.gets
     result = manager.get_cache(prompt)
     assert result.decision.describe() == "split 2+2/4" and result.prefix_tokens == 4 * BLOCK
     assert result.sources == {"device": 0, "host": 2, "store": 0} and store.gets == gets
     assert _greedy(model, result.input_ids, result.cache) == _greedy(model, result.input_ids)
+
+
+def test_auto_prices_a_prefix_the_tiers_hold_as_copies_not_as_a_transfer(tmp_path):
+    """Every block in the host tier: a store link slow enough to make auto recompute does not matter."""
+    store, block = MemoryBlockStore(), _block_bytes(tmp_path)
+    model, tokenizer = tiny("fp32")
+    rates = DeviceRates(PrefillModel(0.0, 1e-3, 0.0, "given"), RebuildModel(0.0, 1e12), [], {}, 0.0)
+    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                         device_rates=rates, host_tier_bytes=8 * block)
+    for _ in range(16):
+        manager.link.observe(block, 10.0, 1.0)  # a block in 10 s: recomputing one takes 16 ms
+    prompt = random_prompt(4 * BLOCK + 5, seed=23)
+    added = manager.add_blocks(prompt)
+    near = manager.get_cache(prompt)
+    assert near.decision.describe() == "fetch 4/4" and near.decision.inputs["link"] == "tiers"
+    assert near.sources == {"device": 0, "host": 4, "store": 0}
+    manager.tiers.discard(added.hashes[3])  # one block only in the store: its link is priced again
+    far = manager.get_cache(prompt)
+    assert far.decision.action == "recompute" and far.decision.inputs["link"] == "MemoryBlockStore"
 
 
 class _Notifying(MemoryBlockStore, EvictionNotices):

@@ -65,6 +65,12 @@ class LinkModel:
             raise ValueError("rate must be > 0 and rtt >= 0")
 
 
+# A prefix every block of which a memory tier near the model holds (kv.tiers): nothing crosses a
+# link. What remains, the copy to the device and the relayout, is the rebuild's cost (calibrated
+# from a host buffer, so a device-tier hit is priced a copy too high: on the safe side).
+NEAR_COPIES = LinkModel("tiers", float("inf"), 0.0)
+
+
 @dataclass(frozen=True)
 class RebuildModel:
     """Seconds to turn landed bytes into a cache on the device: fixed_s + bytes / rate_Bps."""
@@ -238,7 +244,8 @@ def decide(link: LinkModel, prefill: PrefillModel, *, prompt_tokens: int, cached
         candidates.append((fetched(cached_blocks), 0, "fetch", 0, cached_blocks, 0.0, 0.0))
     best = min(candidates, key=lambda c: c[:2])  # ties: the device recomputes less
     predicted, _, action, split_at, loaded, compute_leg, load_leg = best
-    inputs = {"link": link.name, "rate_MBps": link.rate_Bps / 1e6, "rtt_ms": link.rtt_s * 1e3,
+    rate_MBps = link.rate_Bps / 1e6 if link.rate_Bps != float("inf") else None  # None: no link (JSON has no inf)
+    inputs = {"link": link.name, "rate_MBps": rate_MBps, "rtt_ms": link.rtt_s * 1e3,
               "prefill_a_ms": prefill.a * 1e3, "prefill_b_us_per_token": prefill.b * 1e6,
               "prefill_c_ns_per_token2": prefill.c * 1e9, "prefill_d_us_per_context_token": prefill.d * 1e6,
               "prefill_e_ms_over_a_cache": prefill.e * 1e3,

@@ -300,7 +300,10 @@ class KVCManager:
             return None
         mode = policy or self.policy.mode
         rates, failed = None, None
-        if mode == "auto" and self.link.samples:
+        # every block in a tier near the model: priced as copies, not as a transfer over the store's link
+        # (a stream reads the store whatever the tiers hold)
+        near = not streaming and self.tiers.enabled and all(self.tiers.where(r.block_hash) for r in found.records)
+        if mode == "auto" and (self.link.samples or near):
             try:
                 rates = self.device_rates()
             except Exception as exc:  # noqa: BLE001 - a failed calibration must not fail the request
@@ -311,7 +314,8 @@ class KVCManager:
         decision = self.policy.decide(
             rates, self.link, prompt_tokens=found.input_ids.shape[1], cached_blocks=len(found.records),
             block_tokens=self.block_tokens, block_bytes=self.block_bytes, layers=self.geometry.layers,
-            streaming=streaming, mode=mode, split=not streaming)  # get_cache runs a split; streaming does not
+            streaming=streaming, mode=mode, split=not streaming,  # get_cache runs a split; streaming does not
+            near=near)
         return decision if failed is None else dataclasses.replace(decision, reason=failed)
 
     # ------------------------------------------------------------------ get
@@ -367,9 +371,10 @@ class KVCManager:
         m = decision.split_at
         records = found.records[: m + decision.fetch_blocks]
         computed_tokens = m * self.block_tokens
+        side = torch.cuda.Stream(self.model.device) if self.model.device.type == "cuda" else None
         with ThreadPoolExecutor(1, thread_name_prefix="skymemory-split-fetch") as pool:
             sources: dict[str, int] = {}  # of the fetched part; the recomputed blocks come from no tier
-            fetching = pool.submit(self._fetch_prefix, records[m:], sources)
+            fetching = pool.submit(self._fetch_on, side, records[m:], sources)
             started = time.perf_counter()
             with torch.no_grad():
                 out = self.model(input_ids=found.input_ids[:, :computed_tokens], use_cache=True, logits_to_keep=1)
@@ -378,6 +383,12 @@ class KVCManager:
             recompute_s = time.perf_counter() - started
             loaded, fetched, miss, retrieval_s, decode_s = fetching.result()
         started = time.perf_counter()
+        if side is not None:  # the join reads what the side stream wrote
+            main = torch.cuda.current_stream(self.model.device)
+            main.wait_stream(side)
+            for layer in loaded.layers if fetched else ():
+                layer.keys.record_stream(main)  # freed after the join: not reused before main has read it
+                layer.values.record_stream(main)
         cache = cache_of(out)
         if fetched:
             cache = rebuild.to_cache([(torch.cat((head.keys, tail.keys), dim=-2),
@@ -409,6 +420,14 @@ class KVCManager:
             decision=decision,
             sources=sources,
         )
+
+    def _fetch_on(self, stream, records: list[BlockRecord], sources: dict[str, int]):
+        """_fetch_prefix with its device work on `stream` (CUDA: a side stream, so that the copies and the
+        relayout of a split's loaded blocks overlap the forward on the default stream; None: as it is)."""
+        if stream is None:
+            return self._fetch_prefix(records, sources)
+        with torch.cuda.stream(stream):
+            return self._fetch_prefix(records, sources)
 
     def note_use(self, records: list[BlockRecord]) -> None:
         """These blocks were fetched: the index's last use of each is now (best effort: a hint, never a failure)."""

@@ -26,7 +26,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from .costmodel import Decision, LinkModel, PrefillModel, RebuildModel, decide
+from .costmodel import NEAR_COPIES, Decision, LinkModel, PrefillModel, RebuildModel, decide
 
 POLICIES = ("auto", "fetch", "recompute")
 MIN_SECONDS = 1e-6
@@ -130,8 +130,11 @@ class FetchPolicy:
 
     def decide(self, rates, link: LinkEstimate, *, prompt_tokens: int, cached_blocks: int, block_tokens: int,
                block_bytes: int, layers: int, streaming: bool, mode: str | None = None,
-               split: bool = False) -> Decision:
+               split: bool = False, near: bool = False) -> Decision:
         """rates: kv.calibration.DeviceRates, or None when the mode does not need them.
+
+        near=True: a memory tier near the model holds every cached block (kv.tiers), so no
+        link is crossed and the link's estimate does not matter (costmodel.NEAR_COPIES).
 
         split=True lets "auto" choose a split (recompute the first blocks while the rest load;
         kv.costmodel), for a caller that runs one; split=False (an engine that loads a prefix and
@@ -141,7 +144,7 @@ class FetchPolicy:
         if mode != "auto":
             blocks = cached_blocks if mode == "fetch" else 0
             return _without_prediction(mode, blocks, cached_blocks, f"forced: policy {mode}", link)
-        estimate = link.model()
+        estimate = NEAR_COPIES if near else link.model()
         if estimate is None:
             return _without_prediction("fetch", cached_blocks, cached_blocks,
                                        f"no transfer measured in the last {link.max_age_s:.0f} s: "
