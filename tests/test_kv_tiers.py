@@ -246,16 +246,23 @@ def test_a_corrupt_block_from_the_store_ends_a_mixed_prefix_and_enters_no_tier(t
     assert store.evicted[0] == added.hashes[2]  # the store's copy from the failure on, as without tiers
 
 
-def test_a_split_loads_its_fetched_blocks_from_the_tiers(tmp_path):
-    """A split (recompute blocks 0-1, load 2-3 on a thread) takes the loaded part from the host tier."""
-    store, block = MemoryBlockStore(), _block_bytes(tmp_path)
+def _deciding_manager(tmp_path, store, link_seconds_per_block: float, link_rtt_s: float = 0.0):
+    """An auto manager with a host tier for 8 blocks, given rates (16 ms to recompute a block of 16
+    tokens, a free rebuild) and a store link that moved a block in `link_seconds_per_block`."""
+    block = _block_bytes(tmp_path)
     model, tokenizer = tiny("fp32")
-    # rates that make "split 2+2/4" the fastest: 16 ms to recompute a block, 16 ms to load one
     rates = DeviceRates(PrefillModel(0.0, 1e-3, 0.0, "given"), RebuildModel(0.0, 1e12), [], {}, 0.0)
     manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
                          device_rates=rates, host_tier_bytes=8 * block)
     for _ in range(16):
-        manager.link.observe(4 * block, 4 * 0.016, 0.0)
+        manager.link.observe(block, link_rtt_s + link_seconds_per_block, link_rtt_s)
+    return manager
+
+
+def test_a_split_loads_its_fetched_blocks_from_the_tiers(tmp_path):
+    """A split (recompute blocks 0-1, load 2-3 on a thread) takes the loaded part from the host tier."""
+    store = MemoryBlockStore()
+    manager = _deciding_manager(tmp_path, store, 0.016)  # a block loads as fast as it computes: split 2+2/4
     prompt = random_prompt(4 * BLOCK + 5, seed=22)
     added = manager.add_blocks(prompt)  # written through to the host tier
     manager.tiers.discard(added.hashes[0])  # not every block near: auto prices the store's link (else: fetch)
@@ -263,18 +270,13 @@ def test_a_split_loads_its_fetched_blocks_from_the_tiers(tmp_path):
     result = manager.get_cache(prompt)
     assert result.decision.describe() == "split 2+2/4" and result.prefix_tokens == 4 * BLOCK
     assert result.sources == {"device": 0, "host": 2, "store": 0} and store.gets == gets
+    model = manager.model
     assert _greedy(model, result.input_ids, result.cache) == _greedy(model, result.input_ids)
 
 
 def test_auto_prices_a_prefix_the_tiers_hold_as_copies_not_as_a_transfer(tmp_path):
     """Every block in the host tier: a store link slow enough to make auto recompute does not matter."""
-    store, block = MemoryBlockStore(), _block_bytes(tmp_path)
-    model, tokenizer = tiny("fp32")
-    rates = DeviceRates(PrefillModel(0.0, 1e-3, 0.0, "given"), RebuildModel(0.0, 1e12), [], {}, 0.0)
-    manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
-                         device_rates=rates, host_tier_bytes=8 * block)
-    for _ in range(16):
-        manager.link.observe(block, 10.0, 1.0)  # a block in 10 s: recomputing one takes 16 ms
+    manager = _deciding_manager(tmp_path, MemoryBlockStore(), 9.0, link_rtt_s=1.0)  # 10 s a block
     prompt = random_prompt(4 * BLOCK + 5, seed=23)
     added = manager.add_blocks(prompt)
     near = manager.get_cache(prompt)
