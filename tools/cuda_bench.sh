@@ -3,9 +3,10 @@
 #
 #   tools/cuda_bench.sh [OUT_DIR [STEP...]]   (default out/cuda, every step; run from the repository root)
 #
-# Steps, in order: rebuild, tinyllama, llama3-8b, qint8, hqq, jetson (TinyLlama again under CUDA MPS at
-# 5 % of the SMs: a Jetson-class compute budget, not a Jetson: memory bandwidth is not capped). Name some to
-# run only those, e.g. `tools/cuda_bench.sh out/cuda jetson llama3-8b` (in the order above either way).
+# Steps, in order: rebuild, tinyllama, llama3-8b, qint8, hqq, split (HQQ TinyLlama: one forward against
+# prefix-then-suffix, tools/split_forward_check.py), jetson (TinyLlama again under CUDA MPS at 5 % of the
+# SMs: a Jetson-class compute budget, not a Jetson: memory bandwidth is not capped). Name some to run only
+# those, e.g. `tools/cuda_bench.sh out/cuda jetson llama3-8b` (in the order above either way).
 #
 # Needs the package installed with its C module (`make venv build`, or `pip install .` with
 # cmake-built build/skymem_node) and SKYMEM_NODE pointing at the node binary if it is not in
@@ -17,7 +18,7 @@ set -euo pipefail
 
 out=${1:-out/cuda}
 py=${PYTHON:-python3}
-all_steps=(rebuild tinyllama llama3-8b qint8 hqq jetson)
+all_steps=(rebuild tinyllama llama3-8b qint8 hqq split jetson)
 wanted=("${@:2}")
 for s in "${wanted[@]}"; do
     [[ " ${all_steps[*]} " == *" $s "* ]] || { echo "cuda_bench: unknown step '$s'; steps: ${all_steps[*]}" >&2; exit 2; }
@@ -97,6 +98,10 @@ for q in qint8 hqq; do  # the paper's two weight quantisers
             --repeats 3
     fi
 done
+if selected split; then  # whether HQQ's tokens differ with a cache because of the two-forward arithmetic
+    step split "HQQ TinyLlama: one forward against prefix-then-suffix (no SkyMemory)" \
+        "$py" tools/split_forward_check.py --device cuda --quantize hqq --prefix-tokens 1024
+fi
 if selected jetson; then
     # A private MPS daemon (its own pipe and log folders, stopped by the trap whatever happens) caps the
     # SMs this process gets. The calibration is kept per device name, which MPS does not change, so the
