@@ -27,9 +27,10 @@ prefix + one of several suffixes) in every mode, side by side:
                  overhead the ground station and on over the ISLs (skymemory.store.routes);
                  plain sky-<profile> is the --route given first, each row records its route
   sky-<profile>-auto
-                 what KVCManager does by default: fetch the prefix, part of it, or
-                 nothing, as decided from the rates measured on this host
-                 (skymemory.kv.policy); the decision is recorded per run
+                 what KVCManager does by default: fetch the prefix, nothing, or split
+                 it (recompute its first blocks while the rest is fetched: "split 3+5/8"),
+                 as decided from the rates measured on this host (skymemory.kv.policy);
+                 the decision is recorded per run, a split's own forward as "recompute"
 
 The local, device-tier, sky and stream modes always fetch (policy "fetch"), so that
 the cost of fetching is measured whatever it is worth; the auto mode shows the decision.
@@ -145,7 +146,9 @@ class Measurement:
     miss_reason: str | None = None  # why the cache covered less than the whole usable prefix
     sources: dict | None = None  # cached modes: blocks per origin, device / host (kv.tiers) / store
     stream_waited_s: float | None = None  # streamed: time the forward waited for prefix layers
-    decision: str | None = None  # fetch-or-recompute decision ("fetch 8/8", "recompute 0/8", ...)
+    decision: str | None = None  # fetch-or-recompute decision ("fetch 8/8", "split 3+5/8", "recompute 0/8", ...)
+    recomputed_tokens: int = 0  # a split: prefix tokens computed inside get_cache, while the rest was retrieved
+    recompute_s: float = 0.0  # ... and how long that forward took (it overlaps retrieval_s)
     route: str | None = None  # sky modes: direct, relay or auto (store.routes)
     first_token_equal: bool | None = None  # vs the no-cache run of the same round
     tokens_equal: bool | None = None
@@ -255,7 +258,8 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
                    rebuild_s=result.decode_s, prefill_s=ttft - (got_cache - started),
                    bytes_retrieved=result.bytes_retrieved, gen_total_s=gen_total, tokens=tokens,
                    sources=result.sources or None,
-                   miss_reason=result.miss_reason,
+                   miss_reason=result.miss_reason, recomputed_tokens=result.recomputed_tokens,
+                   recompute_s=result.recompute_s,
                    decision=result.decision.describe() if result.decision is not None else None), **stream_fields}
 
 
@@ -342,6 +346,7 @@ def summarise(measurements: list[Measurement]) -> list[dict]:
             "retrieval_s": _summ([m.retrieval_s for m in runs]),
             "rebuild_s": _summ([m.rebuild_s for m in runs]),
             "prefill_s": _summ([m.prefill_s for m in runs]),
+            "recompute_s": _summ([m.recompute_s for m in runs if m.recomputed_tokens]),  # splits only
             "stream_waited_s": _summ([m.stream_waited_s for m in runs if m.stream_waited_s is not None]),
             "gen_total_s": _summ(gens),
             "cached_tokens": sorted({m.cached_tokens for m in runs}),
@@ -611,6 +616,10 @@ def _line(m: Measurement, gen: int | None) -> str:
             text += (f" (lookup {m.lookup_s * 1000:.1f} + streamed prefill {m.prefill_s * 1000:.1f}, of it waited "
                      f"{m.stream_waited_s * 1000:.1f} for a {m.retrieval_s * 1000:.1f} ms transfer; "
                      f"{m.cached_tokens} tokens cached)")
+        elif m.recomputed_tokens:  # a split: the first tokens computed while the rest was retrieved
+            text += (f" (lookup {m.lookup_s * 1000:.1f} + retrieval {m.retrieval_s * 1000:.1f} alongside recompute "
+                     f"{m.recompute_s * 1000:.1f} of {m.recomputed_tokens} tokens + rebuild {m.rebuild_s * 1000:.1f} + "
+                     f"prefill {m.prefill_s * 1000:.1f}; {m.cached_tokens} tokens cached)")
         else:
             text += (f" (lookup {m.lookup_s * 1000:.1f} + retrieval {m.retrieval_s * 1000:.1f} + rebuild "
                      f"{m.rebuild_s * 1000:.1f} + prefill {m.prefill_s * 1000:.1f}; {m.cached_tokens} tokens cached)")
