@@ -319,6 +319,23 @@ def test_a_miss_in_the_loaded_part_of_a_split_keeps_what_is_contiguous(tmp_path)
     assert _greedy(manager.model, result.input_ids, result.cache) == _greedy(manager.model, result.input_ids)
 
 
+def test_a_model_with_sliding_window_layers_is_never_split(tmp_path):
+    """A split joins K/V by concatenation, which a sliding-window layer's cache does not take: auto loads instead."""
+    model, tokenizer = tiny("fp32")
+    model = copy.deepcopy(model)  # the shared test model keeps its config
+    model.config.sliding_window = 4 * BLOCK
+    model.config.layer_types = ["sliding_attention"] * model.config.num_hidden_layers
+    rates = DeviceRates(PrefillModel(0.0, 1e-3, 0.0, "given"), RebuildModel(0.0, 1e12), [], {}, 0.0)
+    manager = KVCManager(model, tokenizer, MemoryBlockStore(), block_tokens=BLOCK, kv_dtype="fp32",
+                         index_dir=tmp_path, device_rates=rates)
+    for _ in range(16):  # the rates of _splitting_manager, where a split of 4 blocks at 2 is the fastest
+        manager.link.observe(4 * manager.block_bytes, 4 * 0.016, 0.0)
+    prompt = random_prompt(4 * BLOCK + 5, seed=24)
+    manager.add_blocks(prompt)
+    assert not manager.can_split
+    assert manager.get_cache(prompt).decision.action in ("partial", "fetch", "recompute")
+
+
 def test_the_cache_goes_in_by_the_name_the_installed_transformers_takes():
     """cache_arg / cache_of: `cache` on transformers 5 (past_key_values warns there), past_key_values before."""
     import inspect

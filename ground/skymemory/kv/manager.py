@@ -45,6 +45,7 @@ from pathlib import Path
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from . import codec, landing, rebuild
 from .blocks import chain_hashes, model_fingerprint, root_hash, split_blocks, tokenizer_fingerprint, usable_blocks
@@ -168,6 +169,9 @@ class KVCManager:
         self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
         self.block_bytes = codec.block_bytes(self.geometry, self.kv_format)
         self.landing = landing.LandingBuffers(pin=torch.device(model.device).type == "cuda")
+        # a split joins computed and loaded K/V by concatenation: right for full-attention layers only
+        # (a sliding-window layer keeps its own window), so other models are never split
+        self.can_split = all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
         self.tiers = BlockTiers(self.block_bytes, model.device, device_bytes=device_tier_bytes,
                                 host_bytes=host_tier_bytes)
         self._tokenizer_fp = tokenizer_fingerprint(tokenizer)
@@ -314,7 +318,7 @@ class KVCManager:
         decision = self.policy.decide(
             rates, self.link, prompt_tokens=found.input_ids.shape[1], cached_blocks=len(found.records),
             block_tokens=self.block_tokens, block_bytes=self.block_bytes, layers=self.geometry.layers,
-            streaming=streaming, mode=mode, split=not streaming,  # get_cache runs a split; streaming does not
+            streaming=streaming, mode=mode, split=self.can_split and not streaming,  # streaming runs no split
             near=near)
         return decision if failed is None else dataclasses.replace(decision, reason=failed)
 
