@@ -49,9 +49,15 @@ def _check_cached_runs(result: dict, modes: set[str]) -> None:
             continue
         if m["mode"].endswith("-auto"):  # fetched what it decided to: whole blocks of the prefix, maybe none
             action, counts = m["decision"].split()[:2]
-            fetched, cached = (int(x) for x in counts.split("/"))
-            assert action in ("fetch", "partial", "recompute") and cached * BLOCK == m["expected_cached_tokens"], m
-            assert m["cached_tokens"] == fetched * BLOCK and m["bytes_retrieved"] >= 0, m
+            used, cached = counts.split("/")
+            assert cached.isdigit() and int(cached) * BLOCK == m["expected_cached_tokens"], m
+            if action == "split":  # "split 1+1/2": the first blocks recomputed in get_cache, the rest loaded
+                recomputed, loaded = (int(x) for x in used.split("+"))
+                assert recomputed + loaded == int(cached) and m["recomputed_tokens"] == recomputed * BLOCK, m
+                assert m["cached_tokens"] == int(cached) * BLOCK, m
+            else:
+                assert action in ("fetch", "partial", "recompute") and m["recomputed_tokens"] == 0, m
+                assert m["cached_tokens"] == int(used) * BLOCK and m["bytes_retrieved"] >= 0, m
         else:  # the hit covers every full block of the shared prefix, and nothing of the suffix
             assert m["cached_tokens"] == m["expected_cached_tokens"] == m["prefix_tokens"], m
             assert m["mode"] == "device-ram" or m["bytes_retrieved"] > 0
