@@ -342,27 +342,8 @@ class KVCManager:
         records = found.records[: decision.fetch_blocks] if decision else []
         sources: dict[str, int] = {}
         cache, fetched, miss, retrieval_s, decode_s = self._fetch_prefix(records, sources)
-        self.note_use(records[:fetched])
-        miss_reason = None
-        if miss is not None:
-            miss_reason = self._handle_miss(records, *miss)
-        elif len(found.records) < found.usable_blocks:
-            miss_reason = "not-cached"
-        return CacheResult(
-            cache=cache,
-            input_ids=found.input_ids,
-            prefix_tokens=fetched * self.block_tokens,
-            blocks=[r.block_hash for r in records[:fetched]],
-            usable_blocks=found.usable_blocks,
-            miss_reason=miss_reason,
-            source=found.source,
-            lookup_s=found.lookup_s,
-            retrieval_s=retrieval_s,
-            decode_s=decode_s,
-            bytes_retrieved=fetched * self.block_bytes,
-            decision=decision,
-            sources=sources,
-        )
+        return self._result(found, decision, records, cache, recomputed=0, loaded=fetched, miss=miss,
+                            sources=sources, retrieval_s=retrieval_s, decode_s=decode_s)
 
     def _get_split(self, found: PrefixLookup, decision: Decision) -> CacheResult:
         """Run a split: recompute blocks [0, m) here while blocks [m, k) are fetched on a thread, then join them.
@@ -399,14 +380,23 @@ class KVCManager:
                                        torch.cat((head.values, tail.values), dim=-2))
                                       for head, tail in zip(cache.layers, loaded.layers)], self.model.config)
         decode_s += time.perf_counter() - started
-        self.note_use(records[m:m + fetched])
+        return self._result(found, decision, records, cache, recomputed=m, loaded=fetched, miss=miss,
+                            sources=sources, retrieval_s=retrieval_s, decode_s=decode_s, recompute_s=recompute_s)
+
+    def _result(self, found: PrefixLookup, decision: Decision | None, records: list[BlockRecord], cache, *,
+                recomputed: int, loaded: int, miss, sources: dict[str, int], retrieval_s: float, decode_s: float,
+                recompute_s: float = 0.0) -> CacheResult:
+        """The end of get_cache, a split's too: records[:recomputed] were computed here (a split),
+        records[recomputed:recomputed + loaded] loaded; note their use, handle a miss (its position counts
+        from the first loaded record), and say what the cache holds."""
+        self.note_use(records[recomputed:recomputed + loaded])
         miss_reason = None
         if miss is not None:
             position, reason, detail = miss
-            miss_reason = self._handle_miss(records, m + position, reason, detail)
+            miss_reason = self._handle_miss(records, recomputed + position, reason, detail)
         elif len(found.records) < found.usable_blocks:
             miss_reason = "not-cached"
-        covered = m + fetched
+        covered = recomputed + loaded
         return CacheResult(
             cache=cache,
             input_ids=found.input_ids,
@@ -417,10 +407,10 @@ class KVCManager:
             source=found.source,
             lookup_s=found.lookup_s,
             retrieval_s=retrieval_s,
-            recomputed_tokens=computed_tokens,
+            recomputed_tokens=recomputed * self.block_tokens,
             recompute_s=recompute_s,
             decode_s=decode_s,
-            bytes_retrieved=fetched * self.block_bytes,
+            bytes_retrieved=loaded * self.block_bytes,
             decision=decision,
             sources=sources,
         )
