@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from live import LAUNCHER, free_port_bases, free_tlm_addresses
+from live import LAUNCHER, REPO, free_port_bases, free_tlm_addresses
 
 EXTRAS = {"torch": "kv", "transformers": "kv", "optimum": "kv", "hqq": "kv", "matplotlib": "plots",
           "aiohttp": "dashboard"}
@@ -82,7 +82,7 @@ def test_base_commands_run_without_the_extras(node_path, base_env, tmp_path):
         r = run(base_env, tmp_path, "-m", "skymemory", "dashboard", "--port", "0", *m)  # a manifest it accepts
         assert r.returncode == 2 and r.stderr.splitlines() == [
             "skymemory dashboard needs the dashboard extra (aiohttp is not installed): "
-            "pip install 'skymemory[dashboard]'"], r.stderr
+            f"pip install -e '{REPO}[dashboard]'"], r.stderr  # from this checkout: its path (tmp_path is the cwd)
     finally:
         r = run(base_env, tmp_path, str(LAUNCHER), "stop", "--manifest", str(manifest))
         assert r.returncode == 0, r.stderr
@@ -98,4 +98,19 @@ def test_a_command_that_needs_an_extra_names_it_in_one_line(base_env, tmp_path, 
     name = "skymemory " + " ".join(argv[:2] if argv[0] in ("bench", "model") else argv[:1])
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.splitlines() == [
-        f"{name} needs the {extra} extra ({module} is not installed): pip install 'skymemory[{extra}]'"], r.stderr
+        f"{name} needs the {extra} extra ({module} is not installed): pip install -e '{REPO}[{extra}]'"], r.stderr
+
+
+def test_the_kv_api_without_torch_names_the_extra(base_env, tmp_path):
+    """`from skymemory.kv.manager import KVCManager` on a base install: a ModuleNotFoundError (existing except
+    clauses still catch it) whose message names the extra and the pip command; radix needs no extra."""
+    code = ("import skymemory.kv.radix\n"
+            "try:\n"
+            "    from skymemory.kv.manager import KVCManager\n"
+            "except ModuleNotFoundError as exc:\n"
+            "    print(type(exc).__name__, exc.name, exc, sep='|')\n")
+    for cwd, where in ((tmp_path, str(REPO)), (REPO, ".")):
+        r = run(base_env, cwd, "-c", code)
+        assert r.returncode == 0 and r.stdout.splitlines() == [
+            "MissingExtra|torch|the KV layer (skymemory.kv) needs the kv extra (torch is not installed): "
+            f"pip install -e '{where}[kv]'"], r.stdout + r.stderr

@@ -133,6 +133,8 @@ def test_a_failed_block_shortens_the_prefix_evicts_and_corrects_the_index(tmp_pa
     result = manager.get_cache(prompt)
     assert result.prefix_tokens == 2 * BLOCK
     assert result.miss_reason == reason
+    # what is reported says the fetch fell short, never the plan alone
+    assert result.describe() == f"{result.decision.describe()} planned, 2 loaded: {reason}, 2 recomputed"
     assert store.evicted == hashes[2:]  # lazy eviction of the failed block and those after it
     assert hashes[1] in manager.index and hashes[2] not in manager.index and hashes[3] not in manager.index
     # the shorter cache still generates exactly what the full computation does
@@ -290,7 +292,7 @@ def test_a_split_recomputes_the_first_blocks_loads_the_rest_and_generates_the_sa
     manager.add_blocks(prompt)
     gets = store.gets
     result = manager.get_cache(prompt)
-    assert result.decision.describe() == "split 2+2/4"
+    assert result.decision.describe() == result.describe() == "split 2+2/4"  # all it planned came in
     assert store.gets - gets == 2  # only blocks 2 and 3 came from the store
     assert result.prefix_tokens == result.cache.get_seq_length() == 4 * BLOCK and result.miss_reason is None
     assert result.recomputed_tokens == 2 * BLOCK and result.recompute_s > 0
@@ -313,6 +315,7 @@ def test_a_miss_in_the_loaded_part_of_a_split_keeps_what_is_contiguous(tmp_path)
     store.fail[hashes[3]] = "miss"  # the second loaded block
     result = manager.get_cache(prompt)
     assert result.decision.describe() == "split 2+2/4" and result.miss_reason == "not-found"
+    assert result.describe() == "split 2+2/4 planned, 1 loaded: not-found, 1 recomputed"
     assert result.prefix_tokens == result.cache.get_seq_length() == 3 * BLOCK  # 2 computed + 1 loaded
     assert result.blocks == hashes[:3] and store.evicted == hashes[3:]
     assert hashes[2] in manager.index and hashes[3] not in manager.index

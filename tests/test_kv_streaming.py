@@ -100,6 +100,8 @@ def test_a_lost_chunk_falls_back_to_recompute_and_evicts(tmp_path, store):
     del store.sats[1].store[gone]  # one chunk of block 1 is gone
     tokens, result, _stats, failure = generate_streaming(manager, prompt, max_new_tokens=6)
     assert failure == "not-found"
+    assert result.describe() == "fetch 2/2 (forced: policy fetch) planned, 0 loaded: stream failed: not-found, " \
+                                "2 recomputed"
     assert tokens == uncached(model, prompt, 6)
     assert manager.index.get(hashes[0]) is None  # the failed chain left the index
     assert not any(k[0] in hashes for s in store.sats for k in s.store)  # and the constellation

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ground" / "skymemory"
 
 # lowest first; parts on one line share a level and never import each other
 LAYERS = [
-    {"skymemory", "argtypes", "_native", "_cffi_build"},  # "skymemory": the root, which defines nothing
+    {"skymemory", "argtypes", "extras", "_native", "_cffi_build"},  # "skymemory": the root, which defines nothing
     {"orbit"},
     {"protocol"},
     {"link"},

@@ -110,6 +110,7 @@ def test_failed_boot_leaves_nothing(tmp_path, monkeypatch):
                      "--health-timeout", "5", "--isl-port-base", "29990", "--ground-port-base", "49990")
     assert r.returncode == 1 and "exited during boot" in r.stderr
     assert not (tmp_path / "m.json").exists()
+    assert not list(tmp_path.rglob("*.keys"))  # the keys it wrote went too
 
 
 def test_netns_round_trip(node_path, tmp_path):

@@ -10,7 +10,7 @@ import sys
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.contract import BlockRecord
-from skymemory.store.objects import key_of
+from skymemory.store.objects import ObjectStore, key_of
 
 from live import REPO, launched
 
@@ -55,8 +55,9 @@ def test_get_of_an_object_that_lost_chunks_says_it_is_stored_and_where_they_were
         r = skymemory("put", "file.bin", "--manifest", str(manifest), cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         victim = (0, 1)
+        block = bytes.fromhex(ObjectStore(Manifest.load(manifest), 3).meta(key_of("file.bin"))["block"])
         with ConstellationBlockStore.from_manifest(Manifest.load(manifest), [victim]) as one:  # no gossip
-            one.evict_block(BlockRecord(key_of("file.bin"), 50_000, one.chunk_bytes, 1, 0, "explicit", 1, victim))
+            one.evict_block(BlockRecord(block, 50_000, one.chunk_bytes, 1, 0, "explicit", 1, victim))
         r = skymemory("get", "file.bin", "-o", "copy.bin", "--manifest", str(manifest), cwd=tmp_path)
         assert r.returncode == 1 and r.stderr.count("\n") == 1 and not (tmp_path / "copy.bin").exists(), r.stderr
         assert r.stderr.startswith("skymemory get: miss (chunks-missing): 'file.bin' is stored (metadata from "), \

@@ -2,8 +2,9 @@
 
 decode FILE   every packet of a capture, by message ID (both apps' HK, replies, commands)
 record        ask satellites for SKYMEM HK on their ground ports and append it to a file
-listen        bind each satellite's telemetry address (manifest: tlm_host:tlm_port), optionally
-              enable TO_LAB on cFS instances and ask for both apps' HK; report per satellite
+listen        bind each satellite's telemetry address (manifest: tlm_host:tlm_port; the launcher's
+              --tlm-address), optionally enable TO_LAB on cFS instances and ask for both apps' HK
+              (native nodes send it only when asked); report per satellite
 """
 
 from __future__ import annotations
@@ -44,14 +45,22 @@ def register(subparsers) -> None:
 
     add_manifest_arg(r)
     r.set_defaults(func=run_record)
-    ln = sub.add_parser("listen", help="receive both apps' housekeeping where TO_LAB (cFS) or --tlm-dest sends it")
+    ln = sub.add_parser(
+        "listen", help="receive both apps' housekeeping where TO_LAB (cFS) or native nodes send it",
+        description="Binds every telemetry address of a launched constellation (the manifest's tlm_host:tlm_port) "
+                    "and reports, per satellite, the SKYMEM and ISL_ROUTER housekeeping that arrived. cFS instances "
+                    "send it through TO_LAB (--enable-output turns its output on; SCH_LAB asks once a second); "
+                    "native nodes only when launched with --tlm-address, and only when asked (--request-hk): "
+                    "`tools/launch_constellation.py ... --tlm-address 127.0.1.1`, then `skymemory telemetry listen "
+                    "--request-hk`.")
     ln.add_argument("--duration", type=positive_float, default=10.0, help="seconds to listen (default 10)")
     ln.add_argument("--until-complete", action="store_true",
                     help="stop early once every satellite's SKYMEM and ISL_ROUTER HK arrived twice (exit 1 if not)")
     ln.add_argument("--enable-output", action="store_true",
                     help="send TO_LAB's enable-output command (with its telemetry address) to each cFS instance")
     ln.add_argument("--request-hk", action="store_true",
-                    help="ask every satellite for both apps' HK once a second (else: SCH_LAB's schedule)")
+                    help="ask every satellite for both apps' HK once a second (else: SCH_LAB's schedule on cFS; "
+                         "native nodes send none unasked)")
     ln.add_argument("-o", "--output", type=output_file, default=None,
                     help="also append every packet received to this file")
     add_manifest_arg(ln)
@@ -161,5 +170,9 @@ def run_listen(args) -> int:
     print(f"{len(report.packets)} packets in {report.seconds:.1f} s; both apps' housekeeping from {got} of "
           f"{len(report.sats)} satellites; command counters moved on {report.counters_moved or 'none'}; "
           f"housekeeping on another satellite's address: {report.misdelivered or 'none'}")
+    native = [e for e in m.satellites if e.tlm_host and not e.command_port]
+    if native and not args.request_hk and not any(report.sats[(e.plane, e.sat)].count[a] for e in native for a in APPS):
+        print("skymemory telemetry listen: native nodes send housekeeping only when asked: add --request-hk",
+              file=sys.stderr)
     ok = report.complete and not report.counters_moved and not report.misdelivered
     return 0 if ok or not args.until_complete else 1

@@ -8,28 +8,47 @@ rates:
   limit), and a 32-token forward over each of those prompts as context; fitted
   to T(new, ctx).
 * rebuild: landed bytes -> a cache on the device (check, copy to the device,
-  relayout), for 1 and 4 synthetic blocks; fitted to fixed + bytes / rate.
+  relayout), for 1 and 4 synthetic blocks; fitted to fixed + bytes / rate (a
+  difference between the two smaller than NOISE of the larger is taken as that
+  much: a per-byte cost below the noise is not a rate of petabytes per second).
 
 Both are measured after a warm-up (on CUDA of every shape: the first call of
 a shape can cost 10-50x a warm one) and the fastest of `repeats` runs is kept
 (shared machines). About 15 s on a 2-core CPU with TinyLlama, seconds on a GPU.
+
+A calibration is checked before it is saved and when it is read (problems()):
+every time positive and finite; a forward no more than NOISE faster than a
+shorter one (prefills by length, a suffix by its context), and no slower than
+the model allows (T(k n) <= k^2 T(n) for a prefill k times longer, k T for a
+context k times longer) plus NOISE; and the fit within FIT_ERROR (relative)
+of every point. A measurement that fails is measured again (ATTEMPTS in all);
+one that keeps failing is never saved: the attempt the fit follows best is used
+by this process only, with a warning, and carries the reason (`problem`).
+
 The result is saved as JSON under $SKYMEMORY_CACHE/calibration/, keyed by
 everything that changes the timings: model architecture and quantisation,
 device (GPU name, the multiprocessors this process sees and the CUDA MPS
 thread percentage; or CPU model and torch threads), dtype, torch version, KV
-format and block size. A saved file is checked when it is read: the largest
-prefill that took <= 0.3 s (and its suffix point; else the smallest prefill)
-is timed again, and when it is more than 2x off either way everything is
-measured again, with a warning (a file written during a loaded run is not
-trusted for ever). KVCManager also compares the forwards its callers time
+format and block size. A saved file that fails the checks is stale; one that
+passes is timed again in part (recheck(): the largest prefill that took
+<= 0.3 s, the suffix over it, the smallest and a middle one; none that cheap:
+the smallest prefill) and when any is more than 2x off either way everything is
+measured again (a file written during a loaded run is not trusted for ever).
+What was loaded, checked or measured is kept for the process: later calls for
+the same key (other managers of the model) neither re-time nor warn again
+(each warning once per process and key) until the file changes or a caller
+asks for a refresh. KVCManager also compares the forwards its callers time
 (observe_forward) with these rates.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import itertools
 import json
 import logging
+import math
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -47,9 +66,16 @@ from .models import cache_dir
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # bump when what is measured changes: old files are then measured again
+FORMAT = 2  # bump when what is measured or saved changes: old files are then measured again (2: rebuild points)
 SUFFIX_TOKENS = 32
 MAX_TOKENS = 16384
+NOISE = 0.2  # a forward may be this much faster than a shorter one (or slower than the model allows): timing noise
+FIT_ERROR = 0.5  # the fit must be within this relative error of every point it was fitted to
+ATTEMPTS = 3  # measurements at most before one that fails the checks is used (unsaved)
+
+
+class CalibrationRefused(ValueError):
+    """A calibration whose points or fit fail the checks (problems()): it is not saved."""
 
 
 @dataclass(frozen=True)
@@ -61,19 +87,84 @@ class DeviceRates:
     points: list  # (new tokens, context tokens, seconds) of every timed forward
     key: dict
     measured_s: float  # how long the calibration took
+    rebuild_points: list = dataclasses.field(default_factory=list)  # (bytes, seconds) of every timed rebuild
+    problem: str | None = None  # why these rates failed the checks (used unsaved), None when they passed
 
     def as_dict(self) -> dict:
         return {"format": FORMAT, "prefill": asdict(self.prefill), "rebuild": asdict(self.rebuild),
-                "points": self.points, "key": self.key, "measured_s": self.measured_s}
+                "points": self.points, "rebuild_points": self.rebuild_points, "key": self.key,
+                "measured_s": self.measured_s}
 
     @classmethod
     def from_dict(cls, data: dict) -> "DeviceRates":
-        """Read back; the compute model is fitted again from the saved points (a fit that improved since the
+        """Read back; both models are fitted again from the saved points (a fit that improved since the
         file was written applies to it too)."""
         prefill = PrefillModel(**data["prefill"])
         if len(data["points"]) >= 3:
             prefill = PrefillModel.fit(data["points"], device=prefill.device)
-        return cls(prefill, RebuildModel(**data["rebuild"]), data["points"], data["key"], data["measured_s"])
+        rebuild_points = data.get("rebuild_points", [])
+        rebuild_model = fit_rebuild(rebuild_points) if len(rebuild_points) >= 2 else RebuildModel(**data["rebuild"])
+        return cls(prefill, rebuild_model, data["points"], data["key"], data["measured_s"], rebuild_points)
+
+
+def _ms(seconds: float) -> str:
+    """'9,100', '15', '0.0012': milliseconds as a warning shows them."""
+    ms = seconds * 1e3
+    return f"{ms:,.0f}" if ms >= 10 else f"{ms:.2g}"
+
+
+def _forward(new: int, context: int) -> str:
+    return f"prefill of {new:,} tokens" if context == 0 else f"{new}-token forward over {context:,} tokens"
+
+
+def fit_error(prefill: PrefillModel, points) -> float:
+    """The largest relative error of `prefill` over (new, context, seconds) points (0 with none; inf when a
+    time is not > 0)."""
+    if any(not s > 0 for _, _, s in points):
+        return math.inf
+    return max((abs(prefill.forward_s(n, c) - s) / s for n, c, s in points), default=0.0)
+
+
+def _series_problem(points, along: int, power: int) -> str | None:
+    """Is any point NOISE faster than one with less of `along` (1: context, 0: new tokens; the rest equal), or
+    slower than the model allows (k^power times the time for k times as much, plus NOISE)?"""
+    series: dict = {}
+    for p in points:
+        series.setdefault(p[1 - along], []).append(p)
+    for group in series.values():
+        for shorter, longer in itertools.combinations(sorted(group, key=lambda p: p[along]), 2):
+            ratio = longer[along] / shorter[along]
+            if longer[2] < shorter[2] * (1 - NOISE):
+                return (f"{_forward(*longer[:2])} {_ms(longer[2])} ms is faster than the "
+                        f"{_forward(*shorter[:2])} {_ms(shorter[2])} ms")
+            if ratio > 1 and longer[2] > shorter[2] * ratio ** power * (1 + NOISE):
+                return (f"{_forward(*longer[:2])} {_ms(longer[2])} ms is {longer[2] / shorter[2]:.1f}x the "
+                        f"{_forward(*shorter[:2])} {_ms(shorter[2])} ms (at most {ratio ** power:g}x)")
+    return None
+
+
+def problems(rates: DeviceRates) -> str | None:
+    """Why `rates` must not be saved (nor a saved file trusted), or None: see the module doc."""
+    points = [tuple(p) for p in rates.points]
+    for new, context, seconds in points:
+        if new <= 0 or context < 0 or not (math.isfinite(seconds) and seconds > 0):
+            return f"a {_forward(new, context)} timed {seconds!r} s"
+    for size, seconds in rates.rebuild_points:
+        if size <= 0 or not (math.isfinite(seconds) and seconds > 0):
+            return f"a rebuild of {size:,} bytes timed {seconds!r} s"
+    if sum(1 for p in points if p[1] == 0) < 3:
+        return f"{sum(1 for p in points if p[1] == 0)} prefill lengths timed, the fit needs 3"
+    prefills = [p for p in points if p[1] == 0]
+    over_context = [p for p in points if p[1] > 0]
+    problem = _series_problem(prefills, 0, 2) or _series_problem(over_context, 1, 1)
+    if problem:
+        return problem
+    error = fit_error(rates.prefill, points)
+    if not error <= FIT_ERROR:
+        worst = max(points, key=lambda p: abs(rates.prefill.forward_s(p[0], p[1]) - p[2]) / p[2])
+        return (f"the fit is {error:.0%} off the {_forward(*worst[:2])} ({_ms(worst[2])} ms measured, "
+                f"{_ms(rates.prefill.forward_s(worst[0], worst[1]))} ms fitted; at most {FIT_ERROR:.0%})")
+    return None
 
 
 def _device_name(device: torch.device) -> str:
@@ -163,30 +254,32 @@ def disagrees(expected_s: float, measured_s: float) -> bool:
     return max(expected_s / measured_s, measured_s / expected_s) > DISAGREE
 
 
-def _ms(seconds: float) -> str:
-    """'9,100', '15', '0.0012': milliseconds as a warning shows them."""
-    ms = seconds * 1e3
-    return f"{ms:,.0f}" if ms >= 10 else f"{ms:.2g}"
+def recheck_points(points) -> list:
+    """The saved points a re-check times again, in that order: the largest prefill that took <= RECHECK_S, the
+    suffix over it (or, not that cheap, the cheap suffix over the most context), the smallest prefill and one
+    in the middle; none that cheap (a big model on a CPU): the smallest prefill alone."""
+    prefills = sorted((tuple(p) for p in points if p[1] == 0), key=lambda p: p[0])
+    if not prefills:
+        return []
+    cheap = [p for p in prefills if p[2] <= RECHECK_S]
+    if not cheap:
+        return prefills[:1]
+    suffixes = sorted((tuple(p) for p in points if p[1] > 0 and p[2] <= RECHECK_S), key=lambda p: p[1])
+    over_largest = [p for p in suffixes if p[1] == cheap[-1][0]]
+    chosen = [cheap[-1]] + (over_largest or suffixes[-1:]) + [cheap[0], cheap[len(cheap) // 2]]
+    return list(dict.fromkeys(chosen))  # a short list repeats itself: once each
 
 
 def recheck(model, rates: "DeviceRates", *, repeats: int = 2) -> str | None:
-    """Re-time the largest cached prefill that took <= RECHECK_S and its suffix point when that is cheap too
-    (none that cheap, a big model on a CPU: the smallest prefill alone); None when they agree with the saved
-    times within DISAGREE, else what disagreed."""
-    prefills = [p for p in rates.points if p[1] == 0]
-    if not prefills:
-        return None
-    cheap = [p for p in prefills if p[2] <= RECHECK_S]
-    checked = max(cheap, key=lambda p: p[0]) if cheap else min(prefills, key=lambda p: p[0])
-    suffix = [p for p in rates.points if p[1] == checked[0] and p[2] <= RECHECK_S]
+    """Time recheck_points() again; None when every one agrees with its saved time within DISAGREE (it stops at
+    the first that does not), else what disagreed."""
     ids = _calibration_ids(model)
-    for new, context, cached_s in [checked] + suffix[:1]:
+    for new, context, cached_s in recheck_points(rates.points):
         if new + context > ids.shape[1]:
             continue
         measured = _time_forward(model, ids, new, context, repeats)
         if disagrees(cached_s, measured):
-            what = f"prefill of {new:,} tokens" if context == 0 else f"{new}-token forward over {context:,} tokens"
-            return f"cached {what} {_ms(cached_s)} ms, measured now {_ms(measured)} ms"
+            return f"cached {_forward(new, context)} {_ms(cached_s)} ms, measured now {_ms(measured)} ms"
     return None
 
 
@@ -205,10 +298,11 @@ def synthetic_prefix(geometry: codec.BlockGeometry, kv_format: str, blocks: int,
     return host, native.crc32c(block)
 
 
-def _measure_rebuild(model, kv_format: str, block_tokens: int, repeats: int) -> RebuildModel:
-    """Check + copy to the device + relayout of 1 and 4 synthetic blocks of this model's geometry."""
+def _measure_rebuild(model, kv_format: str, block_tokens: int, repeats: int) -> list[tuple[int, float]]:
+    """(bytes, seconds) of the check + copy to the device + relayout of 1 and 4 synthetic blocks of this
+    model's geometry."""
     geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
-    sizes, times = [], []
+    points = []
     for blocks in (1, 4):
         host, crc = synthetic_prefix(geometry, kv_format, blocks, pin=model.device.type == "cuda")
 
@@ -216,53 +310,131 @@ def _measure_rebuild(model, kv_format: str, block_tokens: int, repeats: int) -> 
             rebuild.check_blocks(host, [crc] * blocks, geometry, kv_format)
             rebuild.prefix_cache(host, geometry, kv_format, model.dtype, model.device, model.config)
 
-        sizes.append(host.numel())
-        times.append(min(timings(run, repeats, model.device)))
-    rate = (sizes[1] - sizes[0]) / max(times[1] - times[0], 1e-9)
-    return RebuildModel(max(0.0, times[0] - sizes[0] / rate), rate)
+        points.append((host.numel(), min(timings(run, repeats, model.device))))
+    return points
+
+
+def fit_rebuild(points) -> RebuildModel:
+    """fixed + bytes / rate through the smallest and the largest of (bytes, seconds) points. When the larger
+    took less than NOISE of its time longer (a launch-bound GPU; or noise), that much is taken as what its
+    extra bytes cost: a bounded rate, not the petabytes per second a difference of nothing gives."""
+    (small, small_s), (large, large_s) = min(points), max(points)
+    rate = (large - small) / max(large_s - small_s, NOISE * large_s, 1e-9)
+    return RebuildModel(max(0.0, small_s - small / rate), rate)
 
 
 def calibrate(model, *, kv_format: str = "fp16", block_tokens: int = 128, budget_s: float = 1.0,
               repeats: int = 2, max_tokens: int = MAX_TOKENS) -> DeviceRates:
-    """Measure the compute and rebuild rates of `model` on its device."""
+    """Measure the compute and rebuild rates of `model` on its device, once (unchecked: see load_or_calibrate)."""
     started = time.perf_counter()
     points = _measure_compute(model, budget_s, repeats, max_tokens)
     prefill = PrefillModel.fit(points, device=str(model.device))
-    rebuild_model = _measure_rebuild(model, kv_format, block_tokens, repeats)
-    return DeviceRates(prefill, rebuild_model, [list(p) for p in points],
-                       calibration_key(model, kv_format, block_tokens), time.perf_counter() - started)
+    rebuild_points = _measure_rebuild(model, kv_format, block_tokens, repeats)
+    return DeviceRates(prefill, fit_rebuild(rebuild_points), [list(p) for p in points],
+                       calibration_key(model, kv_format, block_tokens), time.perf_counter() - started,
+                       [list(p) for p in rebuild_points])
+
+
+def save(rates: DeviceRates) -> str:
+    """Write `rates` where load_or_calibrate reads them (the text written); CalibrationRefused, and nothing
+    written, when they fail the checks."""
+    problem = problems(rates)
+    if problem is not None:
+        raise CalibrationRefused(f"calibration not saved: {problem}")
+    path = _path(rates.key)
+    text = json.dumps(rates.as_dict(), indent=1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return text
+
+
+# What this process loaded (and checked) or measured, per file: (the file's text when it was read or written,
+# or None when the rates were not saved; the rates). A later call for the same key returns them while the
+# file is unchanged: several managers of one model neither re-time the file nor warn again.
+_KNOWN: dict[Path, tuple[str | None, DeviceRates]] = {}
+_WARNED: set[tuple[Path, str]] = set()  # (file, kind): each kind of warning once per process and key
+
+
+def _warn_once(path: Path, kind: str, message: str, *args) -> None:
+    if (path, kind) in _WARNED:
+        log.info(message, *args)
+    else:
+        _WARNED.add((path, kind))
+        log.warning(message, *args)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _parse(text: str, key: dict) -> tuple[DeviceRates | None, str | None]:
+    """(the rates a saved file holds, or None; why they are stale, or None when there is nothing to say)."""
+    try:
+        data = json.loads(text)
+        if data.get("format") != FORMAT or data.get("key") != key:
+            return None, None  # an older format (or a hash collision): measured again quietly
+        rates = DeviceRates.from_dict(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        return None, f"unreadable ({exc})"
+    problem = problems(rates)
+    return (rates, None) if problem is None else (None, f"the saved points fail the checks: {problem}")
+
+
+def _measure(model, path: Path, **options) -> DeviceRates:
+    """calibrate() until the result passes the checks, ATTEMPTS times at most; when none does, the attempt the
+    fit follows best, with its `problem` (and a warning)."""
+    refused = []
+    for attempt in range(1, ATTEMPTS + 1):
+        rates = calibrate(model, **options)
+        problem = problems(rates)
+        if problem is None:
+            return rates
+        log.info("calibration attempt %d of %d refused: %s", attempt, ATTEMPTS, problem)
+        refused.append(dataclasses.replace(rates, problem=problem))
+    best = min(refused, key=lambda r: fit_error(r.prefill, r.points) if r.points else math.inf)
+    _warn_once(path, "refused", "calibration of %s on %s failed its checks %d times (%s): using the "
+               "closest fit for this process only, unsaved; decisions from it may be off", best.key.get("model"),
+               best.key.get("device"), ATTEMPTS, best.problem)
+    return best
 
 
 def load_or_calibrate(model, *, kv_format: str = "fp16", block_tokens: int = 128, refresh: bool = False,
                       **options) -> DeviceRates:
-    """The saved rates for this model/device/dtype, or measure (and save) them now."""
+    """The saved rates for this model/device/dtype (checked, and timed again in part, once per process), or
+    measure (and save) them now; refresh=True measures again whatever is saved."""
     key = calibration_key(model, kv_format, block_tokens)
     path = _path(key)
-    if not refresh and path.is_file():
-        cached = None
-        try:
-            data = json.loads(path.read_text())
-            if data.get("format") == FORMAT and data.get("key") == key:
-                cached = DeviceRates.from_dict(data)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring unreadable calibration %s: %s", path, exc)
+    if not refresh:
+        text = _read_text(path)
+        known = _KNOWN.get(path)
+        if known is not None and (known[0] is None or known[0] == text):
+            return known[1]
+        cached, stale = _parse(text, key) if text is not None else (None, None)
         if cached is not None:
             # a file measured on a loaded machine (or before a change the key cannot see) is not trusted
-            # blindly: one cheap point is timed again
-            wrong = recheck(model, cached, repeats=options.get("repeats", 2))
-            if wrong is None:
+            # blindly: a few cheap points are timed again
+            stale = recheck(model, cached, repeats=options.get("repeats", 2))
+            if stale is None:
+                _KNOWN[path] = (text, cached)
                 return cached
-            log.warning("calibration %s: %s: re-measuring", path, wrong)
+        if stale is not None:
+            _warn_once(path, "stale", "calibration %s: %s: re-measuring", path, stale)
     log.info("calibrating compute and rebuild rates of %s on %s (once; saved in %s)", key["model"],
              key["device"], path)
-    rates = calibrate(model, kv_format=kv_format, block_tokens=block_tokens, **options)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(rates.as_dict(), indent=1))
-        os.replace(tmp, path)
-    except OSError as exc:  # a read-only cache directory: keep the rates for this process only
-        log.warning("could not save the calibration in %s: %s", path, exc)
-    log.info("calibrated in %.1f s: prefill %s, rebuild %.2f GB/s + %.2f ms", rates.measured_s, rates.prefill,
-             rates.rebuild.rate_Bps / 1e9, rates.rebuild.fixed_s * 1e3)
+    rates = _measure(model, path, kv_format=kv_format, block_tokens=block_tokens, **options)
+    text = None
+    if rates.problem is None:
+        try:
+            text = save(rates)
+        except OSError as exc:  # a read-only cache directory: keep the rates for this process only
+            log.warning("could not save the calibration in %s: %s", path, exc)
+        log.info("calibrated in %.1f s: prefill %s, rebuild %.2f GB/s + %.2f ms", rates.measured_s, rates.prefill,
+                 rates.rebuild.rate_Bps / 1e9, rates.rebuild.fixed_s * 1e3)
+    _KNOWN[path] = (text, rates)
     return rates
+

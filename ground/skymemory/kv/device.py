@@ -50,9 +50,14 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     chosen = device if device is not None else os.environ.get("SKYMEMORY_DEVICE") or None
     if chosen is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    result = torch.device(chosen)
+    try:
+        result = torch.device(chosen)
+    except RuntimeError:  # torch's message lists twenty device types: name the ones meant here
+        raise ValueError(f"unknown device {chosen!r}: want cpu, cuda or cuda:N") from None
     if result.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {chosen!r} requested but CUDA is not available")
+    if result.type == "cuda" and result.index is not None and result.index >= torch.cuda.device_count():
+        raise ValueError(f"device {chosen!r} requested but this host has {torch.cuda.device_count()} CUDA device(s)")
     return result
 
 

@@ -41,6 +41,21 @@ class CacheResult:
     def hit(self) -> bool:
         return self.prefix_tokens > 0
 
+    def describe(self) -> str:
+        """What get_cache did, for a log or a table: the decision ('fetch 6/6', 'split 2+4/6') when the
+        cache holds every block it planned, else what came in and why the rest did not ('fetch 6/6
+        planned, 2 loaded: not-found, 4 recomputed'). A decision alone is a plan, not an outcome."""
+        if self.decision is None:
+            return "nothing cached"
+        planned = self.decision.describe()
+        computed = self.decision.split_at  # a split's first blocks, computed here (0 for any other action)
+        wanted = computed + self.decision.fetch_blocks
+        covered = len(self.blocks)
+        if covered >= wanted:
+            return planned
+        return (f"{planned} planned, {covered - computed} loaded: {self.miss_reason or 'failed'}, "
+                f"{wanted - covered} recomputed")
+
     @property
     def attention_mask(self) -> torch.Tensor:
         return torch.ones_like(self.input_ids)
@@ -55,3 +70,4 @@ class PrefixLookup:
     records: list[BlockRecord]  # the longest cached prefix, in order
     source: str  # "index", "probe" or "none"
     lookup_s: float
+    tenant: str | None = None  # the cache salt the blocks are keyed to (kv.extra_keys): whose blocks they are

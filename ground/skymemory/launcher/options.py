@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import ipaddress
 import math
 import os
+import sys
 from pathlib import Path
 
 from skymemory.argtypes import int_range
@@ -184,8 +186,32 @@ def _cfs_exe_problem(exe: Path | None, binary: str, local: bool) -> str | None:
     return None
 
 
+def _unknown_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """The first flag of argv the parser does not know, with the closest known ones, or None. Checked before
+    parsing: argparse would take an unknown flag's value for the optional `action` and name only that value
+    (`--base-port 21000`: "invalid choice: '21000'")."""
+    known = [o for a in parser._actions for o in a.option_strings]
+    for token in argv:
+        if token == "--":
+            break
+        if not token.startswith("-") or token == "-" or token[1:2].isdigit():  # a value, or a negative number
+            continue
+        flag = token.split("=", 1)[0]
+        if flag in known or (flag.startswith("--") and any(o.startswith(flag) for o in known)):  # or abbreviated
+            continue
+        name = flag.lstrip("-")
+        close = [o for o in known if set(name.split("-")) <= set(o.lstrip("-").split("-"))]  # the same words
+        by_name = {o.lstrip("-"): o for o in known}
+        close = close or [by_name[c] for c in difflib.get_close_matches(name, by_name, n=2, cutoff=0.6)]
+        return f"unknown flag {flag}" + (f" (did you mean {' or '.join(close[:2])}?)" if close else "")
+    return None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
+    unknown = _unknown_flag(parser, sys.argv[1:] if argv is None else argv)
+    if unknown:
+        parser.error(unknown)
     args = parser.parse_args(argv)
     n = args.planes * args.sats
     if n > MAX_SATELLITES:

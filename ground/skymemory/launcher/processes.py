@@ -164,15 +164,26 @@ def read_pid_files(pid_dir: Path) -> dict[str, int]:
     return pids
 
 
+def start_time(pid: int) -> int | None:
+    """When `pid` started (clock ticks since boot, /proc/PID/stat field 22); None when there is no such process.
+    A pid with the same start time is the same process: a reused pid has another."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        return None
+
+
 def terminate(pids: dict[str, int], marker: str, grace_s: float = 5.0) -> list[int]:
     """SIGTERM every live pid running `marker`, SIGKILL what is left after grace_s; return survivors.
 
-    Every check asks for the marker too: once a node has exited, its pid may already belong to
-    another process (16,384 nodes use half of a default pid space), which must not be waited for
-    or killed."""
-    ours = {n: p for n, p in pids.items() if alive(p, marker)}
-    still = lambda: [p for p in ours.values() if alive(p, marker)]  # noqa: E731
-    for pid in ours.values():
+    Only the processes found running `marker` at the start are ours (once a node has exited, its pid
+    may already belong to another process: 16,384 nodes use half of a default pid space). Each is
+    followed by its start time until it is gone or a zombie, not by its command line: a process on its
+    way out has already lost its command line, and returning then left nodes running a moment after
+    the caller was told none were."""
+    ours = {p: start_time(p) for p in pids.values() if alive(p, marker)}
+    still = lambda: [p for p, t in ours.items() if t is not None and start_time(p) == t and not is_zombie(p)]  # noqa: E731
+    for pid in ours:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
