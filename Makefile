@@ -15,7 +15,9 @@ all: build venv
 
 # DISABLE_CUDA=1: hqq is an sdist whose build compiles CUDA kernels unless told not to (its PyTorch path
 # needs none; on a CUDA host, reinstall hqq without it for the kernels).
+# libssl-dev: the ground's fast path seals chunks with OpenSSL's libcrypto (csrc/skymem_seal.c); installed when missing.
 $(VENV)/.installed: pyproject.toml setup.py
+	tools/testbed/install_packages.sh libssl-dev
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_SPEC)
@@ -30,6 +32,7 @@ venv: $(VENV)/.installed
 VENV_VLLM := .venv-vllm
 PY_VLLM   := $(VENV_VLLM)/bin/python
 $(VENV_VLLM)/.installed: pyproject.toml setup.py
+	tools/testbed/install_packages.sh libssl-dev
 	$(PYTHON) -m venv $(VENV_VLLM)
 	$(PY_VLLM) -m pip install --quiet --upgrade pip
 	$(PY_VLLM) -m pip install --quiet $(TORCH_SPEC)
@@ -46,7 +49,8 @@ vllm: $(VENV_VLLM)/.installed
 NATIVE := ground/skymemory/_native.abi3.so
 NATIVE_SOURCES := $(wildcard cfs_apps/skymem_core/fsw/src/*.[ch] cfs_apps/skymem_core/fsw/inc/*.h \
                              ground/skymemory/csrc/*.[ch]) ground/skymemory/_cffi_build.py \
-                  $(addprefix ground/skymemory/,protocol/wire.py protocol/auth.py protocol/mac.py link/fastpath.py)
+                  $(addprefix ground/skymemory/,protocol/wire.py protocol/auth.py protocol/mac.py protocol/seal.py \
+                                                link/fastpath.py)
 $(NATIVE): $(NATIVE_SOURCES) | $(VENV)/.installed
 	$(PY) setup.py --quiet build_ext --inplace --force
 	touch $@
@@ -54,6 +58,7 @@ $(NATIVE): $(NATIVE_SOURCES) | $(VENV)/.installed
 native: $(NATIVE)
 
 build:
+	tools/testbed/install_packages.sh libssl-dev
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j2
 

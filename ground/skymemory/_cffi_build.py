@@ -6,9 +6,12 @@ package: the ground then encodes and checks packets with the very code the
 satellites run. `SKYMEM_CORE_DIR` may point at another skymem_core tree for a
 manual build (`python _cffi_build.py`); setuptools builds need it inside the repo.
 
+The ground's fast path (csrc/) seals chunks with OpenSSL's libcrypto (skymem_seal.c): the
+build links it (`libraries`), and needs its headers (apt-get install libssl-dev).
+
 Python's copies of the C declarations are checked by the C compiler, at every build:
 the cdef below and the constants of `protocol/wire.py` (and the few of auth.py, mac.py,
-link/fastpath.py in `MIRRORS`) stay written out in Python, where a reader finds them, and
+seal.py, link/fastpath.py in `MIRRORS`) stay written out in Python, where a reader finds them, and
 `header_checks()` turns them into C that the compiler compares with the headers:
 
 - each constant becomes `_Static_assert(SKYMEM_X == <python value>, ...)`;
@@ -45,9 +48,10 @@ CORE = Path(os.environ.get("SKYMEM_CORE_DIR", REPO / "cfs_apps" / "skymem_core")
 # skymem_auth + skymem_sha256 + skymem_polyval + skymem_aes: the fast path signs SET_CHUNK like the satellites verify it
 SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c", "skymem_auth.c", "skymem_sha256.c",
            "skymem_polyval.c", "skymem_aes.c"]
-# the ground's batched transfer (POSIX sockets: not part of the portable flight core)
+# the ground's batched transfer (POSIX sockets: not part of the portable flight core) and its sealed content
+# (AES-128-GCM with OpenSSL's libcrypto: the satellites never hold a content key)
 CSRC = Path(__file__).resolve().parent / "csrc"
-GROUND_SOURCES = ["skymem_bulk.c"]
+GROUND_SOURCES = ["skymem_bulk.c", "skymem_seal.c"]
 
 
 def core_sources() -> list[Path]:
@@ -59,7 +63,7 @@ def sources_present() -> bool:
         (CORE / "fsw" / "inc" / h).is_file() for h in ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h",
                                                  "skymem_auth.h", "skymem_sha256.h", "skymem_polyval.h",
                                                  "skymem_aes.h")) \
-        and (CSRC / "skymem_bulk.h").is_file()
+        and all((CSRC / h).is_file() for h in ("skymem_bulk.h", "skymem_seal.h"))
 
 
 CDEF = """
@@ -150,6 +154,17 @@ int skymem_reply_window_check(skymem_reply_window_t *w, const skymem_mac_key_t *
 typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port;
                  const skymem_mac_key_t *up_key, *down_key; }
     skymem_bulk_server_t;
+typedef struct { uint32_t id; uint8_t key[16]; } skymem_seal_key_t;
+typedef struct { uint32_t n_keys; skymem_seal_key_t keys[16]; } skymem_seal_keys_t;
+typedef struct skymem_seal_ctx skymem_seal_ctx_t;
+skymem_seal_ctx_t *skymem_seal_ctx_new(const skymem_seal_keys_t *keys);
+void skymem_seal_ctx_free(skymem_seal_ctx_t *c);
+int skymem_seal_keys_check(const skymem_seal_keys_t *keys);
+uint32_t skymem_seal_chunk_count(uint64_t n_bytes, uint32_t chunk_bytes);
+int skymem_seal_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_id, uint32_t chunk_count,
+                      uint64_t n_bytes, const uint8_t *plain, size_t plain_len, uint8_t *out);
+int skymem_open_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_id, uint32_t chunk_count,
+                      uint64_t n_bytes, const uint8_t *sealed, size_t sealed_len, uint8_t *out);
 typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t chunk_bytes; uint32_t chunk_count;
                  uint32_t server0; uint32_t n_servers; uint64_t created_ms; uint8_t *status; uint32_t *prefix;
                  uint32_t *chunk_crcs; }
@@ -161,7 +176,8 @@ typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t wind
                  uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint64_t auth_failures;
                  uint8_t nak_status;
                  double first_reply_s;
-                 skymem_reply_window_t *replies; uint64_t replayed; uint64_t wrong_source; }
+                 skymem_reply_window_t *replies; uint64_t replayed; uint64_t wrong_source;
+                 const skymem_seal_keys_t *seal; uint64_t seal_failures; }
     skymem_bulk_opts_t;
 const char *skymem_sha256_impl(void);
 int skymem_sha256_use_accel(int on);
@@ -188,9 +204,14 @@ MIRRORS: dict[str, dict[str, str] | None] = {
                          "TAG_LEN": "SKYMEM_AUTH_TAG_LEN", "CONSTELLATION_KEY_ID": "SKYMEM_AUTH_CONSTELLATION_KEY",
                          "KEY_MIN": "SKYMEM_AUTH_KEY_MIN", "KEY_MAX": "SKYMEM_AUTH_KEY_MAX"},
     "protocol/mac.py": {"TAG_LEN": "SKYMEM_AUTH_TAG_LEN"},
+    # seal.py's OVERHEAD is their sum (not a literal: skymem_seal.c asserts the same sum)
+    "protocol/seal.py": {"KEY_ID_LEN": "SKYMEM_SEAL_KEY_ID_LEN", "NONCE_LEN": "SKYMEM_SEAL_NONCE_LEN",
+                         "TAG_LEN": "SKYMEM_SEAL_TAG_LEN", "KEY_LEN": "SKYMEM_SEAL_KEY_LEN"},
     "link/fastpath.py": {"PENDING": "SKYMEM_BULK_PENDING", "OK": "SKYMEM_BULK_OK",
-                         "NOT_FOUND": "SKYMEM_BULK_NOT_FOUND", "DONE": "SKYMEM_BULK_DONE",
-                         "INCOMPLETE": "SKYMEM_BULK_INCOMPLETE", "REFUSED": "SKYMEM_BULK_REFUSED"},
+                         "NOT_FOUND": "SKYMEM_BULK_NOT_FOUND", "SEAL_FAILED": "SKYMEM_BULK_SEAL_FAILED",
+                         "DONE": "SKYMEM_BULK_DONE", "INCOMPLETE": "SKYMEM_BULK_INCOMPLETE",
+                         "REFUSED": "SKYMEM_BULK_REFUSED", "E_CRYPTO": "SKYMEM_BULK_E_CRYPTO",
+                         "SEAL_MAX_KEYS": "SKYMEM_SEAL_MAX_KEYS", "SEAL_OVERHEAD": "SKYMEM_SEAL_OVERHEAD"},
 }
 
 
@@ -280,8 +301,8 @@ def header_checks() -> str:
     return "\n".join(lines) + "\n"
 
 
-HEADERS = ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h", "skymem_bulk.h", "skymem_sha256.h",
-           "skymem_auth.h", "skymem_polyval.h", "skymem_aes.h")
+HEADERS = ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h", "skymem_bulk.h", "skymem_seal.h",
+           "skymem_sha256.h", "skymem_auth.h", "skymem_polyval.h", "skymem_aes.h")
 INCLUDE_DIRS = [str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src"), str(CSRC)]
 
 ffibuilder = FFI()
@@ -293,7 +314,7 @@ ffibuilder.set_source(
     sources=[os.path.relpath(p) for p in core_sources()],
     include_dirs=INCLUDE_DIRS,
     extra_compile_args=["-O2", "-std=c99"],
-    libraries=["m"],  # the geometry uses libm
+    libraries=["m", "crypto"],  # the geometry uses libm; the sealed content OpenSSL's libcrypto
 )
 
 

@@ -24,7 +24,7 @@ import pkgutil
 import sys
 
 from skymemory.argtypes import OneLineParser
-from skymemory.cli._common import install_hint, missing_extra
+from skymemory.extras import missing_extra, missing_extra_message
 from skymemory.protocol.errors import SkyMemoryError
 from skymemory.store.contract import BlockMiss
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     name = " ".join(filter(None, ["skymemory", args.command, getattr(args, "bench_command", None),
                                   getattr(args, "telemetry_command", None),
-                                  getattr(args, "model_command", None)]))
+                                  getattr(args, "model_command", None), getattr(args, "keys_command", None)]))
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -66,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = missing_extra(exc)
         if extra is None or os.environ.get("SKYMEM_TRACEBACK"):
             raise
-        print(f"{name} needs the {extra} extra ({exc.name.split('.')[0]} is not installed): {install_hint(extra)}",
-              file=sys.stderr)
+        print(missing_extra_message(name, exc, extra), file=sys.stderr)
         return 2
     except USER_ERRORS as exc:
         if os.environ.get("SKYMEM_TRACEBACK"):

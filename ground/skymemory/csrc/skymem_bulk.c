@@ -4,7 +4,7 @@
  * One loop per call: send what the window allows (sendmmsg), wait for the
  * socket (poll, bounded by the next retransmission time), drain it
  * (recvmmsg, RX_BATCH datagrams per call), check every reply and copy its
- * data into place, then re-ask for what is overdue.
+ * data into place (sealed: open it there), then re-ask for what is overdue.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -102,17 +102,31 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static uint32_t chunk_len(const skymem_bulk_block_t *b, uint32_t cid)
+/* Content bytes a chunk carries at most (sealed: less the seal's key id, nonce and tag). */
+static uint32_t plain_bytes(const skymem_bulk_block_t *b, int sealed)
 {
-    uint64_t start = (uint64_t)cid * b->chunk_bytes;
+    return sealed ? b->chunk_bytes - SKYMEM_SEAL_OVERHEAD : b->chunk_bytes;
+}
+
+/* Content bytes of chunk cid (at buf + cid * plain_bytes). */
+static uint32_t content_len(const skymem_bulk_block_t *b, uint32_t cid, int sealed)
+{
+    uint32_t per = plain_bytes(b, sealed);
+    uint64_t start = (uint64_t)cid * per;
     uint64_t left = b->n_bytes > start ? b->n_bytes - start : 0;
-    return (uint32_t)(left < b->chunk_bytes ? left : b->chunk_bytes);
+    return (uint32_t)(left < per ? left : per);
+}
+
+/* Bytes of chunk cid on the wire (a sealed chunk: its content and SKYMEM_SEAL_OVERHEAD). */
+static uint32_t chunk_len(const skymem_bulk_block_t *b, uint32_t cid, int sealed)
+{
+    return content_len(b, cid, sealed) + (sealed ? SKYMEM_SEAL_OVERHEAD : 0u);
 }
 
 static void advance_prefix(skymem_bulk_block_t *b)
 {
     uint32_t p = b->prefix ? *b->prefix : 0;
-    while (p < b->chunk_count && b->status[p] == SKYMEM_BULK_OK) /* a NOT_FOUND chunk stops it: no data */
+    while (p < b->chunk_count && b->status[p] == SKYMEM_BULK_OK) /* NOT_FOUND, SEAL_FAILED stop it: no data */
         p++;
     if (b->prefix)
         __atomic_store_n(b->prefix, p, __ATOMIC_RELEASE);
@@ -149,16 +163,24 @@ static struct sockaddr_in *make_addrs(const skymem_bulk_server_t *servers, uint3
 static int check_args(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                       const skymem_bulk_block_t *blocks, uint32_t n_blocks, const skymem_bulk_opts_t *o)
 {
-    if (!servers || !blocks || !o || o->fd < 0 || o->rto_s <= 0 || o->deadline_s <= 0)
+    if (!servers || !blocks || !o || o->fd < 0 || o->rto_s <= 0 || o->deadline_s <= 0 ||
+        (o->seal && skymem_seal_keys_check(o->seal) != SKYMEM_SEAL_OK))
         return SKYMEM_BULK_E_ARG;
     for (uint32_t i = 0; i < n_blocks; i++) {
         const skymem_bulk_block_t *b = &blocks[i];
         if (!b->hash || !b->status || (!b->buf && b->n_bytes) || b->chunk_bytes == 0 ||
             b->chunk_bytes > SKYMEM_MAX_CHUNK_DATA || b->n_servers == 0 ||
-            (uint64_t)b->server0 + b->n_servers > n_servers_total ||
-            (uint64_t)b->chunk_count * b->chunk_bytes < b->n_bytes ||
-            (b->chunk_count > 0 && (uint64_t)(b->chunk_count - 1) * b->chunk_bytes >= b->n_bytes && b->n_bytes > 0))
+            (uint64_t)b->server0 + b->n_servers > n_servers_total)
             return SKYMEM_BULK_E_ARG;
+        if (o->seal) { /* the one layout seal.py cuts a block into */
+            if (b->chunk_bytes <= SKYMEM_SEAL_OVERHEAD ||
+                b->chunk_count != skymem_seal_chunk_count(b->n_bytes, b->chunk_bytes))
+                return SKYMEM_BULK_E_ARG;
+        } else if ((uint64_t)b->chunk_count * b->chunk_bytes < b->n_bytes ||
+                   (b->chunk_count > 0 && (uint64_t)(b->chunk_count - 1) * b->chunk_bytes >= b->n_bytes &&
+                    b->n_bytes > 0)) {
+            return SKYMEM_BULK_E_ARG;
+        }
     }
     for (uint32_t i = 0; o->keyed && i < n_servers_total; i++)
         if (!servers[i].up_key || !servers[i].down_key)
@@ -396,14 +418,17 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     o->first_reply_s = 0;
     o->auth_seq_used = 0;
     o->auth_failures = o->replayed = o->wrong_source = 0;
+    o->seal_failures = 0;
+    const int sealed = o->seal != NULL;
     uint32_t n_req = build_get_reqs(blocks, n_blocks, o->wave_chunks, NULL);
     get_req_t *reqs = calloc(n_req ? n_req : 1, sizeof *reqs);
     struct sockaddr_in *addrs = make_addrs(servers, n_servers_total);
     uint8_t *txbuf = malloc((size_t)TX_BATCH * GET_PKT_CAP);
+    skymem_seal_ctx_t *seal = sealed ? skymem_seal_ctx_new(o->seal) : NULL; /* one cipher context per call */
     rx_t rx;
     rx.data = NULL;
-    if (!reqs || !addrs || !txbuf || rx_init(&rx)) {
-        free(reqs); free(addrs); free(txbuf); free(rx.data);
+    if (!reqs || !addrs || !txbuf || rx_init(&rx) || (sealed && !seal)) {
+        free(reqs); free(addrs); free(txbuf); free(rx.data); skymem_seal_ctx_free(seal);
         return SKYMEM_BULK_E_NOMEM;
     }
     build_get_reqs(blocks, n_blocks, o->wave_chunks, reqs);
@@ -520,17 +545,30 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     continue;
                 }
                 if (m.reply_kind == SKYMEM_REPLY_DATA) {
-                    uint32_t want = chunk_len(b, cid);
+                    uint32_t want = chunk_len(b, cid, sealed);
                     if (m.desc.chunk_id != cid || m.desc.data_len != want || m.desc.chunk_count != b->chunk_count) {
                         o->ignored++;
                         continue;
                     }
                     if (!data_reply_ok(o, down, pkt, len, &m, want))
                         continue; /* as if lost: asked again after rto */
-                    memcpy(b->buf + (uint64_t)cid * b->chunk_bytes, m.data, want);
+                    uint8_t *dst = b->buf + (uint64_t)cid * plain_bytes(b, sealed);
+                    if (!seal) {
+                        memcpy(dst, m.data, want);
+                        b->status[cid] = SKYMEM_BULK_OK;
+                    } else {
+                        int sr = skymem_open_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes, m.data, want, dst);
+                        if (sr == SKYMEM_SEAL_E_CRYPTO || sr == SKYMEM_SEAL_E_ARG) {
+                            rc = SKYMEM_BULK_E_CRYPTO;
+                            goto out;
+                        }
+                        /* CRC and trailer were right: the satellite keeps these bytes, asking again
+                         * would bring them back. The chunk is answered, with no content (zeros). */
+                        b->status[cid] = sr == SKYMEM_SEAL_OK ? SKYMEM_BULK_OK : SKYMEM_BULK_SEAL_FAILED;
+                        o->seal_failures += sr != SKYMEM_SEAL_OK;
+                    }
                     if (b->chunk_crcs)
                         b->chunk_crcs[cid] = m.desc.crc32c;
-                    b->status[cid] = SKYMEM_BULK_OK;
                 } else if (m.reply_kind == SKYMEM_REPLY_NAK) {
                     if (!reply_authentic(o, down, pkt, len))
                         continue;
@@ -602,6 +640,7 @@ out:
     free(addrs);
     free(txbuf);
     free(rx.data);
+    skymem_seal_ctx_free(seal);
     return rc;
 }
 
@@ -610,6 +649,37 @@ out:
 typedef struct {
     uint32_t block, chunk;
 } chunk_ref_t;
+
+/* Per block, the sealed chunks as they travel (chunk i at i * chunk_bytes): each is sealed once, before
+ * its first send, and every resend sends the same bytes. NULL when out of memory. */
+static uint8_t **staging_new(const skymem_bulk_block_t *blocks, uint32_t n_blocks)
+{
+    uint8_t **staged = calloc(n_blocks ? n_blocks : 1, sizeof *staged);
+    for (uint32_t b = 0; staged && b < n_blocks; b++)
+        if (!(staged[b] = malloc((size_t)blocks[b].chunk_count * blocks[b].chunk_bytes))) {
+            while (b)
+                free(staged[--b]);
+            free(staged);
+            staged = NULL;
+        }
+    return staged;
+}
+
+static void staging_free(uint8_t **staged, uint32_t n_blocks)
+{
+    for (uint32_t b = 0; staged && b < n_blocks; b++)
+        free(staged[b]);
+    free(staged);
+}
+
+/* Seals chunk cid of b into its place in the block's staging buffer. */
+static int stage_sealed(skymem_seal_ctx_t *seal, const skymem_bulk_block_t *b, uint32_t cid, uint8_t *staged)
+{
+    int sr = skymem_seal_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes,
+                               b->buf + (uint64_t)cid * plain_bytes(b, 1), content_len(b, cid, 1),
+                               staged + (uint64_t)cid * b->chunk_bytes);
+    return sr == SKYMEM_SEAL_OK ? 0 : SKYMEM_BULK_E_CRYPTO;
+}
 
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total, skymem_bulk_block_t *blocks,
                     uint32_t n_blocks, skymem_bulk_opts_t *o)
@@ -627,10 +697,14 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     uint32_t *tries = calloc(total ? total : 1, sizeof *tries); /* max_retries may exceed 255 */
     struct sockaddr_in *addrs = make_addrs(servers, n_servers_total);
     uint8_t *txbuf = malloc((size_t)TX_BATCH * RX_SLOT);
+    const int sealed = o->seal != NULL;
+    skymem_seal_ctx_t *seal = sealed ? skymem_seal_ctx_new(o->seal) : NULL; /* one cipher context per call */
+    uint8_t **staged = sealed ? staging_new(blocks, n_blocks) : NULL;
     rx_t rx;
     rx.data = NULL;
-    if (!refs || !last || !tries || !addrs || !txbuf || rx_init(&rx)) {
+    if (!refs || !last || !tries || !addrs || !txbuf || rx_init(&rx) || (sealed && (!seal || !staged))) {
         free(refs); free(last); free(tries); free(addrs); free(txbuf); free(rx.data);
+        skymem_seal_ctx_free(seal); staging_free(staged, n_blocks);
         return SKYMEM_BULK_E_NOMEM;
     }
     uint64_t g = 0;
@@ -650,13 +724,14 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     o->auth_seq_used = 0;
     o->auth_failures = o->replayed = o->wrong_source = 0;
     o->nak_status = 0;
+    o->seal_failures = 0;
 
 /* builds SET_CHUNK for global chunk index gi into tx slot nt */
 #define PREPARE_SET(gi)                                                                                        \
     do {                                                                                                       \
         const skymem_bulk_block_t *b_ = &blocks[refs[gi].block];                                               \
-        uint32_t c_ = refs[gi].chunk, len_ = chunk_len(b_, c_);                                                \
-        const uint8_t *d_ = b_->buf + (uint64_t)c_ * b_->chunk_bytes;                                          \
+        uint32_t c_ = refs[gi].chunk, len_ = chunk_len(b_, c_, sealed);                                        \
+        const uint8_t *d_ = (staged ? staged[refs[gi].block] : b_->buf) + (uint64_t)c_ * b_->chunk_bytes;      \
         skymem_chunk_desc_t desc_;                                                                             \
         memset(&desc_, 0, sizeof desc_);                                                                       \
         memcpy(desc_.block_hash, b_->hash, SKYMEM_BLOCK_HASH_LEN);                                             \
@@ -705,6 +780,9 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     break;
                 }
             }
+            if (staged && (rc = stage_sealed(seal, &blocks[refs[next].block], refs[next].chunk,
+                                             staged[refs[next].block])) != 0)
+                goto out;
             PREPARE_SET(next);
             last[next] = t;
             outstanding += cb;
@@ -799,5 +877,7 @@ out:
     free(addrs);
     free(txbuf);
     free(rx.data);
+    skymem_seal_ctx_free(seal);
+    staging_free(staged, n_blocks);
     return rc;
 }

@@ -9,6 +9,13 @@
  *
  * A block's chunk i lands at buf + i * chunk_bytes and is stored on server
  * servers[server0 + i % n_servers] (the block store's striping rule).
+ *
+ * Sealed (opts.seal, skymem_seal.h): what travels and what a satellite keeps
+ * are the chunks sealed with AES-128-GCM, while buf holds the content. A
+ * chunk is then chunk_bytes on the wire and carries chunk_bytes -
+ * SKYMEM_SEAL_OVERHEAD bytes of content, which land at buf + i * (chunk_bytes
+ * - SKYMEM_SEAL_OVERHEAD); set seals each chunk once per call, get opens each
+ * chunk straight into its place.
  */
 #ifndef SKYMEM_BULK_H
 #define SKYMEM_BULK_H
@@ -17,6 +24,7 @@
 #include <stdint.h>
 
 #include "skymem_auth.h"
+#include "skymem_seal.h"
 
 /* The ground's replay windows for replies: the core's per-(key, source) windows (skymem_auth_verify_with),
  * so a reply counts only when signed with the DOWN key of the satellite it names as its source (the
@@ -50,23 +58,28 @@ typedef struct {
 } skymem_bulk_server_t;
 
 /* Per-chunk status values. */
-#define SKYMEM_BULK_PENDING   0u
-#define SKYMEM_BULK_OK        1u
-#define SKYMEM_BULK_NOT_FOUND 2u
+#define SKYMEM_BULK_PENDING     0u
+#define SKYMEM_BULK_OK          1u
+#define SKYMEM_BULK_NOT_FOUND   2u
+#define SKYMEM_BULK_SEAL_FAILED 3u /* get, sealed: the chunk came (CRC and trailer right) and does not open --
+                                    * altered, another chunk's, an unknown key id. The bytes the satellite
+                                    * keeps are bad: not asked again, its content in buf zeroed */
 
 typedef struct {
     const uint8_t *hash;   /* 32-byte block hash */
-    uint8_t *buf;          /* get: destination; set: source. n_bytes long */
+    uint8_t *buf;          /* get: destination; set: source. n_bytes long (sealed: the content) */
     uint64_t n_bytes;
-    uint32_t chunk_bytes;  /* every chunk but the last is this long */
-    uint32_t chunk_count;
+    uint32_t chunk_bytes;  /* every chunk but the last is this long (sealed: on the wire) */
+    uint32_t chunk_count;  /* sealed: skymem_seal_chunk_count(n_bytes, chunk_bytes) */
     uint32_t server0;      /* first server of this block in the server table */
     uint32_t n_servers;
     uint64_t created_ms;   /* set: descriptor creation time */
     uint8_t *status;       /* chunk_count bytes, SKYMEM_BULK_* (caller zeroes them) */
-    uint32_t *prefix;      /* get: chunks received contiguously from chunk 0 (written while running) */
+    uint32_t *prefix;      /* get: chunks received (and opened) contiguously from chunk 0 (written while
+                            * running) */
     uint32_t *chunk_crcs;  /* get, optional: chunk_count entries, each chunk's verified CRC32C as it arrived
-                            * (skymem_crc32c_fold turns them into the block's CRC without rereading it) */
+                            * (skymem_crc32c_fold turns them into the block's CRC without rereading it;
+                            * sealed: the CRCs of the sealed chunks, as they travel) */
 } skymem_bulk_block_t;
 
 typedef struct {
@@ -104,23 +117,30 @@ typedef struct {
     uint64_t wrong_source;   /* result: replies naming as their source another satellite than the one
                               * asked (a NAK about the route itself -- NO_ROUTE, TTL_EXPIRED,
                               * AUTH_FAILED -- comes from where the request stopped, and may) */
+    /* Sealed content (skymem_seal.h): with seal set, set seals every chunk under seal->keys[0] and get
+     * opens every chunk under the key its id names (the blocks' layout: see the top of this file);
+     * NULL: chunks travel as they are. The call uses its own copy of the table. */
+    const skymem_seal_keys_t *seal;
+    uint64_t seal_failures;  /* result, get: chunks that came and did not open (SKYMEM_BULK_SEAL_FAILED) */
 } skymem_bulk_opts_t;
 
 /* Return values (negative: error before/while moving data). */
-#define SKYMEM_BULK_DONE        0  /* every chunk answered (OK or NOT_FOUND) */
+#define SKYMEM_BULK_DONE        0  /* every chunk answered (OK, NOT_FOUND or SEAL_FAILED) */
 #define SKYMEM_BULK_INCOMPLETE  1  /* deadline or retries exhausted with chunks pending */
 #define SKYMEM_BULK_REFUSED     2  /* a satellite refused a request as a whole (NAK other than not-found) */
 #define SKYMEM_BULK_E_ARG      -1
 #define SKYMEM_BULK_E_NOMEM    -2
 #define SKYMEM_BULK_E_SOCKET   -3
+#define SKYMEM_BULK_E_CRYPTO   -4  /* sealed: libcrypto failed (no randomness, out of memory) */
 
 /* Fetch every chunk of the blocks with GET_CHUNKS (one per server per block
  * per wave), in wave order: wave w asks chunk ids [w*wave, (w+1)*wave) of
  * every block, so with layer-major blocks the first layers of all blocks
  * come first. Each reply is parsed, its request id, block hash, chunk id
  * and length checked, its CRC32C verified, and its data copied to its
- * place. A request with chunks still missing after rto_s is asked again
- * (only the missing span), at most max_retries times.
+ * place (sealed: opened into it). A request with chunks still missing
+ * after rto_s is asked again (only the missing span), at most max_retries
+ * times.
  *
  * With pace_Bps > 0 the first wave is asked at once and the rest no faster
  * than pace_Bps: when all of a window is asked in one burst, every
@@ -140,7 +160,10 @@ uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_
  * otherwise hold the tail of a burst past rto_s, and every resend of it
  * would only lengthen the queue.
  * Keyed, every packet sent is signed with a fresh sequence;
- * running out of the reserved range is SKYMEM_BULK_E_ARG. */
+ * running out of the reserved range is SKYMEM_BULK_E_ARG.
+ * Sealed, each chunk is sealed just before it first leaves, into a staging
+ * copy of the block (chunk_count * chunk_bytes, freed at the end), and its
+ * resends send those same bytes. */
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
 

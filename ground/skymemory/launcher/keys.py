@@ -11,6 +11,11 @@ folder holding the files of the satellites they run (`remote_key_dir`, ssh.copy_
 (docker.write_compose), swarm services their own secret mounted there (swarm.stack_text). Clients find
 the ground's file through the manifest's `auth_key_file`. A new launch makes new keys, so traffic
 recorded from an earlier run is refused too.
+
+`make_content_key_file(run_dir)` writes `content.keys`, the ground's content masters (what chunks are sealed
+under, skymemory.protocol.seal), named in the manifest's `content_key_file`; it stays on the ground host
+(another ground host of the same constellation is given a copy by its operator), and `skymemory keys
+rotate` / `retire` change it in place.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from skymemory.protocol import auth
+from skymemory.protocol import auth, seal
 
 KEY_FILE_NAME = "constellation.keys"
+CONTENT_KEY_FILE_NAME = "content.keys"
 GROUND_KEY_ID = 1
 CFS_KEY_FILE = Path("cf") / "skymem_auth.keys"  # /cf/skymem_auth.keys as the SKYMEM app reads it (docs/CFS.md)
 # The folder of the satellites' files on an ssh host, inside --remote-dir. Not the ground's name: where
@@ -36,6 +42,14 @@ def make_key_file(run_dir: Path, satellites) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     auth.write_key_files(run_dir, satellites, (GROUND_KEY_ID,))
     return run_dir / KEY_FILE_NAME
+
+
+def make_content_key_file(run_dir: Path) -> Path:
+    """The ground's content keys (skymemory.protocol.seal), run_dir/content.keys, mode 0600: what every KV block
+    and named object is sealed under. Ground hosts only: no runtime hands it to a satellite, and a
+    satellite's key file holds none of it. Made with --insecure too (sealing needs nothing of the satellites)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return seal.ContentKeys.new().save(run_dir / CONTENT_KEY_FILE_NAME)
 
 
 def satellite_key_file(ground_key_file: str | os.PathLike, plane: int, sat: int) -> Path:

@@ -6,8 +6,10 @@ down what was started, even when the boot fails half way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +41,7 @@ def start(args) -> int:
                               f"tools/launch_constellation.py stop --manifest {manifest_path}")
         log(args, f"replacing stale manifest {manifest_path} (none of its processes run)")
     run_dir: Path = args.run_dir.resolve()
+    made_run_dir = not run_dir.exists()  # a failed boot removes it again (else only the keys it wrote)
     stale = processes.read_pid_files(run_dir / "pids")
     if any(processes.alive(p, "skymem_node") for p in stale.values()):
         raise LaunchError(f"live node processes are listed in {run_dir / 'pids'}; stop them first")
@@ -56,16 +59,16 @@ def start(args) -> int:
                  created_unix=time.time())
     if args.runtime == "cfs":
         _check_cfs_fits(args, n)  # before anything starts
-    group = processes.ProcessGroup(run_dir, die_with_parent=not args.detach)
-    common = nodes.node_options(args, epoch_ms)
-    key_opts = _make_keys(args, m, run_dir)  # per satellite: its own key file
-    log(args, f"booting {args.planes}x{args.sats} = {n} satellites ({_backend_name(args)}); run dir {run_dir}")
-    if args.port_warning:
-        print(f"launch_constellation: warning: {args.port_warning}", file=sys.stderr)
-    if args.layout.per_satellite:
-        log(args, f"  an address per satellite: {args.layout.address(0)}..{args.layout.address(n - 1)}, ISL port "
-                  f"{args.layout.isl_base}, ground port {args.layout.ground_base} (--addresses)")
     try:
+        group = processes.ProcessGroup(run_dir, die_with_parent=not args.detach)
+        common = nodes.node_options(args, epoch_ms)
+        key_opts = _make_keys(args, m, run_dir)  # per satellite: its own key file
+        log(args, f"booting {args.planes}x{args.sats} = {n} satellites ({_backend_name(args)}); run dir {run_dir}")
+        if args.port_warning:
+            print(f"launch_constellation: warning: {args.port_warning}", file=sys.stderr)
+        if args.layout.per_satellite:
+            log(args, f"  an address per satellite: {args.layout.address(0)}..{args.layout.address(n - 1)}, ISL "
+                      f"port {args.layout.isl_base}, ground port {args.layout.ground_base} (--addresses)")
         if args.hosts:
             _start_ssh(args, m, common, key_opts)
         elif args.runtime in ("docker", "swarm"):
@@ -119,8 +122,10 @@ def start(args) -> int:
             _check_isl_between_machines(m)
     except BaseException as exc:
         log(args, f"boot failed ({(str(exc).splitlines() or [type(exc).__name__])[0]}); tearing down")
-        teardown(m)
+        left = teardown(m)
         manifest_path.unlink(missing_ok=True)
+        if not left:  # (a survivor keeps its pid file and log)
+            _remove_what_boot_wrote(args, m, run_dir, made_run_dir)
         if isinstance(exc, KeyboardInterrupt):
             return 130
         raise
@@ -145,11 +150,36 @@ def start(args) -> int:
     return _foreground(args, m, group, manifest_path)
 
 
+def _remove_what_boot_wrote(args, m: Manifest, run_dir: Path, made_run_dir: bool) -> None:
+    """After a failed boot, nothing of it stays here: the run directory when this launch made it, else the key
+    files it wrote (the ground's, each satellite's, their copies in cFS instances' /cf)."""
+    if made_run_dir:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        log(args, f"removed the run directory {run_dir}")
+        return
+    folders = [run_dir / "pids", run_dir / "logs"]
+    if m.auth_key_file:
+        ground = Path(m.auth_key_file)
+        for p in range(args.planes):
+            for s in range(args.sats):
+                keys.satellite_key_file(ground, p, s).unlink(missing_ok=True)
+                (run_dir / "cfs" / nodes.sat_name(p, s) / keys.CFS_KEY_FILE).unlink(missing_ok=True)
+        ground.unlink(missing_ok=True)
+        folders.append(keys.satellite_key_file(ground, 0, 0).parent)
+    if m.content_key_file:
+        Path(m.content_key_file).unlink(missing_ok=True)
+    for folder in folders:
+        with contextlib.suppress(OSError):  # only when empty: an earlier run's logs stay
+            folder.rmdir()
+    log(args, f"removed what it wrote in {run_dir}" + (" (key files included)" if m.auth_key_file else ""))
+
+
 def _make_keys(args, m: Manifest, run_dir: Path):
     """The constellation's keys (unless --insecure): the ground's file, named in the manifest, and each
     satellite's own. Returns, per satellite entry, the node options that hand a native node its own file:
     the file itself here, its copy in --remote-dir on ssh hosts (_start_ssh copies it there), its
     read-only mount in containers. cFS instances get a copy in their /cf instead."""
+    m.content_key_file = str(keys.make_content_key_file(run_dir))  # sealing: the ground's alone, either way
     if args.insecure:
         log(args, "  --insecure: no authentication; whoever reaches a port can command these satellites")
         return lambda e: []

@@ -10,6 +10,19 @@ constellation) every request is signed in C and a reply counts only when signed
 with the same key and with a sequence fresh for its satellite (the signer's
 reply windows, shared with the asyncio client). Request ids are base..base+n
 within a call, the base random per call.
+
+With a sealer (`get(..., sealer=)` / `set(..., sealer=)`, a
+`skymemory.protocol.seal.Sealer`: one tenant's content keys) the chunks travel
+and are kept sealed with AES-128-GCM, in seal.py's format byte for byte
+(csrc/skymem_seal.c, OpenSSL's libcrypto): set seals each chunk once in C
+before it first leaves, get opens each chunk in C straight into the buffer. Such
+a job is `BlockJob(..., sealed=True)`: its `chunk_bytes` is the size on the
+wire, of which `seal.OVERHEAD` (32) bytes are the seal's, and its buffer holds
+the content (`n_bytes`). A chunk that arrives intact but does not open (altered
+on the satellite, another block's or position's, an unknown key id) is
+SEAL_FAILED, zeros in the buffer, and counted in `seal_failures`: it is not
+asked again, the satellite would send the same bytes.
+
 Python only builds the job description
 (a few objects per *block*) and reads the result; the GIL is released
 during the call, so a streaming reader can watch `prefix` advance.
@@ -25,17 +38,23 @@ import random
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
 from skymemory.protocol import auth, native, wire
 
+if TYPE_CHECKING:  # seal.py needs `cryptography`, which only a sealed call uses
+    from skymemory.protocol.seal import Sealer
+
 Sat = tuple[int, int]
 
-PENDING, OK, NOT_FOUND = 0, 1, 2
+PENDING, OK, NOT_FOUND, SEAL_FAILED = 0, 1, 2, 3
 DONE, INCOMPLETE, REFUSED = 0, 1, 2
-_ERRORS = {-1: "bad arguments", -2: "out of memory", -3: "socket error"}
+E_CRYPTO = -4
+_ERRORS = {-1: "bad arguments", -2: "out of memory", -3: "socket error", E_CRYPTO: "libcrypto failed"}
+SEAL_MAX_KEYS = 16  # content key ids a sealed call takes (the C key table's size)
+SEAL_OVERHEAD = 32  # = seal.OVERHEAD: key id, nonce and tag of every sealed chunk
 RCVBUF = 32 * 1024 * 1024
 GET_WINDOW_MAX = 24 * 1024 * 1024  # a get's default bytes in flight, at most (the socket's buffer may cap it)
 SET_WINDOW = 8 * 1024 * 1024  # a set's default: the satellites' receive buffers bound it, and we cannot see them
@@ -56,23 +75,31 @@ class BlockJob:
     """One block to move: where its bytes are, and which satellites hold its chunks."""
 
     block_hash: bytes
-    buf: bytearray | memoryview | np.ndarray  # get: filled; set: read
+    buf: bytearray | memoryview | np.ndarray  # get: filled; set: read (sealed: the content)
     n_bytes: int
-    chunk_bytes: int
+    chunk_bytes: int  # sealed: on the wire, SEAL_OVERHEAD more than the content it carries
     servers: Sequence[Sat]  # chunk i -> servers[i % len(servers)]
     created_ms: int = 0
-    status: np.ndarray = field(default=None)  # uint8 per chunk, PENDING / OK / NOT_FOUND
+    status: np.ndarray = field(default=None)  # uint8 per chunk, PENDING / OK / NOT_FOUND / SEAL_FAILED
     chunk_crcs: np.ndarray | None = None  # get, optional: uint32 per chunk, its verified CRC32C as it arrived
+    sealed: bool = False  # moved with a sealer: chunks sealed on the wire (see the module docstring)
+
+    @property
+    def plain_chunk_bytes(self) -> int:
+        """Content bytes per chunk (chunk i holds buf[i * plain_chunk_bytes:][:plain_chunk_bytes])."""
+        return self.chunk_bytes - SEAL_OVERHEAD if self.sealed else self.chunk_bytes
 
     @property
     def chunk_count(self) -> int:
-        return max(1, -(-self.n_bytes // self.chunk_bytes))
+        return max(1, -(-self.n_bytes // self.plain_chunk_bytes))
 
     def __post_init__(self) -> None:
         if len(self.block_hash) != wire.SKYMEM_BLOCK_HASH_LEN:
             raise ValueError("block hash must be 32 bytes")
         if not 1 <= self.chunk_bytes <= wire.SKYMEM_MAX_CHUNK_DATA:
             raise ValueError(f"chunk_bytes must be 1..{wire.SKYMEM_MAX_CHUNK_DATA}")
+        if self.sealed and self.chunk_bytes <= SEAL_OVERHEAD:
+            raise ValueError(f"a sealed chunk needs more than {SEAL_OVERHEAD} bytes, got {self.chunk_bytes}")
         if len(memoryview(self.buf).cast("B")) < self.n_bytes:
             raise ValueError("buffer shorter than n_bytes")
         if not self.servers:
@@ -84,12 +111,15 @@ class BlockJob:
             raise ValueError("chunk_crcs must be a contiguous uint32 array with one entry per chunk")
 
     def block_crc32c(self) -> int:
-        """CRC32C of the whole block, folded from the chunks' CRCs (every chunk must have arrived)."""
+        """CRC32C of the whole block, folded from the chunks' CRCs (every chunk must have arrived).
+
+        Sealed: of the sealed chunks end to end, as they travel (the CRCs cover the ciphertext)."""
         if self.chunk_crcs is None:
             raise ValueError("the job was fetched without chunk_crcs")
         ffi, lib = require_native()
+        total = self.n_bytes + (SEAL_OVERHEAD * self.chunk_count if self.sealed else 0)
         return int(lib.skymem_crc32c_fold(ffi.from_buffer("uint32_t[]", self.chunk_crcs), self.chunk_count,
-                                          self.chunk_bytes, self.n_bytes))
+                                          self.chunk_bytes, total))
 
 
 @dataclass
@@ -107,6 +137,7 @@ class TransferStats:
     auth_failures: int = 0  # replies refused for their trailer (unsigned, another key, altered)
     replayed: int = 0  # replies with a right tag and a sequence their satellite used before (or too old)
     wrong_source: int = 0  # replies from another satellite than the one asked
+    seal_failures: int = 0  # get, sealed: chunks that came intact and did not open (SEAL_FAILED)
 
     @property
     def outcome(self) -> str:
@@ -204,9 +235,29 @@ class BulkTransfer:
                 s.down_key = self.signer.mac_key(auth.DOWN, *sat).c_key
         return servers, len(table), firsts
 
+    def _seal_keys(self, sealer: Sealer):
+        """The C key table (skymem_seal_keys_t) of a Sealer's keys, the sealing id first."""
+        keys = sealer.c_keys()
+        if not 1 <= len(keys) <= SEAL_MAX_KEYS:
+            raise ValueError(f"the fast path takes 1..{SEAL_MAX_KEYS} content key ids, the sealer has {len(keys)}: "
+                             "retire old ones (`skymemory keys retire`)")
+        table = self.ffi.new("skymem_seal_keys_t *")
+        table.n_keys = len(keys)
+        for i, (key_id, key) in enumerate(keys):
+            if not 0 <= key_id <= 0xFFFFFFFF or len(key) != 16:
+                raise ValueError(f"content key id {key_id}: an id is 32 bits and an AES-128 key 16 bytes")
+            table.keys[i].id = key_id
+            self.ffi.memmove(table.keys[i].key, key, 16)
+        return table
+
     def _run(self, fn_name: str, jobs: Sequence[BlockJob], prefix: np.ndarray | None, wave_chunks: int,
-             deadline_s: float | None, pace_Bps: float = 0.0, window_bytes: int | None = None) -> TransferStats:
+             deadline_s: float | None, pace_Bps: float = 0.0, window_bytes: int | None = None,
+             sealer: Sealer | None = None) -> TransferStats:
         ffi, lib = self.ffi, self.lib
+        for job in jobs:
+            if job.sealed != (sealer is not None):
+                raise ValueError("a sealed job (BlockJob(sealed=True)) moves only with a sealer" if job.sealed else
+                                 "with a sealer every job is BlockJob(..., sealed=True) (chunk_bytes on the wire)")
         servers, n_servers, firsts = self._servers(jobs)
         blocks = ffi.new("skymem_bulk_block_t[]", max(1, len(jobs)))
         keep = []  # cffi buffers must outlive the call
@@ -241,6 +292,9 @@ class BulkTransfer:
         opts.rto_s = self.rto_s
         opts.deadline_s = deadline_s or self.deadline_s
         opts.max_retries = self.retries
+        seal_keys = self._seal_keys(sealer) if sealer is not None else None
+        if seal_keys is not None:
+            opts.seal = seal_keys
         if self.signer is not None:
             # every send may be a resend: reserve a fresh sequence for each possible one
             opts.keyed, opts.auth_key_id = 1, self.signer.key_id
@@ -249,25 +303,32 @@ class BulkTransfer:
                      else lib.skymem_bulk_get_requests(blocks, len(jobs), wave_chunks))
             opts.auth_seq_count = max(1, sends) * (self.retries + 1)
             opts.auth_seq_first = self.signer.reserve(opts.auth_seq_count)
-        with self._socket() as sock:
-            opts.fd = sock.fileno()
-            opts.window_bytes = self._window(fn_name, sock, window_bytes)
-            rc = getattr(lib, fn_name)(servers, n_servers, blocks, len(jobs), opts)
+        try:
+            with self._socket() as sock:
+                opts.fd = sock.fileno()
+                opts.window_bytes = self._window(fn_name, sock, window_bytes)
+                rc = getattr(lib, fn_name)(servers, n_servers, blocks, len(jobs), opts)
+        finally:
+            if seal_keys is not None:  # the keys' copy is not left in freed memory (C wipes its own)
+                ffi.memmove(seal_keys, bytes(ffi.sizeof("skymem_seal_keys_t")), ffi.sizeof("skymem_seal_keys_t"))
         if self.signer is not None:
             self.signer.release(opts.auth_seq_first, opts.auth_seq_count, opts.auth_seq_used)
         if rc < 0:
             raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
         return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
                              opts.retransmits, opts.ignored, opts.nak_status, opts.window_bytes, opts.first_reply_s,
-                             opts.auth_failures, opts.replayed, opts.wrong_source)
+                             opts.auth_failures, opts.replayed, opts.wrong_source, opts.seal_failures)
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
             deadline_s: float | None = None, pace_Bps: float = 0.0,
-            window_bytes: int | None = None) -> TransferStats:
+            window_bytes: int | None = None, sealer: Sealer | None = None) -> TransferStats:
         """Fill each job's buffer; `status` says which chunks came (OK) or are gone (NOT_FOUND).
 
+        With `sealer` (a `skymemory.protocol.seal.Sealer`; every job `sealed=True`)
+        each chunk is opened into the buffer, and one that came but does not open is
+        SEAL_FAILED (zeros in the buffer; `seal_failures` counts them).
         `prefix[i]` (optional) is advanced, while the call runs, to the number of
-        chunks of block i received contiguously from chunk 0; `wave_chunks` > 0
+        chunks of block i received (and opened) contiguously from chunk 0; `wave_chunks` > 0
         asks chunk ids in waves across blocks (chunks 0..wave-1 of every block first);
         `pace_Bps` > 0 asks the waves after the first no faster than that many
         bytes per second, so that replies arrive in the order asked; `window_bytes`
@@ -277,13 +338,17 @@ class BulkTransfer:
             raise ValueError("pace_Bps must be >= 0")
         if window_bytes is not None and window_bytes < 1:
             raise ValueError("window_bytes must be >= 1")
-        return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps, window_bytes)
+        return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps, window_bytes, sealer)
 
-    def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None, pace_Bps: float = 0.0) -> TransferStats:
+    def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None, pace_Bps: float = 0.0,
+            sealer: Sealer | None = None) -> TransferStats:
         """Store every chunk; `status` OK = acknowledged, NOT_FOUND = given up after the retries.
 
+        With `sealer` (a `skymemory.protocol.seal.Sealer`; every job `sealed=True`) the
+        chunks are sealed under its current key id before they leave (resends send the
+        same sealed bytes).
         `pace_Bps` > 0 sends new chunks no faster than that many bytes per second (a link
         that queues a burst delays its tail past the resend timer; see skymem_bulk.h)."""
         if pace_Bps < 0:
             raise ValueError("pace_Bps must be >= 0")
-        return self._run("skymem_bulk_set", jobs, None, 0, deadline_s, pace_Bps)
+        return self._run("skymem_bulk_set", jobs, None, 0, deadline_s, pace_Bps, sealer=sealer)

@@ -58,6 +58,9 @@ class Manifest:
     satellites: list[SatelliteEntry] = field(default_factory=list)
     backend: dict = field(default_factory=dict)  # what teardown needs (namespaces, bridge, ssh hosts, compose file)
     auth_key_file: str = ""  # the constellation's key file (mode 0600, in the run dir); "" = launched --insecure
+    # the ground's content keys (skymemory.protocol.seal: what chunks are sealed under; ground hosts only,
+    # never a satellite); "" = a manifest written before sealing
+    content_key_file: str = ""
     run_dir: str = ""
     launcher_pid: int = 0
     process_group: int = 0

@@ -99,6 +99,7 @@ RULES: dict[str, Rule] = {
     "process_group": PID,
     "created_unix": number(0, 1e12),
     "auth_key_file": text(),
+    "content_key_file": text(),
 }
 
 ENTRY_RULES: dict[str, Rule] = {

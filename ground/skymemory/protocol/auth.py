@@ -235,7 +235,9 @@ class Signer:
             return self._isl
         k = self._keys.get((direction, plane, sat))
         if k is None:
-            k = self._keys[(direction, plane, sat)] = MacKey(derive(self._master, direction, plane, sat))
+            # setdefault: threads deriving the same key at once all get the one object the dict keeps (the fast
+            # path hands C the address of its key schedule: a copy dropped by a racing thread would be freed)
+            k = self._keys.setdefault((direction, plane, sat), MacKey(derive(self._master, direction, plane, sat)))
         return k
 
     def _key_for(self, packet: bytes | bytearray) -> MacKey:
