@@ -91,13 +91,16 @@ def test_bench_transfer_runs_python_and_c_with_the_same_windows(node_path, tmp_p
     parser = argparse.ArgumentParser()
     transfer.register(parser.add_subparsers())
     args = parser.parse_args(["transfer", "--profiles", "none", "--sizes-mb", "1", "--chunk-sizes", "6144",
-                              "--auth", "on,off", "--no-kv", "--repeats", "2", "--planes", "3", "--sats", "3", "--servers", "3",
+                              "--auth", "on,off", "--seal", "on,off", "--no-kv", "--repeats", "2", "--planes", "3",
+                              "--sats", "3", "--servers", "3",
                               "--node", str(node_path), "--out", str(tmp_path)])
     assert args.func(args) == 0
     rows = json.loads((tmp_path / "transfer.json").read_text())
     assert {(r["op"], r["path"]) for r in rows} == {("set", "python+C"), ("get", "python+C"),
                                                      ("get-into", "python+C"), ("set", "C only"), ("get", "C only")}
     assert {r["auth"] for r in rows} == {"on", "off"}  # the same run with and without authentication
+    assert {r["seal"] for r in rows} == {"on", "off"}  # and with content sealed and in the clear
+    assert {r["seal"] for r in rows if r["path"] == "C only"} == {"off"}  # the C ceiling moves chunks unsealed
     assert "Authentication on, as a share" in (tmp_path / "transfer.md").read_text()
     windows = {(r["op"], r["path"]): r["window_bytes"] for r in rows}
     assert windows[("set", "python+C")] == windows[("set", "C only")] == SET_WINDOW

@@ -14,6 +14,7 @@ from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import SkyMemoryError
+from skymemory.protocol.seal import ContentKeys
 from skymemory.store.objects import ObjectStore, PutFailed, key_of
 from skymemory.store.routes import ROUTES
 
@@ -89,7 +90,8 @@ def cluster(node_path):
 
 
 def test_a_failed_put_evicts_what_it_stored(cluster, tmp_path):
-    m = cluster.manifest()
+    m = cluster.manifest()  # a Cluster writes no content keys (the launcher does): the ground's own, here
+    m.content_key_file = str(ContentKeys.new().save(tmp_path / "content.keys"))
     fresh = stats_of(m)  # a node's own bookkeeping is in bytes_used from the start
     kv = ObjectStore(m, SERVERS, timeout_s=3)
     servers = kv.c.nearest(SERVERS)

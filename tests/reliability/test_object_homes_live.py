@@ -17,6 +17,7 @@ import time
 import pytest
 
 from skymemory.launcher.cluster import Cluster
+from skymemory.protocol.seal import ContentKeys
 from skymemory.store.contract import BlockMiss
 from skymemory.store.objects import ObjectStore, key_of
 
@@ -37,16 +38,24 @@ def _pick_name(kv: ObjectStore, prefix: str) -> tuple[str, list]:
 
 
 @pytest.fixture(scope="module")
-def cluster(node_built):
+def cluster(node_built, tmp_path_factory):
     cl = Cluster(4, 4).start_all()
+    # a Cluster writes no content keys (the launcher does): the ground's own, for sealed objects
+    cl.content_key_file = str(ContentKeys.new().save(tmp_path_factory.mktemp("ground") / "content.keys"))
     try:
         yield cl
     finally:
         cl.close()
 
 
+def manifest_of(cluster: Cluster):
+    m = cluster.manifest()
+    m.content_key_file = cluster.content_key_file
+    return m
+
+
 def test_get_works_while_one_home_answers_and_names_them_all_when_none_does(cluster, tmp_path):
-    kv = ObjectStore(cluster.manifest(), SERVERS, timeout_s=20)
+    kv = ObjectStore(manifest_of(cluster), SERVERS, timeout_s=20)
     name, homes = _pick_name(kv, "object")
     meta = kv.put(name, DATA)
     assert sorted(map(tuple, meta["homes"])) == sorted(homes) and meta["homes_failed"] == []
@@ -60,7 +69,7 @@ def test_get_works_while_one_home_answers_and_names_them_all_when_none_does(clus
 
     cluster.kill(homes[2])  # none left: a clean miss by the deadline, naming every home
     timeout = 2.0
-    quick = ObjectStore(cluster.manifest(), SERVERS, timeout_s=timeout)
+    quick = ObjectStore(manifest_of(cluster), SERVERS, timeout_s=timeout)
     t0 = time.monotonic()
     with pytest.raises(BlockMiss) as miss:
         quick.get(key_of(name))
@@ -73,7 +82,7 @@ def test_get_works_while_one_home_answers_and_names_them_all_when_none_does(clus
     assert timeout - 0.1 <= elapsed < timeout + 10, elapsed
 
     # the same through the command line: exit 1, one line on stderr naming the three homes
-    manifest = cluster.manifest().save(tmp_path / "manifest.json")
+    manifest = manifest_of(cluster).save(tmp_path / "manifest.json")
     r = subprocess.run([sys.executable, "-m", "skymemory", "get", name, "-o", str(tmp_path / "out.bin"),
                         "--timeout", "2", "--manifest", str(manifest)], capture_output=True, text=True, timeout=120)
     lines = r.stderr.strip().splitlines()
@@ -86,12 +95,12 @@ def test_get_works_while_one_home_answers_and_names_them_all_when_none_does(clus
         cluster.start(h)
     cluster.wait_healthy(homes, 30)
     with pytest.raises(BlockMiss) as miss:
-        ObjectStore(cluster.manifest(), SERVERS, timeout_s=20).get(key_of(name))
+        ObjectStore(manifest_of(cluster), SERVERS, timeout_s=20).get(key_of(name))
     assert miss.value.reason == "not-found"
 
 
 def test_put_with_a_dead_home_stores_the_other_copies(cluster):
-    kv = ObjectStore(cluster.manifest(), SERVERS, timeout_s=20)
+    kv = ObjectStore(manifest_of(cluster), SERVERS, timeout_s=20)
     name, homes = _pick_name(kv, "second-object")
     cluster.kill(homes[0])
     try:

@@ -6,11 +6,19 @@ get succeeds while any one of them answers. --timeout is the whole operation's d
 --route picks the ground links (skymemory.store.routes); chunks are paced to the links'
 rate (--pace-mbps, default the manifest's emulated bandwidth); a failed put evicts what it
 stored and says so; -v tells progress and the reason of every failure.
+
+Sealed by default: the data and the metadata travel and rest as AES-GCM ciphertext under the ground's
+content key (the manifest's content_key_file), bound to the object's name and version, so a get
+returns the bytes the ground put or fails in one line naming the satellite whose chunk or metadata did
+not open (and writes nothing). --no-seal stores and reads in the clear, as before sealing (for
+benchmarks that compare): a satellite could then read and rewrite the object and its SHA-256 alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
 import time
 from pathlib import Path
@@ -49,6 +57,10 @@ def _add_client_args(p: argparse.ArgumentParser) -> None:
                    help=f"deadline of the whole operation, seconds (default {DEFAULT_TIMEOUT_S:g}): it ends by "
                         "then, with the data or with a message naming the satellites that did not answer")
     add_route_arg(p)
+    p.add_argument("--no-seal", action="store_true",
+                   help="store / read the object in the clear, as before sealing (for benchmarks that compare): "
+                        "nothing then stops a satellite from reading or rewriting it; by default data and "
+                        "metadata are sealed (AES-GCM) under the ground's content key")
     p.add_argument("--pace-mbps", type=float_range(0, 1e6), default=None,
                    help="each ground link's rate, Mbit/s: chunks move no faster than the links used carry them "
                         "(default: the manifest's emulated --bandwidth-mbps, if any; 0: unpaced)")
@@ -88,7 +100,8 @@ def run_put(args) -> int:
         return 1
     dt = time.perf_counter() - t0
     print(f"stored {meta['name']!r}: {meta['size']} bytes in {meta['chunk_count']} chunks on "
-          f"{len(meta['servers'])} satellites in {dt:.2f} s ({meta['size'] / dt / 1e6:.1f} MB/s); "
+          f"{len(meta['servers'])} satellites in {dt:.2f} s ({meta['size'] / dt / 1e6:.1f} MB/s), "
+          f"{'sealed' if meta['sealed'] else 'unsealed (--no-seal)'}; "
           f"metadata on {', '.join(str(tuple(h)) for h in meta['homes'])}", file=sys.stderr)
     if meta["homes_failed"]:
         print(f"skymemory put: note: home satellite(s) {', '.join(str(tuple(h)) for h in meta['homes_failed'])} "
@@ -101,7 +114,7 @@ def run_put(args) -> int:
 def _object_store(args, m, n_servers: int) -> ObjectStore:
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if args.verbose else None
     return ObjectStore(m, n_servers, capture=[] if args.capture else None, route=args.route, timeout_s=args.timeout,
-                       pace_mbps=args.pace_mbps, say=say)
+                       pace_mbps=args.pace_mbps, say=say, seal=not args.no_seal)
 
 
 def _counters(args, kv: ObjectStore) -> None:
@@ -114,13 +127,30 @@ def _counters(args, kv: ObjectStore) -> None:
         print("client counters: " + ", ".join(f"{k} {v}" for k, v in sorted(kv.counters.items())), file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _seal_failures_said_once():
+    """The block store logs chunks that do not open (a warning, for the hosts that keep running); here the miss
+    says the same, naming the satellite, in get's one line."""
+    logger = logging.getLogger("skymemory.store.constellation")
+
+    def not_a_seal_failure(record: logging.LogRecord) -> bool:
+        return "do not open" not in record.getMessage()
+
+    logger.addFilter(not_a_seal_failure)
+    try:
+        yield
+    finally:
+        logger.removeFilter(not_a_seal_failure)
+
+
 def run_get(args) -> int:
     key = parse_key(args.key)
     try:
         m = load_manifest(args)
         kv = _object_store(args, m, 1)
         t0 = time.perf_counter()
-        data, meta = kv.get(key)
+        with _seal_failures_said_once():
+            data, meta = kv.get(key)
     except BlockMiss as exc:
         why = str(exc)
         if exc.reason == "not-found" and key.hex() != args.key.lower():  # a name: the one typed first, then its key
@@ -133,13 +163,26 @@ def run_get(args) -> int:
         print(f"skymemory get: {exc}", file=sys.stderr)
         return 1
     dt = time.perf_counter() - t0
+    # written only now, once every chunk and the metadata opened: a failed get writes nothing
     if args.output:
-        args.output.write_bytes(data)
+        try:
+            args.output.write_bytes(data)
+        except OSError as exc:
+            args.output.unlink(missing_ok=True)  # no partial file
+            print(f"skymemory get: cannot write {args.output}: {exc.strerror}", file=sys.stderr)
+            return 1
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
+    check = ("sealed and verified (every chunk and the metadata opened under the ground's content key)"
+             if meta["sealed"] else "unsealed (--no-seal): its SHA-256 matches metadata the satellites hold, which "
+             "proves nothing against a satellite that rewrote both")
     print(f"read {meta['name']!r}: {len(data)} bytes from {len(meta['servers'])} satellites in {dt:.2f} s "
-          f"({len(data) / dt / 1e6:.1f} MB/s), SHA-256 verified; metadata from {tuple(meta['answered_by'])}",
+          f"({len(data) / dt / 1e6:.1f} MB/s), {check}; metadata from {tuple(meta['answered_by'])}",
           file=sys.stderr)
+    if meta.get("seal_failed_at"):
+        print(f"skymemory get: warning: the metadata at home satellite(s) "
+              f"{', '.join(str(tuple(h)) for h in meta['seal_failed_at'])} does not open (altered on the satellite, "
+              "or not this object's) and was not used", file=sys.stderr)
     _counters(args, kv)
     return 0

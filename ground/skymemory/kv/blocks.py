@@ -11,6 +11,16 @@ the model (name, config, every weight), the tokenizer (vocabulary, merges,
 special tokens), the KV encoding and the block size. A changed weight or
 tokenizer therefore changes every hash and can never hit an old entry.
 
+A block's KV can depend on more than its tokens and the blocks before it: a
+cache salt (a tenant's), a LoRA adapter, the media behind multimodal
+placeholder tokens, prompt embeddings. Such a block carries *extra keys*
+(kv.extra_keys decides which, as vLLM's own prefix cache does) and hashes as
+
+    h_i = SHA-256(h_{i-1} || ids of block i || EXTRA_DOMAIN || its extra keys, length-prefixed)
+
+A block without extra keys hashes exactly as above, so caches written before
+extra keys existed stay hits.
+
 Only full blocks are ever cached, and a lookup always leaves at least one
 prompt token for the model to compute (generation needs the logits of the last
 prompt token), so a prompt of exactly k blocks uses at most k-1 as prefix.
@@ -28,6 +38,7 @@ import torch
 
 HASH_BYTES = 32
 ROOT_DOMAIN = b"skymemory-kv-root-v1"
+EXTRA_DOMAIN = b"skymemory-kv-extra-v1"  # begins the extra keys a block's hash is taken over
 
 
 def token_bytes(token_ids: Sequence[int]) -> bytes:
@@ -52,13 +63,51 @@ def usable_blocks(n_tokens: int, block_tokens: int) -> int:
     return max(0, (n_tokens - 1) // block_tokens)
 
 
-def chain_hashes(root: bytes, blocks: Sequence[Sequence[int]]) -> list[bytes]:
-    """[h_0, h_1, ...] for the blocks, starting from `root`."""
+ExtraKeys = tuple  # one block's extra keys: (kind, value, ...) tuples of str, bytes and int (kv.extra_keys)
+
+
+def _field(value) -> bytes:
+    """One value of an extra key, typed and length-prefixed: no two different keys encode alike."""
+    if isinstance(value, bool):  # an int subclass: refused rather than silently taken as 0/1
+        raise TypeError("extra keys hold str, bytes and int values, not bool")
+    if isinstance(value, str):
+        tag, data = b"s", value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray)):
+        tag, data = b"b", bytes(value)
+    elif isinstance(value, int):
+        tag, data = b"i", value.to_bytes(8, "big", signed=True)
+    else:
+        raise TypeError(f"extra keys hold str, bytes and int values, not {type(value).__name__}")
+    return tag + len(data).to_bytes(4, "big") + data
+
+
+def extra_key_bytes(keys: ExtraKeys) -> bytes:
+    """The canonical encoding of one block's extra keys: how many, then each key's fields, each length-prefixed."""
+    out = [EXTRA_DOMAIN, len(keys).to_bytes(4, "big")]
+    for key in keys:
+        if not isinstance(key, tuple) or not key or not isinstance(key[0], str):
+            raise TypeError(f"an extra key is a tuple (kind, value, ...), not {key!r}")
+        out.append(len(key).to_bytes(4, "big"))
+        out.extend(_field(value) for value in key)
+    return b"".join(out)
+
+
+def chain_hashes(root: bytes, blocks: Sequence[Sequence[int]],
+                 extra: Sequence[ExtraKeys | None] | None = None) -> list[bytes]:
+    """[h_0, h_1, ...] for the blocks, starting from `root`.
+
+    `extra`: per block, its extra keys (None or empty: none; a list shorter than `blocks` leaves the
+    blocks after it without). A block without extra keys hashes as it always has.
+    """
     if len(root) != HASH_BYTES:
         raise ValueError("root must be 32 bytes")
     hashes, previous = [], root
-    for block in blocks:
-        previous = hashlib.sha256(previous + token_bytes(block)).digest()
+    for i, block in enumerate(blocks):
+        keys = extra[i] if extra is not None and i < len(extra) else None
+        data = previous + token_bytes(block)
+        if keys:
+            data += extra_key_bytes(keys)
+        previous = hashlib.sha256(data).digest()
         hashes.append(previous)
     return hashes
 
@@ -106,8 +155,38 @@ def _leaf_tensors(name: str, tensor: torch.Tensor):
         yield from _leaf_tensors(f"{name}.{inner}", getattr(tensor, inner))
 
 
+def _tuner_layers(model: torch.nn.Module) -> set[str]:
+    """The names of the modules an adapter library (PEFT) wrapped around a model's own layer: such a module holds
+    the layer as `base_layer` beside the adapter's tensors."""
+    return {name for name, module in model.named_modules()
+            if hasattr(module, "base_layer") and hasattr(module, "adapter_layer_names")}
+
+
+def _base_name(name: str, tuners: set[str]) -> str | None:
+    """A state name as the model without adapters names it (`q_proj.base_layer.weight` -> `q_proj.weight`);
+    None for an adapter's own tensor (`q_proj.lora_A.default.weight`)."""
+    parts, out, path, i = name.split("."), [], [], 0
+    while i < len(parts):
+        path.append(parts[i])
+        out.append(parts[i])
+        i += 1
+        if ".".join(path) in tuners:
+            if i >= len(parts) or parts[i] != "base_layer":
+                return None
+            path.append("base_layer")
+            i += 1
+    return ".".join(out)
+
+
 def _named_state(model: torch.nn.Module):
+    # a model with adapters injected (PEFT) is digested as the model it was: the adapters are keyed per block
+    # (kv.extra_keys), so a base model and each of its adapters share one root
+    tuners = _tuner_layers(model)
     for name, tensor in model.state_dict(keep_vars=True).items():
+        if tuners:
+            name = _base_name(name, tuners)
+            if name is None:
+                continue
         if isinstance(tensor, torch.Tensor):
             yield from _leaf_tensors(name, tensor.detach() if tensor.requires_grad else tensor)
 

@@ -91,10 +91,11 @@ class BlockHeader:
     sha256: bytes | None  # of the payload, when the encoder wrote one
 
 
-def layout_name(sha256: bool = False) -> str:
+def layout_name(sha256: bool = False, sealed: bool = False) -> str:
     """The block layout as chain roots name it (blocks.root_hash): every engine that writes blocks of this
-    codec version, with or without a SHA-256 in the header, names them alike."""
-    return f"layer-major-v{VERSION}" + ("+sha256" if sha256 else "")
+    codec version, with or without a SHA-256 in the header, sealed or not, names them alike (a sealed block
+    and a plain one are never taken for each other)."""
+    return f"layer-major-v{VERSION}" + ("+sha256" if sha256 else "") + ("+sealed" if sealed else "")
 
 
 def check_format(kv_format: str) -> str:
@@ -275,12 +276,15 @@ def payload_crc32c(block_crc32c: int, block: bytes | bytearray | memoryview, pay
 
 def check_block(block: bytes | bytearray | memoryview, *, block_crc32c: int | None = None,
                 expect: BlockGeometry | None = None, kv_format: str | None = None,
-                verify_sha256: bool = False) -> BlockHeader:
+                verify_sha256: bool = False, authenticated: bool = False) -> BlockHeader:
     """Raise CodecError unless `block` is one whole, intact block of the expected geometry and format.
 
     block_crc32c   the CRC32C of the whole block as it arrived, when the transport knows it
                    (folded from the chunks' verified CRCs); None: computed here, one pass over the bytes
     verify_sha256  also check the payload's SHA-256 (the block must carry one)
+    authenticated  the transport opened the block under the ground's key (sealed: skymemory.protocol.seal),
+                   so its bytes are what the ground encoded: the header is checked, the payload is not
+                   read again (its CRC and SHA-256 would say nothing the seal did not)
     """
     view = memoryview(block).cast("B")
     header = read_header(view)
@@ -291,6 +295,8 @@ def check_block(block: bytes | bytearray | memoryview, *, block_crc32c: int | No
         raise CodecError(f"block geometry {header.geometry} does not match the model's {expect}")
     if kv_format is not None and header.kv_format != kv_format:
         raise CodecError(f"block is {header.kv_format}, expected {kv_format}")
+    if authenticated:
+        return header
     if block_crc32c is None:
         crc = native.crc32c(view[HEADER_BYTES:])
     else:

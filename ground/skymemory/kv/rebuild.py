@@ -158,16 +158,17 @@ def to_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], config) -> Dynamic
 
 
 def check_blocks(raw: torch.Tensor, block_crcs: list[int], geometry: codec.BlockGeometry, kv_format: str, *,
-                 verify_sha256: bool = False) -> tuple[int, str | None]:
+                 verify_sha256: bool = False, authenticated: bool = False) -> tuple[int, str | None]:
     """How many leading blocks of `raw` (host, [m, block_bytes]) are intact, and what is wrong with the next.
 
     block_crcs: each block's CRC32C as the transport delivered it (kv.landing); the check
     reads the headers only, unless verify_sha256 asks for a pass over the payloads.
+    authenticated: the transport opened the blocks under the ground's key (Landed.sealed): headers only.
     """
     for position, crc in enumerate(block_crcs):
         try:
             codec.check_block(raw[position].numpy(), block_crc32c=crc, expect=geometry, kv_format=kv_format,
-                              verify_sha256=verify_sha256)
+                              verify_sha256=verify_sha256 and not authenticated, authenticated=authenticated)
         except codec.CodecError as exc:
             return position, str(exc)
     return len(block_crcs), None

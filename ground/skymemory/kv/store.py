@@ -2,7 +2,7 @@
 
 BlockRecord, BlockMiss, the BlockStore protocol and the optional capabilities
 the KV layer asks a store for (BulkBlockReads, BulkBlockWrites,
-StreamedBlockReads and `streams`, EvictionNotices) are defined once, in
+StreamedBlockReads and `streams`, EvictionNotices, TenantSealing) are defined once, in
 `skymemory.store.contract`; this module re-exports them for the KV layer.
 
 `MemoryBlockStore` is the in-process `LocalBlockStore` with call counters, so
@@ -13,11 +13,11 @@ the store was asked (e.g. that a changed model fetched nothing).
 from __future__ import annotations
 
 from skymemory.store.contract import (BlockMiss, BlockRecord, BlockStore, BulkBlockReads, BulkBlockWrites,
-                                      EvictionNotices, StreamedBlockReads, streams)
+                                      EvictionNotices, StreamedBlockReads, TenantSealing, streams)
 from skymemory.store.local import LocalBlockStore
 
 __all__ = ["BlockMiss", "BlockRecord", "BlockStore", "BulkBlockReads", "BulkBlockWrites", "EvictionNotices",
-           "MemoryBlockStore", "StreamedBlockReads", "make_miss", "streams"]
+           "MemoryBlockStore", "StreamedBlockReads", "TenantSealing", "make_miss", "streams"]
 
 
 def make_miss(reason: str, message: str | None = None) -> BlockMiss:

@@ -97,10 +97,12 @@ def stream_window(link) -> int | None:
 
 
 class StreamFailed(RuntimeError):
-    """The prefix could not be streamed (miss, timeout, corrupt block); recompute without it."""
+    """The prefix could not be streamed (miss, timeout, corrupt block); recompute without it. `satellites`: those
+    to blame, as the store's BlockMiss named them (for a "seal" failure, whose chunks did not open)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, satellites: tuple[tuple[int, int], ...] = ()) -> None:
         self.reason = reason
+        self.satellites = tuple(satellites)
         super().__init__(message)
 
 
@@ -150,11 +152,9 @@ class PrefixStream:
             if r.n_bytes >= 0 and r.n_bytes != self.n_bytes:
                 raise StreamFailed("incomplete", f"record says {r.n_bytes} bytes, the model's block is {self.n_bytes}")
         self.records = [dataclasses.replace(r, n_bytes=self.n_bytes) for r in records]
-        self.chunk_bytes = self.records[0].chunk_bytes
-        if any(r.chunk_bytes != self.chunk_bytes for r in self.records):
+        if any(r.chunk_bytes != self.records[0].chunk_bytes for r in self.records):
             raise ValueError("all blocks of a prefix must use one chunk size")
         self.layer_bytes = codec.layer_bytes(geometry, kv_format)
-        self.wave_chunks = max(1, -(-wave_layers * self.layer_bytes // self.chunk_bytes))
         self.pace_Bps = pace_Bps
         self.window_bytes = window_bytes if window_bytes is not None else stream_window(link)  # None: a get's
         self.deadline_s = deadline_s or store.stream_deadline_s + 5.0  # the transfer gives up first
@@ -162,10 +162,18 @@ class PrefixStream:
         self._landing = landing
         self._lease = landing.lease(len(records), self.n_bytes)
         host = self._lease.raw.numpy()
-        self.jobs = store.block_jobs(self.records, [host[i] for i in range(len(records))])
+        try:
+            self.jobs = store.block_jobs(self.records, [host[i] for i in range(len(records))])
+        except BlockMiss as exc:  # a record this store cannot read (sealed or not)
+            landing.give_back(self._lease)
+            raise StreamFailed(exc.reason, str(exc)) from None
         for job in self.jobs:
             job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
         self.chunk_count = self.jobs[0].chunk_count
+        # content bytes per chunk: a layer's bytes are in once the chunks up to its end are (a sealed chunk
+        # carries 32 bytes fewer of them, and is opened, so authenticated, as it lands)
+        self.chunk_bytes = self.jobs[0].plain_chunk_bytes
+        self.wave_chunks = max(1, -(-wave_layers * self.layer_bytes // self.chunk_bytes))
         self.error: StreamFailed | None = None
         self.done = threading.Event()  # transfer over (success or error), blocks checked
         self.stats = StreamStats(layer_ready_s=[0.0] * geometry.layers, layer_wait_s=[0.0] * geometry.layers,
@@ -204,7 +212,8 @@ class PrefixStream:
             for job in self.jobs:  # the last layer waits for these
                 try:
                     codec.check_block(job.buf, block_crc32c=job.block_crc32c(), expect=self.geometry,
-                                      kv_format=self.kv_format, verify_sha256=self.verify_sha256)
+                                      kv_format=self.kv_format, verify_sha256=self.verify_sha256 and not job.sealed,
+                                      authenticated=job.sealed)
                 except codec.CodecError as exc:
                     raise StreamFailed("corrupt", f"block {job.block_hash.hex()[:16]}: {exc}") from None
             self.stats.bytes = self.n_bytes * len(self.jobs)
@@ -213,7 +222,7 @@ class PrefixStream:
         except StreamFailed as exc:
             self.error = exc
         except BlockMiss as exc:
-            self.error = StreamFailed(exc.reason, str(exc))
+            self.error = StreamFailed(exc.reason, str(exc), satellites=exc.satellites)
         except Exception as exc:  # noqa: BLE001 - socket errors, codec errors: all failures of the stream
             self.error = StreamFailed(type(exc).__name__, str(exc))
         finally:
@@ -383,18 +392,20 @@ class StreamingCache(DynamicCache):
         self.stream = stream
 
 
-def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: float = 0.0, policy: str | None = None):
+def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: float = 0.0, policy: str | None = None,
+                        cache_salt: str | None = None):
     """Like KVCManager.get_cache, but the prefix streams in while the model runs.
 
     Returns the manager's CacheResult; `.cache` is a StreamingCache (or an empty
     DynamicCache when nothing is cached or the policy recomputes) and
     `.cache.stream.stats` tells how long the transfer took and how much of it the
     model waited for. `pace_Bps` > 0 asks the layers after the first no faster than
-    that (0: unpaced). The fetch-or-recompute decision assumes the overlap.
+    that (0: unpaced). The fetch-or-recompute decision assumes the overlap. `cache_salt`
+    names the tenant, as in KVCManager.get_cache.
     """
     if pace_Bps < 0:
         raise ValueError("pace_Bps must be >= 0")
-    found = manager.find_prefix(prompt)
+    found = manager.find_prefix(prompt, cache_salt=cache_salt)
     decision = manager.plan(found, streaming=True, policy=policy)
     records = found.records[: decision.fetch_blocks] if decision else []
     not_cached = "not-cached" if len(found.records) < found.usable_blocks else None
@@ -402,7 +413,8 @@ def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: floa
         return CacheResult(DynamicCache(config=manager.model.config), found.input_ids, 0, [], found.usable_blocks,
                            not_cached, found.source, lookup_s=found.lookup_s, decision=decision)
     manager.note_use(records)
-    stream = PrefixStream(manager.store, records, manager.geometry, manager.kv_format, dtype=manager.model.dtype,
+    stream = PrefixStream(manager.store_for(found.tenant), records, manager.geometry, manager.kv_format,
+                          dtype=manager.model.dtype,
                           device=manager.model.device, landing=manager.landing, wave_layers=wave_layers,
                           pace_Bps=pace_Bps, verify_sha256=manager.verify_sha256, link=manager.link).start()
     return CacheResult(StreamingCache(stream), found.input_ids, stream.prefix_tokens, [r.block_hash for r in records],
@@ -411,11 +423,14 @@ def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: floa
 
 
 def evict_after_failure(manager, result, failure: StreamFailed) -> None:
-    """A stream failed: let its transfer end, evict its blocks (lazy eviction, §3.9), drop them from the index."""
+    """A stream failed: let its transfer end, evict its blocks (lazy eviction, §3.9), drop them from the index;
+    `result` then says that nothing was loaded and why (the whole prompt is computed)."""
     stream = getattr(result.cache, "stream", None)
     if stream is not None:
         stream.close()
     log.warning("streamed KV prefix failed (%s): %s", failure.reason, failure)
+    if failure.reason == "seal" and failure.satellites:  # the satellites that served what did not open
+        manager.index.note_seal_failures({sat: 1 for sat in failure.satellites})  # best effort: never raises
     for h in result.blocks:
         entry = manager.index.get(h)
         if entry is not None:
@@ -425,6 +440,7 @@ def evict_after_failure(manager, result, failure: StreamFailed) -> None:
                 log.info("evicting %s failed: %r", h.hex()[:16], exc)
     if result.blocks:
         manager.index.remove(result.blocks[0])
+    result.prefix_tokens, result.blocks, result.miss_reason = 0, [], f"stream failed: {failure.reason}"
 
 
 def generate_streaming(manager, prompt, *, max_new_tokens: int = 30, wave_layers: int = 1,

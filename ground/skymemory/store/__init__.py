@@ -22,14 +22,15 @@ import warnings
 
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, BulkBlockReads,
-                                      BulkBlockWrites, EvictionNotices, Landed, StreamedBlockReads, streams)
+                                      BulkBlockWrites, EvictionNotices, Landed, StreamedBlockReads, TenantSealing,
+                                      streams)
 from skymemory.store.local import LocalBlockStore
 from skymemory.store.objects import ObjectStore
 from skymemory.store.rotating import RotatingBlockStore
 
 __all__ = ["AsyncBlockStore", "BlockMiss", "BlockRecord", "BlockStore", "BulkBlockReads", "BulkBlockWrites",
            "ConstellationBlockStore", "EvictionNotices", "Landed", "LocalBlockStore", "ObjectStore",
-           "RotatingBlockStore", "StreamedBlockReads", "streams"]
+           "RotatingBlockStore", "StreamedBlockReads", "TenantSealing", "streams"]
 
 
 def __getattr__(name: str):

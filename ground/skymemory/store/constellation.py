@@ -14,6 +14,16 @@ every process finds every block from its record alone.
 buffers; each block's CRC32C is folded from the chunks' CRCs the C path
 verified, so nobody reads the bytes again to check them.
 
+Sealed content (skymemory.protocol.seal): a store given the ground's content keys
+(`content_keys=`, which `from_manifest` reads from the manifest unless `seal=False`)
+seals every chunk under its tenant's key before it leaves and opens it as it lands
+(in C on the fast path, through `cryptography` on the asyncio path); a record's
+`chunk_bytes` is then the size on the wire and its `chunk_count` the sealed layout's.
+A chunk that arrives intact but does not open is a `BlockMiss("seal")` naming the
+satellite that served it (counted in `seal_failures`), never other bytes.
+`for_tenant(salt)` is the same store sealing under another tenant's key (a cache
+salt names a tenant; none is the default tenant).
+
 `ConstellationBlockStore` stores blocks on satellites: put_block / get_block go
 through the C fast path (`skymemory.link.fastpath`: one GET_CHUNKS per server,
 datagrams moved in batches straight into the block's buffer; SET_CHUNK with a
@@ -28,25 +38,39 @@ can be awaited from any event loop.
 from __future__ import annotations
 
 import asyncio
+import copy
+import logging
 import math
 import threading
 import time
+from collections import Counter
 from dataclasses import replace
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
 from skymemory.link.client import SkyMemoryClient
-from skymemory.link.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, TransferStats
+from skymemory.link.fastpath import NOT_FOUND, OK, SEAL_FAILED, SEAL_OVERHEAD, BlockJob, BulkTransfer, TransferStats
 from skymemory.link.loop_thread import LoopThread
 from skymemory.protocol import auth, native, wire
 from skymemory.protocol.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
 from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, BulkBlockReads,
-                                      BulkBlockWrites, Landed, Sat, StreamedBlockReads, check_hash, land_one_by_one,
-                                      split_chunks)
+                                      BulkBlockWrites, Landed, Sat, StreamedBlockReads, TenantSealing, check_hash,
+                                      land_one_by_one, split_chunks)
 from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
 
+if TYPE_CHECKING:  # seal.py needs `cryptography`, which only a sealed store uses
+    from skymemory.protocol.seal import ContentKeys
+
 Locate = Callable[[BlockRecord, int], Sequence[Sat]]
+ContentKeySource = Callable[[], "ContentKeys"]  # the ground's content keys as they are now (a file may change)
+
+log = logging.getLogger(__name__)
+
+
+def sealed_chunk_count(n_bytes: int, chunk_bytes: int) -> int:
+    """Chunks of a sealed block of n_bytes content, chunk_bytes each on the wire (seal.OVERHEAD of them the seal's)."""
+    return max(1, -(-n_bytes // (chunk_bytes - SEAL_OVERHEAD)))
 
 
 def nearest_when_set(constellation) -> Locate:
@@ -59,7 +83,8 @@ def nearest_when_set(constellation) -> Locate:
     return lambda record, _now_ms: constellation.nearest(record.n_servers, record.created_ms)
 
 
-class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, StreamedBlockReads, AsyncBlockStore):
+class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, StreamedBlockReads, AsyncBlockStore,
+                              TenantSealing):
     """Blocks striped over satellites: chunk i -> servers[i % n]."""
 
     def __init__(
@@ -80,6 +105,8 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         fast: bool = True,
         fast_options: dict | None = None,
         pace_Bps: float = 0.0,
+        content_keys: "ContentKeys | ContentKeySource | None" = None,
+        tenant: str | None = None,
     ) -> None:
         if (servers is None) == (locate is None):
             raise ValueError("give exactly one of `servers` (a list of satellites) or `locate` (a placement)")
@@ -95,6 +122,14 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
             raise ValueError("n_servers is needed with a placement callable")
         if not 1 <= chunk_bytes <= wire.SKYMEM_MAX_CHUNK_DATA:
             raise ValueError(f"chunk_bytes must be 1..{wire.SKYMEM_MAX_CHUNK_DATA}")
+        if content_keys is not None and chunk_bytes <= SEAL_OVERHEAD:
+            raise ValueError(f"a sealed chunk needs more than {SEAL_OVERHEAD} bytes, got chunk_bytes {chunk_bytes}")
+        # sealing: the content keys (or where to read them now) and the tenant this store seals for
+        self._content_keys = content_keys if content_keys is None or callable(content_keys) else (lambda: content_keys)
+        self.tenant = tenant
+        self._sealers: dict = {}  # ContentKeys object -> this tenant's Sealer (a changed file is a new object)
+        self.seal_failures: Counter[Sat] = Counter()  # chunks that came intact and did not open, per satellite
+        self._owner = True  # False for a for_tenant view: closing it closes nothing shared
         self.locate = locate
         self.strategy = strategy
         self.n_servers = n_servers
@@ -126,14 +161,21 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
 
     @classmethod
     def from_manifest(cls, manifest, servers: Sequence[Sat] | None = None, *, route: str | None = None,
-                      **kw) -> "ConstellationBlockStore":
-        """Addresses, clock, centre, route and key (auth) from a launch manifest.
+                      seal: bool = True, **kw) -> "ConstellationBlockStore":
+        """Addresses, clock, centre, route, key (auth) and content keys (sealing) from a launch manifest.
 
         `route` (skymemory.store.routes: direct, relay, auto; default auto) decides which ground
         link each request goes up; `via=` instead gives the low-level choice itself (not both).
+        `seal=False` keeps content in the clear (for benchmarks that compare); `tenant=` names
+        the tenant the store seals for (for_tenant gives the others).
         """
         if route is not None and "via" in kw:
             raise ValueError("give route= or via=, not both")
+        if seal and "content_keys" not in kw:
+            from skymemory.protocol.seal import content_keys_for_manifest
+
+            content_keys_for_manifest(manifest)  # a manifest without content keys fails here, in one line
+            kw["content_keys"] = lambda: content_keys_for_manifest(manifest)
         c = manifest.constellation()
         kw["client_options"] = {"signer": auth.signer_for_manifest(manifest), **(kw.get("client_options") or {})}
         kw.setdefault("chunk_bytes", manifest.chunk_size)
@@ -148,6 +190,63 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         blocks through, e.g. between a KVCManager and a vLLM engine (skymemory.integrations.vllm)."""
         return cls.from_manifest(manifest, locate=nearest_when_set(manifest.constellation()), n_servers=n_servers,
                                  **kw)
+
+    # ---- sealing ---------------------------------------------------------------------------
+    @property
+    def sealed(self) -> bool:
+        return self._content_keys is not None
+
+    def sealer(self):
+        """This store's tenant's Sealer under the content keys as they are now; None for an unsealed store."""
+        if self._content_keys is None:
+            return None
+        keys = self._content_keys()
+        sealer = self._sealers.get(id(keys))
+        if sealer is None or sealer[0] is not keys:
+            sealer = self._sealers[id(keys)] = (keys, keys.sealer(self.tenant))
+        return sealer[1]
+
+    def for_tenant(self, tenant: str | None) -> "ConstellationBlockStore":
+        """The same store (its client, fast path and loop) sealing under `tenant`'s key; closing it closes nothing
+        (close the store it came from). An unsealed store returns itself: a tenant then changes no byte."""
+        if not self.sealed or tenant == self.tenant:
+            return self
+        view = copy.copy(self)
+        view.tenant, view._sealers, view._owner = tenant, {}, False
+        return view
+
+    def chunk_count_of(self, n_bytes: int) -> int:
+        """How many chunks this store cuts a block of n_bytes into."""
+        if self.sealed:
+            return sealed_chunk_count(n_bytes, self.chunk_bytes)
+        return max(1, -(-n_bytes // self.chunk_bytes))
+
+    def _check_layout(self, record: BlockRecord) -> None:
+        """A record this store cannot read (sealed when it is not, or the other way): a miss that says so."""
+        if record.n_bytes < 0:
+            return
+        sealed = sealed_chunk_count(record.n_bytes, record.chunk_bytes) if record.chunk_bytes > SEAL_OVERHEAD else -1
+        plain = max(1, -(-record.n_bytes // record.chunk_bytes))
+        fits = record.chunk_count == (sealed if self.sealed else plain)
+        if not fits and sealed != plain:
+            raise BlockMiss("format", f"block {record.block_hash.hex()[:16]} was stored "
+                            f"{'unsealed' if self.sealed else 'sealed'}; this store reads "
+                            f"{'sealed' if self.sealed else 'unsealed'} blocks only")
+
+    def _seal_miss(self, job: BlockJob) -> BlockMiss | None:
+        """A BlockMiss naming the satellites whose chunks of `job` did not open (counted), or None."""
+        bad = np.flatnonzero(job.status == SEAL_FAILED)
+        if not len(bad):
+            return None
+        n = len(job.servers)
+        by_sat = Counter(tuple(job.servers[int(i) % n]) for i in bad)
+        self.seal_failures.update(by_sat)
+        named = ", ".join(f"({p}, {s})" for p, s in by_sat)
+        log.warning("SkyMemory: %d chunks of block %s from satellite %s do not open: altered on the satellite, or "
+                    "not this block's", len(bad), job.block_hash.hex()[:16], named)
+        return BlockMiss("seal", f"{len(bad)} of {job.chunk_count} chunks of block {job.block_hash.hex()[:16]} from "
+                         f"satellite {named} do not open (altered, or not this block's): nothing of them is used",
+                         satellites=tuple(by_sat))
 
     # ---- private event loop thread ------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -171,6 +270,8 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
     def close(self) -> None:
+        if not self._owner:  # a for_tenant view shares its store's loop and client
+            return
         with self._loop_lock:
             self._close_locked()
 
@@ -238,22 +339,27 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
                 payload = self._run(self._get(record))
                 return payload, native.crc32c(payload)
 
-            return land_one_by_one(records, buffers, read)
-        jobs = self.block_jobs(records, buffers)
+            return land_one_by_one(records, buffers, read, sealed=self.sealed)
+        try:
+            jobs = self.block_jobs(records, buffers)
+        except BlockMiss as miss:
+            return Landed(0, [], miss, sealed=self.sealed)
         for job in jobs:
             job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
-        stats = self.fast.get(jobs)
+        stats = self.fast.get(jobs, sealer=self.sealer())
         self.last_transfer = stats
         crcs = []
         for job in jobs:
             if not bool(np.all(job.status == OK)):
-                return Landed(len(crcs), crcs, self._job_miss(job, stats), stats.first_reply_s or None)
+                return Landed(len(crcs), crcs, self._job_miss(job, stats), stats.first_reply_s or None, self.sealed)
             crcs.append(job.block_crc32c())
-        return Landed(len(crcs), crcs, None, stats.first_reply_s or None)
+        return Landed(len(crcs), crcs, None, stats.first_reply_s or None, self.sealed)
 
-    @staticmethod
-    def _job_miss(job: BlockJob, stats: TransferStats) -> BlockMiss:
+    def _job_miss(self, job: BlockJob, stats: TransferStats) -> BlockMiss:
         """Why a fast-path job did not complete."""
+        sealed_miss = self._seal_miss(job)
+        if sealed_miss is not None:
+            return sealed_miss
         gone = int(np.count_nonzero(job.status == NOT_FOUND))
         if gone:
             return BlockMiss("not-found", f"{gone} of {job.chunk_count} chunks of block "
@@ -285,8 +391,10 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         for i, r in enumerate(records):
             if r.n_bytes < 0:
                 raise ValueError("the record does not know the block size (n_bytes = -1)")
+            self._check_layout(r)
             buf = bytearray(r.n_bytes) if buffers is None else buffers[i]
-            jobs.append(BlockJob(r.block_hash, buf, r.n_bytes, r.chunk_bytes, self._servers(r, now)))
+            jobs.append(BlockJob(r.block_hash, buf, r.n_bytes, r.chunk_bytes, self._servers(r, now),
+                                 sealed=self.sealed))
         return jobs
 
     def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None,
@@ -296,7 +404,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         self.in_flight = jobs
         try:
             stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks, pace_Bps=pace_Bps,
-                                  window_bytes=window_bytes)
+                                  window_bytes=window_bytes, sealer=self.sealer())
         finally:
             self.in_flight = ()
         self.last_transfer = stats
@@ -317,17 +425,16 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         for block_hash, payload in items:
             check_hash(block_hash)
             payload = bytes(payload)
-            count = max(1, -(-len(payload) // self.chunk_bytes))
-            record = BlockRecord(block_hash, len(payload), self.chunk_bytes, count, now, self.strategy,
-                                 self.n_servers, tuple(self.centre(now)))
+            record = BlockRecord(block_hash, len(payload), self.chunk_bytes, self.chunk_count_of(len(payload)), now,
+                                 self.strategy, self.n_servers, tuple(self.centre(now)))
             records.append(record)
             jobs.append(BlockJob(block_hash, payload, len(payload), self.chunk_bytes, self._servers(record, now),
-                                 created_ms=now))
+                                 created_ms=now, sealed=self.sealed))
         assert self.fast is not None
         self.in_flight = jobs
         t0 = time.monotonic()
         try:
-            stats = self.fast.set(jobs, pace_Bps=self.pace_Bps)
+            stats = self.fast.set(jobs, pace_Bps=self.pace_Bps, sealer=self.sealer())
         finally:
             self.in_flight = ()
         elapsed = time.monotonic() - t0
@@ -380,7 +487,9 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
 
     async def _put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
         check_hash(block_hash)
-        chunks = split_chunks(bytes(payload), self.chunk_bytes)
+        sealer = self.sealer()
+        chunks = (split_chunks(bytes(payload), self.chunk_bytes) if sealer is None
+                  else sealer.seal_block(block_hash, bytes(payload), self.chunk_bytes))
         now = self.mission_ms()
         record = BlockRecord(block_hash, len(payload), self.chunk_bytes, len(chunks), now, self.strategy,
                              self.n_servers, tuple(self.centre(now)))
@@ -395,6 +504,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         return record
 
     async def _get(self, record: BlockRecord) -> bytes:
+        self._check_layout(record)
         servers = self._servers(record, self.mission_ms())
         n = len(servers)
         count = record.chunk_count
@@ -424,10 +534,33 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         missing = [i for i in range(count) if i not in chunks]
         if missing:
             raise BlockMiss("not-found", f"{len(missing)} of {count} chunks missing, e.g. chunk {missing[0]}")
+        sealer = self.sealer()
+        if sealer is not None:
+            chunks = self._open_chunks(sealer, record, chunks, servers)
         data = b"".join(chunks[i] for i in range(count))
         if record.n_bytes >= 0 and len(data) != record.n_bytes:
             raise BlockMiss("incomplete", f"read {len(data)} bytes, the record says {record.n_bytes}")
         return data
+
+    def _open_chunks(self, sealer, record: BlockRecord, chunks: dict[int, bytes], servers) -> dict[int, bytes]:
+        """The asyncio path's chunks opened (as the C path opens them); a seal miss names the satellites."""
+        from skymemory.protocol.seal import SealError
+
+        opened, bad = {}, Counter()
+        for i, sealed in chunks.items():
+            try:
+                opened[i] = sealer.open_chunk(record.block_hash, i, record.chunk_count, record.n_bytes, sealed)
+            except SealError:
+                bad[tuple(servers[i % len(servers)])] += 1
+        if bad:
+            self.seal_failures.update(bad)
+            named = ", ".join(f"({p}, {s})" for p, s in bad)
+            log.warning("SkyMemory: %d chunks of block %s from satellite %s do not open", sum(bad.values()),
+                        record.block_hash.hex()[:16], named)
+            raise BlockMiss("seal", f"{sum(bad.values())} of {record.chunk_count} chunks of block "
+                            f"{record.block_hash.hex()[:16]} from satellite {named} do not open (altered, or not this "
+                            "block's): nothing of them is used", satellites=tuple(bad))
+        return opened
 
     async def _probe(self, block_hash: bytes) -> BlockRecord | None:
         """Chunk 0 at the first server of the placement now (the nearest for ground strategies).
@@ -452,8 +585,11 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         except (ChunkNotFound, RequestTimeout, NakError):
             return None
         chunk_bytes = len(data) if count > 1 else self.chunk_bytes
+        seal = SEAL_OVERHEAD if self.sealed else 0  # of every chunk (the content is the rest)
+        if last_len < seal:
+            return None
         return replace(guess, chunk_count=count, created_ms=desc.created_ms, chunk_bytes=chunk_bytes,
-                       n_bytes=(count - 1) * chunk_bytes + last_len)
+                       n_bytes=(count - 1) * (chunk_bytes - seal) + last_len - seal)
 
     async def _evict(self, record: BlockRecord) -> None:
         servers = self._servers(record, self.mission_ms())

@@ -56,10 +56,14 @@ class BlockRecord:
 
 class BlockMiss(Exception):
     """The block cannot be read back; `.reason` says why ("not-found", "timeout", "crc", "incomplete"...;
-    ObjectStore.get says "chunks-missing" for an object whose metadata is there and some chunks are not)."""
+    ObjectStore.get says "chunks-missing" for an object whose metadata is there and some chunks are not).
 
-    def __init__(self, reason: str, message: str = "") -> None:
+    `.satellites` names the satellites to blame, as (plane, sat), when a store knows them: for a "seal" miss,
+    those whose chunks came intact and did not open (empty when none is known)."""
+
+    def __init__(self, reason: str, message: str = "", *, satellites: Sequence[Sat] = ()) -> None:
         self.reason = reason
+        self.satellites: tuple[Sat, ...] = tuple((int(p), int(s)) for p, s in satellites)
         super().__init__(message or reason)
 
 
@@ -71,6 +75,9 @@ class Landed:
     block_crcs: list[int]  # CRC32C of each of those blocks' bytes as they arrived
     miss: BlockMiss | None = None  # why block `complete` did not (None: every block arrived)
     first_reply_s: float | None = None  # the transport's round trip to its first reply, when it measured one
+    # the blocks were sealed and opened under the ground's key (skymemory.protocol.seal): their bytes are
+    # what the ground wrote, whatever block_crcs say (those cover the ciphertext on the wire)
+    sealed: bool = False
 
 
 # ---- the contract and its capabilities ----------------------------------------------------------------
@@ -188,7 +195,26 @@ class AsyncBlockStore(Protocol):
     async def aget_block(self, record: BlockRecord) -> bytes: ...
 
 
-CAPABILITIES = (BlockStore, BulkBlockReads, BulkBlockWrites, StreamedBlockReads, EvictionNotices, AsyncBlockStore)
+@runtime_checkable
+class TenantSealing(Protocol):
+    """A store that may seal what it keeps (skymemory.protocol.seal: under a ground key per tenant).
+
+    `sealed`: whether this instance seals (its records are the sealed layout's, and the blocks it lands
+    were opened under the ground's key: Landed.sealed). `for_tenant(tenant)`: the same store sealing
+    under that tenant's key (a cache salt names a tenant; None is the default tenant); an unsealed store
+    may return itself.
+    """
+
+    @property
+    @abstractmethod
+    def sealed(self) -> bool: ...
+
+    @abstractmethod
+    def for_tenant(self, tenant: str | None) -> "BlockStore": ...
+
+
+CAPABILITIES = (BlockStore, BulkBlockReads, BulkBlockWrites, StreamedBlockReads, EvictionNotices, AsyncBlockStore,
+                TenantSealing)
 
 
 def streams(store: object) -> bool:
@@ -199,23 +225,24 @@ def streams(store: object) -> bool:
 # ---- helpers for implementations ----------------------------------------------------------------------
 
 def land_one_by_one(records: Sequence["BlockRecord"], buffers: Sequence,
-                     read: Callable[["BlockRecord"], tuple[bytes, int]]) -> Landed:
-    """get_blocks_into for a store that reads blocks whole: read(record) -> (payload, its CRC32C)."""
+                     read: Callable[["BlockRecord"], tuple[bytes, int]], sealed: bool = False) -> Landed:
+    """get_blocks_into for a store that reads blocks whole: read(record) -> (payload, its CRC32C); `sealed`:
+    read opened every block under the ground's key (Landed.sealed)."""
     crcs: list[int] = []
     for record, buffer in zip(records, buffers, strict=True):
         try:
             payload, crc = read(record)
         except BlockMiss as miss:
-            return Landed(len(crcs), crcs, miss)
+            return Landed(len(crcs), crcs, miss, sealed=sealed)
         if record.n_bytes >= 0 and len(payload) != record.n_bytes:
             return Landed(len(crcs), crcs, BlockMiss("incomplete", f"{len(payload)} bytes, the record says "
-                                                                     f"{record.n_bytes}"))
+                                                                     f"{record.n_bytes}"), sealed=sealed)
         target = memoryview(buffer).cast("B")
         if len(target) < len(payload):
             raise ValueError(f"a buffer of {len(target)} bytes cannot hold a block of {len(payload)}")
         target[:len(payload)] = payload
         crcs.append(crc)
-    return Landed(len(crcs), crcs)
+    return Landed(len(crcs), crcs, sealed=sealed)
 
 
 def split_chunks(payload: bytes, chunk_bytes: int) -> list[bytes]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
 import struct
 from collections import Counter
@@ -46,6 +47,8 @@ from skymemory.protocol.errors import NakError, RequestTimeout
 from skymemory.store.contract import BlockMiss, BlockRecord, split_chunks
 
 Sat = tuple[int, int]
+
+log = logging.getLogger(__name__)
 
 # Byte offsets inside a reply packet (telemetry header, route header, reply header, descriptor).
 _ROUTE = wire.SKYMEM_TLM_HDR_LEN
@@ -180,6 +183,7 @@ class PlacedStore:
         self.on_miss = on_miss
         self.layout_step = layout_step  # MigrationDriver.layout_step, when a driver runs
         self.counters: Counter[str] = Counter()
+        self.seal_failures: Counter[Sat] = Counter()  # sealed gets: chunks that came intact and did not open
 
     # ---- locating ----------------------------------------------------------------------
     def servers_at(self, record: BlockRecord, mission_ms: int) -> list[Sat]:
@@ -187,14 +191,17 @@ class PlacedStore:
 
     # ---- set -----------------------------------------------------------------------------
     async def put(self, block_hash: bytes, payload: bytes, *, strategy: str | None = None,
-                  n_servers: int | None = None) -> BlockRecord:
-        """Store the block and add its record to the index (only once every chunk is acknowledged)."""
+                  n_servers: int | None = None, sealer=None) -> BlockRecord:
+        """Store the block and add its record to the index (only once every chunk is acknowledged).
+
+        `sealer` (a skymemory.protocol.seal.Sealer): every chunk sealed under its tenant's key first."""
         strategy = strategy or self.strategy
         n = n_servers or self.n_servers
         placement.check_fits(strategy, n, self.rotation.planes, self.rotation.sats)
         if len(block_hash) != wire.SKYMEM_BLOCK_HASH_LEN:
             raise ValueError(f"block hash must be {wire.SKYMEM_BLOCK_HASH_LEN} bytes, got {len(block_hash)}")
-        chunks = split_chunks(bytes(payload), self.chunk_bytes)
+        chunks = (split_chunks(bytes(payload), self.chunk_bytes) if sealer is None
+                  else sealer.seal_block(block_hash, bytes(payload), self.chunk_bytes))
         now = self.constellation.mission_ms()
         via = self.constellation.overhead(now)
         record = BlockRecord(block_hash, len(payload), self.chunk_bytes, len(chunks), now, strategy, n, via)
@@ -209,8 +216,10 @@ class PlacedStore:
         return record
 
     # ---- get -----------------------------------------------------------------------------
-    async def _fetch(self, record: BlockRecord, mission_ms: int, ids: Iterable[int]) -> dict[int, bytes]:
-        """Ask each server's satellite at `mission_ms` for the wanted chunk ids, via that time's overhead."""
+    async def _fetch(self, record: BlockRecord, mission_ms: int, ids: Iterable[int],
+                     sources: dict[int, Sat] | None = None) -> dict[int, bytes]:
+        """Ask each server's satellite at `mission_ms` for the wanted chunk ids, via that time's overhead
+        (`sources`, when given, learns which satellite sent each chunk)."""
         servers = self.servers_at(record, mission_ms)
         via = self.constellation.overhead(mission_ms)
         n = record.n_servers
@@ -234,27 +243,54 @@ class PlacedStore:
 
         parts = await asyncio.gather(*(one(k, w) for k, w in by_server.items()))
         result: dict[int, bytes] = {}
-        for p in parts:
+        for k, p in zip(by_server, parts):
             result.update(p)
+            if sources is not None:
+                sources.update((cid, servers[k]) for cid in p)
         return result
 
-    async def get(self, record: BlockRecord) -> bytes:
-        """The block's bytes; BlockMiss if a chunk is in none of the places it may be (candidate_times)."""
+    def _open(self, sealer, record: BlockRecord, chunks: dict[int, bytes], sources: dict[int, Sat]) -> dict[int, bytes]:
+        """Sealed chunks opened; a chunk that does not open is a seal miss naming the satellite it came from."""
+        from skymemory.protocol.seal import OVERHEAD, SealError
+
+        # the size the chunks were sealed with (a probed record does not know it: the chunks say it)
+        n_bytes = record.n_bytes if record.n_bytes >= 0 else sum(len(c) - OVERHEAD for c in chunks.values())
+        opened, bad = {}, Counter()
+        for cid, sealed in chunks.items():
+            try:
+                opened[cid] = sealer.open_chunk(record.block_hash, cid, record.chunk_count, n_bytes, sealed)
+            except SealError:
+                bad[sources.get(cid)] += 1
+        if bad:
+            self.counters["seal_failures"] += sum(bad.values())
+            self.seal_failures.update(bad)
+            named = ", ".join(str(s) for s in bad)
+            log.warning("SkyMemory: %d chunks of block %s from satellite %s do not open", sum(bad.values()),
+                        record.block_hash.hex()[:16], named)
+            raise BlockMiss("seal", f"{sum(bad.values())} of {record.chunk_count} chunks of block "
+                            f"{record.block_hash.hex()[:16]} from satellite {named} do not open (altered, or not this "
+                            "block's): nothing of them is used", satellites=tuple(s for s in bad if s is not None))
+        return opened
+
+    async def get(self, record: BlockRecord, *, sealer=None) -> bytes:
+        """The block's bytes; BlockMiss if a chunk is in none of the places it may be (candidate_times), or
+        (with `sealer`) one that came does not open: `BlockMiss("seal")` naming where it came from."""
         now = self.constellation.mission_ms()
         wanted = set(range(record.chunk_count))
         times = candidate_times(record, now, self.rotation.step_ms, self.layout_step)
+        sources: dict[int, Sat] = {}
         try:
-            chunks = await self._fetch(record, now, wanted)
+            chunks = await self._fetch(record, now, wanted, sources)
             missing = wanted - chunks.keys()
             for t in times[1:]:
                 if not missing:
                     break
                 self.counters["older_layout_fetches"] += 1
-                chunks.update(await self._fetch(record, t, missing))
+                chunks.update(await self._fetch(record, t, missing, sources))
                 missing = wanted - chunks.keys()
             if missing:  # it may have moved while we looked elsewhere
                 self.counters["refetches"] += 1
-                chunks.update(await self._fetch(record, self.constellation.mission_ms(), missing))
+                chunks.update(await self._fetch(record, self.constellation.mission_ms(), missing, sources))
                 missing = wanted - chunks.keys()
         except RequestTimeout as exc:
             raise BlockMiss("timeout", str(exc)) from None
@@ -266,6 +302,8 @@ class PlacedStore:
                 await self.on_miss(record)
             raise BlockMiss("not-found", f"{len(missing)} of {record.chunk_count} chunks of block "
                                          f"{record.block_hash.hex()[:16]} missing, e.g. chunk {min(missing)}")
+        if sealer is not None:
+            chunks = self._open(sealer, record, chunks, sources)
         data = b"".join(chunks[i] for i in range(record.chunk_count))
         if record.n_bytes >= 0 and len(data) != record.n_bytes:  # -1: size unknown (a probed record)
             raise BlockMiss("incomplete", f"read {len(data)} bytes, the record says {record.n_bytes}")

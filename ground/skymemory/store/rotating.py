@@ -16,11 +16,16 @@ client:
   itself) drops the block and its descendants from its radix index.
 
 Only blocks set through this store are migrated (they are in its index).
+
+Content is sealed by default (skymemory.protocol.seal: every chunk under the tenant's key, from the
+manifest's content keys; `seal=False` for benchmarks that compare), as ConstellationBlockStore seals it;
+`for_tenant(salt)` is this store sealing for another tenant.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import threading
 from dataclasses import replace
@@ -30,8 +35,10 @@ from skymemory.link.loop_thread import LoopThread
 from skymemory.orbit import placement
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
+from skymemory.protocol.seal import OVERHEAD, content_keys_for_manifest
 from skymemory.protocol.errors import ChunkNotFound, RequestTimeout
-from skymemory.store.contract import AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, EvictionNotices
+from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, EvictionNotices,
+                                      TenantSealing)
 from skymemory.store.eviction import Evictions
 from skymemory.store.placed import BlockIndex, HopCountingClient, PlacedStore
 from skymemory.store.rotation import MigrationDriver
@@ -39,12 +46,18 @@ from skymemory.store.rotation import MigrationDriver
 log = logging.getLogger(__name__)
 
 
-class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore):
+class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSealing):
     def __init__(self, manifest: Manifest, *, strategy: str = "rotation-hop", n_servers: int = 9,
                  on_evicted: Callable[[bytes], object] | None = None, cleaner_period_s: float = 0.0,
-                 client_options: dict | None = None, request_timeout_s: float = 120.0) -> None:
+                 client_options: dict | None = None, request_timeout_s: float = 120.0, seal: bool = True,
+                 tenant: str | None = None) -> None:
         if cleaner_period_s < 0:
             raise ValueError(f"cleaner period must be >= 0 (0 = no cleaner), got {cleaner_period_s}")
+        if seal:
+            content_keys_for_manifest(manifest)  # a manifest without content keys fails here, in one line
+        self._seal = seal
+        self.tenant = tenant
+        self._owner = True  # False for a for_tenant view: closing it closes nothing shared
         self.manifest = manifest
         self.constellation = manifest.constellation()
         placement.check_fits(strategy, n_servers, self.constellation.planes, self.constellation.sats)
@@ -61,6 +74,7 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore):
         self._loop_thread: LoopThread | None = None
         self._stop: asyncio.Event | None = None
         self._background: list[asyncio.Future] = []
+        self._start_lock = threading.Lock()
 
     # ---- eviction listeners --------------------------------------------------------------------------
     def subscribe_evictions(self, callback: Callable[[bytes], object]) -> None:
@@ -83,14 +97,35 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore):
             except Exception:  # noqa: BLE001 - one bad listener must not starve the others
                 log.exception("eviction listener %r failed for block %s", callback, block_hash.hex()[:16])
 
+    # ---- sealing -------------------------------------------------------------------------------------
+    @property
+    def sealed(self) -> bool:
+        return self._seal
+
+    def sealer(self):
+        """This store's tenant's Sealer under the content keys as they are now (None: unsealed)."""
+        return content_keys_for_manifest(self.manifest).sealer(self.tenant) if self._seal else None
+
+    def for_tenant(self, tenant: str | None) -> "RotatingBlockStore":
+        """The same store (its loop, client, migrations) sealing under `tenant`'s key; closing it closes
+        nothing (close the store it came from)."""
+        if not self._seal or tenant == self.tenant:
+            return self
+        self._ensure_started()  # the view shares the loop: it must exist before the copy
+        view = copy.copy(self)
+        view.tenant, view._owner = tenant, False
+        return view
+
     # ---- private loop with the client, driver and eviction tasks --------------------------------
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
-        if self._loop is not None:
+        # the KV layer's first get may come from several fetch threads at once: one of them starts the loop
+        with self._start_lock:
+            if self._loop is not None:
+                return self._loop
+            loop_thread = LoopThread("skymemory-rotating-store")
+            loop_thread.run(self._start(), 10)
+            self._loop_thread, self._loop = loop_thread, loop_thread.loop  # published once started
             return self._loop
-        self._loop_thread = LoopThread("skymemory-rotating-store")
-        self._loop = self._loop_thread.loop
-        self._loop_thread.run(self._start(), 10)
-        return self._loop
 
     async def _start(self) -> None:
         m, c = self.manifest, self.constellation
@@ -119,12 +154,15 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore):
         await self.client.close()
 
     def close(self) -> None:
-        if self._loop is None:
+        if not self._owner:  # a for_tenant view shares its store's loop
             return
-        assert self._loop_thread is not None
-        self._loop_thread.run(self._shutdown(), 60)
-        self._loop_thread.stop()
-        self._loop = None
+        with self._start_lock:
+            if self._loop is None:
+                return
+            assert self._loop_thread is not None
+            self._loop_thread.run(self._shutdown(), 60)
+            self._loop_thread.stop()
+            self._loop = None
 
     def __enter__(self) -> "RotatingBlockStore":
         self._ensure_started()
@@ -133,6 +171,10 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore):
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # Every public call goes through these two with a coroutine of this class's own: the client, store and
+    # evictions exist only once the loop has started, so a coroutine must not be built from them before
+    # (`self.store.get(...)` as an argument would be read before `_ensure_started` runs: a fresh store could
+    # not read what another process stored).
     def _run(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self._ensure_started()).result(self.request_timeout_s)
 
@@ -144,23 +186,29 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore):
         return self._run(self._put(block_hash, payload))
 
     def get_block(self, record: BlockRecord) -> bytes:
-        return self._run(self.store.get(record))
+        return self._run(self._get(record))
 
     def probe_block(self, block_hash: bytes) -> BlockRecord | None:
         return self._run(self._probe(block_hash))
 
     def evict_block(self, record: BlockRecord) -> None:
-        self._run(self.evictions.evict_everywhere(record, "requested"))
+        self._run(self._evict(record))
 
     async def aput_block(self, block_hash: bytes, payload: bytes) -> BlockRecord:
         return await self._on_loop(self._put(block_hash, payload))
 
     async def aget_block(self, record: BlockRecord) -> bytes:
-        return await self._on_loop(self.store.get(record))
+        return await self._on_loop(self._get(record))
+
+    async def _get(self, record: BlockRecord) -> bytes:
+        return await self.store.get(record, sealer=self.sealer())
+
+    async def _evict(self, record: BlockRecord) -> None:
+        await self.evictions.evict_everywhere(record, "requested")
 
     async def _put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
         try:
-            return await self.store.put(block_hash, payload)
+            return await self.store.put(block_hash, payload, sealer=self.sealer())
         except (RequestTimeout, ChunkNotFound) as exc:
             raise BlockMiss("timeout", f"put failed: {exc}") from None
 
@@ -201,9 +249,10 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore):
             if found is None:
                 continue
             desc, data = found
+            seal = OVERHEAD if self._seal else 0  # a sealed chunk carries that much besides its content
             record = replace(next(iter(guesses.values())), chunk_count=desc.chunk_count, created_ms=desc.created_ms,
                              centre=c.overhead(desc.created_ms),
-                             n_bytes=len(data) if desc.chunk_count == 1 else -1,
+                             n_bytes=len(data) - seal if desc.chunk_count == 1 else -1,
                              chunk_bytes=max(len(data), 1) if desc.chunk_count > 1 else self.store.chunk_bytes)
             return record
         return None

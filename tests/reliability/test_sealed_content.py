@@ -1,0 +1,373 @@
+"""Sealed named objects against a captured satellite (issue 34: "Trust what comes back"), on real nodes.
+
+The attacker holds one satellite's key file, satellites/2-2.keys of a default (keyed, sealed) launch,
+as whoever captured satellite (2,2) would. Its ISL key lets it send any satellite what one satellite
+may send another: here SET_CHUNK, signed with the ISL key as from (2,2), straight to the target's ISL
+port, so it can rewrite any chunk anywhere (an object's metadata at its home satellites, a data chunk
+on its servers); every write is read back by the ground before the test goes on, so the attack is
+known to have landed. What it cannot do is seal: the content keys are the ground's alone
+(content.keys, never given to a satellite). Where the test hands it bytes the ground sealed (another
+object's metadata, an older version's chunk), it could have recorded them on the link.
+
+What must hold: a `skymemory get` of an object whose metadata or a chunk was rewritten returns
+nothing the attacker wrote: it exits 1 with one line naming the satellite(s) whose bytes did not
+open, and writes no output file (and nothing to stdout); a copy of the metadata at an honest home
+that opens is used (the attacker can drop or delay, not alter). And a put of a text file carries
+none of its text on the link (every UDP datagram to or from the constellation captured on `lo`) nor
+leaves any at rest (every chunk read back raw).
+
+One 3x3 constellation serves the module. Every wait is bounded (WAIT_S) and waits for an event,
+never a duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import re
+import select
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from skymemory.link.client import SkyMemoryClient
+from skymemory.orbit.manifest import Manifest
+from skymemory.protocol import auth, wire
+from skymemory.protocol.errors import ChunkNotFound
+from skymemory.store.contract import BlockMiss
+from skymemory.store.objects import ObjectStore, key_of, meta_hash
+
+from live import REPO, launch, stop
+
+CAPTURED = (2, 2)
+SERVERS = 5
+WAIT_S = 30.0  # bound on waiting for a datagram's effect: it is on its way, not a measurement
+WINDOW = 16  # no 16-byte run of a file's text may travel or rest in the clear
+
+
+@pytest.fixture(scope="module")
+def sky(node_built, tmp_path_factory):
+    path = launch(tmp_path_factory.mktemp("sealed"), 3, 3)
+    try:
+        yield path
+    finally:
+        r = stop(path)
+        assert r.returncode == 0, r.stderr
+
+
+# ---- the parties ----------------------------------------------------------------------------------
+def ground_read(m: Manifest, sat, block: bytes, chunk_id: int) -> bytes | None:
+    """The chunk as `sat` holds it, raw (a signed GET_CHUNK from the ground, nothing opened); None when not held."""
+    async def go():
+        async with SkyMemoryClient(m.ground_addresses(), signer=auth.signer_for_manifest(m), bind=(m.ground_host, 0),
+                                   timeout=0.5, retries=20) as c:
+            try:
+                return await c.get_chunk(sat, block, chunk_id)
+            except ChunkNotFound:
+                return None
+
+    return asyncio.run(go())
+
+
+class CapturedSatellite:
+    """Whoever holds satellites/2-2.keys: signs what (2,2) may send another satellite, with the ISL key."""
+
+    def __init__(self, m: Manifest, sat=CAPTURED) -> None:
+        self.m, self.sat = m, sat
+        lines = [line.split() for line in (Path(m.run_dir) / "satellites" / f"{sat[0]}-{sat[1]}.keys").read_text()
+                 .splitlines()]
+        isl = next(bytes.fromhex(parts[2]) for parts in lines if parts[:2] == ["isl", "0"])
+        self.signer = auth.Signer(auth.CONSTELLATION_KEY_ID, isl, satellite=True)
+        # the attacker holds this one satellite's keys, and nothing of the ground's
+        assert not any(parts and parts[0] == "master" for parts in lines)
+
+    def write(self, target, block: bytes, chunk_id: int, chunk_count: int, data: bytes) -> None:
+        """Rewrite chunk `chunk_id` of `block` at `target` with `data` (resent, signed afresh, until the ground
+        reads those bytes back there)."""
+        e = next(e for e in self.m.satellites if (e.plane, e.sat) == tuple(target))
+        deadline = time.monotonic() + WAIT_S
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((self.m.ground_host, 0))
+            while True:
+                route = wire.RouteHeader(target[0], target[1], self.sat[0], self.sat[1],
+                                         request_id=random.getrandbits(32) | 1)
+                desc = wire.make_desc(block, chunk_id, chunk_count, int(time.time() * 1000), data)
+                packet = wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(desc, data))
+                s.sendto(self.signer.sign(packet), (e.host, e.isl_port))
+                if ground_read(self.m, target, block, chunk_id) == data:
+                    return
+                assert time.monotonic() < deadline, f"the captured satellite's SET_CHUNK never landed at {target}"
+
+
+def skymemory(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI; stdout as bytes (an object's bytes go there without -o), stderr as text."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
+    env.pop("SKYMEM_TRACEBACK", None)
+    r = subprocess.run([sys.executable, "-m", "skymemory", *argv], capture_output=True, env=env, timeout=120, cwd=cwd)
+    r.stderr = r.stderr.decode(errors="replace")
+    return r
+
+
+def put(sky: Path, tmp: Path, name: str, data: bytes, *extra: str) -> None:
+    (tmp / name).write_bytes(data)
+    r = skymemory("put", name, "--servers", str(SERVERS), "--manifest", str(sky), *extra, cwd=tmp)
+    assert r.returncode == 0, r.stderr
+
+
+def sats_named(line: str) -> set[tuple[int, int]]:
+    return {(int(p), int(s)) for p, s in re.findall(r"\((\d+), (\d+)\)", line)}
+
+
+def assert_refused(sky: Path, tmp: Path, name: str, reason: str, names: set) -> str:
+    """`skymemory get name` fails in one line (reason, naming `names`), writes no file and nothing to stdout."""
+    out = tmp / f"{name}.out"
+    r = skymemory("get", name, "-o", str(out), "--manifest", str(sky), cwd=tmp)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"skymemory get: miss ({reason}): "), lines
+    assert names <= sats_named(lines[0]), (names, lines)
+    assert "verified" not in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists(), "a failed get wrote a file"
+    to_stdout = skymemory("get", name, "--manifest", str(sky), cwd=tmp)
+    assert to_stdout.returncode == 1 and to_stdout.stdout == b"", "a failed get wrote bytes to stdout"
+    return lines[0]
+
+
+# ---- a captured satellite -------------------------------------------------------------------------
+@pytest.mark.parametrize("forgery", ["the-issue", "altered", "swapped"])
+def test_metadata_rewritten_at_every_home_and_a_chunk_fail_in_one_line_naming_them(sky, tmp_path, forgery):
+    """The issue's attack and two more: the captured satellite rewrites the object's metadata at every home
+    and one data chunk. the-issue: metadata in the clear describing the attacker's own 3,000 bytes (which
+    today's get returned, "SHA-256 verified"); altered: the genuine sealed copy with one bit flipped;
+    swapped: another object's genuine sealed metadata. None opens as this object's: one line naming the
+    homes, nothing returned."""
+    m = Manifest.load(sky)
+    name, other = f"victim-{forgery}.bin", f"bystander-{forgery}.bin"
+    data = os.urandom(20_000)
+    put(sky, tmp_path, name, data)
+    put(sky, tmp_path, other, os.urandom(1_000))
+    kv = ObjectStore(m, SERVERS)
+    key = key_of(name)
+    meta = kv.meta(key)
+    homes, servers, block = [tuple(h) for h in meta["homes"]], [tuple(s) for s in meta["servers"]], meta["block"]
+    attacker = CapturedSatellite(m)
+
+    evil = (b"attacker's bytes " * 177)[:3000]
+    assert len(evil) == 3000
+    if forgery == "the-issue":
+        forged = {"v": 1, "name": name, "key": key.hex(), "size": len(evil), "sha256": hashlib.sha256(evil).hexdigest(),
+                  "chunk_bytes": m.chunk_size, "chunk_count": 1, "servers": [list(CAPTURED)],
+                  "created_ms": int(time.time() * 1000)}
+        attacker.write(CAPTURED, key, 0, 1, evil)  # the data its metadata points at (block = key, as before)
+        copies = {h: json.dumps(forged).encode() for h in homes}
+    elif forgery == "altered":
+        copies = {}
+        for h in homes:
+            genuine = bytearray(ground_read(m, h, meta_hash(key), 0))
+            genuine[len(genuine) // 2] ^= 0x01
+            copies[h] = bytes(genuine)
+    else:
+        other_key = key_of(other)
+        other_home = tuple(kv.meta(other_key)["answered_by"])
+        swapped = ground_read(m, other_home, meta_hash(other_key), 0)  # sealed by the ground, for `other`
+        copies = {h: swapped for h in homes}
+    for h, copy in copies.items():
+        attacker.write(h, meta_hash(key), 0, 1, copy)
+    chunk = ground_read(m, servers[1], bytes.fromhex(block), 1)  # and one data chunk of the real object
+    attacker.write(servers[1], bytes.fromhex(block), 1, meta["chunk_count"], os.urandom(len(chunk)))
+
+    line = assert_refused(sky, tmp_path, name, "unsealed" if forgery == "the-issue" else "seal", set(homes))
+    if forgery == "the-issue":  # in the clear: an object from before sealing, or a forgery; never used
+        assert "put it again" in line and "in the clear" in line, line
+    else:
+        assert "does not open" in line, line
+    with pytest.raises(BlockMiss) as miss:  # the API says the same, and names the homes as well
+        ObjectStore(m, SERVERS).get(key)
+    assert miss.value.reason == ("unsealed" if forgery == "the-issue" else "seal")
+    assert set(homes) <= sats_named(str(miss.value))
+
+
+def test_a_rewritten_chunk_fails_naming_its_satellite_while_an_honest_home_answers(sky, tmp_path):
+    """The captured satellite rewrites the metadata at one home (a copy that does not open: another home's
+    does) and one data chunk: the get fails in one line naming the chunk's satellite."""
+    m = Manifest.load(sky)
+    name = "victim-chunk.bin"
+    put(sky, tmp_path, name, os.urandom(30_000))
+    meta = ObjectStore(m, SERVERS).meta(key_of(name))
+    homes, servers, block = [tuple(h) for h in meta["homes"]], [tuple(s) for s in meta["servers"]], meta["block"]
+    attacker = CapturedSatellite(m)
+    attacker.write(homes[0], meta_hash(key_of(name)), 0, 1, os.urandom(300))
+    held_by = servers[2 % len(servers)]
+    chunk = ground_read(m, held_by, bytes.fromhex(block), 2)
+    attacker.write(held_by, bytes.fromhex(block), 2, meta["chunk_count"], os.urandom(len(chunk)))
+    line = assert_refused(sky, tmp_path, name, "seal", {held_by})
+    assert f"from satellite {held_by} do not open" in line, line
+    assert "nothing of them is used" in line
+
+
+def test_metadata_rewritten_at_one_home_is_not_used_and_the_others_serve(sky, tmp_path):
+    """Only one home's copy rewritten (as if the captured satellite were that home): the get uses another home's
+    copy, returns the object, and warns naming the home whose copy did not open."""
+    m = Manifest.load(sky)
+    name = "victim-one-home.bin"
+    data = os.urandom(25_000)
+    put(sky, tmp_path, name, data)
+    homes = ObjectStore(m, SERVERS).homes(key_of(name))
+    CapturedSatellite(m).write(homes[0], meta_hash(key_of(name)), 0, 1, os.urandom(400))
+    r = skymemory("get", name, "-o", "copy.bin", "--manifest", str(sky), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "copy.bin").read_bytes() == data
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 2 and "sealed and verified" in lines[0] and sats_named(lines[0]) & set(homes[1:]), lines
+    assert lines[1].startswith("skymemory get: warning:") and sats_named(lines[1]) == {homes[0]}, lines
+
+
+def test_a_new_version_evicts_the_old_and_an_old_chunk_does_not_open_as_the_new(sky, tmp_path):
+    """A put of a name already stored writes a new version (a new data block) and evicts the old version's
+    data; the old version's chunk, recorded on the link and written into the new version's place, does not
+    open as it."""
+    m = Manifest.load(sky)
+    name = "versioned.bin"
+    kv = ObjectStore(m, SERVERS)
+    put(sky, tmp_path, name, os.urandom(20_000))
+    first = kv.meta(key_of(name))
+    old_block = bytes.fromhex(first["block"])
+    old_servers = [tuple(s) for s in first["servers"]]
+    recorded = ground_read(m, old_servers[0], old_block, 0)
+    new = os.urandom(20_000)
+    put(sky, tmp_path, name, new)
+    second = kv.meta(key_of(name))
+    assert second["version"] != first["version"] and second["block"] != first["block"]
+    assert all(ground_read(m, s, old_block, i) is None for i, s in enumerate(old_servers[:first["chunk_count"]])), \
+        "the old version's data was not evicted"
+    assert kv.get(key_of(name))[0] == new
+    block, servers = bytes.fromhex(second["block"]), [tuple(s) for s in second["servers"]]
+    CapturedSatellite(m).write(servers[0], block, 0, second["chunk_count"], recorded)
+    assert_refused(sky, tmp_path, name, "seal", {servers[0]})
+
+
+# ---- sealed by default, --no-seal as before ------------------------------------------------------
+def test_no_seal_is_as_before_and_a_sealed_get_refuses_it_in_one_line(sky, tmp_path):
+    m = Manifest.load(sky)
+    data = os.urandom(10_000)
+    put(sky, tmp_path, "clear.bin", data, "--no-seal")
+    meta = ObjectStore(m, SERVERS, seal=False).meta(key_of("clear.bin"))
+    assert meta["v"] == 1 and meta["block"] == key_of("clear.bin").hex()
+    line = assert_refused(sky, tmp_path, "clear.bin", "unsealed", {tuple(h) for h in meta["homes"]})
+    assert "stored before sealing" in line and "put it again" in line
+    r = skymemory("get", "clear.bin", "-o", "copy.bin", "--no-seal", "--manifest", str(sky), cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "copy.bin").read_bytes() == data, r.stderr
+    assert "unsealed (--no-seal)" in r.stderr and "sealed and verified" not in r.stderr
+
+    put(sky, tmp_path, "sealed.bin", data)  # and the other way round
+    r = skymemory("get", "sealed.bin", "-o", "other.bin", "--no-seal", "--manifest", str(sky), cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and "get it without --no-seal" in lines[0], r.stderr
+    assert not (tmp_path / "other.bin").exists()
+
+
+# ---- nothing of a text file on the link or at rest -----------------------------------------------
+def text_file(n_lines: int = 3000) -> bytes:
+    rng = random.Random(34)
+    words = ("satellite ground orbit memory cache block chunk plane link sealed key value store object "
+             "the a of to and in is on for with").split()
+    return "".join(f"{i:05d} " + " ".join(rng.choice(words) for _ in range(12)) + ".\n"
+                   for i in range(n_lines)).encode()
+
+
+def windows(text: bytes) -> set[bytes]:
+    return {text[i:i + WINDOW] for i in range(len(text) - WINDOW + 1)}
+
+
+def leaks(payload: bytes, secret: set[bytes]) -> bool:
+    return any(payload[i:i + WINDOW] in secret for i in range(len(payload) - WINDOW + 1))
+
+
+class LoopbackCapture:
+    """Every UDP payload on `lo` to or from `ports` while the with-block runs (an AF_PACKET socket: root)."""
+
+    def __init__(self, ports: set[int]) -> None:
+        self.ports = ports
+        self.payloads: list[bytes] = []
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))  # ETH_P_ALL
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, 33, 1 << 26)  # SO_RCVBUFFORCE: nothing dropped
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 26)
+        self.sock.bind(("lo", 0))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="capture", daemon=True)
+
+    def _take(self, frame: bytes) -> None:
+        if len(frame) < 14 + 20 or frame[12:14] != b"\x08\x00":  # Ethernet (lo's), IPv4
+            return
+        ip = frame[14:]
+        ihl = (ip[0] & 0x0F) * 4
+        if ip[9] != 17 or len(ip) < ihl + 8:  # UDP
+            return
+        src, dst = struct.unpack_from(">HH", ip, ihl)
+        if src in self.ports or dst in self.ports:
+            self.payloads.append(bytes(ip[ihl + 8:]))
+
+    def _run(self) -> None:
+        while True:
+            ready = select.select([self.sock], [], [], 0.05)[0]
+            if ready:
+                self._take(self.sock.recv(1 << 16))
+            elif self.stop.is_set():  # stopped, and nothing left to read
+                return
+
+    def __enter__(self) -> "LoopbackCapture":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(WAIT_S)
+        self.sock.close()
+
+
+def test_a_put_of_a_text_file_carries_none_of_its_text_on_the_link(sky, tmp_path):
+    m = Manifest.load(sky)
+    text = text_file()
+    secret = windows(text)
+    ports = {e.ground_port for e in m.satellites} | {e.isl_port for e in m.satellites}
+    try:
+        capture = LoopbackCapture(ports)
+    except (OSError, AttributeError) as exc:  # not root (CAP_NET_RAW), or not Linux
+        pytest.skip(f"capturing on lo needs an AF_PACKET socket: {exc} (test_..._at_rest checks the chunks)")
+    with capture:
+        put(sky, tmp_path, "notes.txt", text)
+    meta = ObjectStore(m, SERVERS).meta(key_of("notes.txt"))
+    assert len(capture.payloads) >= meta["chunk_count"] + len(meta["homes"]), len(capture.payloads)
+    leaked = [p for p in capture.payloads if leaks(p, secret)]
+    assert not leaked, f"{len(leaked)} of {len(capture.payloads)} datagrams carry text of the file"
+
+    # the capture sees a put's text when there is text to see: the same file --no-seal
+    with LoopbackCapture(ports) as clear:
+        put(sky, tmp_path, "notes-clear.txt", text, "--no-seal")
+    assert sum(leaks(p, secret) for p in clear.payloads) >= meta["chunk_count"], "the capture saw no chunk"
+
+
+def test_a_put_of_a_text_file_leaves_none_of_its_text_at_rest(sky, tmp_path):
+    """Every chunk the satellites hold of it (data on its servers, metadata on its homes), read back raw."""
+    m = Manifest.load(sky)
+    text = text_file(1500)
+    secret = windows(text) | windows(b"notes-at-rest.txt")
+    put(sky, tmp_path, "notes-at-rest.txt", text)
+    meta = ObjectStore(m, SERVERS).meta(key_of("notes-at-rest.txt"))
+    block, servers = bytes.fromhex(meta["block"]), [tuple(s) for s in meta["servers"]]
+    held = [ground_read(m, servers[i % len(servers)], block, i) for i in range(meta["chunk_count"])]
+    held += [ground_read(m, tuple(h), meta_hash(key_of("notes-at-rest.txt")), 0) for h in meta["homes"]]
+    assert all(c is not None for c in held)
+    assert not any(leaks(c, secret) for c in held), "a satellite holds text of the file (or its name) in the clear"
+    assert sum(len(c) for c in held[:meta["chunk_count"]]) == len(text) + 32 * meta["chunk_count"]

@@ -1,0 +1,90 @@
+"""Sealed KV blocks against a captured satellite (issue 34), on real nodes: what a satellite rewrites is a
+clean miss, never a cache.
+
+The attacker is test_sealed_content's: whoever holds satellites/2-2.keys of a default (keyed, sealed)
+launch rewrites a chunk of a stored KV block on the satellite that holds it (random bytes, or the
+sealed chunk of another block of the same prompt that it recorded: a swap), and the ground reads the
+rewrite back before the test goes on. The prefix must then end before that block: the block is a
+miss ("seal"), evicted and dropped from the index with the blocks after it, the satellite that
+served it is counted, the model computes the rest, and the tokens equal those of no cache at all.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from skymemory.kv.manager import KVCManager
+from skymemory.kv.report import compare_generation
+from skymemory.orbit.manifest import Manifest
+from skymemory.store.constellation import ConstellationBlockStore
+
+from kv_support import random_prompt, tiny
+from test_sealed_content import CapturedSatellite, ground_read, sky  # noqa: F401 - sky: the module's constellation
+
+BLOCK = 16
+
+
+@pytest.mark.parametrize("rewrite", ["random", "swap"])
+def test_a_rewritten_kv_chunk_is_a_clean_miss_and_the_tokens_equal_no_cache(sky, tmp_path, rewrite):  # noqa: F811
+    m = Manifest.load(sky)
+    model, tokenizer = tiny("fp32")
+    with ConstellationBlockStore.nearest_from_manifest(m, 5) as store:
+        assert store.sealed
+        manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                             policy="fetch")
+        prompt = random_prompt(3 * BLOCK + 5, seed=34 + len(rewrite))
+        hashes = manager.add_blocks(prompt).hashes
+        assert len(hashes) == 3 and manager.get_cache(prompt).prefix_tokens == 3 * BLOCK
+        record = manager.index.get(hashes[1]).record
+        holder = store._servers(record, m.constellation().mission_ms())[0]  # chunk 0 of block 1
+        honest = ground_read(m, holder, hashes[1], 0)
+        if rewrite == "random":
+            forged = os.urandom(len(honest))
+        else:  # a chunk the ground sealed, of another block: valid ciphertext, the wrong place
+            other = manager.index.get(hashes[0]).record
+            forged = ground_read(m, store._servers(other, m.constellation().mission_ms())[0], hashes[0], 0)
+        assert forged != honest
+        CapturedSatellite(m).write(holder, hashes[1], 0, record.chunk_count, forged)
+
+        comparison = compare_generation(manager, prompt, new_tokens=6)
+        assert comparison.prefix_tokens == BLOCK  # block 0 only: the prefix ends before the rewritten block
+        assert comparison.cached == comparison.reference  # the model computed the rest: the tokens of no cache
+        assert store.seal_failures == {tuple(holder): 1}  # the satellite that served it, counted
+        # and in the ground index's ledger, which every process of this host (status, the dashboard) reads
+        assert {sat: n for sat, (n, _) in manager.index.seal_failures().items()} == {tuple(holder): 1}
+        assert hashes[0] in manager.index and hashes[1] not in manager.index and hashes[2] not in manager.index
+        again = manager.get_cache(prompt)  # the failed block is not claimed again
+        assert again.prefix_tokens == BLOCK and again.miss_reason == "not-cached"
+
+
+def test_a_tenant_opens_only_its_own_blocks(sky, tmp_path):  # noqa: F811
+    """Each cache salt seals under its own key: another tenant (or the default one) given the very record
+    reads nothing of it, whatever the index says; and a salted prompt is found with its salt only."""
+    from skymemory.store.contract import BlockMiss
+
+    m = Manifest.load(sky)
+    with ConstellationBlockStore.nearest_from_manifest(m, 5) as store:
+        tenant_a, tenant_b = store.for_tenant("tA"), store.for_tenant("tB")
+        payload = os.urandom(30_000)
+        record = tenant_a.put_block(os.urandom(32), payload)
+        assert tenant_a.get_block(record) == payload
+        for other in (tenant_b, store):
+            with pytest.raises(BlockMiss) as miss:
+                other.get_block(record)
+            assert miss.value.reason == "seal"
+
+        model, tokenizer = tiny("fp32")
+        manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,
+                             policy="fetch")
+        prompt = random_prompt(2 * BLOCK + 3, seed=77)
+        assert manager.add_blocks(prompt, cache_salt="tA").blocks_stored == 2
+        assert manager.get_cache(prompt, cache_salt="tB").prefix_tokens == 0
+        assert manager.get_cache(prompt).prefix_tokens == 0
+        hit = manager.get_cache(prompt, cache_salt="tA")
+        assert hit.prefix_tokens == 2 * BLOCK and hit.sources == {"device": 0, "host": 0, "store": 2}
+        streamed = manager.get_cache(prompt, streaming=True, cache_salt="tA")
+        assert streamed.prefix_tokens == 2 * BLOCK
+        streamed.cache.stream.join(30)
+        assert streamed.cache.stream.error is None
