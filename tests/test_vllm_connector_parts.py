@@ -42,6 +42,33 @@ def test_settings_are_checked_one_line_each(tmp_path):
         ConnectorConfig.from_extra({"manifest": str(tmp_path / "none.json")}, served_model="m")
 
 
+def test_seal_is_a_setting_true_by_default_and_a_bool_only(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    assert ConnectorConfig.from_extra({"manifest": str(manifest)}, served_model="m").seal is True
+    assert ConnectorConfig.from_extra({"manifest": str(manifest), "seal": True}, served_model="m").seal is True
+    assert ConnectorConfig.from_extra({"manifest": str(manifest), "seal": False}, served_model="m").seal is False
+    for bad in ("false", "no", 0, 1, None, [True]):
+        with pytest.raises(ConfigError, match=r"^SkyMemory connector: seal must be true or false, got "):
+            ConnectorConfig.from_extra({"manifest": str(manifest), "seal": bad}, served_model="m")
+
+
+@pytest.mark.parametrize("seal", [True, False])
+def test_the_workers_stores_seal_as_the_setting_says(tmp_path, monkeypatch, seal):
+    from skymemory.integrations.vllm import worker
+    from skymemory.store.constellation import ConstellationBlockStore
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{}")
+    config = ConnectorConfig.from_extra({"manifest": str(manifest), "seal": seal, "servers": 3}, served_model="m")
+    opened = {}
+    monkeypatch.setattr(ConstellationBlockStore, "nearest_from_manifest",
+                        classmethod(lambda cls, manifest, n, **kw: opened.update(kw, n=n) or "store"))
+    assert worker.open_store(config, "the manifest", 77) == "store"
+    assert opened["seal"] is seal and opened["n"] == 3 and opened["client_options"] == {"station_id": 77}
+    assert worker.SEALED is True  # the default, for code that names blocks without a connector's config
+
+
 # ---- the model identity ---------------------------------------------------------------------------------
 
 def test_the_identity_names_blocks_as_kvcmanager_and_is_kept_on_disk(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ import torch
 
 from skymemory.integrations.vllm.config import ConnectorConfig
 from skymemory.integrations.vllm.scheduler import SchedulerSide
-from skymemory.integrations.vllm.worker import WorkerSide
+from skymemory.integrations.vllm.worker import SEALED, WorkerSide
 from skymemory.kv import codec
 from skymemory.kv.cache_arg import cache_arg
 from skymemory.kv.identity import model_identity
@@ -56,7 +56,8 @@ def _engine_pages(geometry: codec.BlockGeometry):
 
 
 def _scheduler(manager: KVCManager, index: RadixIndex) -> SchedulerSide:
-    root = model_identity("embedded-tiny", "fp32").root(kv_format=KV, block_tokens=BLOCK)
+    identity = model_identity("embedded-tiny", "fp32")  # as the connector names blocks (its store seals: LAYOUT)
+    root = identity.root(kv_format=KV, block_tokens=BLOCK, sealed=SEALED)
     assert root == manager.root  # the engine names blocks as the transformers side does
     return SchedulerSide(root=root, block_tokens=BLOCK, block_bytes=manager.block_bytes,
                          layers=manager.geometry.layers, index=index, policy="fetch")
@@ -132,7 +133,7 @@ def test_pages_the_worker_saves_are_hits_for_a_kvcmanager(constellation, tmp_pat
 
         manifest_path = constellation.save(tmp_path / "manifest.json")
         worker = WorkerSide(_config(manifest_path, tmp_path / "index", 0x0C10), geometry=manager.geometry,
-                            index=index, meta={"kv_format": KV, "layout": codec.layout_name(), "tokens": BLOCK})
+                            index=index, meta={"kv_format": KV, "layout": codec.layout_name(sealed=SEALED), "tokens": BLOCK})
         caches, layout = _engine_pages(manager.geometry)
         worker.register(caches, layout)
         for layer, kv in enumerate(_prompt_kv(model, prompt, 2)):  # what the engine's forward wrote

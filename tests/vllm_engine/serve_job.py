@@ -5,7 +5,9 @@
 JOB: {"model": model folder, "out": results file,
       "engines": [{"name": ..., "connector": kv_connector_extra_config or null, "multiprocess": bool,
                    "marker": a file written just before the first request (or null),
-                   "requests": [{"name": ..., "ids": [...], "max_tokens": n, "policy": null | "fetch" | ...}]}]}
+                   "lora": bool (serve LoRA adapters, rank <= 8, two at a time),
+                   "requests": [{"name": ..., "ids": [...], "max_tokens": n, "policy": null | "fetch" | ...,
+                                 "salt": a cache salt (or null), "lora": [name, id, folder] (or null)}]}]}
 OUT: {engine name: {request name: {"tokens", "num_cached_tokens", "kv_transfer_params", "seconds"}}}
 
 A process of its own because vLLM starts its engine processes with spawn and keeps one worker
@@ -26,6 +28,7 @@ def run_engine(model: str, engine: dict) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.config import KVTransferConfig
     from vllm.inputs import TokensPrompt
+    from vllm.lora.request import LoRARequest
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if engine.get("multiprocess") else "0"
     options = {}
@@ -33,6 +36,8 @@ def run_engine(model: str, engine: dict) -> dict:
         options["kv_transfer_config"] = KVTransferConfig(
             kv_connector="SkyMemoryConnector", kv_connector_module_path="skymemory.integrations.vllm",
             kv_role="kv_both", kv_load_failure_policy="recompute", kv_connector_extra_config=engine["connector"])
+    if engine.get("lora"):
+        options.update(enable_lora=True, max_lora_rank=8, max_loras=2)
     llm = LLM(model=model, block_size=128, enable_prefix_caching=False, max_model_len=4096, dtype="float32",
               enforce_eager=True, seed=0, **options)
     results = {}
@@ -43,7 +48,11 @@ def run_engine(model: str, engine: dict) -> dict:
             extra = {"kv_transfer_params": {"skymemory_policy": request["policy"]}} if request.get("policy") else None
             params = SamplingParams(max_tokens=request.get("max_tokens", 16), temperature=0, extra_args=extra)
             started = time.perf_counter()
-            (out,) = llm.generate([TokensPrompt(prompt_token_ids=request["ids"])], params, use_tqdm=False)
+            prompt = TokensPrompt(prompt_token_ids=request["ids"])
+            if request.get("salt"):
+                prompt["cache_salt"] = request["salt"]
+            lora = LoRARequest(*request["lora"]) if request.get("lora") else None
+            (out,) = llm.generate([prompt], params, use_tqdm=False, lora_request=lora)
             results[request["name"]] = {"tokens": list(out.outputs[0].token_ids),
                                         "num_cached_tokens": out.num_cached_tokens,
                                         "kv_transfer_params": out.kv_transfer_params,

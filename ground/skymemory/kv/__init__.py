@@ -5,6 +5,7 @@ Modules (one idea each):
   tokenizer    a byte-level tokenizer that needs no download
   models       load_model(): TinyLlama from disk, or the embedded models built locally
   blocks       128-token blocks, chained SHA-256 hashes, model/tokenizer fingerprints
+  extra_keys   what a block is keyed by besides its tokens: cache salt, adapter, media, prompt embeddings
   identity     those fingerprints for an engine that does not hold the transformers model (vLLM)
   radix        the ground index of cached blocks: one SQLite file every process shares
   codec        KV cache <-> per-block bytes (layer-major, fp16 / int8, CRC32C)
@@ -22,5 +23,11 @@ Modules (one idea each):
   manager      KVCManager: add_blocks / get_cache / generate_with_cache
   report       measurements: cached vs uncached generation, block sizes
 
-Nothing heavy is imported here; import the submodule you need.
+Nothing heavy is imported here; import the submodule you need. Without the kv extra (torch,
+transformers), importing one that needs it raises skymemory.extras.MissingExtra, a ModuleNotFoundError
+that names the extra and the pip command; radix, policy and the others that need none import as before.
 """
+
+from skymemory.extras import name_missing_extras
+
+name_missing_extras(__name__, "the KV layer (skymemory.kv)", "kv")

@@ -41,10 +41,11 @@ class ModelIdentity:
     model_fp: bytes
     tokenizer_fp: bytes
 
-    def root(self, *, kv_format: str, block_tokens: int, sha256: bool = False) -> bytes:
-        """The chain root of blocks of this model in `kv_format`, as KVCManager(kv_dtype=kv_format) names them."""
+    def root(self, *, kv_format: str, block_tokens: int, sha256: bool = False, sealed: bool = False) -> bytes:
+        """The chain root of blocks of this model in `kv_format`, as KVCManager(kv_dtype=kv_format) names them
+        (`sealed`: on a store that seals, as every store from a manifest does by default)."""
         return root_hash(self.model_fp, self.tokenizer_fp, kv_format=codec.check_format(kv_format),
-                         block_tokens=block_tokens, layout=codec.layout_name(sha256))
+                         block_tokens=block_tokens, layout=codec.layout_name(sha256, sealed))
 
 
 def _files_stamp(directory: Path) -> list:

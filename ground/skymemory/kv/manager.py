@@ -32,6 +32,12 @@ together with the blocks after it; the model then computes what is missing.
 Lookup order (§3.8, §3.10): the local radix index first (no round trip); when
 it knows nothing about this model's chains, the paper's binary search over
 `probe_block` of the hash list finds the longest cached prefix.
+
+Tenants and adapters (kv.extra_keys): `cache_salt=` on get_cache / add_blocks /
+generate_with_cache keys a prompt's blocks to that tenant, as vLLM's
+"cache_salt" does, and the PEFT adapter active on the model (a PeftModel) is
+folded into every block, by a fingerprint of its weights: a prefix is shared
+with vLLM when both name the same salt and adapter, and never otherwise.
 """
 
 from __future__ import annotations
@@ -52,11 +58,12 @@ from .blocks import chain_hashes, model_fingerprint, root_hash, split_blocks, to
 from .cache_arg import cache_arg, cache_of
 from .calibration import DeviceRates, disagrees, load_or_calibrate
 from .costmodel import Decision
+from .extra_keys import RequestKeys, Unkeyable, active_adapter, base_model, say_once
 from .models import cache_dir
 from .policy import FetchPolicy, LinkEstimate
 from .radix import RadixIndex
 from .result import CacheResult, PrefixLookup
-from .store import BlockRecord, BlockStore, BulkBlockWrites, EvictionNotices, make_miss
+from .store import BlockMiss, BlockRecord, BlockStore, BulkBlockWrites, EvictionNotices, TenantSealing, make_miss
 from .streaming import get_cache_streaming
 from .tiers import BlockTiers
 
@@ -156,7 +163,8 @@ class KVCManager:
         if integrity not in INTEGRITY:
             raise ValueError(f"unknown integrity check {integrity!r}; choose one of {', '.join(INTEGRITY)}")
         self.verify_sha256 = integrity == "sha256"
-        self.layout = codec.layout_name(self.verify_sha256)
+        # a sealed store's blocks are named apart from plain ones: neither is ever taken for the other
+        self.layout = codec.layout_name(self.verify_sha256, isinstance(store, TenantSealing) and store.sealed)
         self.policy = FetchPolicy(policy)
         self.link = LinkEstimate(type(store).__name__)
         self._device_rates = device_rates
@@ -191,32 +199,54 @@ class KVCManager:
     # ------------------------------------------------------------------ hashing
 
     def current_root(self) -> bytes:
-        """The chain root for the model as it is now (the weights digest is cached per model version)."""
-        return root_hash(model_fingerprint(self.model), self._tokenizer_fp, kv_format=self.kv_format,
+        """The chain root for the model as it is now (the weights digest is cached per model version).
+
+        A PeftModel's root is its base model's (without the adapter layers): the adapter is keyed per block.
+        """
+        return root_hash(model_fingerprint(base_model(self.model)), self._tokenizer_fp, kv_format=self.kv_format,
                          block_tokens=self.block_tokens, layout=self.layout)
+
+    def request_keys(self, cache_salt: str | None = None) -> RequestKeys:
+        """What this model's blocks are keyed by besides their tokens: the salt, the active adapter (kv.extra_keys).
+        Raises Unkeyable for an adapter that cannot be keyed."""
+        return RequestKeys(cache_salt=cache_salt or None, adapter=active_adapter(self.model))
 
     def token_ids(self, prompt: str | list[int]) -> list[int]:
         if isinstance(prompt, str):
             return list(self.tokenizer(prompt).input_ids)
         return [int(t) for t in prompt]
 
-    def block_hashes(self, token_ids: list[int], n_blocks: int | None = None) -> list[bytes]:
+    def block_hashes(self, token_ids: list[int], n_blocks: int | None = None, *,
+                     cache_salt: str | None = None) -> list[bytes]:
+        """The chain hashes of the prompt's full blocks (the first n_blocks), keyed to `cache_salt` and the
+        model's active adapter. Raises Unkeyable when the adapter cannot be keyed."""
         blocks = split_blocks(token_ids, self.block_tokens)
         if n_blocks is not None:
             blocks = blocks[:n_blocks]
+        keys = self.request_keys(cache_salt)
         self.root = self.current_root()  # follows in-place weight changes
-        return chain_hashes(self.root, blocks)
+        return chain_hashes(self.root, blocks, keys.per_block(len(blocks), self.block_tokens))
 
     # ------------------------------------------------------------------ lookup
 
-    def find_prefix(self, prompt: str | list[int]) -> PrefixLookup:
-        """Tokenise, hash the usable blocks and look their longest cached prefix up (get_cache's first half)."""
+    def find_prefix(self, prompt: str | list[int], *, cache_salt: str | None = None) -> PrefixLookup:
+        """Tokenise, hash the usable blocks and look their longest cached prefix up (get_cache's first half).
+
+        An adapter that cannot be keyed is a miss (said once in the log; raised when strict)."""
         started = time.perf_counter()
         token_ids = self.token_ids(prompt)
         n_usable = usable_blocks(len(token_ids), self.block_tokens)
-        records, source = self._lookup_or_miss(self.block_hashes(token_ids, n_usable), "KV lookup")
+        try:
+            hashes = self.block_hashes(token_ids, n_usable, cache_salt=cache_salt)
+        except Unkeyable as exc:
+            if self.strict:
+                raise
+            say_once(exc, "a prompt with ")
+            hashes = []
+        records, source = self._lookup_or_miss(hashes, "KV lookup") if hashes else ([], "none")
         input_ids = torch.tensor([token_ids], dtype=torch.long, device=self.model.device)
-        return PrefixLookup(input_ids, n_usable, records, source, time.perf_counter() - started)
+        return PrefixLookup(input_ids, n_usable, records, source, time.perf_counter() - started,
+                            tenant=cache_salt or None)
 
     def _lookup_or_miss(self, hashes: list[bytes], what: str) -> tuple[list[BlockRecord], str]:
         """_lookup, with a failure (a probe timing out, say) a miss unless strict."""
@@ -279,7 +309,9 @@ class KVCManager:
         When DISAGREEMENTS forwards in a row are more than 2x off what the rates predict (either way),
         the rates are measured again (and saved) here and now, so that no request's time to first token
         pays for it: a calibration taken on a loaded machine, or before the machine changed in a way
-        its key cannot see, is not used for ever. Call it outside what you time.
+        its key cannot see, is not used for ever. Call it outside what you time (between requests, not
+        between the parts of one). A measurement that fails keeps the rates (and the count starts again):
+        it is never retried inside a request.
         """
         if self._device_rates is None or new_tokens <= 0 or seconds <= 0:
             return
@@ -295,8 +327,10 @@ class KVCManager:
                     predicted * 1e3, DISAGREEMENTS)
         try:
             self.device_rates()
-        except Exception as exc:  # noqa: BLE001 - the next decision tries again (plan() handles a failure)
-            log.warning("measuring the rates again failed (%r): the next decision tries again", exc)
+        except Exception as exc:  # noqa: BLE001 - a failed measurement must not fail the caller
+            # stale rates would make the next decision (inside a request's timed get_cache) measure again
+            self._rates_disagreed = 0
+            log.warning("measuring the rates again failed (%r): keeping them until forwards disagree again", exc)
 
     def plan(self, found: PrefixLookup, *, streaming: bool = False, policy: str | None = None) -> Decision | None:
         """How many of the found blocks to fetch (None when nothing is cached)."""
@@ -324,24 +358,27 @@ class KVCManager:
 
     # ------------------------------------------------------------------ get
 
-    def get_cache(self, prompt: str | list[int], streaming: bool = False, *, policy: str | None = None) -> CacheResult:
+    def get_cache(self, prompt: str | list[int], streaming: bool = False, *, policy: str | None = None,
+                  cache_salt: str | None = None) -> CacheResult:
         """The cached prefix of the prompt worth fetching, as a DynamicCache (possibly empty).
 
         policy overrides the manager's for this call ("auto", "fetch", "recompute").
+        cache_salt keys the lookup to a tenant: only blocks stored with the same salt
+        (here or by vLLM with the same "cache_salt") are found.
         streaming=True returns at once with a StreamingCache whose layers arrive while
         the model runs (kv/streaming.py; needs a store with StreamedBlockReads). A failed
         stream then raises StreamFailed from the forward pass instead of shortening the
         prefix here: `streaming.generate_streaming` handles that (evict, recompute).
         """
         if streaming:
-            return get_cache_streaming(self, prompt, policy=policy)
-        found = self.find_prefix(prompt)
+            return get_cache_streaming(self, prompt, policy=policy, cache_salt=cache_salt)
+        found = self.find_prefix(prompt, cache_salt=cache_salt)
         decision = self.plan(found, policy=policy)
         if decision is not None and decision.action == "split":
             return self._get_split(found, decision)
         records = found.records[: decision.fetch_blocks] if decision else []
         sources: dict[str, int] = {}
-        cache, fetched, miss, retrieval_s, decode_s = self._fetch_prefix(records, sources)
+        cache, fetched, miss, retrieval_s, decode_s = self._fetch_prefix(records, sources, found.tenant)
         return self._result(found, decision, records, cache, recomputed=0, loaded=fetched, miss=miss,
                             sources=sources, retrieval_s=retrieval_s, decode_s=decode_s)
 
@@ -359,7 +396,7 @@ class KVCManager:
         side = torch.cuda.Stream(self.model.device) if self.model.device.type == "cuda" else None
         with ThreadPoolExecutor(1, thread_name_prefix="skymemory-split-fetch") as pool:
             sources: dict[str, int] = {}  # of the fetched part; the recomputed blocks come from no tier
-            fetching = pool.submit(self._fetch_on, side, records[m:], sources)
+            fetching = pool.submit(self._fetch_on, side, records[m:], sources, found.tenant)
             started = time.perf_counter()
             with torch.no_grad():
                 out = self.model(input_ids=found.input_ids[:, :computed_tokens], use_cache=True, logits_to_keep=1)
@@ -415,13 +452,18 @@ class KVCManager:
             sources=sources,
         )
 
-    def _fetch_on(self, stream, records: list[BlockRecord], sources: dict[str, int]):
+    def _fetch_on(self, stream, records: list[BlockRecord], sources: dict[str, int], tenant: str | None):
         """_fetch_prefix with its device work on `stream` (CUDA: a side stream, so that the copies and the
         relayout of a split's loaded blocks overlap the forward on the default stream; None: as it is)."""
         if stream is None:
-            return self._fetch_prefix(records, sources)
+            return self._fetch_prefix(records, sources, tenant)
         with torch.cuda.stream(stream):
-            return self._fetch_prefix(records, sources)
+            return self._fetch_prefix(records, sources, tenant)
+
+    def store_for(self, tenant: str | None) -> BlockStore:
+        """The store as `tenant` (a cache salt) reads and writes it: sealed under that tenant's key where the
+        store seals (TenantSealing), the store itself otherwise."""
+        return self.store.for_tenant(tenant) if tenant and isinstance(self.store, TenantSealing) else self.store
 
     def note_use(self, records: list[BlockRecord]) -> None:
         """These blocks were fetched: the index's last use of each is now (best effort: a hint, never a failure)."""
@@ -434,14 +476,16 @@ class KVCManager:
         """Records with this model's block size (a probe may not know it: n_bytes -1)."""
         return [r if r.n_bytes >= 0 else dataclasses.replace(r, n_bytes=self.block_bytes) for r in records]
 
-    def _fetch_prefix(self, records: list[BlockRecord], sources: dict[str, int] | None = None):
+    def _fetch_prefix(self, records: list[BlockRecord], sources: dict[str, int] | None = None,
+                      tenant: str | None = None):
         """Land, check and rebuild the blocks of `records` in order, up to the first that fails.
 
         Each block comes from the nearest copy: the device tier, the host tier, else the store
         (kv.tiers; all from the store when the tiers are off). Returns (cache, blocks in it,
         first failure as (position, reason, detail) or None, seconds getting the bytes, seconds
         checking and rebuilding); `sources`, when given, is filled with how many of the cache's
-        blocks came from each of "device", "host" and "store".
+        blocks came from each of "device", "host" and "store". A store's miss has its BlockMiss as the
+        detail (its text is the message, its `satellites` whom to blame); other details are text.
         """
         if not records:
             return DynamicCache(config=self.model.config), 0, None, 0.0, 0.0
@@ -457,7 +501,8 @@ class KVCManager:
         tiers_s = time.perf_counter() - started
         lease = self.landing.lease(max(1, len(far)), self.block_bytes)
         if far:
-            arrival = landing.land(self.store, [records[i] for i in far], lease.raw, workers=self.fetch_workers)
+            arrival = landing.land(self.store_for(tenant), [records[i] for i in far], lease.raw,
+                                   workers=self.fetch_workers)
         else:
             arrival = landing.Arrival(landing.Landed(0, []), 0.0, 0)
         landed = arrival.landed
@@ -466,12 +511,12 @@ class KVCManager:
             self._learn_sizes([records[i] for i in far])
         started = time.perf_counter()
         good_far, corrupt = rebuild.check_blocks(lease.raw, landed.block_crcs, self.geometry, self.kv_format,
-                                                 verify_sha256=self.verify_sha256)
+                                                 verify_sha256=self.verify_sha256, authenticated=landed.sealed)
         miss = None  # positions are the prefix's: the store's blocks are a subset of them
         if corrupt is not None:
             miss = (far[good_far], "corrupt", corrupt)
         elif landed.miss is not None:
-            miss = (far[landed.complete], landed.miss.reason, str(landed.miss))
+            miss = (far[landed.complete], landed.miss.reason, landed.miss)
         elif wrong_size is not None:
             miss = (usable, "incomplete", f"record says {wrong_size.n_bytes} bytes, the model's block is "
                                           f"{self.block_bytes}")
@@ -509,10 +554,14 @@ class KVCManager:
                 self.index.insert(entry.parent, dataclasses.replace(entry.record, n_bytes=self.block_bytes),
                                   entry.meta)
 
-    def _handle_miss(self, records: list[BlockRecord], position: int, reason: str, detail: str) -> str:
-        """Log, evict the failed block and the ones after it (lazy eviction), correct the index."""
+    def _handle_miss(self, records: list[BlockRecord], position: int, reason: str, detail: str | BlockMiss) -> str:
+        """Log, evict the failed block and the ones after it (lazy eviction), correct the index; a block that did
+        not open ("seal") is noted against the satellites that served it in the index's seal-failure ledger."""
         failed = records[position]
         log.warning("KV block %s (position %d) missing: %s %s", failed.block_hash.hex()[:16], position, reason, detail)
+        satellites = detail.satellites if isinstance(detail, BlockMiss) else ()
+        if reason == "seal" and satellites:
+            self.index.note_seal_failures({sat: 1 for sat in satellites})  # best effort: never raises
         for record in records[position:]:
             try:
                 self.store.evict_block(record)
@@ -525,14 +574,24 @@ class KVCManager:
 
     # ------------------------------------------------------------------ add
 
-    def add_blocks(self, prompt: str | list[int], *, cache: DynamicCache | None = None) -> AddResult:
+    def add_blocks(self, prompt: str | list[int], *, cache: DynamicCache | None = None,
+                   cache_salt: str | None = None) -> AddResult:
         """Store the prompt's full blocks that are not cached yet.
 
         The KV comes from one forward pass over the full blocks, or from `cache`
         when given (e.g. the cache a generate() call just filled for this prompt).
+        cache_salt keys the blocks to a tenant (get_cache finds them with the same salt only).
+        An adapter that cannot be keyed stores nothing (result.error says why; raised when strict).
         """
         token_ids = self.token_ids(prompt)
-        hashes = self.block_hashes(token_ids)
+        try:
+            hashes = self.block_hashes(token_ids, cache_salt=cache_salt)
+        except Unkeyable as exc:
+            if self.strict:
+                raise
+            say_once(exc, "a prompt with ")
+            return AddResult(blocks_total=len(token_ids) // self.block_tokens, blocks_cached_before=0,
+                             blocks_stored=0, error=f"not keyed: {exc}")
         result = AddResult(blocks_total=len(hashes), blocks_cached_before=0, blocks_stored=0, hashes=hashes)
         if not hashes:
             return result
@@ -561,13 +620,14 @@ class KVCManager:
                 self.tiers.put(hashes[first:first + len(records)], host_rows=payloads)
 
         try:
-            if isinstance(self.store, BulkBlockWrites):  # all blocks' chunks in flight at once
+            store = self.store_for(cache_salt)  # sealed under this tenant's key where the store seals
+            if isinstance(store, BulkBlockWrites):  # all blocks' chunks in flight at once
                 started = time.perf_counter()
                 payloads = codec.encode_cache_blocks(cache, self.block_tokens, first_new, len(hashes) - first_new,
                                                      self.kv_format, sha256=self.verify_sha256)
                 result.encode_s += time.perf_counter() - started
                 started = time.perf_counter()
-                records = self.store.put_blocks(list(zip(hashes[first_new:], payloads)))
+                records = store.put_blocks(list(zip(hashes[first_new:], payloads)))
                 result.store_s += time.perf_counter() - started
                 indexed(first_new, records, payloads)
             else:  # block by block: the blocks stored before a failure stay indexed
@@ -577,7 +637,7 @@ class KVCManager:
                                                            sha256=self.verify_sha256)
                     result.encode_s += time.perf_counter() - started
                     started = time.perf_counter()
-                    record = self.store.put_block(hashes[position], payload)
+                    record = store.put_block(hashes[position], payload)
                     result.store_s += time.perf_counter() - started
                     indexed(position, [record], [payload])
         except Exception as exc:  # noqa: BLE001 - later blocks are useless without this one: stop
@@ -610,10 +670,12 @@ class GenerationResult:
 
 
 def generate_with_cache(
-    manager: KVCManager, prompt: str | list[int], *, max_new_tokens: int = 30, store_new: bool = True, **generate_kwargs
+    manager: KVCManager, prompt: str | list[int], *, max_new_tokens: int = 30, store_new: bool = True,
+    cache_salt: str | None = None, **generate_kwargs
 ) -> GenerationResult:
-    """get_cache -> greedy generate with the prefix -> store the prompt's new full blocks from the same cache."""
-    lookup = manager.get_cache(prompt)
+    """get_cache -> greedy generate with the prefix -> store the prompt's new full blocks from the same cache
+    (both keyed to `cache_salt`)."""
+    lookup = manager.get_cache(prompt, cache_salt=cache_salt)
     generate_kwargs.setdefault("do_sample", False)
     started = time.perf_counter()
     with torch.no_grad():
@@ -629,7 +691,7 @@ def generate_with_cache(
     added = None
     full_blocks = len(lookup.input_ids[0]) // manager.block_tokens
     if store_new and full_blocks > len(lookup.blocks):
-        added = manager.add_blocks(lookup.input_ids[0].tolist(), cache=cache_of(output))
+        added = manager.add_blocks(lookup.input_ids[0].tolist(), cache=cache_of(output), cache_salt=cache_salt)
     new_tokens = output.sequences[0, lookup.input_ids.shape[1] :].tolist()
     text = manager.tokenizer.decode(new_tokens, skip_special_tokens=True)
     return GenerationResult(output.sequences, new_tokens, text, lookup, added, generate_s)

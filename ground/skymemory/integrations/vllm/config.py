@@ -13,6 +13,9 @@
         "station_id": 2816,                # this engine's ground-station ids: station_id + 2 * rank (loads)
                                            #   and + 1 (saves); apart from other clients' (0, the dashboard's)
         "load_timeout_s": 10.0,            # a load not in by then is a load error: vLLM recomputes
+        "seal": true,                      # content sealed per tenant (AES-128-GCM, skymemory.protocol.seal);
+                                           #   false keeps it in the clear, only so benchmarks can compare
+                                           #   (its blocks are named apart: never mixed with sealed ones)
     }
 """
 
@@ -45,6 +48,7 @@ class ConnectorConfig:
     index_dir: Path | None = None  # None: KVCManager's default (kv.models.cache_dir() / "index")
     station_id: int = DEFAULT_STATION_ID
     load_timeout_s: float = 10.0
+    seal: bool = True  # both roles read it: the workers' stores seal, the roots and index entries say so
 
     @classmethod
     def from_extra(cls, extra: dict | None, *, served_model: str) -> "ConnectorConfig":
@@ -65,6 +69,7 @@ class ConnectorConfig:
                 index_dir=Path(extra["index_dir"]).expanduser() if extra.get("index_dir") else None,
                 station_id=_whole(extra.get("station_id", DEFAULT_STATION_ID), "station_id", 0, 0xFFFF - 64),
                 load_timeout_s=_seconds(extra.get("load_timeout_s", 10.0), "load_timeout_s"),
+                seal=_flag(extra.get("seal", True), "seal"),
             )
         except ConfigError:
             raise
@@ -87,3 +92,9 @@ def _seconds(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"SkyMemory connector: {name} must be a number of seconds > 0, got {value!r}")
     return float(value)
+
+
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, bool):  # not 0/1 nor "false" (a non-empty string is true to Python)
+        raise ConfigError(f"SkyMemory connector: {name} must be true or false, got {value!r}")
+    return value

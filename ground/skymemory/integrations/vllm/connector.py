@@ -16,6 +16,10 @@ with the engine's block_size equal to SkyMemory's block (128 tokens), and a
 request may ask its own policy: SamplingParams(extra_args={"kv_transfer_params":
 {"skymemory_policy": "recompute"}}). Every finished request that had cached
 blocks says what was decided in RequestOutput.kv_transfer_params["skymemory"].
+
+A request's blocks are keyed as vLLM's own prefix cache keys them (kv.extra_keys):
+its cache salt, LoRA adapter (by a fingerprint of the adapter folder's weights),
+media and prompt embeddings; `request_keys` reads them off vLLM's Request.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from vllm.model_executor.models.utils import extract_layer_index
 
 from skymemory.kv import codec
 from skymemory.kv.device import dtype_name
+from skymemory.kv.extra_keys import Media, RequestKeys, Unkeyable, adapter_dir_fingerprint, embeds_hashes
 from skymemory.kv.identity import model_identity
 from skymemory.kv.models import cache_dir
 from skymemory.kv.paged import PagedLayout
@@ -49,6 +54,48 @@ from .worker import WorkerSide
 log = logging.getLogger(__name__)
 
 TESTED_VLLM = "0.32.0"
+# the kinds of extra keys vLLM's prefix cache gives blocks (generate_block_hash_extra_keys), each folded in by
+# request_keys; a kind not here is one SkyMemory does not key: such a request is not cached
+KEYED_KINDS = ("lora", "mm", "cache_salt", "prompt_embeds")
+
+
+def request_keys(request, block_tokens: int) -> RequestKeys:
+    """What a vLLM Request's blocks are keyed by besides their tokens, as SkyMemory keys them; raises Unkeyable."""
+    _check_kinds(request, block_tokens)
+    lora = request.lora_request
+    # by the adapter's weights, not the name or id this server gave it (another server's may differ)
+    adapter = adapter_dir_fingerprint(lora.lora_path) if lora is not None else None
+    media = []
+    for feature in request.mm_features or ():
+        # mm_hash: vLLM's hash of the processed input, without the LoRA prefix `identifier` may carry
+        identifier = feature.mm_hash or feature.identifier
+        if not identifier:
+            raise Unkeyable("a medium without an identifier", f"a {feature.modality} input vLLM gave no hash")
+        media.append(Media(str(identifier), int(feature.mm_position.offset), int(feature.mm_position.length)))
+    embeds = request.prompt_embeds
+    return RequestKeys(cache_salt=request.cache_salt or None, adapter=adapter, media=tuple(media),
+                       embeds=embeds_hashes(embeds, block_tokens) if embeds is not None else ())
+
+
+def _check_kinds(request, block_tokens: int) -> None:
+    """Every kind of key vLLM's own prefix cache gives this request's blocks is one that request_keys folds in."""
+    from vllm.v1.core.kv_cache_utils import generate_block_hash_extra_keys
+
+    mm_index = 0
+    for start in range(0, request.num_prompt_tokens - block_tokens + 1, block_tokens):
+        try:
+            keys, mm_index = generate_block_hash_extra_keys(request, start, start + block_tokens, mm_index)
+        except Exception as exc:  # noqa: BLE001 - an input vLLM itself cannot key (a medium without its hash)
+            raise Unkeyable("an input vLLM's prefix cache cannot key", repr(exc)) from None
+        for key in keys or ():
+            kind = key[0] if isinstance(key, tuple) and key and isinstance(key[0], str) else type(key).__name__
+            if kind not in KEYED_KINDS:
+                raise Unkeyable(f"a {kind!r} input", "vLLM keys blocks by it; SkyMemory does not know it")
+
+
+def prompt_of(request) -> list[int]:
+    """The prompt's token ids as vLLM hashes them (zeros where the prompt came as embeddings)."""
+    return list(request.all_token_ids[:request.num_prompt_tokens])
 
 
 @dataclass
@@ -92,11 +139,13 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         if role == KVConnectorRole.SCHEDULER:
             identity = model_identity(self.config.model, dtype_name(model.dtype))
             self._scheduler = SchedulerSide(
-                root=identity.root(kv_format=self.config.kv_format, block_tokens=self.block_tokens),
+                root=identity.root(kv_format=self.config.kv_format, block_tokens=self.block_tokens,
+                                   sealed=self.config.seal),
                 block_tokens=self.block_tokens, block_bytes=codec.block_bytes(self.geometry, self.config.kv_format),
                 layers=self.geometry.layers, index=index, policy=self.config.policy)
         else:
-            meta = {"kv_format": self.config.kv_format, "layout": codec.layout_name(), "tokens": self.block_tokens}
+            meta = {"kv_format": self.config.kv_format, "layout": codec.layout_name(sealed=self.config.seal),
+                    "tokens": self.block_tokens}
             self._worker = WorkerSide(self.config, geometry=self.geometry, index=index, meta=meta)
         log.info("SkyMemory connector (%s): constellation %s, model %s, policy %s, KV %s, index %s", role.name,
                  self.config.manifest, self.config.model, self.config.policy, self.config.kv_format, index.path)
@@ -108,15 +157,16 @@ class SkyMemoryConnector(KVConnectorBase_V1):
     # ---- scheduler side -----------------------------------------------------------------------------
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int | None, bool]:
         policy = (request.kv_transfer_params or {}).get(POLICY_PARAM)
-        tokens = self._scheduler.match(request.request_id, list(request.prompt_token_ids or []), num_computed_tokens,
-                                       policy=policy)
+        tokens = self._scheduler.match(request.request_id, prompt_of(request), num_computed_tokens, policy=policy,
+                                       keys=lambda: request_keys(request, self.block_tokens))
         return tokens, False  # loaded during the step's forward, layer by layer
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
         self._scheduler.allocated(request.request_id, list(blocks.get_block_ids()[0]), num_external_tokens)
 
     def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata:
-        new = [(r.req_id, list(r.prompt_token_ids or []), list(r.block_ids[0]), r.num_computed_tokens)
+        # prompt None: each new request is saved under the hashes it was matched with (its salt is not in r)
+        new = [(r.req_id, None, list(r.block_ids[0]), r.num_computed_tokens)
                for r in scheduler_output.scheduled_new_reqs]
         cached = scheduler_output.scheduled_cached_reqs
         running = [(req_id, list(cached.new_block_ids[i][0]) if cached.new_block_ids[i] else None,

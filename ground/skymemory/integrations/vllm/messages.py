@@ -18,6 +18,7 @@ class LoadPlan:
     req_id: str
     records: list[BlockRecord]  # the cached blocks to fetch, in prefix order
     block_ids: list[int]  # the engine's pages they go into, one per record
+    tenant: str | None = None  # the request's cache salt: its blocks are sealed under that tenant's key
 
 
 @dataclass
@@ -27,6 +28,7 @@ class SavePlan:
     block_hash: bytes
     parent: bytes  # the previous block's hash, or the chain's root
     position: int  # the block's place in its prompt
+    tenant: str | None = None  # the request's cache salt: the block is sealed under that tenant's key
 
 
 @dataclass

@@ -15,6 +15,13 @@ cache already holds (num_computed_tokens) is not loaded again.
 Saves: a prompt block is saved in the step that completes it (the worker
 copies its pages after the forward), unless the index already has it or
 another request is saving it.
+
+Keys: a request's block hashes fold in what vLLM's own prefix cache keys it
+by (the cache salt, the LoRA adapter, media, prompt embeddings: kv.extra_keys).
+They are taken once, when the request is first matched, and its saves use
+those same hashes; a request whose keys cannot be formed is neither loaded
+nor stored, and neither is one the scheduler never matched (its keys are
+unknown).
 """
 
 from __future__ import annotations
@@ -23,10 +30,12 @@ import logging
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from skymemory.kv.blocks import chain_hashes, split_blocks
 from skymemory.kv.costmodel import FREE_REBUILD, RebuildModel
+from skymemory.kv.extra_keys import RequestKeys, Unkeyable, say_once
 from skymemory.kv.policy import EngineRates, FetchPolicy, ForwardEstimate, LinkEstimate, check_policy
 from skymemory.kv.radix import RadixIndex
 from skymemory.store.contract import BlockRecord
@@ -43,7 +52,9 @@ POLICY_PARAM = "skymemory_policy"  # a request's own policy, in its kv_transfer_
 @dataclass
 class TrackedRequest:
     prompt: list[int]
-    hashes: list[bytes]  # of every full block of the prompt
+    hashes: list[bytes]  # of every full block of the prompt, with its extra keys (empty when unkeyed)
+    tenant: str | None = None  # the cache salt its blocks are keyed to (RequestKeys.tenant)
+    unkeyed: str | None = None  # why its blocks cannot be named: nothing is loaded or stored for it
     cached: int = 0  # leading blocks the index had when the request was matched (not saved again)
     local: int = 0  # leading blocks the engine's own cache had
     to_load: list[BlockRecord] = field(default_factory=list)  # the blocks after those that were decided fetched
@@ -69,16 +80,33 @@ class SchedulerSide:
         self.decisions: dict[str, str] = {}  # request id -> what was decided for it ("fetch 8/8 (...)")
 
     # ---- matching ------------------------------------------------------------------------------
-    def _tracked(self, req_id: str, prompt: list[int]) -> TrackedRequest:
+    def _tracked(self, req_id: str, prompt: list[int],
+                 keys: RequestKeys | Callable[[], RequestKeys] | None) -> TrackedRequest:
+        """The request's hashes, taken once (a request is matched again each time the engine tries it)."""
         tracked = self._requests.get(req_id)
         if tracked is None or tracked.prompt != prompt:
-            hashes = chain_hashes(self.root, split_blocks(prompt, self.block_tokens))
-            tracked = self._requests[req_id] = TrackedRequest(list(prompt), hashes)
+            blocks = split_blocks(prompt, self.block_tokens)
+            try:
+                keys = (keys() if callable(keys) else keys) or RequestKeys()
+                hashes = chain_hashes(self.root, blocks, keys.per_block(len(blocks), self.block_tokens))
+                tracked = TrackedRequest(list(prompt), hashes, tenant=keys.tenant)
+            except Unkeyable as exc:
+                say_once(exc, "a request with ")
+                tracked = TrackedRequest(list(prompt), [], unkeyed=str(exc))
+            self._requests[req_id] = tracked
         return tracked
 
-    def match(self, req_id: str, prompt: list[int], computed_tokens: int, policy: str | None = None) -> int:
-        """Tokens past `computed_tokens` to load for this request: whole cached blocks worth fetching."""
-        tracked = self._tracked(req_id, prompt)
+    def match(self, req_id: str, prompt: list[int], computed_tokens: int, policy: str | None = None,
+              keys: RequestKeys | Callable[[], RequestKeys] | None = None) -> int:
+        """Tokens past `computed_tokens` to load for this request: whole cached blocks worth fetching.
+
+        keys: what its blocks are keyed by besides their tokens (None: nothing), or a function that says it
+        (called once per request; it may raise Unkeyable: then the request is neither loaded nor stored).
+        """
+        tracked = self._tracked(req_id, prompt, keys)
+        if tracked.unkeyed:
+            tracked.to_load = []
+            return 0
         usable = max(0, (len(prompt) - 1) // self.block_tokens)
         try:
             entries = self.index.longest_prefix(self.root, tracked.hashes[:usable])
@@ -133,21 +161,26 @@ class SchedulerSide:
             raise RuntimeError(f"request {req_id}: the engine loads {count} blocks, {len(tracked.to_load)} were "
                                "matched")
         pages = block_ids[tracked.local:tracked.local + count]
-        self._loads.append(LoadPlan(req_id, list(tracked.to_load), list(pages)))
+        self._loads.append(LoadPlan(req_id, list(tracked.to_load), list(pages), tracked.tenant))
 
     # ---- each step ------------------------------------------------------------------------------
-    def step(self, new: list[tuple[str, list[int], list[int], int]],
+    def step(self, new: list[tuple[str, list[int] | None, list[int], int]],
              running: list[tuple[str, list[int] | None, bool, int]], scheduled: dict[str, int]) -> StepPlan:
         """The plan of one engine step.
 
-        new:       (request id, prompt, its pages, tokens computed before this step) of newly scheduled requests
+        new:       (request id, prompt (None: as matched), its pages, tokens computed before this step) of newly
+                   scheduled requests; one that was not matched with this prompt has no saves (its keys are unknown)
         running:   (request id, pages added (None: none), resumed (its pages are given anew), tokens computed)
         scheduled: tokens each request computes in this step
         """
         plan = StepPlan(loads=self._loads)
         self._loads = []
         for req_id, prompt, block_ids, computed in new:
-            tracked = self._tracked(req_id, prompt)
+            tracked = self._requests.get(req_id)
+            if tracked is None or (prompt is not None and tracked.prompt != list(prompt)):
+                say_once(Unkeyable("a request scheduled without being matched",
+                                   "its cache salt and adapter are unknown here"))
+                continue
             tracked.block_ids = list(block_ids)
             plan.saves += self._saves(req_id, tracked, computed + scheduled.get(req_id, 0))
         for req_id, added, resumed, computed in running:
@@ -171,7 +204,7 @@ class SchedulerSide:
         """The prompt blocks this step completes that no one has cached or is caching."""
         full = min(computed_after, len(tracked.prompt)) // self.block_tokens
         first = max(tracked.next_save, tracked.cached)
-        if full <= first:
+        if full <= first or tracked.unkeyed:
             return []
         tracked.next_save = full
         try:
@@ -191,13 +224,16 @@ class SchedulerSide:
                 continue
             self._saving[block_hash] = now
             parent = self.root if position == 0 else tracked.hashes[position - 1]
-            saves.append(SavePlan(req_id, tracked.block_ids[position], block_hash, parent, position))
+            saves.append(SavePlan(req_id, tracked.block_ids[position], block_hash, parent, position, tracked.tenant))
         return saves
 
     def finished(self, req_id: str) -> dict | None:
-        """Forget the request; what it should be told of its cached prefix (None: nothing was cached)."""
+        """Forget the request; what it should be told of its cached prefix (None: nothing was cached), or why it
+        could not be cached (its keys could not be formed)."""
         tracked = self._requests.pop(req_id, None)
         decision = self.decisions.pop(req_id, None)
+        if tracked is not None and tracked.unkeyed:
+            return {"decision": f"not cached: {tracked.unkeyed}", "cached_blocks": 0, "fetched_blocks": 0}
         if tracked is None or decision is None:
             return None
         return {"decision": decision, "cached_blocks": tracked.cached, "fetched_blocks": len(tracked.to_load)}

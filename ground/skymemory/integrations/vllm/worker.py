@@ -1,8 +1,10 @@
 """The connector's worker side: cached blocks into the engine's pages layer by layer, new blocks out in the background.
 
-Loads: all of a step's blocks are fetched by one PrefixStream (kv.streaming:
-the C fast path writes the chunks into one landing buffer, asked layer-first
-across blocks, each chunk's CRC checked in C). `wait_layer(l)`, called by the
+Loads: all of a step's blocks of one tenant (a cache salt) are fetched by one
+PrefixStream (kv.streaming: the C fast path writes the chunks into one landing
+buffer, asked layer-first across blocks, each chunk's CRC checked and its seal
+opened in C under that tenant's key); saves are sealed under the request's
+tenant's key too. `wait_layer(l)`, called by the
 engine just before layer l's attention, waits for layer l of every block only,
 converts it to the cache's dtype and writes it into the pages the scheduler
 chose (kv.paged). A load that fails (a block missing, a satellite down, a CRC,
@@ -53,10 +55,17 @@ SHUTDOWN_SAVE_WAIT_S = 60.0
 ENGINE_FAULTS = ("not-waited",)  # load failures that say nothing of the blocks themselves
 
 
+# open_store's stores seal what they store unless the connector's "seal" is false (ConnectorConfig.seal), and
+# KVCManager names a sealed store's blocks in the sealed layout: the connector's roots and index entries name them
+# alike from the same setting (kv.codec). The default, for code that names blocks without a connector's config.
+SEALED = ConnectorConfig.seal
+
+
 def open_store(config: ConnectorConfig, manifest: Manifest, station_id: int) -> ConstellationBlockStore:
-    """A store on the constellation of `manifest`, placing a block on the satellites nearest when it is set."""
+    """A store on the constellation of `manifest`, placing a block on the satellites nearest when it is set,
+    sealing what it stores unless `config.seal` is false."""
     return ConstellationBlockStore.nearest_from_manifest(
-        manifest, config.servers, route=config.route, client_options={"station_id": station_id},
+        manifest, config.servers, route=config.route, seal=config.seal, client_options={"station_id": station_id},
         request_timeout_s=config.load_timeout_s)
 
 
@@ -114,9 +123,12 @@ class BlockSaver:
     def _store(self, job: SaveJob) -> None:
         payloads = [codec.encode_block([(kv[i, 0], kv[i, 1]) for kv in job.layers], self.kv_format)
                     for i in range(len(job.plans))]
-        records = self.store.put_blocks([(plan.block_hash, payload) for plan, payload in zip(job.plans, payloads)])
-        self.index.insert_entries(IndexEntry(plan.block_hash, plan.parent, record, {**self.meta, "position": plan.position})
-                                  for plan, record in zip(job.plans, records))
+        for tenant in dict.fromkeys(plan.tenant for plan in job.plans):  # one put per tenant: its own key
+            mine = [(plan, payload) for plan, payload in zip(job.plans, payloads) if plan.tenant == tenant]
+            records = self.store.for_tenant(tenant).put_blocks([(plan.block_hash, payload) for plan, payload in mine])
+            self.index.insert_entries(IndexEntry(plan.block_hash, plan.parent, record,
+                                                 {**self.meta, "position": plan.position})
+                                      for (plan, _), record in zip(mine, records))
 
     def close(self, timeout_s: float = SHUTDOWN_SAVE_WAIT_S) -> None:
         """Store what is queued (up to `timeout_s`), then stop."""
@@ -141,7 +153,7 @@ class WorkerSide:
         self.caches: list[torch.Tensor] = []
         self.layout: PagedLayout | None = None
         self.landing: LandingBuffers | None = None
-        self._load: ActiveLoad | None = None
+        self._loads: list[ActiveLoad] = []  # this step's, one per tenant (each sealed under its own key)
         self._errors: set[int] = set()
         self._report = WorkerReport()
         self._step_started = time.perf_counter()
@@ -158,38 +170,41 @@ class WorkerSide:
         self._step_started = time.perf_counter()
 
     def start_loads(self, plans: list[LoadPlan]) -> None:
-        if not plans:
-            return
-        records = [r for plan in plans for r in plan.records]
-        pages = torch.tensor([b for plan in plans for b in plan.block_ids], dtype=torch.int64)
-        try:
-            stream = PrefixStream(self.load_store, records, self.geometry, self.config.kv_format,
-                                  dtype=self.caches[0].dtype, device="cpu", landing=self.landing,
-                                  deadline_s=self.config.load_timeout_s).start()
-        except (StreamFailed, ValueError) as exc:
-            self._fail_pages(plans, pages, f"{type(exc).__name__}: {exc}")
-            return
-        self._load = ActiveLoad(plans, stream, pages)
+        """One stream per tenant among the step's loads (a stream opens what it lands under one tenant's key)."""
+        for tenant in dict.fromkeys(plan.tenant for plan in plans):
+            mine = [plan for plan in plans if plan.tenant == tenant]
+            records = [r for plan in mine for r in plan.records]
+            pages = torch.tensor([b for plan in mine for b in plan.block_ids], dtype=torch.int64)
+            try:
+                stream = PrefixStream(self.load_store.for_tenant(tenant), records, self.geometry,
+                                      self.config.kv_format, dtype=self.caches[0].dtype, device="cpu",
+                                      landing=self.landing, deadline_s=self.config.load_timeout_s).start()
+            except (StreamFailed, ValueError) as exc:
+                self._fail_pages(mine, pages, f"{type(exc).__name__}: {exc}")
+                continue
+            self._loads.append(ActiveLoad(mine, stream, pages))
 
     def wait_layer(self, layer: int) -> None:
         """Layer `layer` of this step's loads into their pages (the engine is about to run its attention)."""
-        load = self._load
-        if load is None or load.failure is not None:
-            return
-        try:
-            kv = load.stream.layer_blocks(layer)
-        except StreamFailed as exc:
-            self._fail(load, exc)
-            return
-        started = time.perf_counter()
-        self.layout.write(self.caches[layer], load.pages, kv)
-        load.write_s += time.perf_counter() - started
-        load.written.add(layer)
+        for load in self._loads:
+            if load.failure is not None:
+                continue
+            try:
+                kv = load.stream.layer_blocks(layer)
+            except StreamFailed as exc:
+                self._fail(load, exc)
+                continue
+            started = time.perf_counter()
+            self.layout.write(self.caches[layer], load.pages, kv)
+            load.write_s += time.perf_counter() - started
+            load.written.add(layer)
 
     def _fail(self, load: ActiveLoad, exc: StreamFailed) -> None:
         load.failure = f"{exc.reason}: {exc}"
         load.stream.close()
         self._fail_pages(load.plans, load.pages, load.failure)
+        if exc.reason == "seal" and exc.satellites:  # the ground host's seal-failure ledger, as KVCManager notes it
+            self.index.note_seal_failures({sat: 1 for sat in exc.satellites})  # best effort: never raises
         if exc.reason not in ENGINE_FAULTS:  # as KVCManager does: a block that failed once is not claimed again
             for block_hash in self._lost_blocks(load, str(exc)):
                 try:
@@ -220,8 +235,10 @@ class WorkerSide:
 
     # ---- end of a step: loads checked, timings, saves --------------------------------------------
     def end_step(self, plan: StepPlan) -> None:
-        load, self._load = self._load, None
-        if load is not None and load.failure is None:
+        loads, self._loads = self._loads, []
+        for load in loads:
+            if load.failure is not None:
+                continue
             missing = sorted(set(range(self.geometry.layers)) - load.written)
             if missing:  # the forward read these layers' pages before their KV was in
                 self._fail(load, StreamFailed("not-waited", f"layers {missing} were not waited for"))
