@@ -174,6 +174,19 @@ def test_index_follower_follows_what_the_radix_index_commits(tmp_path):
     assert blocks.index_directory(tmp_path / "kv-index.json") == tmp_path
 
 
+def test_index_follower_follows_the_seal_failure_ledger(tmp_path):
+    follower = blocks.IndexFollower(tmp_path)
+    follower.poll()
+    assert follower.seal_failures == {}
+    index = RadixIndex(tmp_path)  # a KV load in another process noted a block that did not open
+    assert follower.poll() and follower.seal_failures == {}
+    index.note_seal_failures({(1, 2): 1})
+    assert follower.poll() and {s: n for s, (n, _) in follower.seal_failures.items()} == {(1, 2): 1}
+    assert not follower.poll()
+    index.note_seal_failures({(1, 2): 1, (0, 0): 1})
+    assert follower.poll() and {s: n for s, (n, _) in follower.seal_failures.items()} == {(1, 2): 2, (0, 0): 1}
+
+
 # ---- the benchmark's event file --------------------------------------------------------------------
 
 
@@ -342,6 +355,34 @@ def test_status_says_live_then_silent_then_stopped_and_the_index_is_named_as_the
             await d.stop()
 
     asyncio.run(main())
+
+
+def test_snapshot_shows_each_satellites_seal_failures_on_its_cell_and_in_the_kv_panel(tmp_path):
+    index_dir = tmp_path / "index"
+    index = RadixIndex(index_dir)
+    index.note_seal_failures({(0, 1): 2})
+
+    async def main():
+        with FakeSatellite(0, 0) as a, FakeSatellite(0, 1) as b:
+            d = Dashboard(manifest=fake_manifest([a, b], tmp_path / "manifest.json"), kv_index=index_dir,
+                          poll_period_s=0.05)
+            await d.start(0)
+            try:
+                await until(lambda: d.snapshot()["kv"]["seal_failures"] != [])
+                first = d.snapshot()
+                index.note_seal_failures({(0, 1): 1, (0, 0): 1})  # another process, later
+                await until(lambda: len(d.snapshot()["kv"]["seal_failures"]) == 2)
+                return first, json.loads(json.dumps(d.snapshot()))  # as the page gets it
+            finally:
+                await d.stop()
+
+    first, later = asyncio.run(main())
+    assert {(c["plane"], c["sat"]): c["seal_failures"] for c in first["fleet"]["cells"]} == {(0, 0): 0, (0, 1): 2}
+    assert [(f["plane"], f["sat"], f["count"]) for f in first["kv"]["seal_failures"]] == [(0, 1, 2)]
+    assert {(c["plane"], c["sat"]): c["seal_failures"] for c in later["fleet"]["cells"]} == {(0, 0): 1, (0, 1): 3}
+    # the most first, each with the Unix time of its last
+    assert [(f["plane"], f["sat"], f["count"]) for f in later["kv"]["seal_failures"]] == [(0, 1, 3), (0, 0, 1)]
+    assert all(abs(f["last_unix"] - time.time()) < 600 for f in later["kv"]["seal_failures"])
 
 
 def test_a_benchmarks_own_index_is_not_named_by_its_temporary_folder(tmp_path):

@@ -3,7 +3,9 @@
 * `IndexFollower` follows the ground's KV index (`skymemory.kv.radix.RadixIndex`,
   one SQLite file that KVCManager keeps in ~/.cache/skymemory/index/ unless
   told otherwise): it asks the database whether anyone committed since it
-  last looked and only then reads the count and the newest blocks. A missing
+  last looked and only then reads the count, the newest blocks and the
+  seal-failure ledger (per satellite: KV blocks it served that did not open
+  under the ground's key, noted by every process of the host). A missing
   or damaged index is an empty one with a reason, never an error. Its
   messages name the index as the user chose it (`label`), never a folder a
   benchmark made for itself in /tmp.
@@ -64,6 +66,7 @@ class IndexFollower:
         self.path = self.directory / radix.FILE_NAME
         self.blocks: list[IndexedBlock] = []  # the newest NEWEST_SHOWN, newest first
         self.count = 0
+        self.seal_failures: dict[Sat, tuple[int, float]] = {}  # (plane, sat) -> (blocks, Unix time of the last)
         self.problem: str | None = None  # why the index is empty, when it is not simply empty
         self._index: radix.RadixIndex | None = None
         self._seen: int | None = None
@@ -73,8 +76,8 @@ class IndexFollower:
         try:
             if self._index is None:
                 if not (self.path.exists() or (self.directory / radix.JSON_FILE_NAME).exists()):
-                    changed = self.problem is None or self.blocks != []
-                    self.blocks, self.count = [], 0
+                    changed = self.problem is None or self.blocks != [] or self.seal_failures != {}
+                    self.blocks, self.count, self.seal_failures = [], 0, {}
                     self.problem = (f"no ground index {self.label} (a KVCManager's index_dir holds one; "
                                     "--kv-index PATH)" if self.label else
                                     "no ground index beside the benchmark's constellation yet (it makes one as it "
@@ -86,9 +89,11 @@ class IndexFollower:
                 return False
             self.count = len(self._index)
             self.blocks = [_shown(e) for e in self._index.newest(NEWEST_SHOWN)]
+            self.seal_failures = self._index.seal_failures()
             self._seen, self.problem = seen, None
         except sqlite3.Error as exc:
             self.blocks, self.count, self.problem = [], 0, f"unreadable ground index {self.label or 'of the benchmark'}: {exc}"
+            self.seal_failures = {}
             self.close()
         return True
 

@@ -12,7 +12,8 @@ second server process, no build step for the page.
   file changes: a relaunch); each one gets a fresh `Fleet` and `StatsPoller`;
 * `sky.sky_view`: overhead satellite, LOS box, next step, leaving column;
 * `blocks.IndexFollower`: the ground KV index (`--kv-index`, default the
-  index beside the manifest); for the block a page selected, its
+  index beside the manifest) and its seal-failure ledger (each satellite's
+  cell says `seal_failures`, the KV panel lists the satellites with any); for the block a page selected, its
   holders and the +GRID routes of a get, and once a second a PROBE of each
   holder for the first chunk it should hold (confirmed or missing);
 * `bench_events.BenchEvents`: the TTFT panel and the cache hits and misses.
@@ -243,6 +244,9 @@ class Dashboard:
                            "time_scale": m.time_scale, "link": m.link}
         out["sky"] = sky.sky_view(c, self.strategy, min(servers, m.planes * m.sats))
         out["fleet"] = self.fleet.snapshot(now)
+        ledger = self.index.seal_failures if self.index is not None else {}
+        for cell in out["fleet"]["cells"]:  # the ground's count, so known of a satellite that is down too
+            cell["seal_failures"] = ledger.get((cell["plane"], cell["sat"]), (0, 0.0))[0]
         out["status"] = self._status(out["fleet"]["cells"])
         out["kv"] = self._kv(c, selected)
         return out
@@ -262,9 +266,13 @@ class Dashboard:
     def _kv(self, c, selected: str | None) -> dict:
         index = self.index
         kv = {"index": index.label if index else None, "problem": index.problem if index else None,
-              "count": index.count if index else 0, "blocks": [], "selected": None}
+              "count": index.count if index else 0, "blocks": [], "selected": None, "seal_failures": []}
         if index is None:
             return kv
+        # satellites whose KV blocks did not open under the ground's key, the most first
+        kv["seal_failures"] = [{"plane": p, "sat": s, "count": n, "last_unix": t}
+                               for (p, s), (n, t) in sorted(index.seal_failures.items(),
+                                                            key=lambda item: (-item[1][0], item[0]))]
         for b in index.blocks[:BLOCKS_SHOWN]:
             kv["blocks"].append({"hash": b.block_hash, "chunks": b.record.chunk_count, "bytes": b.record.n_bytes,
                                  "strategy": b.record.strategy, "servers": b.record.n_servers,

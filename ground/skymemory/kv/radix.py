@@ -35,6 +35,17 @@ prefix anyway).
 An older index (`kv-index.json`, the whole index rewritten after every change)
 in the same folder is imported once, then left as it was. `RadixIndex()`
 with no folder keeps the index in this process's memory.
+
+The seal-failure ledger: beside the blocks, table `seal_failures` counts, per
+satellite, the KV blocks whose chunks it served came intact and did not open
+under the ground's key (skymemory.protocol.seal: altered on the satellite, or
+another block's), with the Unix time of the last one. Every process that
+loads KV through this index notes its failures there (`note_seal_failures`,
+best effort: a failure to note is logged, never raised into a request), so
+`skymemory status` and the dashboard show one count per ground host
+(`seal_failures`, or `seal_failures_in(folder)`, which creates nothing). The
+table was added without a new schema version (older skymemory ignores it and
+shares the file as before): a file made before it gets it at its first note.
 """
 
 from __future__ import annotations
@@ -47,7 +58,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,9 +94,25 @@ CREATE TABLE IF NOT EXISTS blocks (
 CREATE INDEX IF NOT EXISTS blocks_by_parent ON blocks(parent);
 CREATE TABLE IF NOT EXISTS properties (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+_LEDGER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS seal_failures (  -- per satellite: KV blocks it served whose chunks did not open
+    plane     INTEGER NOT NULL,
+    sat       INTEGER NOT NULL,
+    count     INTEGER NOT NULL,
+    last_unix REAL NOT NULL,        -- wall clock (Unix seconds) of the last one
+    PRIMARY KEY (plane, sat)
+);
+"""
+_SCHEMA += _LEDGER_SCHEMA  # a new file has it; a file made before it gets it at its first note
 _COLUMNS = ("hash, parent, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, centre_plane, "
             "centre_sat, kv_format, layout, tokens, position, last_used_ms")
 _INSERT = f"INSERT OR REPLACE INTO blocks ({_COLUMNS}) VALUES ({', '.join('?' * 15)})"
+_NOTE_SEAL_FAILURES = """
+INSERT INTO seal_failures (plane, sat, count, last_unix) VALUES (?, ?, ?, ?)
+ON CONFLICT (plane, sat) DO UPDATE SET count = count + excluded.count, last_unix = max(last_unix, excluded.last_unix)
+"""
+_READ_SEAL_FAILURES = "SELECT plane, sat, count, last_unix FROM seal_failures ORDER BY plane, sat"
+_HAS_LEDGER = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'seal_failures'"
 _REMOVE = """
 WITH RECURSIVE doomed(hash) AS (
     SELECT hash FROM blocks WHERE hash = ?
@@ -93,6 +120,15 @@ WITH RECURSIVE doomed(hash) AS (
     SELECT blocks.hash FROM blocks JOIN doomed ON blocks.parent = doomed.hash)
 DELETE FROM blocks WHERE hash IN (SELECT hash FROM doomed)
 """
+
+
+Sat = tuple[int, int]
+
+
+def default_directory() -> Path:
+    """The folder of the index KVCManager keeps unless told otherwise: $SKYMEMORY_CACHE/index (kv.models.cache_dir()
+    / "index", said here too so that a command without torch finds it)."""
+    return Path(os.environ.get("SKYMEMORY_CACHE") or Path.home() / ".cache" / "skymemory") / "index"
 
 
 class IndexVersionError(RuntimeError):
@@ -277,6 +313,11 @@ class RadixIndex:
         with self._reading() as conn:
             return conn.execute("PRAGMA data_version").fetchone()[0]
 
+    def seal_failures(self) -> dict[Sat, tuple[int, float]]:
+        """The seal-failure ledger: (plane, sat) -> (KV blocks it served that did not open, Unix time of the last)."""
+        with self._reading() as conn:
+            return _ledger(conn)
+
     # ------------------------------------------------------------------ updates
 
     def insert(self, parent: bytes, record: BlockRecord, meta: dict | None = None) -> None:
@@ -319,6 +360,24 @@ class RadixIndex:
         with self._writing() as conn:
             conn.execute("DELETE FROM blocks")
 
+    def note_seal_failures(self, counts: Mapping[Sat, int]) -> bool:
+        """Add `counts` ((plane, sat) -> KV blocks of that satellite that did not open) to the ledger, now, in one
+        transaction. Best effort, as it is noted in a request: a failure (the file read-only, locked past
+        busy_timeout_s, ...) is logged and returns False, never raised."""
+        try:
+            now = time.time()
+            rows = [(int(p), int(s), int(n), now) for (p, s), n in counts.items() if int(n) > 0]
+            if not rows:
+                return True
+            with self._writing() as conn:
+                conn.execute(_LEDGER_SCHEMA)  # a file made before the ledger; nothing to do on any other
+                conn.executemany(_NOTE_SEAL_FAILURES, rows)
+            return True
+        except Exception as exc:  # noqa: BLE001 - the ledger is telemetry: the request goes on without it
+            log.warning("noting seal failures %s in the KV index %s failed: %r", dict(counts),
+                        self.path or "in memory", exc)
+            return False
+
     # ------------------------------------------------------------------ the JSON index, once
 
     def _import_json_once(self) -> None:
@@ -339,6 +398,35 @@ class RadixIndex:
                          (json.dumps({"at_ms": _now_ms(), "outcome": outcome}),))
         log.warning("note: imported %s from %s into %s; the JSON file is left as it was and no longer read",
                     outcome, source, self.path.name)
+
+
+def _ledger(conn: sqlite3.Connection) -> dict[Sat, tuple[int, float]]:
+    if conn.execute(_HAS_LEDGER).fetchone() is None:  # a file made before the ledger, never noted in since
+        return {}
+    return {(plane, sat): (count, last_unix) for plane, sat, count, last_unix in conn.execute(_READ_SEAL_FAILURES)}
+
+
+def seal_failures_in(directory: str | os.PathLike | None = None) -> dict[Sat, tuple[int, float]]:
+    """The seal-failure ledger of the index in `directory` (default: default_directory(); its kv-index.sqlite may be
+    named instead), read-only: nothing is created, moved or migrated there. {} when there is no index; one that
+    cannot be read is logged and {} (a status display, not a request, asks this)."""
+    path = Path(directory) if directory is not None else default_directory()
+    if path.name != FILE_NAME:
+        path = path / FILE_NAME
+    if not path.is_file():
+        return {}
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=DEFAULT_BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        log.warning("cannot read the seal failures of the KV index %s: %s", path, exc)
+        return {}
+    try:
+        return _ledger(conn)
+    except sqlite3.Error as exc:
+        log.warning("cannot read the seal failures of the KV index %s: %s", path, exc)
+        return {}
+    finally:
+        conn.close()
 
 
 def _json_index_rows(path: Path) -> list[tuple]:

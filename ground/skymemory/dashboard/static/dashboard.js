@@ -151,6 +151,19 @@ function renderGrid(snap) {
     }
     el.querySelector(".rates").textContent = c.state === "down" ? `DOWN · silent ${c.age_s.toFixed(1)} s`
       : c.state === "waiting" ? "waiting for STATS" : `${rate(c.req_rate)} req/s · ${rate(c.err_rate)} err/s`;
+    // the ground's seal-failure ledger: KV blocks this satellite served that did not open (altered, or not theirs)
+    let seal = el.querySelector(".seal");
+    if (c.seal_failures > 0 && !seal) {
+      seal = document.createElement("span");
+      seal.className = "seal";
+      el.appendChild(seal);
+    } else if (!(c.seal_failures > 0) && seal) {
+      seal.remove();
+    }
+    if (c.seal_failures > 0) {
+      seal.textContent = `seal ✗ ${c.seal_failures}`;
+      seal.title = `${c.seal_failures} KV blocks from ${c.plane}·${c.sat} did not open under the ground's key`;
+    }
     let badge = el.querySelector(".badge");
     const holder = holders.get(k);
     if (holder && !badge) {
@@ -240,6 +253,13 @@ function renderKV(kv, bench) {
     const o = bench.outcomes;
     summary.push(`benchmark gets: <span class="good">hits ${o.hit}</span> · partial ${o.partial} · ` +
       `<span class="bad">misses ${o.miss}</span>`);
+  }
+  const sealed = (kv && kv.seal_failures) || [];
+  if (sealed.length) {
+    const ago = (t) => Math.max(0, Date.now() / 1000 - t);
+    summary.push(`<span class="bad">seal failures</span> (KV blocks that did not open): ` + sealed.map((f) =>
+      `<b>${f.plane}·${f.sat}</b> ×${f.count} <span class="dim">(last ${ago(f.last_unix).toFixed(0)} s ago)</span>`)
+      .join(" · "));
   }
   $("kv-summary").innerHTML = summary.join("<br>");
   renderBlockList((kv && kv.blocks) || []);
