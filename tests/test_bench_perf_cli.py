@@ -57,7 +57,8 @@ def test_defaults():
 
 def test_rounds_merge_into_one_row_per_measurement_over_all_runs():
     def row(auth, times, packets, retx):
-        return transfer._row("none", auth, "auto", 6144, "16MB", "get", "C only", 16_000_000, times, packets, retx, 1)
+        return transfer._row("none", auth, "on", "auto", 6144, "16MB", "get", "C only", 16_000_000, times, packets,
+                             retx, 1)
     rounds = [row("on", [0.02, 0.04], 100, 1), row("off", [0.01], 90, 0), row("on", [0.03], 120, 2)]
     merged = transfer.merge_rounds(rounds)
     assert [r["auth"] for r in merged] == ["on", "off"]
@@ -65,6 +66,19 @@ def test_rounds_merge_into_one_row_per_measurement_over_all_runs():
     assert on["runs"] == 3 and on["median_s"] == 0.03 and on["retransmits"] == 3
     assert on["goodput_MBps"] == pytest.approx(16 / 0.03) and on["packets_per_s"] == pytest.approx(110 / 0.03)
     assert merged[1] == rounds[1]  # measured once: as it was
+
+
+def test_seal_costs_pair_each_sealed_measurement_with_the_same_one_in_the_clear():
+    def row(seal, seconds):
+        return transfer._row("laser", "on", seal, "auto", 6144, "16MB", "get", "python+C", 16_000_000, [seconds], 10, 0,
+                             1)
+    table = transfer.seal_cost([row("on", 0.2), row("off", 0.16)])
+    assert table.splitlines()[-1].endswith("| 100.0 | 80.0 | 80.0 % |")
+    assert "openssl" not in table and transfer.seal_cost([row("on", 0.2)]) == ""
+    assert parser().parse_args(["transfer"]).seal == ["on"]
+    assert parser().parse_args(["transfer", "--seal", "on,off"]).seal == ["on", "off"]
+    with pytest.raises(SystemExit):
+        parser().parse_args(["transfer", "--seal", "maybe"])
 
 
 def test_one_fit_length_is_refused_before_any_work(tmp_path):

@@ -75,7 +75,7 @@ def test_relayed_block_is_byte_exact_and_rows_carry_route(node_path, tmp_path):
         manifest = Manifest.load(path)
         overhead = manifest.constellation().overhead()
         servers = [s for s in manifest.constellation().nearest(9) if s != overhead][:4]  # 1-2 ISL hops away
-        block = os.urandom(200_000)  # 33 chunks of 6,144 bytes
+        block = os.urandom(200_000)  # 33 chunks of 6,144 bytes on the wire (6,112 of content each: sealed)
         before = _stats(manifest, overhead)
         with ConstellationBlockStore.from_manifest(manifest, servers, chunk_bytes=6144,
                                                    via=via_for_route("relay", manifest)) as store:
@@ -89,15 +89,16 @@ def test_relayed_block_is_byte_exact_and_rows_carry_route(node_path, tmp_path):
     # the benchmark's rows: one per route, each with its route, on its own small constellation
     args = transfer_parser().parse_args(["transfer", "--profiles", "none", "--sizes-mb", "1", "--no-kv",
                                          "--chunk-sizes", "6144", "--servers", "4", "--planes", "3", "--sats", "3",
-                                         "--routes", "direct,relay", "--repeats", "1", "--auth", "on",
+                                         "--routes", "direct,relay", "--repeats", "1", "--auth", "on", "--seal", "on,off",
                                          "--no-c-ceiling", "--memory-budget-mb", "16",
                                          "--node", str(node_path), "--out", str(tmp_path / "out")])
     args.profiles = parse_profiles("none")
     assert args.func(args) == 0
     rows = json.loads((tmp_path / "out" / "transfer.json").read_text())
-    assert {r["route"] for r in rows} == {"direct", "relay"}
+    assert {r["route"] for r in rows} == {"direct", "relay"} and {r["seal"] for r in rows} == {"on", "off"}
     assert all(r["bytes"] == 1_000_000 for r in rows)
-    assert "| relay |" in (tmp_path / "out" / "transfer.md").read_text()
+    report = (tmp_path / "out" / "transfer.md").read_text()
+    assert "| relay |" in report and "sealed / unsealed" in report and "aes-128-gcm" in report
 
 
 def test_ttft_rows_carry_their_route():

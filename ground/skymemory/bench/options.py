@@ -58,6 +58,20 @@ def route_list(text: str) -> tuple[str, ...]:
     return routes
 
 
+def seal_list(text: str) -> tuple[str, ...]:
+    """'on', 'off' or 'on,off' (either order: the first is measured first in even rounds) -> a tuple of them."""
+    values = tuple(v.strip() for v in text.split(","))
+    if not all(v in ("on", "off") for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"want on, off or on,off, got {text!r}")
+    return values
+
+
+def add_seal_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--seal", type=seal_list, default=("on",), metavar="on|off|on,off",
+                        help="on (the default: content sealed, AES-128-GCM per chunk under the ground's key, as "
+                             "every store seals it), off (in the clear, only to compare) or on,off: " + what)
+
+
 def profile_list(text: str):
     try:
         return tuple(parse_profiles(text))

@@ -34,6 +34,13 @@ table gives each row's goodput with authentication as a share of the goodput
 without. `--rounds N` measures every case N times, alternating between the two
 (on, off, off, on, ...) so that a shared machine's drifting load hits both alike,
 and reports the median over all rounds' runs.
+
+`--seal on,off` measures each case with content sealed (the default and what every store does:
+every chunk AES-128-GCM under the ground's key, sealed and opened in C, skymemory.protocol.seal)
+and in the clear, on the same constellation, alternating by round like --auth; the closing
+table gives sealed goodput as a share of unsealed, and the run prints `openssl speed -evp
+aes-128-gcm` on this CPU (one core) as the ceiling sealing cannot beat. The C-only ceiling
+(bench_transfer) moves unsealed chunks: it is measured with sealing off only.
 """
 
 from __future__ import annotations
@@ -84,10 +91,10 @@ def bench_binary(explicit: str | None) -> Path | None:
 PLACEMENTS = ("nearest", "rotation-hop")
 
 
-def _row(profile, auth, route, chunk, case, op, path, n_bytes, times, packets, retransmits, window) -> dict:
+def _row(profile, auth, seal, route, chunk, case, op, path, n_bytes, times, packets, retransmits, window) -> dict:
     med = statistics.median(times)
-    return {"profile": profile, "auth": auth, "route": route, "chunk_bytes": chunk, "case": case, "op": op,
-            "path": path,
+    return {"profile": profile, "auth": auth, "seal": seal, "route": route, "chunk_bytes": chunk, "case": case,
+            "op": op, "path": path,
             "bytes": n_bytes,
             "median_s": med, "min_s": min(times), "goodput_MBps": n_bytes / med / 1e6,
             "packets_per_s": packets / med if med > 0 else 0.0, "retransmits": retransmits, "runs": len(times),
@@ -111,14 +118,18 @@ def merge_rounds(rows: list[dict]) -> list[dict]:
 
 
 def measure_python(store, case: str, blocks: list[bytes], repeats: int) -> list[tuple]:
-    """Set then get `blocks` (one fast-path call for all sets; one for all gets)."""
+    """Set `blocks` `repeats` times (each a fresh store of the same blocks, over the last), then get them as often
+    (one fast-path call for all sets; one for all gets)."""
     hashes = [hashlib.sha256(b).digest() for b in blocks]
     total = sum(len(b) for b in blocks)
-    started = time.perf_counter()
-    records = store.put_blocks(list(zip(hashes, blocks)))
-    set_s = time.perf_counter() - started
+    set_times, set_retx = [], 0
+    for _ in range(repeats):
+        started = time.perf_counter()
+        records = store.put_blocks(list(zip(hashes, blocks)))
+        set_times.append(time.perf_counter() - started)
+        set_retx += store.last_transfer.retransmits
     t = store.last_transfer
-    results = [("set", total, [set_s], t.packets_rx + t.packets_tx, t.retransmits, t.window_bytes)]
+    results = [("set", total, set_times, t.packets_rx + t.packets_tx, set_retx, t.window_bytes)]
     buffers = [bytearray(len(b)) for b in blocks]
     for op, bufs in (("get", None), ("get-into", buffers)):  # fresh memory / preallocated buffers
         get_times, get_packets, get_retx = [], 0, 0
@@ -169,17 +180,19 @@ def pick_servers(manifest, n: int, how: str) -> list[tuple[int, int]]:
 
 
 def measure_route(manifest, servers, route: str, chunk: int, cases, repeats: int, binary: Path | None,
-                  tags: tuple[str, str], log=print) -> list[dict]:
+                  tags: tuple[str, str, str], log=print) -> list[dict]:
     """Every case over one route (store.routes) with one chunk size: the Python fast path, and the
-    C-only ceiling where the route goes up each server's own ground link (bench_transfer has no relay).
-    tags = (profile, auth)."""
+    C-only ceiling where the route goes up each server's own ground link (bench_transfer has no relay)
+    and content travels unsealed. tags = (profile, auth, seal)."""
+    from skymemory.protocol.seal import content_keys_for_manifest
     from skymemory.store.constellation import ConstellationBlockStore
 
     rows: list[dict] = []
     via = via_for_route(route, manifest)
+    keys = content_keys_for_manifest(manifest) if tags[2] == "on" else None
     with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
                                  mission_ms=manifest.constellation().mission_ms,
-                                 via=via, bind_host=manifest.ground_host,
+                                 via=via, bind_host=manifest.ground_host, content_keys=keys,
                                  client_options={"signer": signer_for_manifest(manifest)}) as store:
         for case, blocks in cases:
             windows = {}
@@ -187,7 +200,8 @@ def measure_route(manifest, servers, route: str, chunk: int, cases, repeats: int
                 rows.append(_row(*tags, route, chunk, case, op, "python+C", *measured))
                 windows[op] = measured[-1]
                 log(_line(rows[-1]))
-            if binary is not None and via is None:  # direct, or auto where every server has its ground link
+            if binary is not None and via is None and keys is None:  # direct (or auto where every server has
+                # its ground link), unsealed
                 for op, *measured in measure_c(binary, manifest, servers, len(blocks[0]), len(blocks), chunk,
                                                repeats, windows["set"], windows["get"]):
                     rows.append(_row(*tags, route, chunk, case, op, "C only", *measured))
@@ -231,12 +245,13 @@ def run(args, log=print) -> list[dict]:
                         f"({args.placement}; 0..{max(hops)} ISL hops from the overhead satellite {overhead})")
                     for chunk in args.chunk_sizes:
                         for route in args.routes:
-                            rows += measure_route(manifest, servers, route, chunk, cases, args.repeats, binary,
-                                                  (profile.name, auth), log)
+                            for seal in (args.seal if round_no % 2 == 0 else args.seal[::-1]):
+                                rows += measure_route(manifest, servers, route, chunk, cases, args.repeats, binary,
+                                                      (profile.name, auth, seal), log)
     return merge_rounds(rows)
 
 
-ROW_KEY = ("profile", "auth", "route", "chunk_bytes", "case", "op", "path")  # what one measurement is of
+ROW_KEY = ("profile", "auth", "seal", "route", "chunk_bytes", "case", "op", "path")  # what one measurement is of
 
 
 def _pairs(rows: list[dict], field: str, base: str, other: str):
@@ -271,19 +286,41 @@ def auth_cost(rows: list[dict]) -> str:
                    f"{r['goodput_MBps'] / o['goodput_MBps'] * 100:.1f} % |" for r, o in _pairs(rows, "auth", "off", "on")])
 
 
+def seal_cost(rows: list[dict]) -> str:
+    """Each measurement with content sealed beside the same one in the clear (same run): goodput sealed / not."""
+    return _table("| profile | auth | route | chunk B | case | op | unsealed MB/s | sealed MB/s | sealed / unsealed |",
+                  "| --- | --- | --- | ---: | --- | --- | ---: | ---: | ---: |",
+                  [f"| {r['profile']} | {r['auth']} | {r['route']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | "
+                   f"{o['goodput_MBps']:.1f} | {r['goodput_MBps']:.1f} | "
+                   f"{r['goodput_MBps'] / o['goodput_MBps'] * 100:.1f} % |" for r, o in _pairs(rows, "seal", "off", "on")])
+
+
+def openssl_speed(log=print) -> str:
+    """`openssl speed -evp aes-128-gcm` on one core: the ceiling sealing cannot beat (its last lines)."""
+    try:
+        r = subprocess.run(["openssl", "speed", "-seconds", "1", "-evp", "aes-128-gcm"], capture_output=True,
+                           text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(openssl speed could not run: {exc})"
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip()][-2:]
+    return "\n".join(lines) if r.returncode == 0 and lines else f"(openssl speed failed: {r.stderr.strip()[:200]})"
+
+
 def _line(r: dict) -> str:
-    return (f"  {r['profile']:6s} auth {r['auth']:3s} {r['route']:6s} chunk {r['chunk_bytes']:6d}  {r['case']:16s} {r['op']:8s} "
+    return (f"  {r['profile']:6s} auth {r['auth']:3s} seal {r['seal']:3s} {r['route']:6s} chunk {r['chunk_bytes']:6d}  "
+            f"{r['case']:16s} {r['op']:8s} "
             f"{r['path']:8s} "
             f"{r['goodput_MBps']:8.1f} MB/s  {r['packets_per_s']:9.0f} pkt/s  median {r['median_s'] * 1000:8.2f} ms"
             f"  retx {r['retransmits']}  window {r['window_bytes'] / 2**20:.1f} MiB")
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| profile | auth | route | chunk B | case | op | path | window MiB | goodput MB/s | packets/s | "
+    lines = ["| profile | auth | seal | route | chunk B | case | op | path | window MiB | goodput MB/s | packets/s | "
              "median ms | retransmits |",
-             "| --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+             "| --- | --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        lines.append(f"| {r['profile']} | {r['auth']} | {r['route']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | {r['path']} | "
+        lines.append(f"| {r['profile']} | {r['auth']} | {r['seal']} | {r['route']} | {r['chunk_bytes']} | {r['case']} | "
+                     f"{r['op']} | {r['path']} | "
                      f"{r.get('window_bytes', 0) / 2**20:.1f} | "
                      f"{r['goodput_MBps']:.1f} | {r['packets_per_s']:.0f} | {r['median_s'] * 1000:.2f} | "
                      f"{r['retransmits']} |")
@@ -309,7 +346,7 @@ def register(subparsers) -> None:
                         "route on the same constellation; with direct and relay, a closing table compares them")
     p.add_argument("--planes", type=positive_int, default=5)
     p.add_argument("--sats", type=positive_int, default=5)
-    p.add_argument("--repeats", type=positive_int, default=5, help="gets per case per round (median reported)")
+    p.add_argument("--repeats", type=positive_int, default=5, help="sets and gets per case per round (median reported)")
     p.add_argument("--rounds", type=positive_int, default=1,
                    help="times every case is measured (a set and --repeats gets each time), alternating between the "
                         "--auth constellations; the median over all rounds is reported")
@@ -320,11 +357,15 @@ def register(subparsers) -> None:
     p.add_argument("--auth", type=_auth_modes, default=["on", "off"],
                    help="on, off or on,off (default): constellations launched with their key and/or --insecure; "
                         "with both, the closing table compares them")
+    p.add_argument("--seal", type=_auth_modes, default=["on"],
+                   help="on (default), off or on,off: content sealed (AES-128-GCM, as every store seals it) and/or "
+                        "in the clear; with both, the closing table compares them")
     p.add_argument("--out", type=output_dir, default="out/bench-transfer", help="output directory (JSON, markdown)")
     p.set_defaults(func=_main)
 
 
 def _auth_modes(text: str) -> list[str]:
+    """on, off or on,off (--auth and --seal)."""
     modes = [m.strip() for m in text.split(",") if m.strip()]
     if not modes or any(m not in ("on", "off") for m in modes) or len(set(modes)) != len(modes):
         raise argparse.ArgumentTypeError(f"want on, off or on,off, got {text!r}")
@@ -359,6 +400,10 @@ def _main(args) -> int:
     cost = auth_cost(rows)
     if cost:
         table += "\n\nAuthentication on, as a share of the goodput with it off (same run):\n\n" + cost
+    sealed = seal_cost(rows)
+    if sealed:
+        table += ("\n\nContent sealed, as a share of the goodput in the clear (same run); `openssl speed -evp "
+                  "aes-128-gcm` on one core of this CPU, the ceiling:\n\n```\n" + openssl_speed() + "\n```\n\n" + sealed)
     (out / "transfer.md").write_text(regenerate(command_line()) + table + "\n")
     print(table)
     print(f"wrote {out / 'transfer.json'} and {out / 'transfer.md'}")

@@ -31,6 +31,15 @@ prefix + one of several suffixes) in every mode, side by side:
                  it (recompute its first blocks while the rest is fetched: "split 3+5/8"),
                  as decided from the rates measured on this host (skymemory.kv.policy);
                  the decision is recorded per run, a split's own forward as "recompute"
+  sky-<profile>-unsealed...
+                 (--seal on,off) each sky mode again over a store that keeps content in the
+                 clear (ConstellationBlockStore.from_manifest(seal=False)) on the same
+                 constellation; the plain names are sealed (AES-128-GCM per chunk under the
+                 ground's key, as every store seals by default). Their blocks are named apart
+                 (kv.codec.layout_name), so the two never share a block. The sealed and
+                 unsealed modes take turns going first, round by round, so load that drifts
+                 hits both alike; the result's "seal_comparison" (and the table under the
+                 markdown) gives sealed / unsealed TTFT per mode and prefix length
 
 The local, device-tier, sky and stream modes always fetch (policy "fetch"), so that
 the cost of fetching is measured whatever it is worth; the auto mode shows the decision.
@@ -49,7 +58,11 @@ cache, and a mode that generates device-ram's tokens differs only by that.
 
 The first round of each prefix length fills the stores from the no-cache
 run's KV (the fill is outside every timed section). A warm-up on a short
-prompt runs every path once before anything is measured.
+prompt runs every path once before anything is measured. The auto modes'
+device rates are measured (or read and checked) before the warm-up; the
+forwards the rounds time are compared with them between rounds, never inside
+one (RateWatch: rates measured again there are logged and recorded in
+"rates_measured_again").
 """
 
 from __future__ import annotations
@@ -76,6 +89,8 @@ STREAMING_CHOICES = ("off", "on", "both")
 # device is ("gpu-ram" was wrong on a CPU-only run); readers of saved results take the old name too.
 DEVICE_RAM = "device-ram"
 DEVICE_RAM_NAMES = (DEVICE_RAM, "gpu-ram")
+SEAL_CHOICES = ("on", "off")
+UNSEALED = "-unsealed"  # after sky-<profile> in the name of a mode whose store keeps content in the clear
 
 
 @dataclass
@@ -102,6 +117,7 @@ class TTFTConfig:
     warmup: bool = True
     streaming: str = "off"  # sky modes: "off" fetch then compute, "on" streamed, "both" side by side
     routes: tuple[str, ...] = (DEFAULT_ROUTE,)  # how the ground reaches the servers (store.routes); the first names sky-<profile>
+    seal: tuple[str, ...] = ("on",)  # sky modes sealed ("on", plain names) and/or in the clear ("off", -unsealed)
     events: Path | None = None  # a JSON-lines file the run appends its progress to (for a live view)
 
     def check(self) -> None:
@@ -121,6 +137,8 @@ class TTFTConfig:
             raise ValueError(f"routes must be distinct and at least one, got {self.routes}")
         for route in self.routes:
             check_route(route)
+        if not self.seal or len(set(self.seal)) != len(self.seal) or any(s not in SEAL_CHOICES for s in self.seal):
+            raise ValueError(f"seal must be on, off or both (on,off), got {','.join(self.seal) or 'nothing'}")
 
 
 @dataclass
@@ -150,6 +168,7 @@ class Measurement:
     recomputed_tokens: int = 0  # a split: prefix tokens computed inside get_cache, while the rest was retrieved
     recompute_s: float = 0.0  # ... and how long that forward took (it overlaps retrieval_s)
     route: str | None = None  # sky modes: direct, relay or auto (store.routes)
+    seal: str | None = None  # sky modes: "on" content sealed, "off" in the clear (a -unsealed mode)
     first_token_equal: bool | None = None  # vs the no-cache run of the same round
     tokens_equal: bool | None = None
     tokens_equal_device_ram: bool | None = None  # first token and tokens vs the device-ram run of the same round
@@ -245,8 +264,7 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
         try:
             out = model(input_ids=suffix, **cache_arg(model, result.cache), use_cache=True, logits_to_keep=1)
         except StreamFailed as exc:  # as generate_streaming does: evict, then the whole prompt uncached
-            evict_after_failure(manager, result, exc)
-            result.prefix_tokens, result.miss_reason = 0, f"stream failed: {exc.reason}"
+            evict_after_failure(manager, result, exc)  # the result now says nothing was loaded
             out = model(input_ids=result.input_ids, **cache_arg(model, DynamicCache(config=model.config)),
                         use_cache=True, logits_to_keep=1)
             stream = None
@@ -260,14 +278,63 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
                    sources=result.sources or None,
                    miss_reason=result.miss_reason, recomputed_tokens=result.recomputed_tokens,
                    recompute_s=result.recompute_s,
-                   decision=result.decision.describe() if result.decision is not None else None), **stream_fields}
+                   decision=result.describe() if result.decision is not None else None), **stream_fields}
 
 
-def observe_forward(modes: list, new_tokens: int, context_tokens: int, seconds: float) -> None:
-    """Report a timed forward to every deciding manager: rates that this run contradicts are measured again."""
-    for mode in modes:
-        if mode.manager.policy.mode == "auto":
-            mode.manager.observe_forward(new_tokens, context_tokens, seconds)
+def describe_rates(rates) -> str:
+    """Device rates as the log shows them: the fit's prefill of 1,024 tokens and the rebuild; for rates that
+    failed their checks (kv.calibration: used unsaved) what failed, not figures from a fit that is off."""
+    if getattr(rates, "problem", None):
+        return f"rates that failed their checks, used unsaved: {rates.problem}"
+    return (f"prefill of 1,024 tokens {rates.prefill.t(1024) * 1e3:.0f} ms, "
+            f"rebuild {rates.rebuild.rate_Bps / 1e9:.1f} GB/s + {rates.rebuild.fixed_s * 1e3:.2f} ms")
+
+
+class RateWatch:
+    """The forwards the run times, shown to the deciding managers' rates between rounds, never inside one.
+
+    KVCManager.observe_forward measures the rates again (seconds, a minute on a slow CPU) when forwards
+    disagree with them. Reported as each run ended, that happened between two modes' runs of one round,
+    once per deciding manager (one per profile), and on a prefix length's first round, whose shapes run
+    for the first time (on CUDA 10-50x slower than warm). Here a round's forwards are kept and, before the
+    next round, shown to one deciding manager (none of a first round); rates it measures again are handed
+    to the others, logged and recorded (`measured_again`); at most once a run: forwards that disagree with
+    fresh rates are this benchmark's against the calibration's, which measuring again does not mend.
+    """
+
+    def __init__(self, managers: list, log: Log) -> None:
+        self.managers = list({id(m): m for m in managers if m.policy.mode == "auto"}.values())
+        self.log = log
+        self.forwards: list[tuple[int, int, float]] = []
+        self.measured_again: list[dict] = []
+
+    def observe(self, new_tokens: int, context_tokens: int, seconds: float) -> None:
+        """A forward the round timed (kept until the round is over)."""
+        self.forwards.append((new_tokens, context_tokens, seconds))
+
+    def between_rounds(self, prefix_tokens: int, rnd: int) -> dict | None:
+        """After round `rnd` of `prefix_tokens`, with another round to come: what was measured again, or None."""
+        forwards, self.forwards = self.forwards, []
+        if rnd == 0 or not self.managers or self.measured_again:
+            return None
+        watcher = self.managers[0]
+        before = watcher._device_rates
+        started = time.perf_counter()
+        for forward in forwards:
+            watcher.observe_forward(*forward)
+            if watcher._device_rates is not before:  # measured again: the rest were timed under the old rates
+                break
+        rates = watcher._device_rates
+        if rates is before:
+            return None
+        for manager in self.managers[1:]:
+            manager._device_rates = rates
+        again = {"prefix_tokens": prefix_tokens, "after_round": rnd, "seconds": time.perf_counter() - started}
+        self.measured_again.append(again)
+        self.log(f"  rates measured again after round {rnd} of prefix {prefix_tokens} (the run's forwards disagreed; "
+                 f"{again['seconds']:.1f} s, between rounds, not timed; later rounds decide with them): "
+                 f"{describe_rates(rates)}")
+        return again
 
 
 # ---------------------------------------------------------------------------- stores
@@ -281,6 +348,42 @@ class CachedMode:
     store: object
     streaming: bool = False
     route: str | None = None  # sky modes: how the ground reaches the servers
+    seal: str | None = None  # sky modes: "on" (sealed) or "off" (in the clear)
+
+
+def sky_mode_name(profile: str, seal: str = "on", route_index: int = 0, route: str = DEFAULT_ROUTE,
+                  kind: str = "") -> str:
+    """sky-<profile>[-unsealed][@<route> unless the first][-stream|-auto]."""
+    return (f"sky-{profile}" + ("" if seal == "on" else UNSEALED) + ("" if route_index == 0 else f"@{route}")
+            + (f"-{kind}" if kind else ""))
+
+
+def sealed_twin(mode: str) -> str:
+    """The sealed mode an unsealed one (sky-<profile>-unsealed...) is measured against."""
+    return mode.replace(UNSEALED, "", 1)
+
+
+def round_order(modes: list, rnd: int) -> list:
+    """The cached modes in the order round `rnd` runs them: as built in even rounds; in odd rounds each
+    profile's seal settings in the other order (its unsealed modes first when built sealed first), so load
+    that drifts during a run hits sealed and unsealed alike."""
+    if rnd % 2 == 0:
+        return list(modes)
+    groups: dict[str | None, int] = {}  # each profile's modes stay where they were, the tiers first
+    seals: dict[str | None, list[str]] = {}
+    for mode in modes:
+        name = mode.profile.name if mode.profile is not None else None
+        groups.setdefault(name, len(groups))
+        if mode.seal is not None and mode.seal not in seals.setdefault(name, []):
+            seals[name].append(mode.seal)
+
+    def key(item):
+        k, mode = item
+        name = mode.profile.name if mode.profile is not None else None
+        order = seals.get(name, [])
+        return groups[name], (order[::-1].index(mode.seal) if mode.seal in order else 0), k
+
+    return [mode for _, mode in sorted(enumerate(modes), key=key)]
 
 
 def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
@@ -311,11 +414,13 @@ def stored_bytes(cfg: TTFTConfig, block_tokens: int = 128) -> int:
 def satellite_budget(cfg: TTFTConfig, block_tokens: int = 128) -> int:
     """Memory budget per satellite that holds every prefix the run stores (and more), at least 64 MiB.
 
-    Each prefix length stores its own blocks, striped over `servers` satellites; the budget
+    Each prefix length stores its own blocks (once per --seal setting: sealed and unsealed blocks
+    are named apart), striped over `servers` satellites; the budget
     leaves half as much again for uneven striping, so that no block is evicted mid-run
     (Llama-3-8B at 16K tokens is 2.1 GB of fp16 KV).
     """
-    per_satellite = -(-stored_bytes(cfg, block_tokens) // cfg.servers) * 3 // 2 + 16 * 1024 * 1024
+    stored = stored_bytes(cfg, block_tokens) * len(cfg.seal)  # sealed and unsealed: each block stored twice
+    per_satellite = -(-stored // cfg.servers) * 3 // 2 + 16 * 1024 * 1024
     return max(64 * 1024 * 1024, per_satellite)
 
 
@@ -359,6 +464,7 @@ def summarise(measurements: list[Measurement]) -> list[dict]:
             "tokens_compared_device_ram": sum(1 for m in runs if m.tokens_equal_device_ram is not None),
             "decisions": sorted({m.decision for m in runs if m.decision is not None}),
             "route": runs[0].route,
+            "seal": runs[0].seal,
         })
     by_key = {(r["prefix_tokens"], r["mode"]): r for r in rows}
     for r in rows:
@@ -375,6 +481,45 @@ def summarise(measurements: list[Measurement]) -> list[dict]:
     first_seen = list(dict.fromkeys(m.mode for m in measurements))  # nocache, local, sky-<profile> in run order
     rows.sort(key=lambda r: (r["prefix_tokens"], first_seen.index(r["mode"])))
     return rows
+
+
+def seal_comparison(summary: list[dict]) -> list[dict]:
+    """Each unsealed sky mode beside its sealed twin (same run, same constellation), per prefix length:
+    TTFT and retrieval medians, and sealed / unsealed TTFT. Empty unless the run measured both."""
+    sealed = {(r["prefix_tokens"], r["mode"]): r for r in summary if r.get("seal") == "on"}
+    out = []
+    for r in summary:
+        twin = sealed.get((r["prefix_tokens"], sealed_twin(r["mode"]))) if r.get("seal") == "off" else None
+        if twin is None:
+            continue
+        out.append({"prefix_tokens": r["prefix_tokens"], "mode": twin["mode"], "unsealed_mode": r["mode"],
+                    "route": twin.get("route"),
+                    "unsealed_ttft_s": r["ttft_s"]["median"], "sealed_ttft_s": twin["ttft_s"]["median"],
+                    "unsealed_retrieval_s": r["retrieval_s"]["median"] if r["retrieval_s"] else None,
+                    "sealed_retrieval_s": twin["retrieval_s"]["median"] if twin["retrieval_s"] else None,
+                    "sealed_vs_unsealed": twin["ttft_s"]["median"] / r["ttft_s"]["median"],
+                    "runs": min(r["runs"], twin["runs"])})
+    return out
+
+
+def seal_table(comparison: list[dict]) -> str:
+    """The markdown of seal_comparison: sealed / unsealed TTFT per mode (profile) and prefix length; "" if none."""
+    if not comparison:
+        return ""
+    lines = ["Sealed / unsealed TTFT per profile and prefix length (same run, same constellation, medians; "
+             "sealed and unsealed took turns going first, round by round):", "",
+             "| prefix tokens | mode | route | unsealed TTFT ms | sealed TTFT ms | sealed / unsealed | "
+             "unsealed retrieval ms | sealed retrieval ms | runs |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+
+    def ms(seconds: float | None) -> str:
+        return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+    for c in comparison:
+        lines.append(f"| {c['prefix_tokens']} | {c['mode']} | {c['route'] or '-'} | {ms(c['unsealed_ttft_s'])} | "
+                     f"{ms(c['sealed_ttft_s'])} | {c['sealed_vs_unsealed']:.3f}x | "
+                     f"{ms(c['unsealed_retrieval_s'])} | {ms(c['sealed_retrieval_s'])} | {c['runs']} |")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------- the run
@@ -485,30 +630,35 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             servers_used[profile.name] = [list(s) for s in servers]
             # Direct: the ground host talks to each line-of-sight server over its own ground link (paper §2:
             # 10-20 satellites in view at once). Relay: everything goes up the overhead satellite's link.
-            for k, route in enumerate(cfg.routes):
-                name = f"sky-{profile.name}" + ("" if k == 0 else f"@{route}")
-                store = ConstellationBlockStore.from_manifest(manifest, servers, via=via_for_route(route, manifest),
-                                                              client_options={"timeout": 2.0})
-                stack.callback(store.close)
-                # the first route keeps its index beside the manifest (live view); the others their own in memory
-                index = RadixIndex(index_dir if k == 0 else None)
-                manager = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="fetch")
-                if cfg.streaming in ("off", "both"):
-                    modes.append(CachedMode(name, manager, profile, store, route=route))
-                if cfg.streaming in ("on", "both"):  # the same store and index, the prefix streamed
-                    modes.append(CachedMode(f"{name}-stream", manager, profile, store, streaming=True, route=route))
-                if k == 0:  # the same store, index and link measurements, deciding by itself what to fetch
-                    deciding = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="auto")
-                    deciding.link = manager.link
-                    modes.append(CachedMode(f"sky-{profile.name}-auto", deciding, profile, store, route=route))
+            # Sealed (the default) and, with --seal off, in the clear: stores of their own on the same
+            # satellites, whose blocks are named apart (kv.codec.layout_name)
+            for seal in cfg.seal:
+                for k, route in enumerate(cfg.routes):
+                    name = sky_mode_name(profile.name, seal, k, route)
+                    store = ConstellationBlockStore.from_manifest(manifest, servers, via=via_for_route(route, manifest),
+                                                                  seal=seal == "on", client_options={"timeout": 2.0})
+                    stack.callback(store.close)
+                    # the first route of the first seal setting keeps its index beside the manifest (live view);
+                    # the others their own in memory
+                    index = RadixIndex(index_dir if k == 0 and seal == cfg.seal[0] else None)
+                    manager = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index, policy="fetch")
+                    if cfg.streaming in ("off", "both"):
+                        modes.append(CachedMode(name, manager, profile, store, route=route, seal=seal))
+                    if cfg.streaming in ("on", "both"):  # the same store and index, the prefix streamed
+                        modes.append(CachedMode(sky_mode_name(profile.name, seal, k, route, "stream"), manager,
+                                                profile, store, streaming=True, route=route, seal=seal))
+                    if k == 0:  # the same store, index and link measurements, deciding by itself what to fetch
+                        deciding = KVCManager(model, tokenizer, store, kv_dtype=cfg.kv_dtype, index=index,
+                                              policy="auto")
+                        deciding.link = manager.link
+                        modes.append(CachedMode(sky_mode_name(profile.name, seal, kind="auto"), deciding, profile,
+                                                store, route=route, seal=seal))
         block_tokens = modes[0].manager.block_tokens
         if any(mode.manager.policy.mode == "auto" for mode in modes):
             t = time.perf_counter()
-            rates = modes[-1].manager.device_rates()
+            rates = modes[-1].manager.device_rates()  # before any timed round: measured or checked here
             log(f"fetch-or-recompute rates of {cfg.model} on {model.device} in {time.perf_counter() - t:.1f} s "
-                f"(measured once, kept on disk, checked again at load): prefill of 1,024 tokens "
-                f"{rates.prefill.t(1024) * 1e3:.0f} ms, "
-                f"rebuild {rates.rebuild.rate_Bps / 1e9:.1f} GB/s + {rates.rebuild.fixed_s * 1e3:.2f} ms")
+                f"(measured once, kept on disk, checked again at load): {describe_rates(rates)}")
             for mode in modes:
                 if mode.manager.policy.mode == "auto":
                     mode.manager._device_rates = rates
@@ -536,6 +686,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                 run_cached(mode.manager, warm, 2, mode.streaming)
 
         measurements: list[Measurement] = []
+        watch = RateWatch([mode.manager for mode in modes], log)
         for prefix_tokens in cfg.prefix_tokens:
             workload = build_workload(tokenizer, prefix_tokens, cfg.suffix_tokens, cfg.suffixes)
             held = None  # the prefix KV kept in the model's memory (the device-ram mode)
@@ -544,7 +695,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                 gen = cfg.gen_tokens if rnd < cfg.gen_repeats else None
                 expected = _expected_cached(prompt.n_tokens, block_tokens, prefix_tokens)
                 fields, cache = run_nocache(model, tokenizer, prompt, gen)
-                observe_forward(modes, fields["prompt_tokens"], 0, fields["prefill_s"])
+                watch.observe(fields["prompt_tokens"], 0, fields["prefill_s"])
                 ref = Measurement(prefix_tokens, "nocache", rnd, prompt.suffix_index, **fields,
                                   expected_cached_tokens=expected)
                 measurements.append(ref)
@@ -563,18 +714,20 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                     measurements.append(m)
                     events.write("measurement", **asdict(m))
                     log(_line(m, gen))
-                for mode in modes:
+                for mode in round_order(modes, rnd):  # sealed and unsealed take turns going first
                     fields = run_cached(mode.manager, prompt, gen, mode.streaming)
                     if not mode.streaming:  # a streamed forward also waits for the link: not the device's rate
-                        observe_forward(modes, fields["prompt_tokens"] - fields["cached_tokens"],
-                                        fields["cached_tokens"], fields["prefill_s"])
+                        watch.observe(fields["prompt_tokens"] - fields["cached_tokens"], fields["cached_tokens"],
+                                      fields["prefill_s"])
                     m = Measurement(prefix_tokens, mode.name, rnd, prompt.suffix_index, **fields,
-                                    expected_cached_tokens=expected, route=mode.route)
+                                    expected_cached_tokens=expected, route=mode.route, seal=mode.seal)
                     miss = m.miss_reason
                     _compare(m, ref, gen, in_memory)
                     measurements.append(m)
                     events.write("measurement", **asdict(m))
                     log(_line(m, gen) + (f"  [miss: {miss}]" if miss and m.cached_tokens < expected else ""))
+                if (prefix_tokens, rnd) != (cfg.prefix_tokens[-1], cfg.repeats - 1):  # another round follows
+                    watch.between_rounds(prefix_tokens, rnd)
             del held
 
         summary = summarise(measurements)
@@ -588,7 +741,9 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             "servers": servers_used,
             "profiles": {p.name: p.as_dict() for p, _, _ in skies},
             "measurements": [asdict(m) for m in measurements],
+            "rates_measured_again": watch.measured_again,  # between rounds (RateWatch), never inside one
             "summary": summary,
+            "seal_comparison": seal_comparison(summary),  # empty unless --seal on,off
         }
 
 
@@ -640,6 +795,7 @@ def _config_dict(cfg: TTFTConfig) -> dict:
     d = asdict(cfg)
     d["profiles"] = [p.name for p in cfg.profiles]
     d["prefix_tokens"] = list(cfg.prefix_tokens)
+    d["seal"] = list(cfg.seal)
     for key in ("manifest", "node", "work_dir", "events"):
         d[key] = str(d[key]) if d[key] is not None else None
     return d

@@ -18,7 +18,7 @@ from pathlib import Path
 from skymemory.store.routes import DEFAULT_ROUTE
 
 from . import options, report
-from .ttft import DEVICE_RAM, DEVICE_RAM_NAMES, STREAMING_CHOICES, TTFTConfig, run
+from .ttft import DEVICE_RAM, DEVICE_RAM_NAMES, STREAMING_CHOICES, TTFTConfig, run, seal_table
 
 
 def config_from_args(args: argparse.Namespace):
@@ -29,7 +29,7 @@ def config_from_args(args: argparse.Namespace):
         profiles=args.profiles, planes=args.planes, sats=args.sats, servers=args.servers, chunk_size=args.chunk_size,
         manifest=getattr(args, "manifest", None), node=args.node, work_dir=args.work_dir,
         streaming=getattr(args, "streaming", "off"), events=getattr(args, "events", None),
-        routes=getattr(args, "route", (DEFAULT_ROUTE,)),
+        routes=getattr(args, "route", (DEFAULT_ROUTE,)), seal=getattr(args, "seal", ("on",)),
     )
     if cfg.manifest is None and cfg.servers > cfg.planes * cfg.sats:
         raise ValueError(f"--servers {cfg.servers} is more than the {cfg.planes}x{cfg.sats} satellites")
@@ -49,6 +49,14 @@ def main(args: argparse.Namespace, *, title: str) -> int:
 def execute(cfg, out_dir: Path, *, title: str) -> int:
     """Run the benchmark with progress on stderr; the table on stdout; outputs under out_dir."""
     import torch  # noqa: F401 - first: without the kv extra, that is the one line to read (cli.main names it)
+
+    from skymemory.kv.device import pick_device
+
+    try:  # before any satellite boots: `--device cuda` on a CPU host is refused at once, not after the boot
+        pick_device(cfg.device)
+    except ValueError as exc:
+        print(f"{title}: {exc}", file=sys.stderr)
+        return 2
 
     started = time.monotonic()
 
@@ -85,6 +93,11 @@ def execute(cfg, out_dir: Path, *, title: str) -> int:
     paths = report.write_all(result, out_dir)
     log(f"done in {result['wall_s']:.0f} s; constellation torn down")
     print(report.markdown(result))
+    sealed = seal_table(result.get("seal_comparison") or [])
+    if sealed:  # --seal on,off: the closing comparison, under the tables in the markdown file too
+        with open(paths["markdown"], "a", encoding="utf-8") as f:
+            f.write("\n" + sealed + "\n")
+        print(sealed + "\n")
     print("outputs: " + ", ".join(str(p) for p in paths.values()))
     bad = [r for r in result["summary"] if r["mode"] != "nocache" and not (r["tokens_equal"] and r["first_token_equal"])]
     short = [r for r in result["summary"] if r["mode"] != "nocache" and r["cached_tokens"] != [r["expected_cached_tokens"]]]
@@ -123,6 +136,9 @@ def register(subparsers) -> None:
                              "has a ground link, relay for the rest; the default); "
                              "comma-separated for several side by side on the same constellation (sky-<profile> "
                              "is the first, the others sky-<profile>@<route>)")
+    options.add_seal_arg(parser, "each constellation mode both sealed (sky-<profile>...) and in the clear "
+                                 "(sky-<profile>-unsealed...) on the same constellation, taking turns going first "
+                                 "round by round, and a closing table of sealed / unsealed TTFT")
     parser.add_argument("--out", type=Path, default=Path("out/ttft"), help="output directory (default out/ttft)")
     options.add_events_arg(parser)
     parser.set_defaults(func=_main)

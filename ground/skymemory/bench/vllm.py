@@ -14,9 +14,17 @@ blocks are exactly the prefix's). Side by side in one run:
                      (per-request policy "fetch")
   sky-<profile>-auto the same engine, per-request policy "auto": the connector decides from
                      rates it measured on this engine whether fetching beats computing
+  sky-<profile>-unsealed, sky-<profile>-unsealed-auto
+                     (--seal on,off) the same on a second connector engine whose connector keeps
+                     content in the clear (kv_connector_extra_config "seal": false), on the same
+                     constellation (its blocks are named apart from the sealed ones: neither is
+                     taken for the other); the plain names are sealed, the connector's default.
+                     A closing table gives sealed / unsealed TTFT per prefix length
 
 One engine is alive at a time (vllm, then vllm-prefix-cache, then one
-connector engine per constellation). The connector engine first runs
+connector engine per constellation and --seal setting: with on,off the first
+profile runs its sealed engine first, the next its unsealed one first, and so
+on; engines cannot take turns request by request). The connector engine first runs
 requests that miss (two short prompts, then each prefix's storing request:
 prompts of several lengths), so it has timed its own forward before `auto`
 decides; its fetch and auto requests then alternate, so a noisy moment hits
@@ -56,6 +64,7 @@ from skymemory.argtypes import KV_FORMATS, int_range, output_dir
 
 from . import options
 from .report import command_line, write_results
+from .ttft import UNSEALED, sealed_twin, sky_mode_name
 
 Log = Callable[[str], None]
 
@@ -205,9 +214,11 @@ def measure_plain(run: Runner, args, *, prefix_caching: bool) -> None:
         run(mode, "tokens", prefix, TOKENS, max_tokens=args.new_tokens, expected=expected)
 
 
-def measure_sky(run: Runner, args, profile_name: str, index_dir: Path, root: bytes, log: Log) -> None:
-    """Modes sky-<profile> (forced fetch) and sky-<profile>-auto, alternating, on one connector engine."""
-    fetch, auto = f"sky-{profile_name}", f"sky-{profile_name}-auto"
+def measure_sky(run: Runner, args, profile_name: str, index_dir: Path, root: bytes, log: Log,
+                seal: str = "on") -> None:
+    """Modes sky-<profile> (forced fetch) and sky-<profile>-auto, alternating, on one connector engine
+    (sky-<profile>-unsealed and sky-<profile>-unsealed-auto where its connector does not seal: `seal` "off")."""
+    fetch, auto = sky_mode_name(profile_name, seal), sky_mode_name(profile_name, seal, kind="auto")
     warm_engine(run, fetch)
     # Each storing request misses and runs alone, so it is also a timed forward of its length: with the
     # warm-up's, the forwards that `auto` needs before it can decide.
@@ -249,15 +260,19 @@ def wait_for_prefix(index_dir: Path, root: bytes, prefix: list[int], log: Log) -
         f"({time.perf_counter() - started:.1f} s after the request)")
 
 
-def connector_config(args, spec: str, manifest: Path, index_dir: Path):
+def connector_extra(args, spec: str, manifest: Path, index_dir: Path, seal: str = "on") -> dict:
+    """The connector's kv_connector_extra_config for this run (integrations.vllm.config)."""
+    return {"manifest": str(manifest), "model": spec, "index_dir": str(index_dir), "policy": "auto",
+            "kv_format": args.kv, "servers": args.servers, "route": "auto", "seal": seal == "on"}
+
+
+def connector_config(args, spec: str, manifest: Path, index_dir: Path, seal: str = "on"):
     from vllm.config import KVTransferConfig
 
     return KVTransferConfig(
         kv_connector="SkyMemoryConnector", kv_connector_module_path="skymemory.integrations.vllm",
         kv_role="kv_both", kv_load_failure_policy="recompute",
-        kv_connector_extra_config={"manifest": str(manifest), "model": spec, "index_dir": str(index_dir),
-                                   "policy": "auto", "kv_format": args.kv, "servers": args.servers,
-                                   "route": "auto"})
+        kv_connector_extra_config=connector_extra(args, spec, manifest, index_dir, seal))
 
 
 # ---------------------------------------------------------------------------- the run
@@ -293,14 +308,22 @@ def served_model(spec: str, work_dir: Path, log: Log) -> str:
     return str(directory)
 
 
-def chain_root(spec: str, kv_format: str, log: Log) -> bytes:
-    """The root of the block hashes the connector gives this model's blocks (as KVCManager names them)."""
+def chain_root(spec: str, kv_format: str, log: Log, sealed: bool = True) -> bytes:
+    """The root of the block hashes the connector gives this model's blocks (as KVCManager names them), on a
+    connector that seals (its "seal" setting, the default) or not: sealed and plain blocks are named apart."""
     from skymemory.kv.identity import model_identity
 
     started = time.perf_counter()
-    root = model_identity(spec, "fp32").root(kv_format=kv_format, block_tokens=BLOCK_TOKENS)
-    log(f"{spec}'s block names (kv.identity) in {time.perf_counter() - started:.1f} s")
+    root = model_identity(spec, "fp32").root(kv_format=kv_format, block_tokens=BLOCK_TOKENS, sealed=sealed)
+    log(f"{spec}'s block names (kv.identity, {'sealed' if sealed else 'unsealed'}) in "
+        f"{time.perf_counter() - started:.1f} s")
     return root
+
+
+def seal_order(seals, k: int) -> tuple[str, ...]:
+    """The --seal settings in the order profile number `k` runs its connector engines: as given for the first
+    profile, the other way round for the next, and so on."""
+    return tuple(seals) if k % 2 == 0 else tuple(seals)[::-1]
 
 
 def boot_constellations(args, spec: str, work_dir: Path, stack: contextlib.ExitStack, log: Log) -> list:
@@ -309,8 +332,9 @@ def boot_constellations(args, spec: str, work_dir: Path, stack: contextlib.ExitS
     from .ttft import TTFTConfig, satellite_budget
 
     # every prefix's blocks striped over --servers satellites, with room to spare (as bench ttft sizes it)
+    # (once per --seal setting: sealed and unsealed blocks are named apart, so each prefix is stored twice)
     budget = satellite_budget(TTFTConfig(model=spec, kv_dtype=args.kv, prefix_tokens=args.prefix_tokens,
-                                         servers=args.servers))
+                                         servers=args.servers, seal=tuple(args.seal)))
     return boot_per_profile(args.profiles, planes=args.planes, sats=args.sats, work_dir=work_dir, stack=stack,
                             log=log, node=args.node, chunk_size=args.chunk_size, memory_budget=budget)
 
@@ -329,7 +353,7 @@ def run(args, log: Log) -> dict:
             stack.enter_context(tempfile.TemporaryDirectory(prefix="skymemory-bench-vllm-")))
         skies = boot_constellations(args, spec, work_dir, stack, log)
         model = served_model(spec, work_dir, log)
-        root = chain_root(spec, args.kv, log)
+        roots = {seal: chain_root(spec, args.kv, log, sealed=seal == "on") for seal in args.seal}
 
         def runner(llm) -> Runner:
             return Runner(llm, config.vocab_size, args.suffix_tokens, requests, log)
@@ -338,11 +362,14 @@ def run(args, log: Log) -> dict:
             log(f"vLLM engine, prefix caching {'on' if caching else 'off'}, max_model_len {max_len} ...")
             on_engine(lambda llm: measure_plain(runner(llm), args, prefix_caching=caching), model, max_len, log,
                       prefix_caching=caching)
-        for profile, sky in skies:
+        for k, (profile, sky) in enumerate(skies):
             index_dir = sky.manifest_path.parent / "index"
-            log(f"vLLM engine with the SkyMemory connector on the {profile.name} constellation ...")
-            on_engine(lambda llm: measure_sky(runner(llm), args, profile.name, index_dir, root, log), model, max_len,
-                      log, prefix_caching=False, transfer=connector_config(args, spec, sky.manifest_path, index_dir))
+            for seal in seal_order(args.seal, k):
+                log(f"vLLM engine with the SkyMemory connector ({'sealed' if seal == 'on' else 'unsealed'}) on the "
+                    f"{profile.name} constellation ...")
+                on_engine(lambda llm: measure_sky(runner(llm), args, profile.name, index_dir, roots[seal], log, seal),
+                          model, max_len, log, prefix_caching=False,
+                          transfer=connector_config(args, spec, sky.manifest_path, index_dir, seal))
     rows = summarise(requests)
     return {
         "benchmark": "vllm",
@@ -355,7 +382,8 @@ def run(args, log: Log) -> dict:
         "profiles": {p.name: p.as_dict() for p, _ in skies},
         "requests": [asdict(q) for q in requests],
         "summary": rows,
-        "comparisons": comparisons(rows, [p.name for p, _ in skies]),
+        "comparisons": comparisons(rows, [p.name for p, _ in skies], args.seal),
+        "seal_comparison": seal_comparison(rows),  # empty unless --seal on,off
     }
 
 
@@ -374,7 +402,7 @@ def config_dict(args) -> dict:
     return {"model": args.model, "prefix_tokens": list(args.prefix_tokens), "suffix_tokens": args.suffix_tokens,
             "new_tokens": args.new_tokens, "profiles": [p.name for p in args.profiles], "repeats": args.repeats,
             "servers": args.servers, "kv": args.kv, "planes": args.planes, "sats": args.sats,
-            "chunk_size": args.chunk_size}
+            "chunk_size": args.chunk_size, "seal": list(args.seal)}
 
 
 # ---------------------------------------------------------------------------- summary and output
@@ -402,6 +430,7 @@ def summarise(requests: list[Request]) -> list[dict]:
             "tokens": generated.tokens,
             "tokens_equal": None if mode == "vllm" else generated.tokens == reference[prefix],
             "decisions": sorted({q.decision for q in runs if q.decision}),
+            "seal": None if not mode.startswith("sky-") else ("off" if UNSEALED in mode else "on"),
         })
     base = {r["prefix_tokens"]: r["ttft_s"]["median"] for r in rows if r["mode"] == "vllm"}
     for r in rows:
@@ -411,17 +440,49 @@ def summarise(requests: list[Request]) -> list[dict]:
     return rows
 
 
-def comparisons(rows: list[dict], profiles: list[str]) -> list[dict]:
-    """Per prefix length and profile: sky's speedup over vllm, and auto against the better of the two."""
+def comparisons(rows: list[dict], profiles: list[str], seals=("on",)) -> list[dict]:
+    """Per prefix length, profile and seal setting: sky's speedup over vllm, and auto against the better of the
+    two."""
     median = {(r["prefix_tokens"], r["mode"]): r["ttft_s"]["median"] for r in rows}
     out = []
     for prefix in sorted({r["prefix_tokens"] for r in rows}):
         plain = median[(prefix, "vllm")]
         for name in profiles:
-            sky, auto = median[(prefix, f"sky-{name}")], median[(prefix, f"sky-{name}-auto")]
-            out.append({"prefix_tokens": prefix, "profile": name, "sky_speedup_vs_vllm": plain / sky,
-                        "auto_vs_best": auto / min(plain, sky)})
+            for seal in seals:
+                mode = sky_mode_name(name, seal)
+                sky, auto = median[(prefix, mode)], median[(prefix, sky_mode_name(name, seal, kind="auto"))]
+                out.append({"prefix_tokens": prefix, "profile": name, "seal": seal, "mode": mode,
+                            "sky_speedup_vs_vllm": plain / sky, "auto_vs_best": auto / min(plain, sky)})
     return out
+
+
+def seal_comparison(rows: list[dict]) -> list[dict]:
+    """Each unsealed connector mode beside its sealed twin (same run, same constellation), per prefix length:
+    TTFT medians and sealed / unsealed. Empty unless the run measured both."""
+    sealed = {(r["prefix_tokens"], r["mode"]): r for r in rows if r.get("seal") == "on"}
+    out = []
+    for r in rows:
+        twin = sealed.get((r["prefix_tokens"], sealed_twin(r["mode"]))) if r.get("seal") == "off" else None
+        if twin is not None:
+            out.append({"prefix_tokens": r["prefix_tokens"], "mode": twin["mode"], "unsealed_mode": r["mode"],
+                        "unsealed_ttft_s": r["ttft_s"]["median"], "sealed_ttft_s": twin["ttft_s"]["median"],
+                        "sealed_vs_unsealed": twin["ttft_s"]["median"] / r["ttft_s"]["median"],
+                        "runs": min(r["ttft_s"]["n"], twin["ttft_s"]["n"])})
+    return out
+
+
+def seal_table(comparison: list[dict]) -> str:
+    """The markdown of seal_comparison; "" if there is none."""
+    if not comparison:
+        return ""
+    lines = ["Sealed / unsealed TTFT per prefix length (same run, same constellation, medians; each on its own "
+             "connector engine):", "",
+             "| prefix tokens | mode | unsealed TTFT ms | sealed TTFT ms | sealed / unsealed | requests |",
+             "|---:|---|---:|---:|---:|---:|"]
+    for c in comparison:
+        lines.append(f"| {c['prefix_tokens']} | {c['mode']} | {c['unsealed_ttft_s'] * 1e3:.1f} | "
+                     f"{c['sealed_ttft_s'] * 1e3:.1f} | {c['sealed_vs_unsealed']:.3f}x | {c['runs']} |")
+    return "\n".join(lines)
 
 
 def _ms(cell: dict) -> str:
@@ -461,9 +522,12 @@ def markdown(result: dict) -> str:
                      f"{_cached(r)} | {_equal(r)} | {decision} |")
     lines.append("")
     for c in result["comparisons"]:
-        lines.append(f"- prefix {c['prefix_tokens']}, {c['profile']}: sky-{c['profile']} is "
+        lines.append(f"- prefix {c['prefix_tokens']}, {c['profile']}: {c.get('mode') or 'sky-' + c['profile']} is "
                      f"{c['sky_speedup_vs_vllm']:.2f}x as fast as vllm; auto's TTFT is "
                      f"{c['auto_vs_best']:.2f}x the better of the two")
+    sealed = seal_table(result.get("seal_comparison") or [])
+    if sealed:
+        lines += ["", sealed]
     return "\n".join(lines)
 
 
@@ -507,6 +571,9 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=output_dir, default=Path("out/bench-vllm"),
                         help="output directory (default out/bench-vllm)")
     options.add_constellation_args(parser, 19, 5)
+    options.add_seal_arg(parser, "the connector engine runs sealed (sky-<profile>...) and, on an engine of its own, "
+                                 "in the clear (sky-<profile>-unsealed...: kv_connector_extra_config \"seal\": "
+                                 "false) on the same constellation, with a closing table of sealed / unsealed TTFT")
     parser.set_defaults(func=_main)
 
 
