@@ -8,15 +8,21 @@ The page shows the planes x sats torus live (every satellite's STATS, four
 times a second), the line-of-sight box and the overhead satellite turning,
 MIGRATE and eviction activity, the ground KV index and where a selected
 block's chunks are, and the TTFT of a running benchmark. It listens on
-127.0.0.1 only; Ctrl-C stops it. Exit status: 0 when stopped, 1 on an error,
-3 when the port is in use.
+127.0.0.1 only, answers only requests for localhost, 127.0.0.1 or ::1
+(--allow-host NAME adds a name, e.g. one a proxy forwards) and only its own
+page's WebSocket, so another site's page cannot use it (DNS rebinding, a
+cross-site WebSocket). Ctrl-C stops it. Exit status: 0 when stopped, 1 on an
+error, 3 when the port is in use.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
+import ipaddress
+import re
 import signal
 import sys
 from pathlib import Path
@@ -27,6 +33,21 @@ from skymemory.orbit.manifest import Manifest, default_manifest_path
 
 DEFAULT_PORT = 8050
 PORT_IN_USE = 3  # exit status when the port is taken, so a parent (skymemory demo) can name its own option for it
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")  # a DNS name (docker's "_" too); no wildcard, port or scheme
+
+
+def host_name(text: str) -> str:
+    """argparse type of --allow-host: one host name or IP address, as a Host: header names it (lower case,
+    an IPv6 address without brackets). A URL, a port or a wildcard is refused: the name must be exact."""
+    name = text.strip().lower()
+    bare = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(bare))
+    if len(name) <= 253 and HOST_NAME.fullmatch(name):
+        return name
+    raise argparse.ArgumentTypeError(f"not a host name or address: {text!r} (give the name alone, e.g. "
+                                     "dash.example.org: no scheme, port, path or wildcard)")
 
 
 def register(subparsers) -> None:
@@ -42,6 +63,9 @@ def register(subparsers) -> None:
                         "manifest's folder)")
     p.add_argument("--port", type=int_range(0, 65535), default=DEFAULT_PORT,
                    help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free port)")
+    p.add_argument("--allow-host", action="append", type=host_name, default=[], metavar="NAME",
+                   help="also answer requests that name this host, e.g. through a proxy (repeatable; by default only "
+                        "localhost, 127.0.0.1 and ::1, so that no other site reaches it by DNS rebinding)")
     p.add_argument("--servers", type=positive_int, default=None,
                    help="servers a block is striped over, which sizes the line-of-sight box (default: the "
                         "benchmark's, else 9)")
@@ -73,7 +97,7 @@ async def _serve(args, manifest: Path | None) -> int:
     from skymemory.dashboard import Dashboard
 
     dashboard = Dashboard(manifest=manifest, events=args.events, kv_index=args.kv_index, strategy=args.strategy,
-                          servers=args.servers)
+                          servers=args.servers, allowed_hosts=args.allow_host)
     try:
         port = await dashboard.start(args.port)
     except OSError as exc:

@@ -27,6 +27,15 @@ HTTP: `/` the page, `/static/...` its script and style, `/ws` the WebSocket
 (a snapshot every PUSH_PERIOD_S; the page sends {"select": block hash or
 null}), `/api/snapshot?block=HASH` the same snapshot once, as JSON. The
 server listens on 127.0.0.1 only.
+
+Listening on loopback does not keep other sites out: a page on any site can
+make the browser send requests here, and DNS rebinding (evil.example
+resolving to 127.0.0.1) makes them same-origin to it. The page's "select"
+makes the ground send signed PROBEs, so, as Jupyter and Grafana do, every
+request must name an allowed host in its `Host:` (loopback names, plus those
+given with `allowed_hosts` / `--allow-host`), and a request that carries an
+`Origin:` (a browser's WebSocket always does) must come from the dashboard's
+own origin. Anything else gets 403 and one line saying why.
 """
 
 from __future__ import annotations
@@ -35,7 +44,9 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
@@ -50,6 +61,7 @@ from .fleet import POLL_PERIOD_S, PUSH_PERIOD_S, Fleet
 from .poller import DASHBOARD_STATION, StatsPoller
 
 LISTEN_HOST = "127.0.0.1"  # never another address
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")  # the names a page on this machine reaches LISTEN_HOST by
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 PROBE_STATION = DASHBOARD_STATION + 1  # its own return address on the satellites, apart from the poller's
 PROBE_PERIOD_S = 1.0
@@ -63,7 +75,7 @@ MEASUREMENTS_SHOWN = 300
 class Dashboard:
     def __init__(self, *, manifest: Path | None = None, events: Path | None = None, kv_index: Path | None = None,
                  strategy: str = "rotation-hop", servers: int | None = None, poll_period_s: float = POLL_PERIOD_S,
-                 push_period_s: float = PUSH_PERIOD_S) -> None:
+                 push_period_s: float = PUSH_PERIOD_S, allowed_hosts: Iterable[str] = ()) -> None:
         self.fixed_manifest = Path(manifest) if manifest is not None else None
         self.bench = BenchEvents(events) if events is not None else None
         self.fixed_index = kv_index
@@ -71,6 +83,9 @@ class Dashboard:
         self.servers = servers
         self.poll_period_s = poll_period_s
         self.push_period_s = push_period_s
+        # the names a request may give in Host: (ports aside); any other is a rebound DNS name or a mistake
+        self.allowed_hosts = frozenset([*LOOPBACK_NAMES, LISTEN_HOST, *filter(None, map(host_name, allowed_hosts))])
+        self.port: int | None = None  # once listening
         self.manifest: Manifest | None = None
         self.manifest_path: Path | None = None
         self.problem: str | None = None  # why there is no constellation to show
@@ -90,7 +105,7 @@ class Dashboard:
     # ---- lifecycle --------------------------------------------------------------------------
     async def start(self, port: int) -> int:
         """Listen on 127.0.0.1:port (0: any free port); returns the port. OSError when it is taken."""
-        app = web.Application()
+        app = web.Application(middlewares=[self._guard])
         app.router.add_get("/", self._page)
         app.router.add_get("/ws", self._websocket)
         app.router.add_get("/api/snapshot", self._snapshot_json)
@@ -105,7 +120,8 @@ class Dashboard:
             raise
         self._refresh_sources()
         self._tasks += [asyncio.ensure_future(self._follow_sources()), asyncio.ensure_future(self._probe_selected())]
-        return self._runner.addresses[0][1]
+        self.port = self._runner.addresses[0][1]
+        return self.port
 
     async def stop(self) -> None:
         self._stop.set()
@@ -297,6 +313,47 @@ class Dashboard:
         return kv
 
     # ---- HTTP ------------------------------------------------------------------------------------
+    @web.middleware
+    async def _guard(self, request: web.Request, handler) -> web.StreamResponse:
+        """Refuse (403, one line) a request not for one of our names or sent by another site's page."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return web.Response(status=403, text=refusal + "\n")
+        return await handler(request)
+
+    def _refusal(self, request: web.Request) -> str | None:
+        # request.host would fall back to this machine's name: a request without Host: is refused instead
+        host = request.headers.get("Host", "").strip()
+        if not host:
+            return ("refused: the request names no host (no Host: header); "
+                    f"ask for http://{LISTEN_HOST}:{self.port}/")
+        name = split_host(host)[0]
+        if name not in self.allowed_hosts:
+            shown = _shown(name)
+            return (f"refused: this dashboard does not answer to host {shown} (allowed: "
+                    f"{', '.join(sorted(self.allowed_hosts))}); to allow it, start it with --allow-host {shown}")
+        # a browser sends Origin: with every WebSocket and every cross-site fetch; tools send none
+        origin = request.headers.get("Origin")
+        if origin is not None and not self._own_origin(origin, host):
+            return (f"refused: a page from {_shown(origin)} may not use this dashboard (its own origin is "
+                    f"http://{_shown(host)}); open the page at that address, or start the dashboard with "
+                    "--allow-host NAME for the name you use")
+        return None
+
+    def _own_origin(self, origin: str, host: str) -> bool:
+        """Whether Origin: is the dashboard's own: an allowed name, and the address the request came to (its Host:,
+        so an SSH tunnel's port too) or our own port."""
+        try:
+            url = urlsplit(origin.strip())
+            port = url.port
+        except ValueError:  # "null" (a sandboxed or file: page) parses, a bad port does not
+            return False
+        if url.scheme not in ("http", "https") or url.username is not None or url.path or url.query or url.fragment:
+            return False
+        if url.hostname not in self.allowed_hosts:
+            return False
+        return url.netloc.lower() == host.lower() or (url.scheme == "http" and port == self.port)
+
     async def _page(self, request: web.Request) -> web.FileResponse:
         return web.FileResponse(STATIC_DIR / "index.html")
 
@@ -325,3 +382,27 @@ class Dashboard:
             while not ws.closed:
                 await asyncio.wait_for(ws.send_json(self.snapshot(page["selected"])), SEND_TIMEOUT_S)
                 await asyncio.sleep(self.push_period_s)
+
+
+def host_name(text: str) -> str:
+    """A host name as Host: gives it, ports aside: lower case, an IPv6 address without its brackets."""
+    name = text.strip().lower()
+    return name[1:-1] if name.startswith("[") and name.endswith("]") else name
+
+
+def split_host(value: str) -> tuple[str, str | None]:
+    """Host: "name[:port]" or "[v6]:port" -> (host_name, port or None). A bare IPv6 address (not valid in Host:,
+    but seen) is the name whole."""
+    value = value.strip()
+    if value.startswith("["):
+        name, _, rest = value.partition("]")
+        return host_name(name + "]"), rest[1:] if rest.startswith(":") else None
+    if value.count(":") == 1:
+        name, port = value.split(":")
+        return host_name(name), port
+    return host_name(value), None
+
+
+def _shown(text: str) -> str:
+    """What a request sent, fit for a one-line answer: short, non-ASCII and control characters escaped."""
+    return ascii(text[:100])[1:-1]
