@@ -43,12 +43,18 @@ struct skymem_reply_window {
     skymem_auth_t ring; /* no keys (each check is given its key): only the windows, per satellite */
 };
 
-skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id)
+uint64_t skymem_reply_window_floor(uint64_t start_us)
+{
+    uint64_t start = skymem_auth_seq_at(start_us), skew = SKYMEM_SAT_SEQ_AHEAD_US / SKYMEM_AUTH_SEQ_US;
+    return start_us == 0 || start <= skew ? 0 : start - skew;
+}
+
+skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id, uint64_t start_us)
 {
     skymem_reply_window_t *w = calloc(1, sizeof *w); /* zero pages: the bitmaps cost only what is used */
     if (!w)
         return NULL;
-    skymem_auth_init(&w->ring, 0);
+    skymem_auth_init(&w->ring, skymem_reply_window_floor(start_us)); /* the core refuses seq <= floor */
     w->key_id = key_id;
     return w;
 }

@@ -32,12 +32,20 @@
  * sequence is fresh for that satellite (never seen, not older than SKYMEM_AUTH_WINDOW below the newest
  * from it). One per ground key, kept as long as the key is used and shared by every caller that checks
  * replies with it -- the asyncio client and each fast-path call, from any thread (a spin lock serialises
- * the checks). No floor: the first reply from a satellite opens its window; a reply recorded before that
- * answers nothing anyway, its request id naming no request still waiting. */
+ * the checks). A floor from the caller's start: a new window would otherwise take the first reply from a
+ * satellite whatever its sequence, so a reply captured before this ground process started, replayed when a
+ * new request draws the same (random) request id, would answer it. Satellites sign replies with Unix-time
+ * sequences (skymem_auth_next_seq on their clock): one signed before the caller started is stale, but for
+ * the satellites' clock error, allowed as the satellites allow it for commands (SKYMEM_SAT_SEQ_AHEAD_US). */
 typedef struct skymem_reply_window skymem_reply_window_t;
 
-/* NULL when out of memory. ~1 MiB, mostly untouched. */
-skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id);
+/* NULL when out of memory. ~1 MiB, mostly untouched. start_us: the caller's start, Unix microseconds;
+ * every reply whose sequence is at or below skymem_reply_window_floor(start_us) is refused (E_REPLAY).
+ * 0: no floor (the first reply from a satellite opens its window, whatever its sequence). */
+skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id, uint64_t start_us);
+/* The floor a window made at start_us has: skymem_auth_seq_at(start_us) less SKYMEM_SAT_SEQ_AHEAD_US of
+ * sequences (0 when start_us is 0 or that early). */
+uint64_t skymem_reply_window_floor(uint64_t start_us);
 void skymem_reply_window_free(skymem_reply_window_t *w);
 /* SKYMEM_AUTH_OK (the sequence now recorded), SKYMEM_AUTH_E_REPLAY (tag right, sequence seen or too
  * old) or another SKYMEM_AUTH_E_* (not a signed reply, another key, bad tag). k: the DOWN key of the

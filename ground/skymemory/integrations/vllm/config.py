@@ -9,28 +9,43 @@
         "route": "auto",                   # direct | relay | auto (skymemory.store.routes)
         "kv_format": "fp16",               # fp16 | bf16 | fp32 | int8, as KVCManager's kv_dtype
         "servers": 10,                     # satellites a block is striped over: the nearest when it is set
+                                           #   (1..placement.MAX_SERVERS, and no more than the constellation has)
         "index_dir": "~/.cache/skymemory/index",   # the ground index shared with every other process
         "station_id": 2816,                # this engine's ground-station ids: station_id + 2 * rank (loads)
-                                           #   and + 1 (saves); apart from other clients' (0, the dashboard's)
-        "load_timeout_s": 10.0,            # a load not in by then is a load error: vLLM recomputes
+                                           #   and + 1 (saves); apart from other clients' (0, the dashboard's);
+                                           #   0..0xFFFF - 64, room for 32 ranks
+        "load_timeout_s": 10.0,            # a load not in by then is a load error: vLLM recomputes (0 < s <= 3600)
         "seal": true,                      # content sealed per tenant (AES-128-GCM, skymemory.protocol.seal);
                                            #   false keeps it in the clear, only so benchmarks can compare
                                            #   (its blocks are named apart: never mixed with sealed ones)
     }
+
+The config itself must be a mapping (a JSON object); manifest, model and index_dir given as null take their
+defaults (any other setting given as null is refused). Strings are
+strings (paths and the model non-empty), numbers whole or finite as said, within their bounds, and `seal` a
+JSON boolean: anything else is a ConfigError naming the setting, what it may be and the value it got.
 """
 
 from __future__ import annotations
 
-import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from skymemory.kv import codec
-from skymemory.kv.policy import check_policy
-from skymemory.orbit.manifest import default_manifest_path
-from skymemory.store.routes import check_route
+from skymemory.kv.policy import POLICIES, check_policy
+from skymemory.orbit.manifest import Manifest, ManifestError, default_manifest_path
+from skymemory.orbit.placement import MAX_SERVERS
+from skymemory.store.routes import ROUTES, check_route
 
 DEFAULT_STATION_ID = 0x0B00  # away from the default client's 0 and the dashboard's 0x0DA5
+# station_id + 2 * rank (loads) and + 1 (saves) stay in a u16 for 32 ranks
+MAX_STATION_ID = 0xFFFF - 64
+MAX_TIMEOUT_S = 3600.0  # a load waited for longer than an hour is not a cache hit
+MAX_TEXT = 4096  # a path (PATH_MAX) or a model name, at most this many characters
+SHOWN = 60  # characters of a bad value an error quotes
+OPTIONAL = frozenset({"manifest", "model", "index_dir"})  # null (None) for these: the default
 
 
 class ConfigError(ValueError):
@@ -51,50 +66,117 @@ class ConnectorConfig:
     seal: bool = True  # both roles read it: the workers' stores seal, the roots and index entries say so
 
     @classmethod
-    def from_extra(cls, extra: dict | None, *, served_model: str) -> "ConnectorConfig":
-        extra = dict(extra or {})
+    def from_extra(cls, extra: Mapping | None, *, served_model: str) -> "ConnectorConfig":
+        """The settings of `extra` (None or a mapping; a setting left out takes its default, as do manifest, model
+        and index_dir given as null), each checked: ConfigError, one line naming the setting, what it may be and
+        what it got, for the first that is not."""
+        if extra is None:
+            extra = {}
+        if not isinstance(extra, Mapping):
+            raise ConfigError(f"SkyMemory connector: kv_connector_extra_config must be a mapping (JSON object) of "
+                              f"settings, got {type(extra).__name__} {_shown(extra)}")
+        extra = dict(extra)
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(extra) - known)
+        unknown = sorted((k for k in extra if k not in known), key=repr)
         if unknown:
-            raise ConfigError(f"unknown SkyMemory connector setting(s) {', '.join(unknown)}; "
+            raise ConfigError(f"unknown SkyMemory connector setting(s) {', '.join(_name(k) for k in unknown)}; "
                               f"known: {', '.join(sorted(known))}")
+        # the optional ones given as null (None) take their defaults, as when left out
+        given = {k: v for k, v in extra.items() if v is not None or k not in OPTIONAL}
         try:
             config = cls(
-                manifest=Path(extra.get("manifest") or default_manifest_path()).expanduser(),
-                model=str(extra.get("model") or served_model),
-                policy=check_policy(str(extra.get("policy", "auto"))),
-                route=check_route(str(extra.get("route", "auto"))),
-                kv_format=codec.check_format(str(extra.get("kv_format", "fp16"))),
-                servers=_whole(extra.get("servers", 10), "servers", 1),
-                index_dir=Path(extra["index_dir"]).expanduser() if extra.get("index_dir") else None,
-                station_id=_whole(extra.get("station_id", DEFAULT_STATION_ID), "station_id", 0, 0xFFFF - 64),
-                load_timeout_s=_seconds(extra.get("load_timeout_s", 10.0), "load_timeout_s"),
-                seal=_flag(extra.get("seal", True), "seal"),
+                manifest=_path(given.get("manifest", default_manifest_path()), "manifest"),
+                model=_text(given.get("model", served_model), "model", "a model name or path"),
+                policy=check_policy(_choice(given.get("policy", "auto"), "policy", POLICIES)),
+                route=check_route(_choice(given.get("route", "auto"), "route", ROUTES)),
+                kv_format=codec.check_format(_choice(given.get("kv_format", "fp16"), "kv_format", codec.KV_FORMATS)),
+                servers=_whole(given.get("servers", 10), "servers", 1, MAX_SERVERS),
+                index_dir=_path(given["index_dir"], "index_dir") if "index_dir" in given else None,
+                station_id=_whole(given.get("station_id", DEFAULT_STATION_ID), "station_id", 0, MAX_STATION_ID),
+                load_timeout_s=_seconds(given.get("load_timeout_s", 10.0), "load_timeout_s", MAX_TIMEOUT_S),
+                seal=_flag(given.get("seal", True), "seal"),
             )
         except ConfigError:
             raise
         except ValueError as exc:
             raise ConfigError(f"SkyMemory connector: {exc}") from None
-        if not config.manifest.is_file():
+        try:
+            found = config.manifest.is_file()
+        except OSError as exc:  # a name too long for the file system, say
+            raise ConfigError(f"SkyMemory connector: manifest {_shown(str(config.manifest))} cannot be looked "
+                              f"up: {exc.strerror or exc}") from None
+        if not found:
             raise ConfigError(f"SkyMemory connector: no constellation manifest at {config.manifest} (launch one "
                               "with tools/launch_constellation.py, or set kv_connector_extra_config['manifest'])")
+        _servers_fit(config)
         return config
 
 
-def _whole(value, name: str, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum and value > maximum):
-        bound = f"{minimum}..{maximum}" if maximum else f">= {minimum}"
-        raise ConfigError(f"SkyMemory connector: {name} must be a whole number {bound}, got {value!r}")
+def _shown(value) -> str:
+    """value's repr, cut to SHOWN characters (an error stays one short line whatever it was given)."""
+    try:
+        text = repr(value)
+    except Exception:  # a repr that fails says nothing of the setting
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
+
+
+def _name(key) -> str:
+    """An unknown setting's name as an error shows it: a string as it is (cut), anything else as its repr."""
+    return (key if len(key) <= SHOWN else key[:SHOWN - 3] + "...") if isinstance(key, str) else _shown(key)
+
+
+def _text(value, name: str, what: str) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_TEXT or "\0" in value:
+        raise ConfigError(f"SkyMemory connector: {name} must be {what}, a non-empty string of at most {MAX_TEXT} "
+                          f"characters (no NUL), got {_shown(value)}")
     return value
 
 
-def _seconds(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"SkyMemory connector: {name} must be a number of seconds > 0, got {value!r}")
+def _path(value, name: str) -> Path:
+    """A path setting: a non-empty string (or os.PathLike giving one), ~ expanded."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    return Path(_text(value, name, "a path")).expanduser()
+
+
+def _choice(value, name: str, choices) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"SkyMemory connector: {name} must be one of {', '.join(choices)} (a string), "
+                          f"got {_shown(value)}")
+    return value
+
+
+def _whole(value, name: str, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ConfigError(f"SkyMemory connector: {name} must be a whole number {minimum}..{maximum}, "
+                          f"got {_shown(value)}")
+    return value
+
+
+def _seconds(value, name: str, maximum: float) -> float:
+    # compared as given, never float()-ed first: an int past a float's range would raise OverflowError, and
+    # NaN compares false, so it is refused like infinities
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= maximum:
+        raise ConfigError(f"SkyMemory connector: {name} must be a number of seconds > 0 and <= {maximum:g}, "
+                          f"got {_shown(value)}")
     return float(value)
 
 
 def _flag(value, name: str) -> bool:
     if not isinstance(value, bool):  # not 0/1 nor "false" (a non-empty string is true to Python)
-        raise ConfigError(f"SkyMemory connector: {name} must be true or false, got {value!r}")
+        raise ConfigError(f"SkyMemory connector: {name} must be true or false, got {_shown(value)}")
     return value
+
+
+def _servers_fit(config: ConnectorConfig) -> None:
+    """servers at most the constellation's satellites, when its manifest reads (one that does not is the
+    workers' to report, where they load it: its error says what is wrong with it)."""
+    try:
+        manifest = Manifest.load(config.manifest)
+    except (ManifestError, OSError):
+        return
+    size = manifest.planes * manifest.sats
+    if config.servers > size:
+        raise ConfigError(f"SkyMemory connector: servers must be a whole number 1..{size} (the satellites of the "
+                          f"{manifest.planes}x{manifest.sats} constellation at {config.manifest}), got {config.servers}")
