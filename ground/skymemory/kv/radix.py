@@ -46,21 +46,44 @@ best effort: a failure to note is logged, never raised into a request), so
 (`seal_failures`, or `seal_failures_in(folder)`, which creates nothing). The
 table was added without a new schema version (older skymemory ignores it and
 shares the file as before): a file made before it gets it at its first note.
+
+The file is not trusted (security review N8): anyone who can write it could plant in it.
+* Every connection runs with `trusted_schema=OFF`, and a file whose schema holds a trigger,
+  a view, a table or an index this index does not make is refused (IndexFileError, at open and
+  before each write): planted SQL never runs in a process that opens the index.
+* Every record read is checked field by field (`_bad_field`); one out of bounds is absent
+  (a miss), counted in `bad_records` and logged once, never returned.
+* The file, its -wal, -shm and -journal must not be symbolic links (IndexFileError naming the
+  path): nothing is created or read through one.
+* Damage met at any call ("malformed", "not a database") moves the file (and its -wal, -shm)
+  aside to `kv-index.sqlite.damaged-<ns>` with a warning; that call answers as an empty index
+  would (a miss), later calls use a fresh file. Other openers follow: in this process at their
+  next call, other processes at their next write or error (a read: within a second).
+* The file is made 0600 and the folders the index makes 0700, whatever the umask; an existing
+  file (or -wal, -shm) readable by others is tightened to its owner at open (SQLite gives the
+  -wal and -shm it makes the file's mode).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
+import math
 import os
+import re
 import sqlite3
+import stat
 import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from skymemory.orbit.placement import MAX_SERVERS, STRATEGIES
+from skymemory.protocol import wire
 
 from .store import BlockRecord
 
@@ -113,6 +136,13 @@ ON CONFLICT (plane, sat) DO UPDATE SET count = count + excluded.count, last_unix
 """
 _READ_SEAL_FAILURES = "SELECT plane, sat, count, last_unix FROM seal_failures ORDER BY plane, sat"
 _HAS_LEDGER = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'seal_failures'"
+# what the index makes in its file; anything else in sqlite_master was planted (or comes from a newer skymemory:
+# refused rather than moved aside, so that a newer skymemory's index shared with this one is never thrown away)
+_OWN_TABLES = frozenset({"blocks", "properties", "seal_failures"})
+_OWN_INDEXES = frozenset({"blocks_by_parent", "blocks_by_created"})  # the second: files of an older skymemory (v1)
+_SQLITE_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"})
+_SIBLINGS = ("", "-wal", "-shm", "-journal")  # the file and those SQLite keeps beside it
+_DAMAGE_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes)
 _REMOVE = """
 WITH RECURSIVE doomed(hash) AS (
     SELECT hash FROM blocks WHERE hash = ?
@@ -135,6 +165,11 @@ class IndexVersionError(RuntimeError):
     """The index file was written by a skymemory with another schema."""
 
 
+class IndexFileError(RuntimeError):
+    """The index file is refused: a symbolic link (or not a regular file), or its schema holds SQL the index does
+    not make (a trigger, a view, a table or an index planted by someone who could write it)."""
+
+
 class _Connection(sqlite3.Connection):
     """A connection that can be weakly referenced (the index closes the ones still open at close())."""
 
@@ -150,6 +185,205 @@ class IndexEntry:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+# ---- what a record read from the file may hold (N8: the file is not trusted; these are what the writers allow)
+
+_MAX_INT = 2**63 - 1  # SQLite's integers; created_ms is a u64 on the wire
+_MAX_CHUNK_COUNT = 2**32 - 1  # the chunk count is a u32 on the wire
+_MAX_SAT = wire.SKYMEM_NO_SAT - 1  # plane and sat are u16 on the wire, 0xFFFF meaning none
+_MAX_TEXT = 256  # kv_format, layout: short names
+_MAX_META_INT = 2**31 - 1  # tokens per block, position in a prompt
+_STRATEGY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # placement strategy names ("rotation-hop", "explicit")
+_KNOWN_STRATEGIES = frozenset((*STRATEGIES, "explicit", "local"))  # the common ones, without the regex
+_HASH_LEN = wire.SKYMEM_BLOCK_HASH_LEN
+_MAX_CHUNK_DATA = wire.SKYMEM_MAX_CHUNK_DATA
+_FIELDS = ("hash", "parent", "n_bytes", "chunk_bytes", "chunk_count", "created_ms", "strategy", "n_servers",
+           "centre_plane", "centre_sat", "kv_format", "layout", "tokens", "position", "last_used_ms")
+
+
+def _int_in(value, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high  # SQLite types per value: a planted REAL or TEXT is no int
+
+
+def _sane(row: tuple) -> bool:
+    """_bad_field(row) is None, in one expression: this runs for every row a lookup reads."""
+    if len(row) != 15:
+        return False
+    (block_hash, parent, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, plane, sat,
+     kv_format, layout, tokens, position, used_ms) = row
+    return (type(block_hash) is bytes and len(block_hash) == _HASH_LEN
+            and type(parent) is bytes and len(parent) == _HASH_LEN
+            and type(chunk_bytes) is int and 1 <= chunk_bytes <= _MAX_CHUNK_DATA
+            and type(chunk_count) is int and 1 <= chunk_count <= _MAX_CHUNK_COUNT
+            and type(n_bytes) is int and -1 <= n_bytes <= chunk_bytes * chunk_count
+            and type(created_ms) is int and created_ms >= 0
+            and type(strategy) is str and (strategy in _KNOWN_STRATEGIES or _STRATEGY.fullmatch(strategy) is not None)
+            and type(n_servers) is int and 1 <= n_servers <= MAX_SERVERS
+            and type(plane) is int and 0 <= plane <= _MAX_SAT and type(sat) is int and 0 <= sat <= _MAX_SAT
+            and (kv_format is None or type(kv_format) is str and len(kv_format) <= _MAX_TEXT)
+            and (layout is None or type(layout) is str and len(layout) <= _MAX_TEXT)
+            and (tokens is None or type(tokens) is int and 1 <= tokens <= _MAX_META_INT)
+            and (position is None or type(position) is int and 0 <= position <= _MAX_META_INT)
+            and type(used_ms) is int and used_ms >= 0)
+
+
+def _bad_field(row: tuple) -> str | None:
+    """The first field of a blocks row (in _COLUMNS order) out of bounds, as `name=value`; None for a sane row."""
+    if _sane(row):
+        return None
+    if len(row) != len(_FIELDS):
+        return f"{len(row)} fields"
+    (block_hash, parent, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, plane, sat,
+     kv_format, layout, tokens, position, used_ms) = row
+    checks = (
+        ("hash", type(block_hash) is bytes and len(block_hash) == wire.SKYMEM_BLOCK_HASH_LEN),
+        ("parent", type(parent) is bytes and len(parent) == wire.SKYMEM_BLOCK_HASH_LEN),
+        ("chunk_bytes", _int_in(chunk_bytes, 1, wire.SKYMEM_MAX_CHUNK_DATA)),
+        ("chunk_count", _int_in(chunk_count, 1, _MAX_CHUNK_COUNT)),
+        # -1: size not known yet (a probe's record); a block's bytes fit in its chunks
+        ("n_bytes", type(chunk_bytes) is int and type(chunk_count) is int
+         and _int_in(n_bytes, -1, chunk_bytes * chunk_count)),
+        ("created_ms", _int_in(created_ms, 0, _MAX_INT)),
+        ("strategy", type(strategy) is str and _STRATEGY.fullmatch(strategy) is not None),
+        ("n_servers", _int_in(n_servers, 1, MAX_SERVERS)),
+        ("centre_plane", _int_in(plane, 0, _MAX_SAT)),
+        ("centre_sat", _int_in(sat, 0, _MAX_SAT)),
+        ("kv_format", kv_format is None or (type(kv_format) is str and len(kv_format) <= _MAX_TEXT)),
+        ("layout", layout is None or (type(layout) is str and len(layout) <= _MAX_TEXT)),
+        ("tokens", tokens is None or _int_in(tokens, 1, _MAX_META_INT)),
+        ("position", position is None or _int_in(position, 0, _MAX_META_INT)),
+        ("last_used_ms", _int_in(used_ms, 0, _MAX_INT)),
+    )
+    for name, ok in checks:
+        if not ok:
+            value = row[_FIELDS.index(name)]
+            return f"{name}={value.hex() if isinstance(value, bytes) else value!r:.80}"
+    return "out of bounds"  # _sane and the checks above disagree: never expected
+
+
+def _bad_ledger_field(row: tuple) -> str | None:
+    """The first field of a seal_failures row (plane, sat, count, last_unix) out of bounds; None for a sane row."""
+    plane, sat, count, last_unix = row
+    for name, ok in (("plane", _int_in(plane, 0, _MAX_SAT)), ("sat", _int_in(sat, 0, _MAX_SAT)),
+                     ("count", _int_in(count, 1, _MAX_INT)),
+                     ("last_unix", type(last_unix) in (int, float) and math.isfinite(last_unix) and last_unix >= 0)):
+        if not ok:
+            return f"{name}={row[('plane', 'sat', 'count', 'last_unix').index(name)]!r:.80}"
+    return None
+
+
+# ---- the file on disk (N8)
+
+def _refuse_links(path: Path, *, tighten: bool) -> None:
+    """The file and its siblings must be regular files, not symbolic links (SQLite would follow the file's to wherever
+    it points, and create the database there); `tighten`: one readable by others is made its owner's alone."""
+    for suffix in _SIBLINGS:
+        name = f"{path}{suffix}"
+        try:
+            st = os.lstat(name)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise IndexFileError(f"the KV index file {name} is a symbolic link; refusing to open it (remove it, or "
+                                 "give the index another folder)")
+        if not stat.S_ISREG(st.st_mode):
+            raise IndexFileError(f"the KV index file {name} is not a regular file; refusing to open it")
+        mode = stat.S_IMODE(st.st_mode)
+        if tighten and mode & 0o077:
+            try:  # lstat said a regular file: chmod by name (an fd of our own, closed, would drop SQLite's locks)
+                os.chmod(name, mode & 0o700)
+            except OSError as exc:  # another user's file: say so, and open it as before
+                log.warning("the KV index file %s is mode %o and could not be made private: %s", name, mode, exc)
+
+
+def _prepare_file(path: Path) -> None:
+    """Make the file (0600 whatever the umask, never through a link) when there is none; refuse links; tighten."""
+    try:  # O_EXCL: a dangling link there is EEXIST, never followed; O_NOFOLLOW for good measure
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except FileExistsError:
+        pass  # there already (or another opener just made it): checked below
+    except OSError:
+        pass  # no right to make it here: SQLite says so when it tries, as it always did
+    else:
+        try:
+            os.fchmod(fd, 0o600)  # the umask may have taken bits off; never adds any
+        finally:
+            os.close(fd)  # empty: SQLite starts a new database in it
+    _refuse_links(path, tighten=True)
+
+
+def _make_private_folder(directory: Path) -> None:
+    """mkdir -p, each folder the index makes 0700 whatever the umask; folders already there are left as they are."""
+    missing, folder = [], directory
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue  # another process made it
+        os.chmod(folder, 0o700)
+    directory.mkdir(parents=True, exist_ok=True)  # a folder there that is not one: the error it always gave
+
+
+def _check_schema(conn: sqlite3.Connection, where: str) -> None:
+    """Refuse a file whose schema holds anything the index does not make itself (IndexFileError)."""
+    foreign = []
+    for kind, name, table, sql in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"):
+        ordinary = isinstance(sql, str) and sql.lstrip().upper().startswith(("CREATE TABLE", "CREATE INDEX",
+                                                                               "CREATE UNIQUE INDEX"))
+        if kind == "table" and (name in _OWN_TABLES or name in _SQLITE_TABLES) and (ordinary or sql is None):
+            continue
+        if kind == "index" and table in _OWN_TABLES and (
+                name in _OWN_INDEXES and ordinary
+                or isinstance(name, str) and name.startswith("sqlite_autoindex_") and sql is None):
+            continue
+        foreign.append(f"{kind} {name!r}")
+    if foreign:
+        raise IndexFileError(f"the KV index {where} holds {', '.join(foreign[:5])}"
+                             f"{' and more' if len(foreign) > 5 else ''}, not made by this index (planted, or a newer "
+                             "skymemory's): refusing to open it; move it aside to start an empty index")
+
+
+def _is_damage(exc: sqlite3.Error) -> bool:
+    """SQLite says the file is damaged (or not a database at all)."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _DAMAGE_CODES:
+        return True
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
+
+
+def _file_id(path) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+# a file moved aside in this process: every RadixIndex of it (any thread) reopens at its next call
+_moves_lock = threading.Lock()
+_moves: dict[str, int] = {}
+
+
+def _recovering(method):
+    """A call that may meet a damaged file (or one another opener moved aside): it recovers (`_recover`) and the call
+    runs once more, on the fresh file. A read there finds nothing: the caller gets a miss, later calls work."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            if not self._recover(exc):
+                raise
+        return method(self, *args, **kwargs)
+    return guarded
 
 
 def _row(parent: bytes, record: BlockRecord, meta: dict | None, used_ms: int) -> tuple:
@@ -180,24 +414,37 @@ class RadixIndex:
         self.directory = Path(directory) if directory is not None else None
         self.path = self.directory / FILE_NAME if self.directory is not None else None
         self.busy_timeout_s = busy_timeout_s
-        self._local = threading.local()  # this thread's connection, and the pid that opened it
+        self.bad_records = 0  # distinct records out of bounds met in the file (each treated as absent, logged once)
+        self._bad_seen: set = set()
+        self._bad_lock = threading.Lock()
+        self._local = threading.local()  # this thread's connection, the pid that opened it, the file's move count
         self._connections: weakref.WeakSet[_Connection] = weakref.WeakSet()  # a thread's goes when the thread ends
         if self.path is None:  # one connection: the threads take turns (an in-memory database is per connection)
             self._memory_lock = threading.RLock()
             self._memory: _Connection | None = self._open(":memory:")
         else:
             self._memory_lock, self._memory = contextlib.nullcontext(), None
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self._key = os.path.abspath(self.path)
+            _make_private_folder(self.directory)
             self._connection_or_fresh_file()
             self._import_json_once()
 
     # ------------------------------------------------------------------ connections
 
     def _open(self, where: str) -> "_Connection":
+        on_file = where != ":memory:"
+        if on_file:
+            _prepare_file(Path(where))  # 0600, no symbolic links (N8)
         # check_same_thread=False: close() may close another thread's; each is used by its own thread only
         conn = sqlite3.connect(where, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False,
                                factory=_Connection)
+        conn.file_id = _file_id(where) if on_file else None  # which file it opened: moved aside since, or not
         try:
+            # first: SQL stored in the file (triggers, views, defaults) may call no function not marked innocuous
+            conn.execute("PRAGMA trusted_schema=OFF")
+            if on_file:
+                _check_schema(conn, where)  # before anything here writes to it (a trigger fires at a write)
+            conn.schema_seen = conn.execute("PRAGMA schema_version").fetchone()[0]
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA cache_size=-65536")  # 64 MiB of pages per connection
@@ -210,35 +457,92 @@ class RadixIndex:
                 raise IndexVersionError(f"{where} is a KV index of schema version {version}; this skymemory reads "
                                         f"version {SCHEMA_VERSION} (use another index folder, or this index's "
                                         "skymemory)")
+        except sqlite3.Error as exc:
+            exc.radix_file_id = conn.file_id  # which file failed (_recover: moved aside since, or to move)
+            conn.close()
+            raise
         except BaseException:
             conn.close()
             raise
         self._connections.add(conn)
         return conn
 
-    def _connection(self) -> "_Connection":
+    def _connection(self, *, look: bool = False) -> "_Connection":
+        """This thread's connection. A file moved aside (damaged) since it was opened: a new one, on the file there
+        now; in this process at once, for a move by another process when it `look`s (every write, and a read at most
+        once a second: SQLite itself would go on with the moved file, in WAL mode even writing to it)."""
         if self._memory is not None:
             return self._memory
         local = self._local
-        if getattr(local, "pid", None) != os.getpid():  # new thread, or a forked child: never share a handle
-            local.conn, local.pid = self._open(str(self.path)), os.getpid()
+        moves = _moves.get(self._key, 0)
+        fresh = getattr(local, "pid", None) == os.getpid() and local.moves == moves
+        if fresh:
+            now = time.monotonic()
+            if look or now - local.looked >= 1.0:
+                local.looked = now
+                there = _file_id(self.path)
+                fresh = there is None or there == local.conn.file_id  # none there (yet): keep the one it has
+        if not fresh:  # new thread, or a forked child (never share a handle), or the file was moved aside
+            if getattr(local, "pid", None) == os.getpid():
+                with contextlib.suppress(sqlite3.Error):
+                    local.conn.close()
+            local.conn, local.pid, local.moves = self._open(str(self.path)), os.getpid(), moves
+            local.looked = time.monotonic()
         return local.conn
 
+    @_recovering
     def _connection_or_fresh_file(self) -> None:
         """Open the file; one that is not a database (damaged) is moved aside and a new one started."""
-        try:
-            self._connection()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError):  # locked, no permission, disk full: say so
-                raise
+        self._connection()
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> bool:
+        """After `exc` on a file index: True when the call may run again on a fresh connection, because the file it
+        used was moved aside (or replaced) by another opener since, or because it is damaged and is now moved aside
+        here (N8: damage anywhere in the file would otherwise fail every call, forever)."""
+        if self.path is None:
+            return False
+        local = self._local
+        mine = getattr(local, "conn", None) if getattr(local, "pid", None) == os.getpid() else None
+        opened = exc.radix_file_id if hasattr(exc, "radix_file_id") else getattr(mine, "file_id", None)
+        with _moves_lock:  # one thread of this process moves a file at a time
+            moved = opened is not None and _file_id(self.path) != opened  # by another opener (or replaced)
+            if not moved and not _is_damage(exc):
+                return False  # locked, read-only, full: the caller hears of it as before, the connection stays
+            if mine is not None:  # closed before a move: SQLite must not tidy up names that are the new file's
+                with contextlib.suppress(sqlite3.Error):
+                    mine.close()
+                local.pid = None
+            if moved:
+                return True  # use what is there now
             aside = self.path.with_name(f"{FILE_NAME}.damaged-{time.time_ns()}")
             log.warning("the KV index %s is damaged (%s): moved to %s, starting an empty index (it is only a hint: "
                         "blocks are fetched again by a probe or stored again)", self.path, exc, aside.name)
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in _SIBLINGS:
                 with contextlib.suppress(FileNotFoundError):
                     os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
-            self._local = threading.local()
-            self._connection()
+            _moves[self._key] = _moves.get(self._key, 0) + 1
+            return True
+
+    def _checked(self, row: tuple | None) -> IndexEntry | None:
+        """The entry of a row read from the file, or None (absent) when a field is out of bounds (N8)."""
+        if row is None:
+            return None
+        if _sane(row):
+            return _entry(row)
+        self._note_bad("block", row[0], _bad_field(row))
+        return None
+
+    def _note_bad(self, what: str, key, why: str) -> None:
+        """Count a bad record and log it, once per record (a planted file would otherwise log at every lookup)."""
+        key = (what, key if isinstance(key, (bytes, str, int, float, tuple)) else repr(key))
+        with self._bad_lock:
+            if key in self._bad_seen:
+                return
+            self._bad_seen.add(key)
+            self.bad_records += 1
+        shown = key[1].hex()[:16] if isinstance(key[1], bytes) else repr(key[1])[:40]
+        log.warning("the KV index %s holds a bad %s record %s (%s): treated as absent (bad records so far: %d)",
+                    self.path or "in memory", what, shown, why, self.bad_records)
 
     @contextlib.contextmanager
     def _reading(self):
@@ -249,12 +553,18 @@ class RadixIndex:
     def _writing(self):
         """One write transaction, its lock taken at BEGIN (a deferred one could fail instead of waiting)."""
         with self._memory_lock:
-            conn = self._connection()
+            conn = self._connection(look=True)
             conn.execute("BEGIN IMMEDIATE")
             try:
+                if self.path is not None:  # the schema changed since this connection looked (planted while it ran)?
+                    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+                    if version != conn.schema_seen:
+                        _check_schema(conn, str(self.path))  # under the write lock: nothing fires before this
+                        conn.schema_seen = version
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already (damage, disk full)
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
 
@@ -267,19 +577,28 @@ class RadixIndex:
 
     # ------------------------------------------------------------------ queries
 
+    @_recovering
     def __len__(self) -> int:
+        """Rows in the file (a bad record among them is counted here, and absent to every lookup)."""
         with self._reading() as conn:
             return conn.execute("SELECT count(*) FROM blocks").fetchone()[0]
 
+    @_recovering
     def __contains__(self, block_hash: bytes) -> bool:
         with self._reading() as conn:
-            return conn.execute("SELECT 1 FROM blocks WHERE hash = ?", (block_hash,)).fetchone() is not None
+            row = conn.execute(f"SELECT {_COLUMNS} FROM blocks WHERE hash = ?", (block_hash,)).fetchone()
+        if row is None or _sane(row):
+            return row is not None
+        self._note_bad("block", row[0], _bad_field(row))  # a bad record is absent here too
+        return False
 
+    @_recovering
     def get(self, block_hash: bytes) -> IndexEntry | None:
         with self._reading() as conn:
             row = conn.execute(f"SELECT {_COLUMNS} FROM blocks WHERE hash = ?", (block_hash,)).fetchone()
-        return _entry(row) if row is not None else None
+        return self._checked(row)
 
+    @_recovering
     def longest_prefix(self, root: bytes, hashes: Sequence[bytes]) -> list[IndexEntry]:
         """Entries for the longest run hashes[0..k-1] present as a chain below `root`."""
         if not hashes:
@@ -293,30 +612,46 @@ class RadixIndex:
             row = by_hash.get(block_hash)
             if row is None or row[1] != parent:
                 break
-            found.append(_entry(row))
+            entry = self._checked(row)
+            if entry is None:  # a bad record: absent, the prefix ends before it
+                break
+            found.append(entry)
             parent = block_hash
         return found
 
+    @_recovering
     def knows_root(self, root: bytes) -> bool:
         """True when at least one block is indexed directly below `root`."""
         with self._reading() as conn:
-            return conn.execute("SELECT 1 FROM blocks WHERE parent = ? LIMIT 1", (root,)).fetchone() is not None
+            return any(self._checked(row) is not None
+                       for row in conn.execute(f"SELECT {_COLUMNS} FROM blocks WHERE parent = ?", (root,)))
 
+    @_recovering
     def newest(self, limit: int) -> list[IndexEntry]:
-        """The `limit` most recently indexed blocks, newest first."""
+        """The `limit` most recently indexed blocks, newest first (bad records skipped)."""
+        found: list[IndexEntry] = []
+        if limit == 0:
+            return found
         with self._reading() as conn:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM blocks ORDER BY id DESC LIMIT ?", (limit,))
-            return [_entry(row) for row in rows]
+            for row in conn.execute(f"SELECT {_COLUMNS} FROM blocks ORDER BY id DESC"):  # stepped only as needed
+                entry = self._checked(row)
+                if entry is not None:
+                    found.append(entry)
+                    if len(found) == limit:
+                        break
+        return found
 
+    @_recovering
     def changes(self) -> int:
         """A number that changes whenever any connection (any process) commits a change to the index."""
         with self._reading() as conn:
             return conn.execute("PRAGMA data_version").fetchone()[0]
 
+    @_recovering
     def seal_failures(self) -> dict[Sat, tuple[int, float]]:
         """The seal-failure ledger: (plane, sat) -> (KV blocks it served that did not open, Unix time of the last)."""
         with self._reading() as conn:
-            return _ledger(conn)
+            return _ledger(conn, lambda row, why: self._note_bad("seal-failure", tuple(row[:2]), why))
 
     # ------------------------------------------------------------------ updates
 
@@ -337,12 +672,14 @@ class RadixIndex:
         now = _now_ms()
         return self._insert_rows([_row(e.parent, e.record, e.meta, e.last_used_ms or now) for e in entries])
 
+    @_recovering
     def _insert_rows(self, rows: list[tuple]) -> int:
         if rows:
             with self._writing() as conn:
                 conn.executemany(_INSERT, rows)
         return len(rows)
 
+    @_recovering
     def touch(self, block_hashes: Sequence[bytes]) -> None:
         """These blocks were just used (fetched): their last use is now."""
         if block_hashes:
@@ -350,12 +687,14 @@ class RadixIndex:
                 conn.executemany("UPDATE blocks SET last_used_ms = ? WHERE hash = ?",
                                  [(_now_ms(), h) for h in block_hashes])
 
+    @_recovering
     def remove(self, block_hash: bytes) -> int:
         """Drop a block and everything after it in its chains; returns how many entries went."""
         with self._writing() as conn:
             conn.execute(_REMOVE, (block_hash,))
             return conn.execute("SELECT changes()").fetchone()[0]  # sqlite3's rowcount misses a WITH ... DELETE
 
+    @_recovering
     def clear(self) -> None:
         with self._writing() as conn:
             conn.execute("DELETE FROM blocks")
@@ -369,17 +708,22 @@ class RadixIndex:
             rows = [(int(p), int(s), int(n), now) for (p, s), n in counts.items() if int(n) > 0]
             if not rows:
                 return True
-            with self._writing() as conn:
-                conn.execute(_LEDGER_SCHEMA)  # a file made before the ledger; nothing to do on any other
-                conn.executemany(_NOTE_SEAL_FAILURES, rows)
+            self._note_rows(rows)
             return True
         except Exception as exc:  # noqa: BLE001 - the ledger is telemetry: the request goes on without it
             log.warning("noting seal failures %s in the KV index %s failed: %r", dict(counts),
                         self.path or "in memory", exc)
             return False
 
+    @_recovering
+    def _note_rows(self, rows: list[tuple]) -> None:
+        with self._writing() as conn:
+            conn.execute(_LEDGER_SCHEMA)  # a file made before the ledger; nothing to do on any other
+            conn.executemany(_NOTE_SEAL_FAILURES, rows)
+
     # ------------------------------------------------------------------ the JSON index, once
 
+    @_recovering
     def _import_json_once(self) -> None:
         """Blocks of an older kv-index.json in the folder, indexed once (the file itself is left as it was)."""
         source = self.directory / JSON_FILE_NAME
@@ -390,7 +734,10 @@ class RadixIndex:
                 return  # done before, by this process or another
             try:
                 rows = _json_index_rows(source)
-                outcome = f"{len(rows)} blocks"
+                sane = [row for row in rows if _bad_field(row) is None]  # that file is not trusted either
+                outcome = f"{len(sane)} blocks" + (f" ({len(rows) - len(sane)} bad ones left out)"
+                                                   if len(sane) < len(rows) else "")
+                rows = sane
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 rows, outcome = [], f"nothing: unreadable ({exc})"
             conn.executemany(_INSERT.replace("OR REPLACE", "OR IGNORE"), rows)  # what SQLite knew already wins
@@ -400,10 +747,19 @@ class RadixIndex:
                     outcome, source, self.path.name)
 
 
-def _ledger(conn: sqlite3.Connection) -> dict[Sat, tuple[int, float]]:
+def _ledger(conn: sqlite3.Connection, bad) -> dict[Sat, tuple[int, float]]:
+    """The ledger's rows; one out of bounds is left out and told to bad(row, why)."""
     if conn.execute(_HAS_LEDGER).fetchone() is None:  # a file made before the ledger, never noted in since
         return {}
-    return {(plane, sat): (count, last_unix) for plane, sat, count, last_unix in conn.execute(_READ_SEAL_FAILURES)}
+    ledger = {}
+    for row in conn.execute(_READ_SEAL_FAILURES):
+        why = _bad_ledger_field(row)
+        if why is None:
+            plane, sat, count, last_unix = row
+            ledger[(plane, sat)] = (count, last_unix)
+        else:
+            bad(row, why)
+    return ledger
 
 
 def seal_failures_in(directory: str | os.PathLike | None = None) -> dict[Sat, tuple[int, float]]:
@@ -413,16 +769,21 @@ def seal_failures_in(directory: str | os.PathLike | None = None) -> dict[Sat, tu
     path = Path(directory) if directory is not None else default_directory()
     if path.name != FILE_NAME:
         path = path / FILE_NAME
-    if not path.is_file():
+    if not os.path.lexists(path):
         return {}
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=DEFAULT_BUSY_TIMEOUT_S)
-    except sqlite3.Error as exc:
+        _refuse_links(path, tighten=False)  # read-only: refused, never changed
+        conn = sqlite3.connect(f"{path.parent.resolve().joinpath(path.name).as_uri()}?mode=ro", uri=True,
+                               timeout=DEFAULT_BUSY_TIMEOUT_S)
+    except (sqlite3.Error, IndexFileError) as exc:
         log.warning("cannot read the seal failures of the KV index %s: %s", path, exc)
         return {}
     try:
-        return _ledger(conn)
-    except sqlite3.Error as exc:
+        conn.execute("PRAGMA trusted_schema=OFF")
+        _check_schema(conn, str(path))
+        return _ledger(conn, lambda row, why: log.warning("the KV index %s holds a bad seal-failure record %r (%s): "
+                                                          "left out", path, row[:2], why))
+    except (sqlite3.Error, IndexFileError) as exc:
         log.warning("cannot read the seal failures of the KV index %s: %s", path, exc)
         return {}
     finally:
