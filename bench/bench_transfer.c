@@ -78,7 +78,7 @@ static long load_sat_keys(const char *dir, unsigned plane, unsigned sat, skymem_
     if (skymem_auth_load_text(&ring, text, len, err, sizeof err) < 0)
         return fprintf(stderr, "bench_transfer: %s: %s\n", path, err), -1;
     for (uint32_t i = 0; i < ring.n_keys; i++)
-        if (ring.keys[i].id != SKYMEM_AUTH_CONSTELLATION_KEY && (id < 0 || ring.keys[i].id < (uint32_t)id))
+        if (!skymem_auth_link_of(ring.keys[i].id, NULL, NULL) && (id < 0 || ring.keys[i].id < (uint32_t)id))
             id = ring.keys[i].id;
     const skymem_auth_key_t *u = id < 0 ? NULL : skymem_auth_find_key_for(&ring, (uint32_t)id, SKYMEM_KEY_UP);
     const skymem_auth_key_t *d = id < 0 ? NULL : skymem_auth_find_key_for(&ring, (uint32_t)id, SKYMEM_KEY_DOWN);

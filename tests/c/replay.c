@@ -117,7 +117,7 @@ static int load_keys(const char *path)
     if (skymem_auth_load_text(&keys, text, len, err, sizeof err) < 0)
         return fprintf(stderr, "skymem_replay: %s: %s\n", path, err), -1;
     for (i = 0; i < keys.n_keys; i++)
-        if (keys.keys[i].id != SKYMEM_AUTH_CONSTELLATION_KEY && (ground_key < 0 || keys.keys[i].id < (uint32_t)ground_key))
+        if (!skymem_auth_link_of(keys.keys[i].id, NULL, NULL) && (ground_key < 0 || keys.keys[i].id < (uint32_t)ground_key))
             ground_key = keys.keys[i].id;
     return ground_key < 0 ? (fprintf(stderr, "skymem_replay: %s has no ground key\n", path), -1) : 0;
 }

@@ -114,19 +114,20 @@ static int signed_evict(const skymem_auth_t *a, uint8_t *buf, size_t cap, uint16
 static void test_sign_verify(void)
 {
     static skymem_auth_t ground, sat;
-    uint8_t key1[32], key0[32], buf[256], copy[256];
+    uint8_t key1[32], keyl[32], buf[256], copy[256];
+    const uint32_t link = skymem_auth_link_id(0, 2); /* a neighbour's link id: a link key */
     int len, i;
     skymem_msg_t m;
     skymem_route_t r;
     memset(key1, 0x11, sizeof key1);
-    memset(key0, 0x22, sizeof key0);
+    memset(keyl, 0x22, sizeof keyl);
     skymem_auth_init(&ground, 0);
     CHECK_EQ_INT(skymem_auth_add_key(&ground, 1, key1, sizeof key1), SKYMEM_AUTH_OK);
     CHECK_EQ_INT(skymem_auth_add_key(&ground, 1, key1, sizeof key1), SKYMEM_AUTH_E_ARG); /* duplicate */
     CHECK_EQ_INT(skymem_auth_add_key(&ground, 2, key1, 8), SKYMEM_AUTH_E_ARG);           /* too short */
     skymem_auth_init(&sat, 1000);
     skymem_auth_add_key(&sat, 1, key1, sizeof key1);
-    skymem_auth_add_key(&sat, 0, key0, sizeof key0);
+    skymem_auth_add_key(&sat, link, keyl, sizeof keyl);
 
     len = signed_evict(&ground, buf, sizeof buf, 7, 1, 5000);
     CHECK_EQ_INT(len, SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_EVICT_LEN + SKYMEM_AUTH_TRAILER_LEN);
@@ -171,9 +172,9 @@ static void test_sign_verify(void)
     skymem_auth_add_key(&ground, 9, key1, sizeof key1);
     len = signed_evict(&ground, buf, sizeof buf, 7, 9, 6000);
     CHECK_EQ_INT(skymem_auth_verify(&sat, buf, (size_t)len), SKYMEM_AUTH_E_UNKNOWN_KEY);
-    /* constellation key from the ground: refused */
-    skymem_auth_add_key(&ground, 0, key0, sizeof key0);
-    len = signed_evict(&ground, buf, sizeof buf, 7, 0, 6001);
+    /* a link key on a command from the ground: refused, even by a ring that holds it for every use */
+    skymem_auth_add_key(&ground, link, keyl, sizeof keyl);
+    len = signed_evict(&ground, buf, sizeof buf, 7, link, 6001);
     CHECK_EQ_INT(skymem_auth_verify(&sat, buf, (size_t)len), SKYMEM_AUTH_E_KEY_SCOPE);
     /* a forged key (right id, wrong bytes) */
     {
@@ -259,41 +260,93 @@ static void test_key_file(void)
 {
     static skymem_auth_t a;
     char err[128];
-    const char *good = "# keys\n\nskymem-keys 3 satellite 2 5 # mine\nisl 0 000102030405060708090a0b0c0d0e0f\n"
+    const uint32_t in_id = skymem_auth_link_id(2, 4);
+    const char *good = "# keys\n\nskymem-keys 4 satellite 2 5 # mine\n"
+                       "link-in 2 4 000102030405060708090a0b0c0d0e0f\n"
+                       "link-out 2 4\t0f0e0d0c0b0a09080706050403020100 # what we sign for (2,4)\n"
+                       "link-in 3 5 202122232425262728292a2b2c2d2e2f\n"
                        "  up 7\tFFEEDDCCBBAA99887766554433221100ffee # gs 7\r\ndown 7 101112131415161718191a1b1c1d1e1f\n";
+    uint16_t p, q;
+    /* link ids: the top bit, then plane and sat; ground ids are below it */
+    CHECK(in_id == 0x80020004u);
+    CHECK(skymem_auth_link_id(0x7FFF, 0xFFFE) == 0xFFFFFFFEu);
+    CHECK(skymem_auth_link_of(in_id, &p, &q) == 1 && p == 2 && q == 4);
+    CHECK(skymem_auth_link_of(0xFFFFFFFEu, &p, &q) == 1 && p == 0x7FFF && q == 0xFFFE);
+    CHECK(skymem_auth_link_of(7, NULL, NULL) == 0 && skymem_auth_link_of(0x7FFFFFFFu, NULL, NULL) == 0);
+    CHECK(skymem_auth_link_of(skymem_auth_link_id(0, 0), NULL, NULL) == 1);
     skymem_auth_init(&a, 0);
-    CHECK_EQ_INT(skymem_auth_load_text(&a, good, strlen(good), err, sizeof err), 3);
+    CHECK_EQ_INT(skymem_auth_load_text(&a, good, strlen(good), err, sizeof err), 5);
     CHECK(a.owner_plane == 2 && a.owner_sat == 5);
-    CHECK(skymem_auth_find_key_for(&a, 0, SKYMEM_KEY_ISL) != NULL && skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_UP));
-    CHECK(skymem_auth_find_key_for(&a, 0, SKYMEM_KEY_UP) == NULL); /* each key for its own direction only */
-    CHECK(same_key(&skymem_auth_find_key_for(&a, 0, SKYMEM_KEY_ISL)->mac, "000102030405060708090a0b0c0d0e0f"));
+    CHECK(skymem_auth_find_key_for(&a, in_id, SKYMEM_KEY_LINK_IN) != NULL &&
+          skymem_auth_find_key_for(&a, in_id, SKYMEM_KEY_LINK_OUT) != NULL &&
+          skymem_auth_find_key_for(&a, skymem_auth_link_id(3, 5), SKYMEM_KEY_LINK_IN) != NULL &&
+          skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_UP) != NULL);
+    /* each key for its own direction only */
+    CHECK(skymem_auth_find_key_for(&a, in_id, SKYMEM_KEY_UP) == NULL);
+    CHECK(skymem_auth_find_key_for(&a, in_id, SKYMEM_KEY_DOWN) == NULL);
+    CHECK(skymem_auth_find_key_for(&a, skymem_auth_link_id(3, 5), SKYMEM_KEY_LINK_OUT) == NULL);
+    CHECK(skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_LINK_IN) == NULL);
+    CHECK(skymem_auth_find_key_for(&a, skymem_auth_link_id(2, 5), SKYMEM_KEY_ANY) == NULL); /* none of its own */
+    CHECK(same_key(&skymem_auth_find_key_for(&a, in_id, SKYMEM_KEY_LINK_IN)->mac, "000102030405060708090a0b0c0d0e0f"));
+    CHECK(same_key(&skymem_auth_find_key_for(&a, in_id, SKYMEM_KEY_LINK_OUT)->mac, "0f0e0d0c0b0a09080706050403020100"));
     CHECK(same_key(&skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_UP)->mac, "FFEEDDCCBBAA99887766554433221100ffee"));
     CHECK(same_key(&skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_DOWN)->mac, "101112131415161718191a1b1c1d1e1f"));
     CHECK(!same_key(&skymem_auth_find_key_for(&a, 7, SKYMEM_KEY_UP)->mac, "FFEEDDCCBBAA99887766554433221100ff"));
 #define BAD(text, msg)                                                                            \
     do {                                                                                          \
         skymem_auth_init(&a, 0);                                                                  \
+        err[0] = 0;                                                                               \
         CHECK_EQ_INT(skymem_auth_load_text(&a, text, strlen(text), err, sizeof err), SKYMEM_AUTH_E_ARG); \
+        if (strstr(err, msg) == NULL) fprintf(stderr, "  got \"%s\", wanted \"%s\"\n", err, msg);      \
         CHECK(strstr(err, msg) != NULL);                                                          \
     } while (0)
-#define SAT "skymem-keys 3 satellite 0 1\n"
-    /* an old file (one key for both directions) and the ground's are refused, each saying what to do */
+#define SAT "skymem-keys 4 satellite 0 1\n"
+#define K " 000102030405060708090a0b0c0d0e0f\n"
+    /* an old file (one key for both directions), a version 3 one (the shared ISL key) and the ground's are
+     * refused, each saying what to do */
     BAD("# keys\n0 000102030405060708090a0b0c0d0e0f\n", "line 2: an old key file (one key for both directions");
-    BAD("skymem-keys 3 ground\nmaster 1 000102030405060708090a0b0c0d0e0f\n", "line 1: the ground's key file");
-    BAD("skymem-keys 2 satellite 0 1\n", "version is not 3");
-    BAD(SAT "master 1 000102030405060708090a0b0c0d0e0f\n", "line 2: a ground master key");
+    BAD("skymem-keys 3 satellite 0 1\nisl 0" K "up 1" K "down 1" K, "line 1: a version 3 key file (one ISL key");
+    BAD("skymem-keys 3 satellite 0 1\n", "launch again to make per-link keys");
+    BAD("skymem-keys 4 ground\nmaster 1" K, "line 1: the ground's key file");
+    BAD("skymem-keys 2 satellite 0 1\n", "version is not 4");
+    BAD("skymem-keys 5 satellite 0 1\n", "version is not 4");
+    BAD("keys 4 satellite 0 1\n", "expected \"skymem-keys 4 satellite PLANE SAT\"");
+    BAD("skymem-keys 4 satellite 32768 1\n", "PLANE is not a number below 32768");
+    BAD("skymem-keys 4 satellite 0\n", "SAT is not");
+    BAD("skymem-keys 4 satellite 0 1 2\n", "unexpected text after the header");
+    /* master keys, ground or link: the ground's alone */
+    BAD(SAT "master 1" K, "line 2: a ground master key");
+    BAD(SAT "link-master" K, "line 2: a ground master key");
+    /* the shared ISL key is no more */
+    BAD(SAT "isl 0" K, "line 2: expected \"link-in|link-out PLANE SAT HEX\"");
+    /* a link from this satellite to itself, either way */
+    BAD(SAT "link-in 0 1" K, "line 2: a link from this satellite to itself");
+    BAD(SAT "up 1" K "link-out 0 1" K, "line 3: a link from this satellite to itself");
+    BAD(SAT "link-in 32768 1" K, "link PLANE is not a number below 32768");
+    BAD(SAT "link-in 0 x" K, "link SAT is not a number");
+    BAD(SAT "link-in 0 2" K "link-in 0 2" K, "line 3: duplicate");
+    /* ground key ids: 1 .. 2^31 - 1; an id with the link bit, or 0, is refused */
+    BAD(SAT "up 2147483648" K, "line 2: a ground key id is 1..2147483647");
+    BAD(SAT "down 4294967295" K, "a ground key id is 1..2147483647");
+    BAD(SAT "up 0" K, "a ground key id is 1..2147483647");
+    BAD(SAT "up 99999999999" K, "a ground key id is 1..2147483647");
     BAD(SAT "up 1 0011\n", "line 2: key shorter than 16 bytes");
     BAD(SAT "\nup 1 000102030405060708090a0b0c0d0e0\n", "line 3: key is not an even number");
-    BAD(SAT "x 1 000102030405060708090a0b0c0d0e0f\n", "expected");
+    BAD(SAT "x 1" K, "expected");
     BAD(SAT "up 1 000102030405060708090a0b0c0d0e0g\n", "hex");
-    BAD(SAT "up 1 000102030405060708090a0b0c0d0e0f\nup 1 000102030405060708090a0b0c0d0e0f\n", "line 3: duplicate");
-    BAD(SAT "up 99999999999 000102030405060708090a0b0c0d0e0f\n", "u32");
-    BAD(SAT "up 0 000102030405060708090a0b0c0d0e0f\n", "ISL key");
-    BAD(SAT "isl 3 000102030405060708090a0b0c0d0e0f\n", "ISL key");
+    BAD(SAT "up 1" K "up 1" K, "line 3: duplicate");
     BAD(SAT "up 1 000102030405060708090a0b0c0d0e0f extra\n", "unexpected");
-    BAD("skymem-keys 3 satellite 0\n", "SAT is not");
+#undef K
 #undef SAT
 #undef BAD
+    { /* the largest ground id and a link to (32767, 65534) are fine */
+        const char *edge = "skymem-keys 4 satellite 0 1\nup 2147483647 000102030405060708090a0b0c0d0e0f\n"
+                           "link-out 32767 65534 000102030405060708090a0b0c0d0e0f\n";
+        skymem_auth_init(&a, 0);
+        CHECK_EQ_INT(skymem_auth_load_text(&a, edge, strlen(edge), err, sizeof err), 2);
+        CHECK(skymem_auth_find_key_for(&a, 0x7FFFFFFFu, SKYMEM_KEY_UP) != NULL);
+        CHECK(skymem_auth_find_key_for(&a, 0xFFFFFFFEu, SKYMEM_KEY_LINK_OUT) != NULL);
+    }
     CHECK(skymem_auth_required(SKYMEM_SET_CHUNK_CC) && skymem_auth_required(SKYMEM_EVICT_BLOCK_CC) &&
           skymem_auth_required(SKYMEM_MIGRATE_CC) && skymem_auth_required(SKYMEM_SET_PARAM_CC) &&
           skymem_auth_required(SKYMEM_RESET_COUNTERS_CC));
@@ -304,25 +357,32 @@ static void test_key_file(void)
 }
 
 /* Replies are signed like commands (issue 15): a satellite signs what it sends the ground with
- * the station's key and what it sends a satellite (a migration ACK) with key 0; the ground checks
- * the tag of its own key, a satellite checks tag and freshness. */
+ * the station's key, and what it sends a satellite (a migration ACK) goes out under the key of the
+ * link between them (its LINK_OUT key, its own link id in the trailer); the ground checks the tag of
+ * its own key, a satellite checks tag and freshness. */
 static void test_replies(void)
 {
     static skymem_auth_t sat, peer;
     static skymem_mac_key_t mk1, mk0;
     uint8_t key1[32], key0[32], buf[256], copy[256], hash[32];
+    const uint32_t sat_link = skymem_auth_link_id(1, 2); /* what (1,2)'s link trailers carry */
     skymem_route_t r, r2;
     skymem_msg_t m;
     int len, i;
     memset(key1, 0x11, sizeof key1);
     memset(key0, 0x22, sizeof key0);
     memset(hash, 0x33, sizeof hash);
+    /* satellite (1,2): key 1 for the ground, key0 on its link to (0,0) (what it signs for (0,0)) */
     skymem_auth_init(&sat, 0);
+    sat.owner_plane = 1, sat.owner_sat = 2;
     skymem_auth_add_key(&sat, 1, key1, sizeof key1);
-    skymem_auth_add_key(&sat, 0, key0, sizeof key0);
+    CHECK_EQ_INT(skymem_auth_add_key_for(&sat, skymem_auth_link_id(0, 0), SKYMEM_KEY_LINK_OUT, key0, sizeof key0),
+                 SKYMEM_AUTH_OK);
+    /* satellite (0,0): the same link's key, as what (1,2) signs for it */
     skymem_auth_init(&peer, 0);
+    peer.owner_plane = 0, peer.owner_sat = 0;
     skymem_auth_add_key(&peer, 1, key1, sizeof key1);
-    skymem_auth_add_key(&peer, 0, key0, sizeof key0);
+    CHECK_EQ_INT(skymem_auth_add_key_for(&peer, sat_link, SKYMEM_KEY_LINK_IN, key0, sizeof key0), SKYMEM_AUTH_OK);
     skymem_mac_key_init(&mk1, key1, sizeof key1);
     skymem_mac_key_init(&mk0, key0, sizeof key0);
     /* satellite (1,2) to ground station 7 through (1,1): an ACK signed with the station's key 1 */
@@ -374,26 +434,42 @@ static void test_replies(void)
     memcpy(copy, buf, (size_t)len);
     copy[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_FLAGS] &= (uint8_t)~SKYMEM_RF_AUTH;
     CHECK_EQ_INT(skymem_auth_check_reply(&mk1, 1, copy, (size_t)len), SKYMEM_AUTH_E_NO_TRAILER);
-    /* key scope: a ground-bound reply under the constellation key is refused by a satellite */
-    len = skymem_build_reply(buf, sizeof buf, 0, 10, 20, &r, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 3, 1, hash, 32);
-    len = skymem_auth_sign(&sat, 0, 5001, buf, (size_t)len, sizeof buf);
-    CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_KEY_SCOPE);
-    /* a migration ACK, satellite (1,2) to satellite (0,0) under key 0: fresh once, then a replay */
+    /* key scope: a ground-bound reply under a link id is refused by a satellite, even one holding that
+     * id's key for every use (a tool's ring) */
+    {
+        static skymem_auth_t both;
+        skymem_auth_init(&both, 0);
+        skymem_auth_add_key(&both, sat_link, key0, sizeof key0);
+        len = skymem_build_reply(buf, sizeof buf, 0, 10, 20, &r, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 3, 1, hash, 32);
+        len = skymem_auth_sign_with(&mk0, sat_link, 5001, buf, (size_t)len, sizeof buf);
+        CHECK_EQ_INT(skymem_auth_verify(&both, buf, (size_t)len), SKYMEM_AUTH_E_KEY_SCOPE);
+        /* and the ground's check of its own key: the link id is not it */
+        CHECK_EQ_INT(skymem_auth_check_reply(&mk1, 1, buf, (size_t)len), SKYMEM_AUTH_E_UNKNOWN_KEY);
+        /* a satellite's own ring holds (1,2)'s link key for LINK_IN only: not for a reply to the ground */
+        CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_UNKNOWN_KEY);
+    }
+    /* a migration ACK, satellite (1,2) to satellite (0,0) under their link's key: fresh once, then a replay */
     r.dst_plane = 0;
     r.dst_sat = 0;
     len = skymem_build_reply(buf, sizeof buf, 0, 10, 20, &r, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 3, 1, hash, 32);
-    len = skymem_auth_sign(&sat, 0, 6000, buf, (size_t)len, sizeof buf);
+    CHECK_EQ_INT(skymem_auth_sign(&sat, skymem_auth_link_id(0, 0), 6000, buf, (size_t)len, sizeof buf),
+                 SKYMEM_AUTH_E_UNKNOWN_KEY); /* the ring keys a link by its neighbour: no LINK_IN key for (0,0) */
+    len = skymem_auth_sign_with(&skymem_auth_find_key_for(&sat, skymem_auth_link_id(0, 0), SKYMEM_KEY_LINK_OUT)->mac,
+                                sat_link, 6000, buf, (size_t)len, sizeof buf);
+    CHECK(len > 0);
+    CHECK_EQ_INT(skymem_get_u32(buf + len - SKYMEM_AUTH_TRAILER_LEN + SKYMEM_AT_KEY_ID), sat_link);
     CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_OK);
     CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_REPLAY);
     CHECK(skymem_auth_high(&peer) == 6000);
     /* after a restart with the persisted high-water mark as the floor, still a replay */
     skymem_auth_init(&peer, skymem_auth_high(&peer));
-    skymem_auth_add_key(&peer, 0, key0, sizeof key0);
+    skymem_auth_add_key_for(&peer, sat_link, SKYMEM_KEY_LINK_IN, key0, sizeof key0);
     CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_REPLAY);
-    /* the same ACK under key 1 between satellites: out of scope */
+    /* the same ACK under ground key 1 between satellites: out of scope (a ring with key 1 for every use) */
+    skymem_auth_add_key(&peer, 1, key1, sizeof key1);
     len = skymem_build_reply(buf, sizeof buf, 0, 10, 20, &r, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 3, 1, hash, 32);
     len = skymem_auth_sign(&sat, 1, 6001, buf, (size_t)len, sizeof buf);
-    CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_UNKNOWN_KEY); /* peer has only key 0 now */
+    CHECK_EQ_INT(skymem_auth_verify(&peer, buf, (size_t)len), SKYMEM_AUTH_E_KEY_SCOPE);
 }
 
 /* The SHA-extensions compression and the portable one agree on every length around block edges

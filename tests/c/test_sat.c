@@ -1,10 +1,14 @@
 /* test_sat.c -- skymem_core's command handling (skymem_sat.c) through a test io: what both runtimes
- * run. A 3x3 satellite (0,1) with keys on; packets are built and signed with the real codec and tag. */
+ * run. A 3x3 satellite (0,1) with keys on; packets are built and signed with the real codec and tag.
+ * What the core sends another satellite leaves it unsigned: the test signs it as a runtime's link layer
+ * does (skymem_link_prepare, with the sender's ring) before handing it to the satellite it is for. */
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
+#include "link_keys.h"
 #include "skymem_crc32c.h"
+#include "skymem_link.h"
 #include "skymem_sat.h"
 
 /* ---- the test io: records what is sent, a settable clock, a floor "file" ---------------- */
@@ -22,6 +26,12 @@ static void io_send(void *ctx, uint8_t *pkt, size_t len, const skymem_route_t *r
     }
     n_sent++;
 }
+static char last_log[256]; /* the latest line the core logged */
+static void io_log(void *ctx, int level, int about, const char *text)
+{
+    (void)ctx, (void)level, (void)about;
+    snprintf(last_log, sizeof last_log, "%s", text);
+}
 static uint64_t io_clock(void *ctx) { return (void)ctx, clock_us; }
 static uint64_t io_mono(void *ctx) { return (void)ctx, clock_us / 1000u; }
 static void io_tlm(void *ctx, uint32_t *s, uint16_t *sub) { (void)ctx, *s = 1, *sub = 0; }
@@ -34,28 +44,30 @@ static int io_persist(void *ctx, uint64_t mark)
     persisted = mark;
     return 0;
 }
-static const skymem_sat_io_t io = {io_send, io_clock, io_mono, io_tlm, NULL, io_param, NULL, NULL, io_persist};
+static const skymem_sat_io_t io = {io_send, io_clock, io_mono, io_tlm, io_log, io_param, NULL, NULL, io_persist};
 
 static skymem_sat_t sat;
-static skymem_auth_t ring, ground;
-/* satellite (0,1)'s file; the ground here holds the same UP and DOWN keys (skymem_auth_sign picks by direction) */
-static const char keys[] = "skymem-keys 3 satellite 0 1\nisl 0 000102030405060708090a0b0c0d0e0f\n"
-                           "up 1 101112131415161718191a1b1c1d1e1f\ndown 1 202122232425262728292a2b2c2d2e2f\n";
+/* satellite (0,1)'s keys (a version 4 file: its UP and DOWN keys, and its four links'); the ground here
+ * holds the same UP and DOWN keys (skymem_auth_sign picks by direction). nb: its neighbour (0,2)'s. */
+static skymem_auth_t ring, ground, nb;
+#define UP01 "101112131415161718191a1b1c1d1e1f"
+#define DOWN01 "202122232425262728292a2b2c2d2e2f"
+#define UP02 "303132333435363738393a3b3c3d3e3f"
+#define DOWN02 "404142434445464748494a4b4c4d4e4f"
+#define N_KEYS 10 /* up, down and a link-in and a link-out for each of four neighbours */
 static uint8_t pkt[SKYMEM_MAX_PACKET];
 
 static void setup(void)
 {
-    char err[64];
     static skymem_store_t *store;
     if (store) skymem_store_destroy(store);
     CHECK(skymem_store_create(&store, 1u << 20, 1024, skymem_sat_store_evicted, &sat) == SKYMEM_STORE_OK);
     memset(&sat, 0, sizeof sat);
     sat.plane = 0, sat.sat = 1, sat.planes = 3, sat.sats = 3, sat.altitude_m = 550000.0, sat.store = store;
     skymem_sat_init(&sat, &io, NULL);
-    skymem_auth_init(&ring, 0);
-    CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 3);
-    skymem_auth_init(&ground, 0);
-    CHECK(skymem_auth_load_text(&ground, keys, sizeof keys - 1, err, sizeof err) == 3);
+    CHECK(load_sat_keys(&ring, 0, 3, 3, 0, 1, UP01, DOWN01) == N_KEYS);
+    CHECK(load_sat_keys(&ground, 0, 3, 3, 0, 1, UP01, DOWN01) == N_KEYS);
+    CHECK(load_sat_keys(&nb, 0, 3, 3, 0, 2, UP02, DOWN02) == N_KEYS);
     persisted = 0;
     CHECK(skymem_sat_auth_on(&sat, &ring, 0) == 0);
     n_sent = persist_calls = persist_fails = 0;
@@ -148,15 +160,11 @@ static void test_no_answer_to_unauthenticated(void)
 static void test_keys_bind_destination_and_direction(void)
 {
     static skymem_auth_t other; /* satellite (0,2)'s UP key, as the ground derives it */
-    static const char other_keys[] = "skymem-keys 3 satellite 0 2\nisl 0 000102030405060708090a0b0c0d0e0f\n"
-                                     "up 1 303132333435363738393a3b3c3d3e3f\ndown 1 404142434445464748494a4b4c4d4e4f\n";
-    char err[64];
     int what;
     size_t len;
     skymem_route_t r = from_ground(1, 21);
     setup();
-    skymem_auth_init(&other, 0);
-    CHECK(skymem_auth_load_text(&other, other_keys, sizeof other_keys - 1, err, sizeof err) == 3);
+    CHECK(load_sat_keys(&other, 0, 3, 3, 0, 2, UP02, DOWN02) == N_KEYS);
     /* signed for (0,2), the same bytes addressed to us: the tag was made with (0,2)'s UP key */
     len = (size_t)skymem_build_data_cmd(pkt, sizeof pkt, SKYMEM_NOOP_CC, 0, &r, NULL, 0);
     len = (size_t)skymem_auth_sign(&other, 1, now_seq() + 1, pkt, len, sizeof pkt);
@@ -225,11 +233,7 @@ static void test_bounded_sequences_and_floor(void)
     /* a restart 0.1 s later: the captured datagram, replayed, stays refused */
     clock_us += 100000u;
     sat.auth = NULL;
-    skymem_auth_init(&ring, 0);
-    {
-        char err[64];
-        CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 3);
-    }
+    CHECK(load_sat_keys(&ring, 0, 3, 3, 0, 1, UP01, DOWN01) == N_KEYS);
     CHECK(skymem_sat_auth_on(&sat, &ring, persisted) == 0);
     skymem_sat_init(&sat, &io, NULL), sat.auth = &ring, sat.floor_mark = ring.floor;
     memcpy(pkt, ahead_pkt, len); /* the one taken ahead, replayed: its sequence is still inside the ahead
@@ -241,11 +245,7 @@ static void test_bounded_sequences_and_floor(void)
     clock_us += 2000000u;
     CHECK(deliver_from_ground(noop(1, 5, now_seq()), &what) == 1);
     clock_us += 50000u; /* 50 ms later, the node restarts with what it kept */
-    skymem_auth_init(&ring, 0);
-    {
-        char err[64];
-        CHECK(skymem_auth_load_text(&ring, keys, sizeof keys - 1, err, sizeof err) == 3);
-    }
+    CHECK(load_sat_keys(&ring, 0, 3, 3, 0, 1, UP01, DOWN01) == N_KEYS);
     CHECK(skymem_sat_auth_on(&sat, &ring, persisted) == 0);
     clock_us += 1000u; /* the station's next command, a millisecond later */
     CHECK(deliver_from_ground(noop(1, 6, now_seq()), &what) == 1 && sat.c.auth_failures == 2);
@@ -255,36 +255,349 @@ static void test_bounded_sequences_and_floor(void)
     CHECK(deliver_from_ground(noop(1, 4, now_seq() + 1), &what) == 1 && sat.floor_write_failed == 1);
 }
 
-/* MIGRATE: a chunk goes out signed with key 0; only an authentic ACK deletes our copy. */
+/* A command satellite (0,2) -- the neighbour nb holds the keys of -- sends (0,1) over their link: built with
+ * route flags `flags` from source (src_plane, src_sat) (a satellite beyond (0,2) when not (0,2) itself: the
+ * link key is still (0,2)'s, the last hop's), signed by nb's link layer for (0,1). cc picks the body. */
+static size_t from_neighbour(uint8_t cc, uint8_t flags, uint16_t src_plane, uint16_t src_sat, uint32_t request_id,
+                             const uint8_t *hash, uint32_t n)
+{
+    skymem_route_t r;
+    skymem_chunk_desc_t d;
+    static uint8_t data[64];
+    int len = -1;
+    memset(&r, 0, sizeof r);
+    r.dst_plane = 0, r.dst_sat = 1, r.src_plane = src_plane, r.src_sat = src_sat;
+    r.via_plane = SKYMEM_NO_SAT, r.via_sat = SKYMEM_NO_SAT, r.request_id = request_id, r.ttl = SKYMEM_DEFAULT_TTL;
+    r.flags = flags;
+    switch (cc) {
+    case SKYMEM_SET_CHUNK_CC:
+        memset(data, (int)(n & 0xFFu), sizeof data);
+        memset(&d, 0, sizeof d);
+        memcpy(d.block_hash, hash, SKYMEM_BLOCK_HASH_LEN);
+        d.chunk_id = n, d.chunk_count = n + 1u, d.data_len = sizeof data, d.crc32c = skymem_crc32c(data, sizeof data);
+        len = skymem_build_set_chunk(pkt, sizeof pkt, 0, &r, &d, data);
+        break;
+    case SKYMEM_SET_PARAM_CC: len = skymem_build_set_param(pkt, sizeof pkt, 0, &r, 1, 5); break;
+    case SKYMEM_GET_CHUNK_CC: len = skymem_build_get_chunk(pkt, sizeof pkt, 0, &r, hash, n); break;
+    case SKYMEM_PROBE_CC: len = skymem_build_probe(pkt, sizeof pkt, 0, &r, hash, n); break;
+    case SKYMEM_GET_CHUNKS_CC: len = skymem_build_get_chunks(pkt, sizeof pkt, 0, &r, hash, n, 1, 1); break;
+    case SKYMEM_EVICT_BLOCK_CC: len = skymem_build_evict(pkt, sizeof pkt, 0, &r, hash, n, 0); break;
+    case SKYMEM_MIGRATE_CC: len = skymem_build_migrate(pkt, sizeof pkt, 0, &r, hash, 0, 1, 1, 0, 2); break;
+    default: len = skymem_build_data_cmd(pkt, sizeof pkt, cc, 0, &r, NULL, 0); break;
+    }
+    CHECK(len > 0);
+    len = skymem_link_prepare(&nb, 0, 0, 1, clock_us, pkt, (size_t)len, sizeof pkt);
+    CHECK(len > 0);
+    return len > 0 ? (size_t)len : 0;
+}
+
+/* Over a link: parse, then the core's own check (skymem_sat_accept, not checked before); served if it passes. */
+static int deliver_over_link(skymem_sat_t *to, const uint8_t *p, size_t len)
+{
+    skymem_msg_t m;
+    CHECK(skymem_parse(p, len, &m) == SKYMEM_OK);
+    if (!skymem_sat_accept(to, &m, p, len, 0)) return 0;
+    skymem_sat_serve(to, &m);
+    return 1;
+}
+
+/* MIGRATE: the chunk leaves the core unsigned; the link layer signs it for the link to the target (what a
+ * runtime's route_packet does); the target checks it with that link's key and answers, unsigned too, and
+ * its link signs the ACK back. Only an authentic, fresh ACK deletes our copy. */
 static void test_migrate_needs_an_authentic_ack(void)
 {
-    int what;
-    uint8_t hash[SKYMEM_BLOCK_HASH_LEN], data[64], ack[256];
+    static skymem_sat_t tgt;
+    static skymem_store_t *tstore;
+    static uint8_t chunk[SKYMEM_MAX_PACKET];
+    int what, rc;
+    uint8_t hash[SKYMEM_BLOCK_HASH_LEN], data[64], ack[512];
     skymem_chunk_meta_t meta;
     skymem_msg_t out, m;
-    skymem_route_t r = from_ground(1, 20), ar;
+    skymem_route_t r = from_ground(1, 20);
     int len;
+    size_t chunk_len, ack_len;
+    const uint8_t *got;
+    size_t got_len;
     setup();
+    /* the target, satellite (0,2), with its own store and keys (nb's file) */
+    if (tstore) skymem_store_destroy(tstore);
+    CHECK(skymem_store_create(&tstore, 1u << 20, 1024, skymem_sat_store_evicted, &tgt) == SKYMEM_STORE_OK);
+    memset(&tgt, 0, sizeof tgt);
+    tgt.plane = 0, tgt.sat = 2, tgt.planes = 3, tgt.sats = 3, tgt.altitude_m = 550000.0, tgt.store = tstore;
+    skymem_sat_init(&tgt, &io, NULL);
+    CHECK(skymem_sat_auth_on(&tgt, &nb, 0) == 0);
+    clock_us += 1000u; /* everything below is signed after both started */
+
     memset(hash, 0x44, sizeof hash), memset(data, 7, sizeof data), memset(&meta, 0, sizeof meta);
-    meta.chunk_count = 1, meta.origin_ground = SKYMEM_NO_SAT;
+    meta.chunk_count = 1, meta.origin_ground = SKYMEM_NO_SAT, meta.crc32c = skymem_crc32c(data, sizeof data);
     CHECK(skymem_store_set(sat.store, hash, 0, &meta, data, sizeof data) == SKYMEM_STORE_OK);
     len = skymem_build_migrate(pkt, sizeof pkt, 0, &r, hash, 0, 1, 1, 0, 2);
     len = skymem_auth_sign(&ground, 1, now_seq() + 1, pkt, (size_t)len, sizeof pkt);
     CHECK(deliver_from_ground((size_t)len, &what) == 1);
     CHECK(n_sent == 1 && skymem_sat_migrations_active(&sat) == 1);
-    CHECK(skymem_parse(sent[0], sent_len[0], &out) == SKYMEM_OK && out.cc == SKYMEM_SET_CHUNK_CC && out.auth != NULL);
-    memset(&ar, 0, sizeof ar);
-    ar.dst_plane = 0, ar.dst_sat = 1, ar.src_plane = 0, ar.src_sat = 2, ar.via_plane = ar.via_sat = SKYMEM_NO_SAT;
-    ar.request_id = out.route.request_id, ar.ttl = SKYMEM_DEFAULT_TTL;
-    len = skymem_build_reply(ack, sizeof ack, 0, 0, 0, &ar, SKYMEM_REPLY_ACK, SKYMEM_SET_CHUNK_CC, 0, 0, 1, hash, 32);
-    CHECK(skymem_parse(ack, (size_t)len, &m) == SKYMEM_OK);
-    skymem_sat_on_reply(&sat, &m, ack, (size_t)len); /* unsigned: ignored */
+    /* out of the core: unsigned, for (0,2), flag MIGRATION */
+    CHECK(skymem_parse(sent[0], sent_len[0], &out) == SKYMEM_OK && out.cc == SKYMEM_SET_CHUNK_CC && out.auth == NULL);
+    CHECK(out.route.dst_plane == 0 && out.route.dst_sat == 2 && (out.route.flags & SKYMEM_RF_MIGRATION));
+    CHECK(skymem_link_is_isl(sent[0], sent_len[0]) == 1);
+    /* unsigned, the target refuses it (and stores nothing) */
+    memcpy(chunk, sent[0], sent_len[0]);
+    n_sent = 0;
+    CHECK(deliver_over_link(&tgt, chunk, sent_len[0]) == 0 && tgt.c.auth_failures == 1 && n_sent == 0);
+    /* the link layer of (0,1) signs it for (0,2): (0,1)'s link id in the trailer */
+    rc = skymem_link_prepare(&ring, 0, 0, 2, clock_us, chunk, sent_len[0], sizeof chunk);
+    CHECK(rc == (int)(sent_len[0] + SKYMEM_AUTH_TRAILER_LEN));
+    chunk_len = rc > 0 ? (size_t)rc : 0;
+    CHECK(skymem_parse(chunk, chunk_len, &out) == SKYMEM_OK && out.auth != NULL);
+    CHECK(skymem_get_u32(out.auth + SKYMEM_AT_KEY_ID) == skymem_auth_link_id(0, 1));
+    CHECK(skymem_cmd_checksum_ok(chunk, chunk_len));
+    /* the target takes it: stored, counted, and an ACK for (0,1) -- unsigned, its link signs it */
+    CHECK(deliver_over_link(&tgt, chunk, chunk_len) == 1);
+    CHECK(tgt.c.migrated_in == 1 && tgt.c.auth_failures == 1 && n_sent == 1);
+    CHECK(skymem_store_get(tstore, hash, 0, NULL, &got, &got_len) == SKYMEM_STORE_OK && got_len == sizeof data &&
+          memcmp(got, data, sizeof data) == 0);
+    CHECK(skymem_parse(sent[0], sent_len[0], &m) == SKYMEM_OK && m.reply_kind == SKYMEM_REPLY_ACK && m.auth == NULL);
+    CHECK(m.route.dst_plane == 0 && m.route.dst_sat == 1 && m.route.src_plane == 0 && m.route.src_sat == 2);
+    ack_len = sent_len[0];
+    memcpy(ack, sent[0], ack_len);
+    /* the same signed chunk again: a replay, refused */
+    n_sent = 0;
+    CHECK(deliver_over_link(&tgt, chunk, chunk_len) == 0 && tgt.c.auth_failures == 2 && n_sent == 0);
+    CHECK(tgt.c.migrated_in == 1);
+
+    /* the ACK as the target's core sent it, unsigned: ignored */
+    CHECK(skymem_parse(ack, ack_len, &m) == SKYMEM_OK);
+    skymem_sat_on_reply(&sat, &m, ack, ack_len);
     CHECK(sat.c.migrated_out == 0 && sat.c.auth_failures == 1);
-    len = skymem_auth_sign(&ground, 0, now_seq() + 2, ack, (size_t)len, sizeof ack);
-    CHECK(skymem_parse(ack, (size_t)len, &m) == SKYMEM_OK);
-    skymem_sat_on_reply(&sat, &m, ack, (size_t)len);
-    CHECK(sat.c.migrated_out == 1 && skymem_sat_migrations_active(&sat) == 0);
+    /* signed by the target's link for (0,1), one bit of it changed: ignored */
+    rc = skymem_link_prepare(&nb, 0, 0, 1, clock_us, ack, ack_len, sizeof ack);
+    CHECK(rc == (int)(ack_len + SKYMEM_AUTH_TRAILER_LEN));
+    ack_len = rc > 0 ? (size_t)rc : 0;
+    ack[ack_len - SKYMEM_AUTH_TRAILER_LEN - 1] ^= 0x10u;
+    CHECK(skymem_parse(ack, ack_len, &m) == SKYMEM_OK);
+    skymem_sat_on_reply(&sat, &m, ack, ack_len);
+    CHECK(sat.c.migrated_out == 0 && sat.c.auth_failures == 2 && skymem_sat_migrations_active(&sat) == 1);
+    /* as signed: our copy goes */
+    ack[ack_len - SKYMEM_AUTH_TRAILER_LEN - 1] ^= 0x10u;
+    CHECK(skymem_parse(ack, ack_len, &m) == SKYMEM_OK);
+    skymem_sat_on_reply(&sat, &m, ack, ack_len);
+    CHECK(sat.c.migrated_out == 1 && skymem_sat_migrations_active(&sat) == 0 && sat.c.auth_failures == 2);
     CHECK(skymem_store_peek(sat.store, hash, 0, NULL, NULL, NULL) == SKYMEM_STORE_E_NOT_FOUND);
+    /* and replayed: refused */
+    skymem_sat_on_reply(&sat, &m, ack, ack_len);
+    CHECK(sat.c.auth_failures == 3);
+    skymem_store_destroy(tstore);
+    tstore = NULL;
+}
+
+/* A link key's scope (isl_may_carry): what satellites ask each other -- a migration's SET_CHUNK, a gossip
+ * EVICT_BLOCK -- and nothing else. A reset, a parameter, a plain put, a read, ... signed with a valid link
+ * key are refused: counted in auth_failures, nothing else changes, nothing is answered. */
+static void test_link_key_scope(void)
+{
+    static const struct {
+        uint8_t cc, flags;
+    } refused[] = {
+        {SKYMEM_RESET_COUNTERS_CC, 0}, {SKYMEM_SET_PARAM_CC, 0},       {SKYMEM_SET_CHUNK_CC, 0},
+        {SKYMEM_GET_CHUNK_CC, 0},      {SKYMEM_NOOP_CC, 0},            {SKYMEM_STATS_CC, 0},
+        {SKYMEM_EVICT_BLOCK_CC, 0},    {SKYMEM_MIGRATE_CC, 0},          {SKYMEM_PROBE_CC, 0},
+        {SKYMEM_GET_CHUNKS_CC, 0},
+        {SKYMEM_SET_CHUNK_CC, SKYMEM_RF_GOSSIP}, {SKYMEM_EVICT_BLOCK_CC, SKYMEM_RF_MIGRATION},
+    };
+    uint8_t hash[SKYMEM_BLOCK_HASH_LEN], data[64];
+    skymem_chunk_meta_t meta;
+    skymem_store_info_t before, after;
+    skymem_sat_counters_t c0;
+    skymem_msg_t m;
+    size_t i, len;
+    uint32_t failures = 0;
+    setup();
+    clock_us += 1000u;
+    memset(hash, 0x55, sizeof hash), memset(data, 9, sizeof data), memset(&meta, 0, sizeof meta);
+    meta.chunk_count = 1, meta.origin_ground = SKYMEM_NO_SAT;
+    CHECK(skymem_store_set(sat.store, hash, 0, &meta, data, sizeof data) == SKYMEM_STORE_OK);
+    sat.c.cmd_count = 3, sat.c.err_count = 2, sat.c.migrated_out = 1; /* what a reset would clear */
+    skymem_store_info(sat.store, &before);
+    for (i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        /* from the neighbour itself, then from a satellite beyond it (the same link key: the last hop's) */
+        int beyond;
+        for (beyond = 0; beyond < 2; beyond++) {
+            len = from_neighbour(refused[i].cc, refused[i].flags, beyond ? 1 : 0, 2, 100u + (uint32_t)i, hash, 0);
+            CHECK(skymem_parse(pkt, len, &m) == SKYMEM_OK && m.auth != NULL);
+            c0 = sat.c;
+            n_sent = 0;
+            last_log[0] = 0;
+            if (deliver_over_link(&sat, pkt, len) != 0)
+                fprintf(stderr, "  cc %u flags %u from a satellite: accepted\n", refused[i].cc, refused[i].flags);
+            /* refused for its scope: its tag was right */
+            CHECK(strstr(last_log, skymem_auth_strerror(SKYMEM_AUTH_E_KEY_SCOPE)) != NULL);
+            failures++;
+            CHECK_EQ_INT(sat.c.auth_failures, failures);
+            CHECK(sat.c.cmd_count == c0.cmd_count && sat.c.err_count == c0.err_count &&
+                  sat.c.migrated_in == c0.migrated_in && sat.c.migrated_out == c0.migrated_out);
+            CHECK(n_sent == 0);
+        }
+    }
+    skymem_store_info(sat.store, &after);
+    CHECK(after.chunks == before.chunks && after.bytes_used == before.bytes_used);
+    CHECK(skymem_store_peek(sat.store, hash, 0, NULL, NULL, NULL) == SKYMEM_STORE_OK);
+    /* a satellite's command under a ground key: no link key of that id, refused */
+    {
+        skymem_route_t r;
+        int n;
+        memset(&r, 0, sizeof r);
+        r.dst_plane = 0, r.dst_sat = 1, r.src_plane = 0, r.src_sat = 2, r.via_plane = r.via_sat = SKYMEM_NO_SAT;
+        r.request_id = 150, r.ttl = SKYMEM_DEFAULT_TTL, r.flags = SKYMEM_RF_MIGRATION;
+        n = skymem_build_evict(pkt, sizeof pkt, 0, &r, hash, 1, 0);
+        n = skymem_auth_sign_with(&skymem_auth_find_key_for(&ground, 1, SKYMEM_KEY_UP)->mac, 1, now_seq() + 1, pkt,
+                                  (size_t)n, sizeof pkt);
+        CHECK(n > 0 && deliver_over_link(&sat, pkt, (size_t)n) == 0 && sat.c.auth_failures == ++failures);
+    }
+    /* unsigned, from a satellite: refused */
+    {
+        skymem_route_t r;
+        int n;
+        memset(&r, 0, sizeof r);
+        r.dst_plane = 0, r.dst_sat = 1, r.src_plane = 0, r.src_sat = 2, r.via_plane = r.via_sat = SKYMEM_NO_SAT;
+        r.request_id = 151, r.ttl = SKYMEM_DEFAULT_TTL, r.flags = SKYMEM_RF_GOSSIP;
+        n = skymem_build_evict(pkt, sizeof pkt, 0, &r, hash, 1, 0);
+        CHECK(n > 0 && deliver_over_link(&sat, pkt, (size_t)n) == 0 && sat.c.auth_failures == ++failures);
+    }
+    /* a migration's SET_CHUNK: taken, stored and answered (an ACK that leaves unsigned, for its link to sign) */
+    c0 = sat.c;
+    n_sent = 0;
+    len = from_neighbour(SKYMEM_SET_CHUNK_CC, SKYMEM_RF_MIGRATION, 0, 2, 200, hash, 3);
+    CHECK(deliver_over_link(&sat, pkt, len) == 1);
+    CHECK(sat.c.auth_failures == failures && sat.c.migrated_in == c0.migrated_in + 1 && sat.c.cmd_count == c0.cmd_count + 1);
+    CHECK(skymem_store_peek(sat.store, hash, 3, NULL, NULL, NULL) == SKYMEM_STORE_OK);
+    CHECK(n_sent == 1 && skymem_parse(sent[0], sent_len[0], &m) == SKYMEM_OK && m.reply_kind == SKYMEM_REPLY_ACK &&
+          m.auth == NULL && m.route.dst_plane == 0 && m.route.dst_sat == 2);
+    /* and from beyond the neighbour, relayed by it */
+    len = from_neighbour(SKYMEM_SET_CHUNK_CC, SKYMEM_RF_MIGRATION, 2, 2, 201, hash, 4);
+    CHECK(deliver_over_link(&sat, pkt, len) == 1 && sat.c.migrated_in == c0.migrated_in + 2);
+    /* a gossip EVICT_BLOCK: taken (radius 0: no further gossip, and no answer to a gossip) */
+    n_sent = 0;
+    len = from_neighbour(SKYMEM_EVICT_BLOCK_CC, SKYMEM_RF_GOSSIP, 0, 2, 202, hash, 77);
+    CHECK(deliver_over_link(&sat, pkt, len) == 1 && n_sent == 0 && sat.c.auth_failures == failures);
+    CHECK(skymem_store_peek(sat.store, hash, 0, NULL, NULL, NULL) == SKYMEM_STORE_E_NOT_FOUND);
+    /* a ground command is still served (the refusals above changed nothing of the ground's) */
+    {
+        int what;
+        CHECK(deliver_from_ground(noop(1, 203, now_seq() + 1), &what) == 1 && sat.c.auth_failures == failures);
+    }
+}
+
+/* Eviction gossip leaves the core unsigned, one EVICT_BLOCK per neighbour; each is signed by the link it
+ * leaves over and verifies at that neighbour, and only there. */
+static void test_gossip_signed_per_link(void)
+{
+    static skymem_auth_t there[4];
+    static uint8_t g[4][256];
+    uint8_t hash[SKYMEM_BLOCK_HASH_LEN];
+    skymem_msg_t m;
+    size_t len;
+    int i, k, rc;
+    setup();
+    clock_us += 1000u;
+    memset(hash, 0x66, sizeof hash);
+    /* radius 2 from (0,2): served here, passed on with radius 1 to each of our neighbours */
+    n_sent = 0;
+    {
+        skymem_route_t r;
+        int n;
+        memset(&r, 0, sizeof r);
+        r.dst_plane = 0, r.dst_sat = 1, r.src_plane = 0, r.src_sat = 2, r.via_plane = r.via_sat = SKYMEM_NO_SAT;
+        r.request_id = 300, r.ttl = SKYMEM_DEFAULT_TTL, r.flags = SKYMEM_RF_GOSSIP;
+        n = skymem_build_evict(pkt, sizeof pkt, 0, &r, hash, 0x1234, 2);
+        rc = skymem_link_prepare(&nb, 0, 0, 1, clock_us, pkt, (size_t)n, sizeof pkt);
+        CHECK(rc > 0);
+        len = rc > 0 ? (size_t)rc : 0;
+    }
+    CHECK(deliver_over_link(&sat, pkt, len) == 1);
+    CHECK_EQ_INT(n_sent, 4); /* (2,1), (1,1), (0,0), (0,2) */
+    for (i = 0; i < 4 && i < n_sent; i++) {
+        uint16_t to_p, to_s;
+        CHECK(skymem_parse(sent[i], sent_len[i], &m) == SKYMEM_OK && m.cc == SKYMEM_EVICT_BLOCK_CC && m.auth == NULL);
+        CHECK((m.route.flags & SKYMEM_RF_GOSSIP) && m.radius == 1);
+        to_p = m.route.dst_plane, to_s = m.route.dst_sat;
+        CHECK(load_sat_keys(&there[i], 0, 3, 3, to_p, to_s, UP01, DOWN01) == N_KEYS);
+        memcpy(g[i], sent[i], sent_len[i]);
+        rc = skymem_link_prepare(&ring, 0, to_p, to_s, clock_us, g[i], sent_len[i], sizeof g[i]);
+        CHECK(rc == (int)(sent_len[i] + SKYMEM_AUTH_TRAILER_LEN));
+        len = rc > 0 ? (size_t)rc : 0;
+        /* verifies where it goes ... */
+        for (k = 0; k < i; k++) /* ... and not at a neighbour it was not signed for */
+            CHECK_EQ_INT(skymem_auth_verify(&there[k], g[i], len), SKYMEM_AUTH_E_BAD_MAC);
+        CHECK_EQ_INT(skymem_auth_verify(&there[i], g[i], len), SKYMEM_AUTH_OK);
+    }
+}
+
+/* M3: a ground command signed 5 s ahead of this satellite's clock is refused -- and it stays refused once the
+ * clock has passed its sequence (recorded as seen when refused), so a command captured then cannot be played
+ * later. Nothing is kept for it (no floor write). */
+static void test_ahead_stays_refused(void)
+{
+    static uint8_t saved[SKYMEM_MAX_PACKET];
+    uint64_t high;
+    size_t len;
+    int what, rc;
+    setup();
+    clock_us += 1000u;
+    high = skymem_auth_high(&ring);
+    len = noop(1, 40, now_seq() + 5000000u / SKYMEM_AUTH_SEQ_US);
+    memcpy(saved, pkt, len);
+    CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_DROP);
+    CHECK(sat.c.auth_failures == 1 && sat.c.cmd_count == 0 && n_sent == 0 && persist_calls == 0);
+    CHECK(skymem_auth_high(&ring) == high);
+    /* 6 s later its sequence is in the past of the clock: still refused, for good */
+    clock_us += 6000000u;
+    memcpy(pkt, saved, len);
+    CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_DROP);
+    CHECK(sat.c.auth_failures == 2 && sat.c.cmd_count == 0 && n_sent == 0);
+    rc = skymem_auth_verify(&ring, saved, len);
+    CHECK(rc == SKYMEM_AUTH_E_REPLAY || rc == SKYMEM_AUTH_E_AHEAD);
+    /* a command on the clock now: served */
+    CHECK(deliver_from_ground(noop(1, 41, now_seq()), &what) == 1 && sat.c.cmd_count == 1);
+}
+
+/* The replay window of link traffic is the neighbour's that signed it: 600 packets claiming 600 different
+ * sources, all through (0,2), open one window between them -- so they cannot recycle the others (which would
+ * raise the floor and refuse the ground's traffic). */
+static void test_link_window_per_neighbour(void)
+{
+    uint8_t hash[SKYMEM_BLOCK_HASH_LEN];
+    uint64_t floor0;
+    uint32_t i, used = 0, link_windows = 0;
+    int what, ok = 0;
+    static uint8_t first[512];
+    size_t first_len = 0;
+    setup();
+    clock_us += 1000u;
+    floor0 = ring.floor;
+    memset(hash, 0x77, sizeof hash);
+    for (i = 0; i < 600; i++) {
+        /* a gossip from a different (claimed) source each time, radius 0, each its own eviction */
+        size_t len = from_neighbour(SKYMEM_EVICT_BLOCK_CC, SKYMEM_RF_GOSSIP, (uint16_t)(3u + i / 200u),
+                                    (uint16_t)(i % 200u), 1000u + i, hash, 5000u + i);
+        if (i == 0) memcpy(first, pkt, first_len = len);
+        ok += deliver_over_link(&sat, pkt, len);
+    }
+    CHECK_EQ_INT(ok, 600);
+    CHECK(sat.c.auth_failures == 0 && sat.c.cmd_count == 600 && n_sent == 0);
+    CHECK(ring.floor == floor0);
+    for (i = 0; i < SKYMEM_AUTH_SOURCES; i++) {
+        if (!ring.windows[i].used) continue;
+        used++;
+        if (ring.windows[i].key_id == skymem_auth_link_id(0, 2) && ring.windows[i].src_plane == 0 &&
+            ring.windows[i].src_sat == 2)
+            link_windows++;
+    }
+    CHECK_EQ_INT(used, 1);
+    CHECK_EQ_INT(link_windows, 1);
+    /* the first of them, again: a replay in that one window */
+    CHECK(deliver_over_link(&sat, first, first_len) == 0 && sat.c.auth_failures == 1);
+    /* and the ground's command is still taken */
+    CHECK(deliver_from_ground(noop(1, 50, now_seq() + 1), &what) == 1 && what == SKYMEM_SAT_LEARN);
+    CHECK(sat.c.auth_failures == 1 && sat.c.cmd_count == 601);
 }
 
 int main(void)
@@ -295,5 +608,9 @@ int main(void)
     test_keys_bind_destination_and_direction();
     test_bounded_sequences_and_floor();
     test_migrate_needs_an_authentic_ack();
+    test_link_key_scope();
+    test_gossip_signed_per_link();
+    test_ahead_stays_refused();
+    test_link_window_per_neighbour();
     return check_report("sat");
 }

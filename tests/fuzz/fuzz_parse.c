@@ -11,27 +11,43 @@
 
 #include "skymem_auth.h"
 #include "skymem_codec.h"
+#include "skymem_link.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The trailer check runs on whatever arrives (it reads the key id, sequence
  * and source before any MAC): it must stay inside the datagram, and whatever it
- * accepts (the corpus has packets signed with key 1) must be a replay the
- * second time. */
+ * accepts (the corpus has packets signed with ground key 1) must be a replay the
+ * second time. The ring holds a ground key (1) and a link key (the link id of
+ * neighbour (0,2)), as a satellite's does; and the link layer's check-strip-sign
+ * (skymem_link_prepare) of the same input must stay inside it too, and never put
+ * out more than it was given room for. */
 static void fuzz_auth(const uint8_t *data, size_t size)
 {
     static skymem_auth_t ring;
+    static uint8_t copy[SKYMEM_MAX_PACKET + SKYMEM_AUTH_TRAILER_LEN];
     static int ready;
     int rc;
     if (!ready) {
-        static const uint8_t k0[16] = {1}, k1[16] = {2};
+        static const uint8_t kl[16] = {1}, k1[16] = {2};
         skymem_auth_init(&ring, 0);
-        skymem_auth_add_key(&ring, 0, k0, sizeof k0);
+        ring.owner_plane = 0;
+        ring.owner_sat = 1;
+        skymem_auth_add_key(&ring, skymem_auth_link_id(0, 2), kl, sizeof kl);
         skymem_auth_add_key(&ring, 1, k1, sizeof k1);
         ready = 1;
     }
     rc = skymem_auth_verify(&ring, data, size);
     if (rc == SKYMEM_AUTH_OK && skymem_auth_verify(&ring, data, size) != SKYMEM_AUTH_E_REPLAY) abort();
+    if (size <= SKYMEM_MAX_PACKET) {
+        int relayed;
+        for (relayed = 0; relayed < 2; relayed++) {
+            memcpy(copy, data, size);
+            rc = skymem_link_prepare(&ring, relayed, 0, 2, 1700000000000000ull, copy, size, sizeof copy);
+            if (rc > (int)sizeof copy) abort();
+        }
+        ring.ahead_limit = 0; /* the clock prepare set: verify above stays clockless */
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

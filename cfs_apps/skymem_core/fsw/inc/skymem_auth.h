@@ -31,25 +31,30 @@
  * (SKYMEM_DATA_CMD_MID) and routed replies (SKYMEM_REPLY_TLM_MID) are signed alike.
  *
  * Keys, one per association and direction (as CCSDS SDLS, 355.0-B, and NASA CryptoLib keep a
- * security association per link and direction). Id 0 (SKYMEM_AUTH_CONSTELLATION_KEY) is the ISL
- * key, shared by the satellites: it signs what they send each other (gossip EVICT_BLOCK, migration
- * SET_CHUNK and its ACK) and is valid only between satellites. Every other id is a ground key
- * (a station's), valid only with a ground station at one end, and stands for two keys per
- * satellite, derived by the ground from a master the satellites never see (skymemory.protocol.auth):
- * UP, ground -> this satellite, which verifies the commands addressed to it, and DOWN, this
- * satellite -> ground, which signs its replies. A packet's direction picks the key
- * (skymem_auth_key_use): so a command verifies only at the satellite it was signed for (it is
- * bound to its destination, and is no good at any other), a reply only as coming from the
- * satellite whose key signed it, and no satellite can sign a ground command for another -- or
- * for itself as another station would: it holds no UP key but its own and no master.
+ * security association per link and direction), derived by the ground from masters no satellite sees
+ * (skymemory.protocol.auth):
+ *  - ground keys (ids 1 .. 0x7FFFFFFF, a station's): UP, ground -> this satellite, verifies the commands
+ *    addressed to it, and DOWN, this satellite -> ground, signs its replies. End to end: a relay passes
+ *    them on unchanged, only the destination (or the ground) can check them. So a command verifies only
+ *    at the satellite it was signed for, a reply only as coming from the satellite whose key signed it.
+ *  - link keys, one per ISL link and direction: LINK_OUT (this satellite -> a neighbour) signs, and
+ *    LINK_IN (a neighbour -> this satellite) verifies, what satellites send each other (migration sets
+ *    and their answers, gossip evictions). Hop by hop: each satellite that forwards such a packet checks
+ *    the last hop's tag and signs again for the next (skymem_link.h). Its trailer's key id is the link id
+ *    of the satellite that signed it (skymem_auth_link_id: the top bit set, then plane and sat), so the
+ *    receiver knows which neighbour vouches for it, and keeps one replay window per neighbour.
+ * A packet's direction picks the key (skymem_auth_key_use). A satellite holds its own UP and DOWN keys
+ * and the keys of its own four links, nothing more: with its key file one can act as that satellite, to
+ * its neighbours and to the ground, and as no other (docs/RELIABILITY.md, "Threat model").
  *
  * A satellite's key file (skymem_auth_load_text; docs/PROTOCOL.md, "Key files"):
- *     skymem-keys 3 satellite PLANE SAT
- *     isl 0 HEX
+ *     skymem-keys 4 satellite PLANE SAT
+ *     link-in PLANE SAT HEX     (one per neighbour: what it signs for us)
+ *     link-out PLANE SAT HEX    (one per neighbour: what we sign for it)
  *     up KEY_ID HEX
  *     down KEY_ID HEX
- * The ground's file ("skymem-keys 3 ground", with the masters) is refused here, and so is an old
- * file (lines "key_id hex", one key for both directions), each with a line saying what to do.
+ * The ground's file ("skymem-keys 4 ground", with the masters) is refused here, and so is an older
+ * file (version 3's shared ISL key, or no header at all), each with a line saying what to do.
  *
  * Replay: sequence numbers are Unix time in units of SKYMEM_AUTH_SEQ_US
  * microseconds, made strictly increasing per sender (skymem_auth_next_seq), so
@@ -79,7 +84,8 @@
 extern "C" {
 #endif
 
-#define SKYMEM_AUTH_CONSTELLATION_KEY 0u
+#define SKYMEM_AUTH_LINK_BIT 0x80000000u /* key ids with this bit are link ids; ground key ids are below */
+#define SKYMEM_AUTH_AHEAD_US 1000000u    /* how far ahead of the receiver's clock a sequence may be */
 #define SKYMEM_AUTH_MAX_KEYS 32u
 #define SKYMEM_AUTH_KEY_MIN 16u  /* bytes; shorter keys are refused */
 #define SKYMEM_AUTH_KEY_MAX 64u  /* bytes (one SHA-256 block) */
@@ -97,7 +103,7 @@ extern "C" {
 #define SKYMEM_AUTH_OK 0
 #define SKYMEM_AUTH_E_NO_TRAILER -1 /* not a data command, or no AUTH flag / room */
 #define SKYMEM_AUTH_E_UNKNOWN_KEY -2
-#define SKYMEM_AUTH_E_KEY_SCOPE -3  /* constellation key with a ground end, or a ground key between satellites */
+#define SKYMEM_AUTH_E_KEY_SCOPE -3  /* link key with a ground end, or a ground key between satellites */
 #define SKYMEM_AUTH_E_BAD_MAC -4
 #define SKYMEM_AUTH_E_REPLAY -5     /* authentic but already seen, too old, or before the floor */
 #define SKYMEM_AUTH_E_ARG -6        /* bad argument (builders, key ring) */
@@ -111,10 +117,11 @@ typedef struct {
 
 /* What a key is for (a mask: a ring built with skymem_auth_add_key, by tools and tests that play
  * both ends, has one key for every use). */
-#define SKYMEM_KEY_UP 1u   /* ground -> this satellite: commands for it */
-#define SKYMEM_KEY_DOWN 2u /* this satellite -> ground: its replies */
-#define SKYMEM_KEY_ISL 4u  /* satellite <-> satellite (key id 0) */
-#define SKYMEM_KEY_ANY 7u
+#define SKYMEM_KEY_UP 1u       /* ground -> this satellite: commands for it */
+#define SKYMEM_KEY_DOWN 2u     /* this satellite -> ground: its replies */
+#define SKYMEM_KEY_LINK_IN 4u  /* a neighbour -> this satellite (id: the neighbour's link id) */
+#define SKYMEM_KEY_LINK_OUT 8u /* this satellite -> a neighbour (id: the neighbour's link id) */
+#define SKYMEM_KEY_ANY 15u
 
 typedef struct {
     uint32_t id;
@@ -137,6 +144,7 @@ typedef struct {
     uint64_t tick;  /* LRU clock for windows */
     uint64_t last_seq; /* last sequence this side signed with */
     uint64_t high;  /* highest sequence ever accepted: what a restart must not reopen (persist it) */
+    uint64_t ahead_limit; /* sequences above it are refused, and stay refused (skymem_auth_set_clock); 0: none */
     /* whose keys skymem_auth_load_text loaded (its header): the runtime checks they are its own */
     uint16_t owner_plane, owner_sat;
     /* keys[0 .. n_keys): written when added, so init leaves the other 49 KiB untouched too */
@@ -155,6 +163,14 @@ void skymem_auth_init(skymem_auth_t *a, uint64_t floor);
 /* The highest sequence accepted so far (or the floor, if higher): persist it, and give it back
  * as the floor after a restart, so nothing accepted before can be replayed. */
 uint64_t skymem_auth_high(const skymem_auth_t *a);
+/* The receiver's clock (Unix microseconds): from now on a sequence more than SKYMEM_AUTH_AHEAD_US ahead of it
+ * is refused (SKYMEM_AUTH_E_AHEAD) -- once authentic, it is also marked seen, so it is refused again when
+ * the clock has caught up with it (a command captured then cannot be played later). */
+void skymem_auth_set_clock(skymem_auth_t *a, uint64_t now_us);
+/* The link id of satellite (plane, sat): what its link trailers carry as key id. plane < 0x8000. */
+uint32_t skymem_auth_link_id(uint16_t plane, uint16_t sat);
+/* 1 for a link id (then *plane, *sat are its satellite's, when not NULL), 0 for a ground key id. */
+int skymem_auth_link_of(uint32_t key_id, uint16_t *plane, uint16_t *sat);
 /* One key for every use of id (tools and tests that play both ends); _for: for these uses only. An id
  * may have several keys whose uses do not overlap. */
 int skymem_auth_add_key(skymem_auth_t *a, uint32_t id, const uint8_t *key, size_t len);
@@ -162,8 +178,9 @@ int skymem_auth_add_key_for(skymem_auth_t *a, uint32_t id, uint8_t uses, const u
 /* The key with this id for this use (SKYMEM_KEY_ANY: for any), or NULL. */
 const skymem_auth_key_t *skymem_auth_find_key(const skymem_auth_t *a, uint32_t id);
 const skymem_auth_key_t *skymem_auth_find_key_for(const skymem_auth_t *a, uint32_t id, uint8_t use);
-/* The use of the key that signs and checks this packet: UP for a command from a ground station, DOWN
- * for a reply to one, ISL between satellites; 0 for a packet that cannot be signed. */
+/* The use of the key that checks this packet: UP for a command from a ground station, DOWN for a reply
+ * to one, LINK_IN between satellites (its sender signed it with the LINK_OUT key of the same link); 0
+ * for a packet that cannot be signed. */
 uint8_t skymem_auth_key_use(const uint8_t *pkt, size_t len);
 /* Parses a satellite's key file (above): '#' comments and blank lines ignored; owner_plane/owner_sat
  * set from its header. Returns the number of keys added or SKYMEM_AUTH_E_ARG with a one-line message

@@ -39,7 +39,7 @@ extern "C" {
  * (62,500 packets/s: docs/RELIABILITY.md §6 says how fast signers stay within). One second covers
  * both with a wide margin, and bounds what a captured packet signed ahead is worth: after a restart
  * the floor (skymem_sat_auth_on) is past anything accepted before it. */
-#define SKYMEM_SAT_SEQ_AHEAD_US 1000000u
+#define SKYMEM_SAT_SEQ_AHEAD_US SKYMEM_AUTH_AHEAD_US
 /* Only a sequence accepted ahead of this satellite's clock is persisted (one at or behind it is below
  * the clock of any later start, which a restart's floor also is), and then this far past it, so a signer
  * running ahead costs at most about four file writes a second, each before the command it covers takes
@@ -154,7 +154,7 @@ typedef struct {
 
 /* Clears the state (identity, store, io and ctx kept as set). Authentication is off. */
 void skymem_sat_init(skymem_sat_t *s, const skymem_sat_io_t *io, void *ctx);
-/* Turns authentication on with a loaded key ring (it must hold key 0). persisted: the mark a previous
+/* Turns authentication on with a loaded key ring (a satellite's: skymem_auth_load_text). persisted: the mark a previous
  * run kept (0: none). The floor becomes the later of it and the clock; replies to the ground are signed
  * with the lowest ground key until a station speaks. Returns 0, or -1 when the mark cannot be written. */
 int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, uint64_t persisted);
@@ -196,10 +196,6 @@ void skymem_sat_reset_counters(skymem_sat_t *s);
 /* Store callback (skymem_store_create's, ctx = the skymem_sat_t): an LRU eviction purged a block --
  * gossip it, and tell the ground station that set it. */
 void skymem_sat_store_evicted(void *ctx, const uint8_t *hash, const skymem_chunk_meta_t *victim, uint32_t purged);
-
-/* Signs a command this satellite sends another (key 0) in place; returns the new length (len when
- * keys are off, 0 on failure). Used by the core; a runtime needs it only for its own commands. */
-size_t skymem_sat_sign_command(skymem_sat_t *s, uint8_t *pkt, size_t len, size_t cap);
 
 /* A signed reply (ACK/NAK/EVICTED, the block hash as its body when hash is not NULL) to the request
  * with route req, sent through io->send. The core's answer; a runtime uses it for its own NAKs. */

@@ -45,6 +45,24 @@ void skymem_auth_init(skymem_auth_t *a, uint64_t floor)
 
 uint64_t skymem_auth_high(const skymem_auth_t *a) { return a->high > a->floor ? a->high : a->floor; }
 
+void skymem_auth_set_clock(skymem_auth_t *a, uint64_t now_us)
+{
+    a->ahead_limit = skymem_auth_seq_at(now_us) + SKYMEM_AUTH_AHEAD_US / SKYMEM_AUTH_SEQ_US;
+}
+
+uint32_t skymem_auth_link_id(uint16_t plane, uint16_t sat)
+{
+    return SKYMEM_AUTH_LINK_BIT | ((uint32_t)(plane & 0x7FFFu) << 16) | sat;
+}
+
+int skymem_auth_link_of(uint32_t key_id, uint16_t *plane, uint16_t *sat)
+{
+    if (!(key_id & SKYMEM_AUTH_LINK_BIT)) return 0;
+    if (plane != NULL) *plane = (uint16_t)((key_id >> 16) & 0x7FFFu);
+    if (sat != NULL) *sat = (uint16_t)(key_id & 0xFFFFu);
+    return 1;
+}
+
 int skymem_auth_add_key_for(skymem_auth_t *a, uint32_t id, uint8_t uses, const uint8_t *key, size_t len)
 {
     uint32_t i;
@@ -83,10 +101,11 @@ uint8_t skymem_auth_key_use(const uint8_t *pkt, size_t len)
 {
     size_t r = route_at(pkt, len);
     if (r == SKYMEM_CMD_HDR_LEN)
-        return skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_PLANE) == SKYMEM_GROUND_PLANE ? SKYMEM_KEY_UP : SKYMEM_KEY_ISL;
+        return skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_PLANE) == SKYMEM_GROUND_PLANE ? SKYMEM_KEY_UP
+                                                                                        : SKYMEM_KEY_LINK_IN;
     if (r == SKYMEM_TLM_HDR_LEN)
         return skymem_get_u16(pkt + r + SKYMEM_ROUTE_DST_PLANE) == SKYMEM_GROUND_PLANE ? SKYMEM_KEY_DOWN
-                                                                                        : SKYMEM_KEY_ISL;
+                                                                                        : SKYMEM_KEY_LINK_IN;
     return 0;
 }
 
@@ -140,7 +159,37 @@ static int number(const char *w, size_t n, uint64_t max, uint64_t *v)
     return *v <= max;
 }
 
-#define EXPECTED_HEADER "expected \"skymem-keys 3 satellite PLANE SAT\""
+#define EXPECTED_HEADER "expected \"skymem-keys 4 satellite PLANE SAT\""
+
+/* One "skymem-keys 4 satellite PLANE SAT" header into a's owner; 0, or fail()'s code with err set. */
+static int header_line(skymem_auth_t *a, const char *text, size_t p, size_t end, const char *w, size_t n, unsigned line,
+                       char *err, size_t err_len)
+{
+    uint64_t plane, sat;
+    /* the first line says what the file is: an old one, or the ground's, is refused saying what to do */
+    if (w[0] >= '0' && w[0] <= '9')
+        return fail(err, err_len, line, "an old key file (one key for both directions, no "
+                    "\"skymem-keys 4\" header): launch again to make per-link keys");
+    if (!word_is(w, n, "skymem-keys")) return fail(err, err_len, line, EXPECTED_HEADER);
+    n = word(text, &p, end, &w);
+    if (word_is(w, n, "3"))
+        return fail(err, err_len, line, "a version 3 key file (one ISL key shared by every satellite): launch "
+                    "again to make per-link keys");
+    if (!word_is(w, n, "4")) return fail(err, err_len, line, "key file version is not 4: launch again to make new keys");
+    n = word(text, &p, end, &w);
+    if (word_is(w, n, "ground"))
+        return fail(err, err_len, line, "the ground's key file (its master keys): a satellite is given only "
+                    "its own keys (the launcher writes them)");
+    if (!word_is(w, n, "satellite")) return fail(err, err_len, line, EXPECTED_HEADER);
+    n = word(text, &p, end, &w);
+    if (!number(w, n, 0x7FFFu, &plane)) return fail(err, err_len, line, "PLANE is not a number below 32768");
+    n = word(text, &p, end, &w);
+    if (!number(w, n, 0xFFFEu, &sat)) return fail(err, err_len, line, "SAT is not a number");
+    if (word(text, &p, end, &w) != 0) return fail(err, err_len, line, "unexpected text after the header");
+    a->owner_plane = (uint16_t)plane;
+    a->owner_sat = (uint16_t)sat;
+    return 0;
+}
 
 int skymem_auth_load_text(skymem_auth_t *a, const char *text, size_t len, char *err, size_t err_len)
 {
@@ -160,51 +209,43 @@ int skymem_auth_load_text(skymem_auth_t *a, const char *text, size_t len, char *
         n = word(text, &p, end, &w);
         if (n == 0) continue; /* blank, or a comment */
         if (!header) {
-            /* the first line says what the file is: an old one, or the ground's, is refused saying what to do */
-            if (w[0] >= '0' && w[0] <= '9')
-                return fail(err, err_len, line, "an old key file (one key for both directions, no "
-                            "\"skymem-keys 3\" header): launch again to make per-direction keys");
-            if (!word_is(w, n, "skymem-keys")) return fail(err, err_len, line, EXPECTED_HEADER);
-            n = word(text, &p, end, &w);
-            if (!word_is(w, n, "3"))
-                return fail(err, err_len, line, "key file version is not 3: launch again to make new keys");
-            n = word(text, &p, end, &w);
-            if (word_is(w, n, "ground"))
-                return fail(err, err_len, line, "the ground's key file (its master keys): a satellite is given only "
-                            "its own keys (the launcher writes them)");
-            if (!word_is(w, n, "satellite")) return fail(err, err_len, line, EXPECTED_HEADER);
-            n = word(text, &p, end, &w);
-            if (!number(w, n, 0xFFFEu, &plane)) return fail(err, err_len, line, "PLANE is not a number");
-            n = word(text, &p, end, &w);
-            if (!number(w, n, 0xFFFEu, &sat)) return fail(err, err_len, line, "SAT is not a number");
-            a->owner_plane = (uint16_t)plane;
-            a->owner_sat = (uint16_t)sat;
+            int rc = header_line(a, text, p, end, w, n, line, err, err_len);
+            if (rc != 0) return rc;
             header = 1;
-        } else {
-            if (word_is(w, n, "isl")) uses = SKYMEM_KEY_ISL;
-            else if (word_is(w, n, "up")) uses = SKYMEM_KEY_UP;
-            else if (word_is(w, n, "down")) uses = SKYMEM_KEY_DOWN;
-            else if (word_is(w, n, "master"))
-                return fail(err, err_len, line, "a ground master key: a satellite is given only its own keys");
-            else return fail(err, err_len, line, "expected \"isl|up|down KEY_ID HEX\"");
-            n = word(text, &p, end, &w);
-            if (!number(w, n, 0xFFFFFFFFu, &id)) return fail(err, err_len, line, "key id is not a u32");
-            if ((id == SKYMEM_AUTH_CONSTELLATION_KEY) != (uses == SKYMEM_KEY_ISL))
-                return fail(err, err_len, line, "key id 0 is the ISL key, and the ISL key is id 0");
-            n = word(text, &p, end, &w);
-            for (i = 0; i < n; i += 2) {
-                int hi = hexval(w[i]), lo = i + 1 < n ? hexval(w[i + 1]) : -1;
-                if (hi < 0 || lo < 0) return fail(err, err_len, line, "key is not an even number of hex digits");
-                if (nkey >= SKYMEM_AUTH_KEY_MAX) return fail(err, err_len, line, "key longer than 64 bytes");
-                key[nkey++] = (uint8_t)(hi * 16 + lo);
-            }
-            if (nkey < SKYMEM_AUTH_KEY_MIN) return fail(err, err_len, line, "key shorter than 16 bytes");
-            if (skymem_auth_find_key_for(a, (uint32_t)id, uses)) return fail(err, err_len, line, "duplicate key");
-            if (skymem_auth_add_key_for(a, (uint32_t)id, uses, key, nkey) != SKYMEM_AUTH_OK)
-                return fail(err, err_len, line, "too many keys");
-            memset(key, 0, sizeof key);
-            added++;
+            continue;
         }
+        if (word_is(w, n, "link-in")) uses = SKYMEM_KEY_LINK_IN;
+        else if (word_is(w, n, "link-out")) uses = SKYMEM_KEY_LINK_OUT;
+        else if (word_is(w, n, "up")) uses = SKYMEM_KEY_UP;
+        else if (word_is(w, n, "down")) uses = SKYMEM_KEY_DOWN;
+        else if (word_is(w, n, "master") || word_is(w, n, "link-master"))
+            return fail(err, err_len, line, "a ground master key: a satellite is given only its own keys");
+        else return fail(err, err_len, line, "expected \"link-in|link-out PLANE SAT HEX\" or \"up|down KEY_ID HEX\"");
+        n = word(text, &p, end, &w);
+        if (uses & (SKYMEM_KEY_LINK_IN | SKYMEM_KEY_LINK_OUT)) { /* the neighbour at the link's other end */
+            if (!number(w, n, 0x7FFFu, &plane)) return fail(err, err_len, line, "link PLANE is not a number below 32768");
+            n = word(text, &p, end, &w);
+            if (!number(w, n, 0xFFFEu, &sat)) return fail(err, err_len, line, "link SAT is not a number");
+            if (plane == a->owner_plane && sat == a->owner_sat)
+                return fail(err, err_len, line, "a link from this satellite to itself");
+            id = skymem_auth_link_id((uint16_t)plane, (uint16_t)sat);
+        } else {
+            if (!number(w, n, 0xFFFFFFFFu, &id) || id == 0 || (id & SKYMEM_AUTH_LINK_BIT))
+                return fail(err, err_len, line, "a ground key id is 1..2147483647");
+        }
+        n = word(text, &p, end, &w);
+        for (i = 0; i < n; i += 2) {
+            int hi = hexval(w[i]), lo = i + 1 < n ? hexval(w[i + 1]) : -1;
+            if (hi < 0 || lo < 0) return fail(err, err_len, line, "key is not an even number of hex digits");
+            if (nkey >= SKYMEM_AUTH_KEY_MAX) return fail(err, err_len, line, "key longer than 64 bytes");
+            key[nkey++] = (uint8_t)(hi * 16 + lo);
+        }
+        if (nkey < SKYMEM_AUTH_KEY_MIN) return fail(err, err_len, line, "key shorter than 16 bytes");
+        if (skymem_auth_find_key_for(a, (uint32_t)id, uses)) return fail(err, err_len, line, "duplicate key");
+        if (skymem_auth_add_key_for(a, (uint32_t)id, uses, key, nkey) != SKYMEM_AUTH_OK)
+            return fail(err, err_len, line, "too many keys");
+        memset(key, 0, sizeof key);
+        added++;
         if (word(text, &p, end, &w) != 0) return fail(err, err_len, line, "unexpected text after the key");
     }
     return added;
@@ -432,6 +473,7 @@ static int verify(skymem_auth_t *a, const skymem_mac_key_t *given, uint32_t give
     uint32_t key_id;
     uint64_t seq;
     uint16_t src_plane, src_sat, ground_end;
+    uint8_t use;
     skymem_replay_t *w;
     size_t r;
     int rc;
@@ -444,14 +486,19 @@ static int verify(skymem_auth_t *a, const skymem_mac_key_t *given, uint32_t give
     src_sat = skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_SAT);
     /* the end a ground station would be at: a command's source, a reply's destination */
     ground_end = skymem_get_u16(pkt + r + (r == SKYMEM_CMD_HDR_LEN ? SKYMEM_ROUTE_SRC_PLANE : SKYMEM_ROUTE_DST_PLANE));
+    use = skymem_auth_key_use(pkt, len);
     if (given != NULL) {
         k = key_id == given_id ? given : NULL;
     } else {
-        const skymem_auth_key_t *ring_key = skymem_auth_find_key_for(a, key_id, skymem_auth_key_use(pkt, len));
+        const skymem_auth_key_t *ring_key = skymem_auth_find_key_for(a, key_id, use);
         k = ring_key ? &ring_key->mac : NULL;
     }
     if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY;
-    if ((key_id == SKYMEM_AUTH_CONSTELLATION_KEY) != (ground_end != SKYMEM_GROUND_PLANE)) return SKYMEM_AUTH_E_KEY_SCOPE;
+    /* a link key only between satellites, a ground key only with a ground station at one end */
+    if (skymem_auth_link_of(key_id, &src_plane, &src_sat) != (ground_end != SKYMEM_GROUND_PLANE))
+        return SKYMEM_AUTH_E_KEY_SCOPE;
+    /* (a link key's replay window is its neighbour's -- the satellite that signed it, whoever the packet is
+     * from: one window per link, so traffic relayed through a neighbour cannot open windows of its own) */
     rc = tag_ok(k, pkt, len, crc_off, crc_len, crc);
     if (rc != SKYMEM_AUTH_OK) return rc;
     if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY;
@@ -461,6 +508,8 @@ static int verify(skymem_auth_t *a, const skymem_mac_key_t *given, uint32_t give
     if (seq <= a->floor) return SKYMEM_AUTH_E_REPLAY; /* creating the window may have raised the floor */
     window_record(a, w, seq);
     w->last_use = ++a->tick;
+    /* too far ahead: refused, and seen -- so it is refused again once this clock has caught up with it */
+    if (a->ahead_limit != 0 && seq > a->ahead_limit) return SKYMEM_AUTH_E_AHEAD;
     if (seq > a->high) a->high = seq;
     return SKYMEM_AUTH_OK;
 }

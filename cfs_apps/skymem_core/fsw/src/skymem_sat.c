@@ -16,9 +16,11 @@
  *  - every command for this satellite is checked by sat_authenticate, the one place that decides
  *    whether a packet is authentic and fresh, with the key of its direction (skymem_auth.h): a
  *    ground command with this satellite's UP key, so it binds this satellite as its destination;
- *    one for another satellite entering here is only relayed (its destination checks it);
+ *    one for another satellite entering here is only relayed (its destination checks it); one from
+ *    a satellite with the key of the link it came over, and only for what satellites ask each other
+ *    (isl_may_carry);
  *  - with keys on, everything this satellite sends is signed: replies to the ground with its DOWN
- *    key of the station that asked, everything else with the ISL key (id 0);
+ *    key of the station that asked, everything else by the link it leaves over (skymem_link.h);
  *  - a refused command changes nothing but auth_failures, and is not answered.
  * Cost: O(1) per command besides the tag and the store operation; the gossip ring is
  * searched linearly (256 entries, only for EVICT_BLOCK).
@@ -66,7 +68,7 @@ int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, uint64_t persisted)
     s->reply_key_id = 0; /* until a ground station speaks, replies to the ground go with the lowest ground key */
     for (i = 0; i < a->n_keys; i++) {
         uint32_t id = a->keys[i].id;
-        if (id != SKYMEM_AUTH_CONSTELLATION_KEY && (s->reply_key_id == 0 || id < s->reply_key_id)) s->reply_key_id = id;
+        if (!skymem_auth_link_of(id, NULL, NULL) && (s->reply_key_id == 0 || id < s->reply_key_id)) s->reply_key_id = id;
     }
     return 0;
 }
@@ -81,10 +83,10 @@ int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, uint64_t persisted)
 static int verify_signed(skymem_sat_t *s, const uint8_t *pkt, size_t len, const uint8_t *trailer,
                          const uint8_t *crc_data, size_t crc_len)
 {
-    uint64_t now = skymem_auth_seq_at(s->io->clock_us(s->ctx));
+    uint64_t now_us = s->io->clock_us(s->ctx), now = skymem_auth_seq_at(now_us);
     uint64_t seq = skymem_get_u64(trailer + SKYMEM_AT_SEQ);
     int rc;
-    if (seq > now + SKYMEM_SAT_SEQ_AHEAD_US / SKYMEM_AUTH_SEQ_US) return SKYMEM_AUTH_E_AHEAD;
+    skymem_auth_set_clock(s->auth, now_us); /* too far ahead: refused now, and for good (skymem_auth.h) */
     if (crc_data != NULL) {
         rc = skymem_auth_verify_crc(s->auth, pkt, len, (size_t)(crc_data - pkt), crc_len, &s->crc);
         if (rc == SKYMEM_AUTH_OK) s->crc_of = crc_data;
@@ -104,6 +106,17 @@ static int verify_signed(skymem_sat_t *s, const uint8_t *pkt, size_t len, const 
     return SKYMEM_AUTH_OK;
 }
 
+/* What a satellite may ask of another (a link key's scope): a migration's SET_CHUNK, a gossip EVICT_BLOCK,
+ * and answers. Anything else -- a reset, a parameter, a read, a plain put -- needs the ground's UP key of
+ * this satellite: a neighbour's key file (or a captured neighbour) cannot give it. */
+static int isl_may_carry(const skymem_msg_t *m)
+{
+    if (!m->is_cmd || m->route.src_plane == SKYMEM_GROUND_PLANE) return 1;
+    if (m->cc == SKYMEM_SET_CHUNK_CC) return (m->route.flags & SKYMEM_RF_MIGRATION) != 0;
+    if (m->cc == SKYMEM_EVICT_BLOCK_CC) return (m->route.flags & SKYMEM_RF_GOSSIP) != 0;
+    return 0;
+}
+
 /* The authentication step: SKYMEM_AUTH_OK when pkt may be acted on. Keys off: only an unsigned packet
  * (a trailer nobody can check is refused rather than taken unchecked). */
 static int sat_authenticate(skymem_sat_t *s, const skymem_msg_t *m, const uint8_t *pkt, size_t len)
@@ -115,6 +128,7 @@ static int sat_authenticate(skymem_sat_t *s, const skymem_msg_t *m, const uint8_
     /* a SET_CHUNK: the tag and the chunk's CRC in one pass */
     rc = verify_signed(s, pkt, len, m->auth, set_chunk ? m->data : NULL, set_chunk ? m->desc.data_len : 0);
     if (rc != SKYMEM_AUTH_OK) return rc;
+    if (!isl_may_carry(m)) return SKYMEM_AUTH_E_KEY_SCOPE;
     if (m->is_cmd && m->route.src_plane == SKYMEM_GROUND_PLANE)
         s->reply_key_id = skymem_get_u32(m->auth + SKYMEM_AT_KEY_ID);
     return SKYMEM_AUTH_OK;
@@ -214,6 +228,10 @@ int skymem_sat_malformed(skymem_sat_t *s, const uint8_t *pkt, size_t len, const 
         rc = len >= SKYMEM_CMD_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_AUTH_TRAILER_LEN && (r->flags & SKYMEM_RF_AUTH)
                  ? verify_signed(s, pkt, len, pkt + len - SKYMEM_AUTH_TRAILER_LEN, NULL, 0)
                  : SKYMEM_AUTH_E_NO_TRAILER;
+        /* a satellite sends another nothing malformed, and nothing it may not carry anyway (isl_may_carry):
+         * under a link key it is refused, not answered -- and never changes the key replies to the ground
+         * are signed with */
+        if (rc == SKYMEM_AUTH_OK && r->src_plane != SKYMEM_GROUND_PLANE) rc = SKYMEM_AUTH_E_KEY_SCOPE;
         if (rc != SKYMEM_AUTH_OK) {
             refused(s, r, pkt[6] & 0x7Fu, rc, 0);
             return 0;
@@ -275,8 +293,6 @@ static void gossip(skymem_sat_t *s, const uint8_t *hash, uint32_t evict_id, uint
         r.ttl = SKYMEM_DEFAULT_TTL;
         r.flags = SKYMEM_RF_GOSSIP;
         len = skymem_build_evict(s->buf, sizeof s->buf, s->seq++, &r, hash, evict_id, (uint8_t)(radius - 1u));
-        if (len > 0) len = (int)skymem_sat_sign_command(s, s->buf, (size_t)len, sizeof s->buf);
-        if (s->auth != NULL) r.flags |= SKYMEM_RF_AUTH;
         if (len > 0) s->io->send(s->ctx, s->buf, (size_t)len, &r, 0);
     }
 }

@@ -5,7 +5,7 @@
  * What it is: up to SKYMEM_SAT_MAX_MIGRATIONS jobs (skymem_sat_migration_t), each a list of
  * the chunks of the range held here when the request came. Each chunk goes to the target as a
  * SET_CHUNK with route flag MIGRATION (and the chunk's origin record, so an LRU eviction at the
- * target still reaches the station that set it), signed with key 0.
+ * target still reaches the station that set it), signed hop by hop with the links' keys (skymem_link.h).
  *
  * A chunk's states: waiting -> in flight -> done (ACK: our copy deleted) or failed (NAK, evicted
  * here meanwhile, or no ACK after SKYMEM_SAT_MIGRATE_RETRIES resends); a timeout puts an
@@ -65,8 +65,6 @@ static void send_chunk(skymem_sat_t *s, skymem_sat_migration_t *j, uint32_t i)
     r.flags = SKYMEM_RF_MIGRATION;
     len = skymem_build_set_chunk_origin(s->buf, sizeof s->buf, s->seq++, &r, &d,
                                         skymem_chunk_origin(&meta, &origin) ? &origin : NULL, data);
-    if (len > 0) len = (int)skymem_sat_sign_command(s, s->buf, (size_t)len, sizeof s->buf);
-    if (s->auth != NULL) r.flags |= SKYMEM_RF_AUTH;
     if (len > 0) s->io->send(s->ctx, s->buf, (size_t)len, &r, 0);
     c->state = MC_IN_FLIGHT;
     c->tries++;

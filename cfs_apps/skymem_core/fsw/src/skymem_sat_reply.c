@@ -3,8 +3,8 @@
  * both runtimes.
  *
  * What it is: the bottom of the core's command handling. skymem_sat_logf formats a line for the
- * runtime's io->log; sign_with signs a packet in place (keys on) with a ground station's DOWN key
- * or the ISL key (id 0); a reply is routed back to its request's source through the request's
+ * runtime's io->log; sign_with signs a reply to the ground in place (keys on) with the station's
+ * DOWN key (what goes to another satellite is signed by the link it leaves over); a reply is routed back to its request's source through the request's
  * via (skymem_sat_reply_route), built in s->buf (skymem_sat_reply / _reply_body, or a caller's
  * builder), signed and handed to io->send (skymem_sat_send_reply).
  *
@@ -14,7 +14,8 @@
  * no circle, and this file can be read and tested alone.
  *
  * Invariants: with keys on, every reply to the ground is signed with the DOWN key of the station
- * that asked (s->reply_key_id), everything else with key 0, and carries route flag AUTH; a packet
+ * that asked (s->reply_key_id) and carries route flag AUTH; one to a satellite leaves here unsigned
+ * for its link to sign (skymem_link.h); a packet
  * that cannot be built or signed is logged and not sent. Each reply takes the next s->seq.
  * Cost: one build and one tag per reply; no allocation.
  */
@@ -50,11 +51,6 @@ static size_t sign_with(skymem_sat_t *s, uint32_t key_id, uint8_t *pkt, size_t l
     return (size_t)rc;
 }
 
-size_t skymem_sat_sign_command(skymem_sat_t *s, uint8_t *pkt, size_t len, size_t cap)
-{
-    return sign_with(s, SKYMEM_AUTH_CONSTELLATION_KEY, pkt, len, cap);
-}
-
 /* ---- replies -------------------------------------------------------------------- */
 
 /* The route of an answer to a request with route req: back to its source, through its via. */
@@ -82,9 +78,12 @@ void skymem_sat_send_reply(skymem_sat_t *s, int len, const skymem_route_t *route
         skymem_sat_logf(s, SKYMEM_SAT_ERROR, SKYMEM_SAT_EV_NAK, "cannot build a reply: %s", skymem_strerror(len));
         return;
     }
-    n = sign_with(s, r->dst_plane == SKYMEM_GROUND_PLANE ? s->reply_key_id : SKYMEM_AUTH_CONSTELLATION_KEY, s->buf,
-                  (size_t)len, sizeof s->buf);
-    if (s->auth != NULL) r->flags |= SKYMEM_RF_AUTH; /* a relay rewrites the route header from *r */
+    /* to a station: signed here with the DOWN key, end to end; to a satellite (a migration's answer):
+     * unsigned, the link it leaves over signs it (skymem_link.h) */
+    if (r->dst_plane != SKYMEM_GROUND_PLANE) n = (size_t)len;
+    else n = sign_with(s, s->reply_key_id, s->buf, (size_t)len, sizeof s->buf);
+    if (s->auth != NULL && r->dst_plane == SKYMEM_GROUND_PLANE)
+        r->flags |= SKYMEM_RF_AUTH; /* a relay rewrites the route header from *r */
     if (n > 0) s->io->send(s->ctx, s->buf, n, r, 1);
 }
 
