@@ -24,13 +24,17 @@
 #define ISL_ROUTER_MAX_GROUND_STATIONS 64
 
 /* Requests from the ground whose answers go back to the address each came from: one slot per
- * (station, request id) hash, a newer request taking an older one's slot (the native node's 1024 serve
- * a whole process; a satellite's link holds fewer requests in flight). */
+ * (station, request id) hash, held by the first request to claim it until it expires (the native node's
+ * 1024 serve a whole process; a satellite's link holds fewer requests in flight). */
 #define ISL_ROUTER_RETURN_SLOTS 256
+#define ISL_ROUTER_RETURN_TTL_S 30
 
-/* SKYMEM's key file (SKYMEM_AUTH_KEYS_FILE): when it is there the constellation is keyed, and ISL_ROUTER,
- * which holds no key and so cannot verify what it relays, NAKs no relayed command (PROTOCOL.md §5). */
+/* SKYMEM's key file (SKYMEM_AUTH_KEYS_FILE): when it is there the constellation is keyed. ISL_ROUTER then
+ * checks and signs what satellites send each other with its links' keys (isl_router_links.c); a ground
+ * command it relays it cannot verify (its destination's UP key made the tag), so it NAKs none of them
+ * (PROTOCOL.md §5). */
 #define ISL_ROUTER_AUTH_KEYS_FILE "/cf/skymem_auth.keys"
+#define ISL_ROUTER_KEY_FILE_MAX   8192
 
 /* How long init waits for SKYMEM to publish its constellation table. */
 #define ISL_ROUTER_TABLE_WAIT_MS  5000

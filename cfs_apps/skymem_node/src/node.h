@@ -10,6 +10,8 @@
 #include "node_tx.h"
 #include "skymem_auth.h"
 #include "skymem_codec.h"
+#include "skymem_hop.h"
+#include "skymem_link.h"
 #include "skymem_router.h"
 #include "skymem_sat.h"
 #include "skymem_store.h"
@@ -17,6 +19,7 @@
 #define NODE_LINK_GROUND 0 /* links[0] = ground; links[1..4] = SKYMEM_DIR_NORTH..EAST */
 #define NODE_GROUND_SLOTS 32
 #define NODE_RETURN_SLOTS 1024 /* relayed requests whose answers go back to where they came from */
+#define NODE_RETURN_TTL_NS 30000000000ull /* how long a relayed request's return address is kept */
 #define NODE_RX_BATCH 1024 /* datagrams read per wakeup per socket, so neither socket starves the other */
 
 typedef struct {
@@ -35,6 +38,7 @@ typedef struct {
     uint8_t used;
     uint16_t station;
     uint32_t request_id;
+    uint64_t expires_ns;
     struct sockaddr_in addr;
 } node_return_t;
 

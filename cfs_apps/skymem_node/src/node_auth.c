@@ -3,8 +3,9 @@
  *
  * Off unless keys are given (--auth-keys FILE or the SKYMEM_AUTH_KEYS environment variable; the
  * launcher gives every node its own key file unless --insecure). The key file must be this
- * satellite's ("skymem-keys 3 satellite PLANE SAT", skymem_auth.h): the ISL key (id 0) the
- * satellites sign their own traffic with, and its UP and DOWN keys per ground key.
+ * satellite's ("skymem-keys 4 satellite PLANE SAT", skymem_auth.h): the keys of its links to its
+ * neighbours, which the satellites sign what they send each other with, hop by hop (skymem_link.h),
+ * and its UP and DOWN keys per ground key.
  *
  * The replay floor survives a restart as on the cFS app (/cf/skymem_auth.floor beside
  * /cf/skymem_auth.keys): the core writes its high-water mark through node_auth_persist_floor to
@@ -89,8 +90,9 @@ int node_auth_setup(node_t *n)
                 n->auth->owner_plane, n->auth->owner_sat, n->plane, n->sat);
         return -1;
     }
-    if (skymem_auth_find_key(n->auth, SKYMEM_AUTH_CONSTELLATION_KEY) == NULL) {
-        fprintf(stderr, "skymem_node: auth key file %s has no ISL key (isl 0)\n", path);
+    if (!skymem_link_keys_complete(n->auth, (uint16_t)n->planes, (uint16_t)n->sats)) {
+        fprintf(stderr, "skymem_node: auth key file %s lacks this satellite's ground keys (up/down) or the keys of its "
+                "links to its neighbours (link-in/link-out): launch again to make new keys\n", path);
         return -1;
     }
     if (n->cfg.auth_floor[0])

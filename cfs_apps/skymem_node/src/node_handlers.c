@@ -47,8 +47,12 @@ static const struct sockaddr_in *ground_addr(const node_t *n, uint16_t id)
 
 /* Where the answers to one relayed request go: the address it came from, for that request id only. A
  * relayed command teaches nothing about the station (skymem_sat_from_ground), yet its answers come back
- * through us; a slot per (station, request id) hash, so a replayed relayed command can steer at most the
- * answers to its own request -- which its destination refuses as a replay. */
+ * through us; a slot per (station, request id) hash. This satellite cannot verify the command (its
+ * destination's UP key made the tag), so the slot is taken by the first command to claim it and kept
+ * until it expires: a packet forged later with a request id seen on the wire cannot take the answers
+ * of the genuine request, nor aim them at another host. A slot another request holds is not taken
+ * either (a request id can be picked to land in any slot); that request's answers then go to the
+ * station's verified address. */
 static node_return_t *return_slot(node_t *n, uint16_t station, uint32_t request_id)
 {
     return &n->returns[(request_id * 0x9E3779B1u ^ station) % NODE_RETURN_SLOTS];
@@ -57,7 +61,10 @@ static node_return_t *return_slot(node_t *n, uint16_t station, uint32_t request_
 static void remember_return(node_t *n, const skymem_route_t *r, const struct sockaddr_in *addr)
 {
     node_return_t *e = return_slot(n, r->src_sat, r->request_id);
+    uint64_t now = node_mono_ns();
+    if (e->used && now < e->expires_ns) return; /* held, by this request or another: first come keeps it */
     e->used = 1;
+    e->expires_ns = now + NODE_RETURN_TTL_NS;
     e->station = r->src_sat;
     e->request_id = r->request_id;
     e->addr = *addr;
@@ -67,57 +74,60 @@ static void remember_return(node_t *n, const skymem_route_t *r, const struct soc
 static const struct sockaddr_in *reply_addr(node_t *n, uint16_t station, uint32_t request_id)
 {
     node_return_t *e = return_slot(n, station, request_id);
-    if (e->used && e->station == station && e->request_id == request_id && request_id != 0) return &e->addr;
+    if (e->used && e->station == station && e->request_id == request_id && request_id != 0 &&
+        node_mono_ns() < e->expires_ns)
+        return &e->addr;
     return ground_addr(n, station);
 }
 
 /* ---- routing ------------------------------------------------------------------- */
+/* One hop (skymem_hop.h decides, skymem_link.h signs): relay = it came in over a link or a ground link,
+ * not from this satellite's core. */
 static void route_packet(node_t *n, uint8_t *pkt, size_t len, const skymem_route_t *r, int is_reply, int relay)
 {
-    uint32_t tp, ts;
-    skymem_route_t r2;
-    skymem_dir_t dir;
-    if (is_reply && r->dst_plane == SKYMEM_GROUND_PLANE) {
-        if (is_self(n, r->via_plane, r->via_sat)) { /* we hold this ground link */
-            const struct sockaddr_in *ga = reply_addr(n, r->dst_sat, r->request_id);
-            if (ga == NULL) {
-                n->c.dropped++;
-                node_log(n, NODE_LOG_WARN, "reply for unknown ground station %u dropped", r->dst_sat);
-                return;
-            }
-            node_send_ground(n, ga, pkt, len);
+    skymem_hop_t hop = skymem_hop_decide((uint16_t)n->planes, (uint16_t)n->sats, (uint16_t)n->plane,
+                                         (uint16_t)n->sat, r, is_reply);
+    int rc;
+    switch (hop.kind) {
+    case SKYMEM_HOP_GROUND: {
+        const struct sockaddr_in *ga = reply_addr(n, r->dst_sat, r->request_id);
+        if (ga == NULL) {
+            n->c.dropped++;
+            node_log(n, NODE_LOG_WARN, "reply for unknown ground station %u dropped", r->dst_sat);
             return;
         }
-        tp = r->via_plane;
-        ts = r->via_sat;
-    } else {
-        tp = r->dst_plane;
-        ts = r->dst_sat;
-    }
-    if (tp >= n->planes || ts >= n->sats) {
-        n->c.dropped++;
-        if (!is_reply && relay && n->auth == NULL) /* keys on: no NAK for what a relay cannot verify (PROTOCOL.md §5) */
-            skymem_sat_reply(&n->core, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, SKYMEM_NAK_NO_ROUTE, 0, 0, NULL);
+        node_send_ground(n, ga, pkt, len);
         return;
     }
-    if (is_self(n, (uint16_t)tp, (uint16_t)ts)) { /* nothing to route: would loop */
+    case SKYMEM_HOP_HERE: /* routed to itself: would loop (what is for this satellite never comes here) */
+        n->c.dropped++;
+        return;
+    case SKYMEM_HOP_DROP:
+        n->c.dropped++;
+        node_log(n, NODE_LOG_DEBUG, "request %u dropped: %s", r->request_id, hop.why);
+        if (hop.nak && relay && n->auth == NULL) /* keys on: no NAK for what a relay cannot verify (PROTOCOL.md §5) */
+            skymem_sat_reply(&n->core, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, hop.nak, 0, 0, NULL);
+        return;
+    case SKYMEM_HOP_LINK: break;
+    }
+    if (skymem_hop_advance(pkt, len, r) != SKYMEM_OK) {
         n->c.dropped++;
         return;
     }
-    if (r->ttl == 0) {
-        n->c.dropped++;
-        node_log(n, NODE_LOG_DEBUG, "ttl expired, request %u dropped", r->request_id);
-        if (!is_reply && relay && !(r->flags & SKYMEM_RF_GOSSIP) && n->auth == NULL)
-            skymem_sat_reply(&n->core, r, SKYMEM_REPLY_NAK, pkt[6] & 0x7Fu, SKYMEM_NAK_TTL_EXPIRED, 0, 0, NULL);
-        return;
+    if (n->auth != NULL) { /* checked for the link it came over, signed for the one it leaves by */
+        rc = skymem_link_prepare(n->auth, relay, hop.next_plane, hop.next_sat, node_unix_us(), pkt, len,
+                                 SKYMEM_MAX_PACKET);
+        if (rc < 0) {
+            n->c.dropped++;
+            n->core.c.auth_failures++;
+            node_log(n, NODE_LOG_DEBUG, "request %u not put on the link to (%u,%u): %s", r->request_id,
+                     hop.next_plane, hop.next_sat, skymem_auth_strerror(rc));
+            return;
+        }
+        len = (size_t)rc;
     }
-    r2 = *r;
-    r2.ttl--;
-    if (r2.hops < 255) r2.hops++;
-    skymem_rewrite_route(pkt, len, &r2);
-    dir = skymem_next_dir(n->planes, n->sats, n->plane, n->sat, tp, ts);
     if (relay) n->c.forwarded++;
-    node_send_isl(n, dir, pkt, len);
+    node_send_isl(n, hop.dir, pkt, len);
 }
 
 /* ---- the core's io --------------------------------------------------------------- */
@@ -220,19 +230,20 @@ static void handle_control(node_t *n, const skymem_msg_t *m)
 }
 
 /* Housekeeping goes where a cFS mission's TO_LAB would send it (--tlm-dest), whoever asked: the same
- * packets a ground system receives from the cFS apps. Without --tlm-dest it goes back to the sender,
- * but only for a request padded to at least the answer's length (req_len): an HK request carries no
- * tag and its source can be forged, so a shorter one would make the node an amplifier aimed at
- * whatever address a flood names (13x for an 8-byte SEND_HK). A short one is counted in dropped. */
+ * packets a ground system receives from the cFS apps; without --tlm-dest it goes back to the sender.
+ * Either way only for a request padded to at least the answer's length (req_len): an HK request carries
+ * no tag and its source can be forged, so a shorter one would make the node an amplifier aimed at the
+ * telemetry host or whatever address a flood names (13x for an 8-byte SEND_HK). A short one is counted
+ * in dropped. */
 static void send_tlm(node_t *n, int from_ground, const struct sockaddr_in *src, size_t req_len, const uint8_t *pkt,
                      size_t len)
 {
-    if (n->tlm_dest.sin_port != 0) {
-        node_sendto_now(n, n->ground_fd, &n->tlm_dest, pkt, len);
-    } else if (req_len < len) {
+    if (req_len < len) {
         n->c.dropped++;
         node_log(n, NODE_LOG_DEBUG, "HK request of %zu bytes unanswered: shorter than its %zu-byte answer", req_len,
                  len);
+    } else if (n->tlm_dest.sin_port != 0) {
+        node_sendto_now(n, n->ground_fd, &n->tlm_dest, pkt, len);
     } else if (from_ground) {
         node_send_ground(n, src, pkt, len);
     } else {
@@ -343,6 +354,14 @@ void node_on_packet(node_t *n, int from, const struct sockaddr_in *src, uint8_t 
         default: break;
         }
         r = m.route;
+        if (from_ground && n->auth != NULL && r.src_plane != SKYMEM_GROUND_PLANE) {
+            /* a satellite's traffic never comes up a ground link: whoever sent it, it is not let onto the links */
+            n->c.dropped++;
+            n->core.c.auth_failures++;
+            node_log(n, NODE_LOG_DEBUG, "a packet from satellite (%u,%u) on the ground port dropped", r.src_plane,
+                     r.src_sat);
+            return;
+        }
         if (from_ground) { /* checked where it comes up, before anything is learned from it or it is relayed */
             int what = skymem_sat_from_ground(&n->core, &m, pkt, len, &r);
             if (what == SKYMEM_SAT_DROP) return;

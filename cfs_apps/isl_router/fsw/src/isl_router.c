@@ -2,6 +2,7 @@
 #include "isl_router.h"
 #include "isl_router_dispatch.h"
 #include "isl_router_eventids.h"
+#include "isl_router_links.h"
 #include "isl_router_rx.h"
 #include "isl_router_utils.h"
 #include "isl_router_version.h"
@@ -118,6 +119,12 @@ CFE_Status_t ISL_ROUTER_Init(void)
 
     /* Grid, identity and ports come from SKYMEM's table. */
     status = ISL_ROUTER_LoadConfig();
+    if (status != CFE_SUCCESS)
+    {
+        return status;
+    }
+
+    status = ISL_ROUTER_LinksInit();
     if (status != CFE_SUCCESS)
     {
         return status;

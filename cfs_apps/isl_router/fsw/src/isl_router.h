@@ -52,6 +52,7 @@ typedef struct
     bool          Used;
     uint16        StationId;
     uint32        RequestId;
+    int64         ExpiresS; /* local time, seconds: the slot is free again after it */
     OS_SockAddr_t Addr;
 } ISL_ROUTER_Return_t;
 
@@ -98,8 +99,10 @@ typedef struct
     uint8        NakBuf[SKYMEM_TLM_HDR_LEN + SKYMEM_ROUTE_HDR_LEN + SKYMEM_REPLY_HDR_LEN]; /* receive task */
     skymem_msg_t NakMsg;
     uint16       NakSeq;
-    bool         Keyed; /* SKYMEM's key file is there (ISL_ROUTER_Init): relayed commands are not NAKed, and a
-                         * station's address is learned only from what SKYMEM verified */
+    bool         Keyed; /* SKYMEM's key file is there (ISL_ROUTER_Init): the links are signed (isl_router_links.c),
+                         * relayed commands are not NAKed, a station's address is learned only from what SKYMEM
+                         * verified, and no satellite's packet is taken from the ground port */
+    osal_id_t    LinkMutex; /* guards the link keys' ring (isl_router_links.c) */
 } ISL_ROUTER_Data_t;
 
 extern ISL_ROUTER_Data_t ISL_ROUTER_Data;

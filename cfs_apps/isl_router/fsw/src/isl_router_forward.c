@@ -1,9 +1,12 @@
-/* ISL_ROUTER routing: +GRID next hop (skymem_core router), TTL, delivery. */
+/* ISL_ROUTER routing: one hop as skymem_core decides it (skymem_hop.h), signed per link (skymem_link.h). */
 #include "isl_router.h"
 #include "isl_router_eventids.h"
 #include "isl_router_forward.h"
+#include "isl_router_links.h"
 #include "isl_router_utils.h"
 
+#include "skymem_auth.h"
+#include "skymem_hop.h"
 #include "skymem_router.h"
 
 static void ISL_ROUTER_Drop(ISL_ROUTER_Counters_t *Counters, const skymem_route_t *Route, const char *Why)
@@ -48,100 +51,74 @@ static void ISL_ROUTER_Nak(const skymem_msg_t *Req, uint8 Reason, ISL_ROUTER_Cou
 void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL_ROUTER_Counters_t *Counters,
                             bool OwnPacket)
 {
-    skymem_route_t Route = Msg->route;
-    uint16         TargetPlane;
-    uint16         TargetSat;
-    uint32         NextPlane;
-    uint32         NextSat;
-    skymem_dir_t   Dir;
+    const skymem_route_t *Route = &Msg->route;
+    skymem_hop_t          Hop;
+    int                   Signed;
 
-    /* A packet for the ground travels to the satellite holding that station's link. */
-    if (Route.dst_plane == SKYMEM_GROUND_PLANE)
+    /* Where it goes from here is skymem_core's (skymem_hop.h), as on the native node. */
+    Hop = skymem_hop_decide(ISL_ROUTER_Data.Planes, ISL_ROUTER_Data.SatsPerPlane, ISL_ROUTER_Data.Plane,
+                            ISL_ROUTER_Data.Sat, Route, !Msg->is_cmd);
+    switch (Hop.kind)
     {
-        TargetPlane = Route.via_plane;
-        TargetSat   = Route.via_sat;
-        if (ISL_ROUTER_IsMe(TargetPlane, TargetSat))
-        {
-            if (ISL_ROUTER_SendToGroundStation(Route.dst_sat, Route.request_id, Pkt, Len))
+        case SKYMEM_HOP_GROUND:
+            if (ISL_ROUTER_SendToGroundStation(Route->dst_sat, Route->request_id, Pkt, Len))
             {
                 Counters->TxGround++;
             }
             else
             {
-                ISL_ROUTER_Drop(Counters, &Route, "ground station unknown or unreachable");
+                ISL_ROUTER_Drop(Counters, Route, "ground station unknown or unreachable");
             }
             return;
-        }
-    }
-    else
-    {
-        TargetPlane = Route.dst_plane;
-        TargetSat   = Route.dst_sat;
-    }
-
-    if (ISL_ROUTER_IsMe(TargetPlane, TargetSat))
-    {
-        if (OwnPacket)
-        {
-            ISL_ROUTER_Drop(Counters, &Route, "SKYMEM addressed its own satellite");
+        case SKYMEM_HOP_HERE:
+            if (OwnPacket)
+            {
+                ISL_ROUTER_Drop(Counters, Route, "SKYMEM addressed its own satellite");
+                return;
+            }
+            /* Commands, and replies to this satellite (a migration target's ACKs), go to SKYMEM. */
+            if (ISL_ROUTER_DeliverToBus(Pkt, Len))
+            {
+                Counters->Delivered++;
+            }
+            else
+            {
+                ISL_ROUTER_Drop(Counters, Route, "software bus refused it");
+            }
             return;
-        }
-        /* Commands, and replies to this satellite (a migration target's ACKs), go to SKYMEM. */
-        if (ISL_ROUTER_DeliverToBus(Pkt, Len))
-        {
-            Counters->Delivered++;
-        }
-        else
-        {
-            ISL_ROUTER_Drop(Counters, &Route, "software bus refused it");
-        }
-        return;
+        case SKYMEM_HOP_DROP:
+            ISL_ROUTER_Drop(Counters, Route, Hop.why);
+            if (!OwnPacket && Hop.nak != 0)
+            {
+                ISL_ROUTER_Nak(Msg, Hop.nak, Counters);
+            }
+            return;
+        case SKYMEM_HOP_LINK:
+        default:
+            break;
     }
 
-    if (TargetPlane >= ISL_ROUTER_Data.Planes || TargetSat >= ISL_ROUTER_Data.SatsPerPlane)
+    /* One ISL hop: one TTL spent, the hop counted (the codec fixes the checksum). */
+    if (skymem_hop_advance(Pkt, Len, Route) != SKYMEM_OK)
     {
-        ISL_ROUTER_Drop(Counters, &Route, "no such satellite");
-        if (!OwnPacket)
-        {
-            ISL_ROUTER_Nak(Msg, SKYMEM_NAK_NO_ROUTE, Counters);
-        }
+        ISL_ROUTER_Drop(Counters, Route, "route header rewrite failed");
         return;
     }
-    if (Route.ttl == 0)
-    {
-        ISL_ROUTER_Drop(Counters, &Route, "TTL expired");
-        if (!OwnPacket)
-        {
-            ISL_ROUTER_Nak(Msg, SKYMEM_NAK_TTL_EXPIRED, Counters);
-        }
-        return;
-    }
-
-    /* One ISL hop: spend one TTL, count the hop (the codec fixes the checksum). */
-    Route.ttl--;
-    if (Route.hops < 255)
-    {
-        Route.hops++;
-    }
-    if (skymem_rewrite_route(Pkt, Len, &Route) != SKYMEM_OK)
-    {
-        ISL_ROUTER_Drop(Counters, &Route, "route header rewrite failed");
-        return;
-    }
-
-    Dir = skymem_next_dir(ISL_ROUTER_Data.Planes, ISL_ROUTER_Data.SatsPerPlane, ISL_ROUTER_Data.Plane,
-                          ISL_ROUTER_Data.Sat, TargetPlane, TargetSat);
-    skymem_neighbour(ISL_ROUTER_Data.Planes, ISL_ROUTER_Data.SatsPerPlane, ISL_ROUTER_Data.Plane, ISL_ROUTER_Data.Sat,
-                     Dir, &NextPlane, &NextSat);
-
     CFE_EVS_SendEvent(ISL_ROUTER_ROUTE_DBG_EID, CFE_EVS_EventType_DEBUG,
-                      "ISL_ROUTER: request %lu for (%u,%u) goes %s to (%lu,%lu), ttl %u",
-                      (unsigned long)Route.request_id, (unsigned int)TargetPlane, (unsigned int)TargetSat,
-                      skymem_dir_name(Dir), (unsigned long)NextPlane, (unsigned long)NextSat, (unsigned int)Route.ttl);
+                      "ISL_ROUTER: request %lu for (%u,%u) goes %s to (%u,%u), ttl %u", (unsigned long)Route->request_id,
+                      (unsigned int)Route->dst_plane, (unsigned int)Route->dst_sat, skymem_dir_name(Hop.dir),
+                      (unsigned int)Hop.next_plane, (unsigned int)Hop.next_sat, (unsigned int)(Route->ttl - 1u));
 
-    if (!ISL_ROUTER_SendToSat((uint16)NextPlane, (uint16)NextSat, Pkt, Len))
+    /* keyed: checked for the link it came over (a relay), signed for the one it leaves by */
+    Signed = ISL_ROUTER_LinksPrepare(!OwnPacket, Hop.next_plane, Hop.next_sat, Pkt, Len, SKYMEM_MAX_PACKET);
+    if (Signed < 0)
     {
-        ISL_ROUTER_Drop(Counters, &Route, "send failed");
+        ISL_ROUTER_Drop(Counters, Route, skymem_auth_strerror(Signed));
+        return;
+    }
+    if (!ISL_ROUTER_SendToSat(Hop.next_plane, Hop.next_sat, Pkt, (size_t)Signed))
+    {
+        ISL_ROUTER_Drop(Counters, Route, "send failed");
         return;
     }
     Counters->TxIsl++;

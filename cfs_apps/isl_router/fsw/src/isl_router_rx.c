@@ -63,6 +63,15 @@ static bool ISL_ROUTER_ReceiveOne(osal_id_t Sock, bool FromGround)
         skymem_route_decode(ISL_ROUTER_Data.RxBuf + SKYMEM_CMD_HDR_LEN, &Msg->route);
     }
 
+    if (FromGround && ISL_ROUTER_Data.Keyed && Msg->route.src_plane != SKYMEM_GROUND_PLANE)
+    {
+        /* a satellite's traffic never comes up a ground link: whoever sent it, it goes nowhere from here */
+        Counters->Dropped++;
+        CFE_EVS_SendEvent(ISL_ROUTER_DROP_EID, CFE_EVS_EventType_DEBUG,
+                          "ISL_ROUTER: a packet from satellite (%u,%u) on the ground port dropped",
+                          (unsigned int)Msg->route.src_plane, (unsigned int)Msg->route.src_sat);
+        return true;
+    }
     if (FromGround && Msg->route.src_plane == SKYMEM_GROUND_PLANE)
     {
         /* Answers to this request come back to where it was sent from, through us. */

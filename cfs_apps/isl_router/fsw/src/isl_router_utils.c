@@ -197,6 +197,15 @@ void ISL_ROUTER_RememberGroundStation(uint16 StationId, const OS_SockAddr_t *Add
     OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
 }
 
+/* Local time in seconds: when a return slot expires. */
+static int64 ISL_ROUTER_NowS(void)
+{
+    OS_time_t Now;
+
+    OS_GetLocalTime(&Now);
+    return OS_TimeGetTotalSeconds(Now);
+}
+
 /* The slot of (station, request id), as the native node hashes its returns (node_handlers.c). */
 static ISL_ROUTER_Return_t *ISL_ROUTER_ReturnSlot(uint16 StationId, uint32 RequestId)
 {
@@ -209,7 +218,8 @@ static const OS_SockAddr_t *ISL_ROUTER_ReturnAddr(uint16 StationId, uint32 Reque
 {
     const ISL_ROUTER_Return_t *Slot = ISL_ROUTER_ReturnSlot(StationId, RequestId);
 
-    if (RequestId != 0 && Slot->Used && Slot->StationId == StationId && Slot->RequestId == RequestId)
+    if (RequestId != 0 && Slot->Used && Slot->StationId == StationId && Slot->RequestId == RequestId &&
+        ISL_ROUTER_NowS() < Slot->ExpiresS)
     {
         return &Slot->Addr;
     }
@@ -219,9 +229,18 @@ static const OS_SockAddr_t *ISL_ROUTER_ReturnAddr(uint16 StationId, uint32 Reque
 void ISL_ROUTER_RememberRequest(uint16 StationId, uint32 RequestId, const OS_SockAddr_t *Addr)
 {
     ISL_ROUTER_Return_t *Slot = ISL_ROUTER_ReturnSlot(StationId, RequestId);
+    int64                Now  = ISL_ROUTER_NowS();
 
-    /* Unverified (the router holds no key): it can steer only the answers to its own request id. */
+    /* Unverified (the destination's UP key made its tag): the first request to claim a slot keeps it until it
+     * expires, so a packet forged later with a request id seen on the wire cannot take the genuine request's
+     * answers or aim them at another host (node_handlers.c's remember_return says the same). */
     OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
+    if (Slot->Used && Now < Slot->ExpiresS)
+    {
+        OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
+        return;
+    }
+    Slot->ExpiresS  = Now + ISL_ROUTER_RETURN_TTL_S;
     Slot->Used      = true;
     Slot->StationId = StationId;
     Slot->RequestId = RequestId;

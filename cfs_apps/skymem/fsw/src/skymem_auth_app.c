@@ -16,6 +16,7 @@
 #include "skymem.h"
 #include "skymem_auth.h"
 #include "skymem_auth_app.h"
+#include "skymem_link.h"
 #include "skymem_data.h"
 #include "skymem_eventids.h"
 #include "skymem_utils.h"
@@ -91,14 +92,14 @@ CFE_Status_t SKYMEM_AuthInit(void)
         return CFE_STATUS_VALIDATION_FAILURE;
     }
     rc = skymem_auth_load_text(&SKYMEM_Auth, Text, (size_t)Len, Err, sizeof(Err));
-    if (rc == 0)
-    {
-        return CFE_SUCCESS; /* a file with no keys: authentication off */
-    }
-    if (rc < 0 || skymem_auth_find_key(&SKYMEM_Auth, SKYMEM_AUTH_CONSTELLATION_KEY) == NULL)
+    /* A file that is there turns authentication on or stops the app: one holding no keys, or not all of this
+     * satellite's, must not leave it running unauthenticated (or deaf to a neighbour) without a word. */
+    if (rc <= 0 || !skymem_link_keys_complete(&SKYMEM_Auth, SKYMEM_Data.Core.planes, SKYMEM_Data.Core.sats))
     {
         CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: %s: %s", SKYMEM_AUTH_KEYS_FILE,
-                          rc < 0 ? Err : "no ISL key (isl 0)");
+                          rc < 0 ? Err
+                                 : "holds no keys, or lacks this satellite's up/down keys or its links' "
+                                   "link-in/link-out keys: launch again to make new keys");
         return CFE_STATUS_VALIDATION_FAILURE;
     }
     if (SKYMEM_Auth.owner_plane != SKYMEM_Data.Core.plane || SKYMEM_Auth.owner_sat != SKYMEM_Data.Core.sat)

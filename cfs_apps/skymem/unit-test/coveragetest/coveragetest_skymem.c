@@ -578,16 +578,25 @@ static void Test_ConfigFile(void)
     UtAssert_STUB_COUNT(OS_OpenCreate, 0);
 }
 
-/* /cf/skymem_auth.keys: key 0 (constellation) and ground key 1; the forger has another key 1. */
+/* /cf/skymem_auth.keys: the keys of (0,1)'s four links on the 3x3 grid and ground key 1; the forger has another
+ * key 1 and nothing else (an incomplete file: refused). */
 /* satellite (0,1)'s key file; the test's ground holds the same UP and DOWN keys (the sign picks by direction) */
-static const char UT_Keys[] = "# test keys\nskymem-keys 3 satellite 0 1\n"
-                              "isl 0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+static const char UT_Keys[] = "# test keys\nskymem-keys 4 satellite 0 1\n"
+                              "link-in 0 0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+                              "link-out 0 0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+                              "link-in 0 2 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+                              "link-out 0 2 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+                              "link-in 1 1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+                              "link-out 1 1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+                              "link-in 2 1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+                              "link-out 2 1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
                               "up 1 202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f\n"
                               "down 1 606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f\n";
-static const char UT_ForgerKeys[] = "skymem-keys 3 satellite 0 1\n"
+#define UT_KEYS_COUNT 10
+static const char UT_ForgerKeys[] = "skymem-keys 4 satellite 0 1\n"
                                     "up 1 404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f\n";
-static const char UT_OtherSatKeys[] = "skymem-keys 3 satellite 0 2\n"
-                                      "isl 0 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n";
+static const char UT_OtherSatKeys[] = "skymem-keys 4 satellite 0 2\n"
+                                      "link-in 0 1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n";
 
 /* Builds a SET_CHUNK of 100 bytes for chunk 2 of block 0xCD.. into UT_In; signs it with Ring's key 1 if given. */
 static int UT_BuildSet(const skymem_auth_t *Ring, uint64 Seq, uint32 RequestId)
@@ -636,7 +645,7 @@ static void Test_Auth(void)
     memset(Hash, 0xCD, sizeof(Hash));
     skymem_auth_init(&Ground, 0);
     skymem_auth_init(&Forger, 0);
-    UtAssert_INT32_EQ(skymem_auth_load_text(&Ground, UT_Keys, sizeof(UT_Keys) - 1, Err, sizeof(Err)), 3);
+    UtAssert_INT32_EQ(skymem_auth_load_text(&Ground, UT_Keys, sizeof(UT_Keys) - 1, Err, sizeof(Err)), UT_KEYS_COUNT);
     UtAssert_INT32_EQ(skymem_auth_load_text(&Forger, UT_ForgerKeys, sizeof(UT_ForgerKeys) - 1, Err, sizeof(Err)), 1);
 
     /* The key file turns authentication on. */
@@ -761,7 +770,7 @@ static void Test_Auth(void)
         }
     }
 
-    /* A key file without the ISL key, an old or malformed one, or another satellite's, stops the app. */
+    /* A key file without a link's keys, an old or malformed one, or another satellite's, stops the app. */
     UT_ResetState(UT_KEY(OS_read));
     UT_SetDataBuffer(UT_KEY(OS_read), (void *)UT_ForgerKeys, sizeof(UT_ForgerKeys) - 1, false);
     UtAssert_INT32_EQ(SKYMEM_AuthInit(), CFE_STATUS_VALIDATION_FAILURE);
