@@ -163,7 +163,12 @@ class LiveNode:
         self.cmd.sendto(packet, self.ground)
 
     def housekeeping(self, request: bytes, mid: int, timeout_s: float = 20.0) -> bytes:
-        """Ask (again every second while nothing comes: the node may still be starting) until it arrives."""
+        """Ask (again every second while nothing comes: the node may still be starting) until it arrives. The
+        COSMOS SEND_HK (8 bytes, as SCH_LAB sends it on a cFS bus) goes padded to its answer's length: a native
+        node answers no shorter request, --tlm-dest or not (an unauthenticated 8-byte request for 104 bytes
+        would make it an amplifier aimed at the telemetry host, issue 35 N6)."""
+        assert len(request) == wire.SKYMEM_CMD_HDR_LEN, "the COSMOS SEND_HK is a bare command header"
+        request = wire.encode_hk_request(int.from_bytes(request[:2], "big"))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self.send(request)

@@ -146,7 +146,8 @@ int skymem_polyval_use_accel(int level);
 const char *skymem_aes_impl(void);
 int skymem_aes_use_accel(int on);
 typedef struct skymem_reply_window skymem_reply_window_t;
-skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id);
+skymem_reply_window_t *skymem_reply_window_new(uint32_t key_id, uint64_t start_us);
+uint64_t skymem_reply_window_floor(uint64_t start_us);
 void skymem_reply_window_free(skymem_reply_window_t *w);
 int skymem_reply_window_check(skymem_reply_window_t *w, const skymem_mac_key_t *k, const uint8_t *pkt, size_t len,
                               size_t crc_off,
@@ -201,8 +202,9 @@ MIRRORS: dict[str, dict[str, str] | None] = {
     "protocol/wire.py": None,
     "protocol/auth.py": {"SEQ_US": "SKYMEM_AUTH_SEQ_US", "TRAILER_LEN": "SKYMEM_AUTH_TRAILER_LEN",
                          "REPLAY_WINDOW": "SKYMEM_AUTH_WINDOW", "AUTH_E_REPLAY": "SKYMEM_AUTH_E_REPLAY",
-                         "TAG_LEN": "SKYMEM_AUTH_TAG_LEN", "CONSTELLATION_KEY_ID": "SKYMEM_AUTH_CONSTELLATION_KEY",
-                         "KEY_MIN": "SKYMEM_AUTH_KEY_MIN", "KEY_MAX": "SKYMEM_AUTH_KEY_MAX"},
+                         "TAG_LEN": "SKYMEM_AUTH_TAG_LEN", "LINK_BIT": "SKYMEM_AUTH_LINK_BIT",
+                         "KEY_MIN": "SKYMEM_AUTH_KEY_MIN", "KEY_MAX": "SKYMEM_AUTH_KEY_MAX",
+                         "REPLY_SKEW_US": "SKYMEM_SAT_SEQ_AHEAD_US"},
     "protocol/mac.py": {"TAG_LEN": "SKYMEM_AUTH_TAG_LEN"},
     # seal.py's OVERHEAD is their sum (not a literal: skymem_seal.c asserts the same sum)
     "protocol/seal.py": {"KEY_ID_LEN": "SKYMEM_SEAL_KEY_ID_LEN", "NONCE_LEN": "SKYMEM_SEAL_NONCE_LEN",
@@ -302,7 +304,8 @@ def header_checks() -> str:
 
 
 HEADERS = ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h", "skymem_bulk.h", "skymem_seal.h",
-           "skymem_sha256.h", "skymem_auth.h", "skymem_polyval.h", "skymem_aes.h")
+           "skymem_sha256.h", "skymem_auth.h", "skymem_polyval.h", "skymem_aes.h",
+           "skymem_sat.h")  # SKYMEM_SAT_SEQ_AHEAD_US (auth.REPLY_SKEW_US)
 INCLUDE_DIRS = [str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src"), str(CSRC)]
 
 ffibuilder = FFI()

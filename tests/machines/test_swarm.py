@@ -112,7 +112,7 @@ def test_19x5_as_a_swarm_stack(nodes, tmp_path):
         head = nodes.docker(2, "exec", container, "grep", "-m", "1", "^skymem-keys", keys.CONTAINER_KEY_FILE).stdout.strip()
         print(f"{container}: {keys.CONTAINER_KEY_FILE} uid/mode {seen}; {mount}; header {head!r}")
         assert seen == f"{swarm.IMAGE_USER} 400" and len(mount) == 1 and " ro," in mount[0]
-        assert head == f"skymem-keys 3 satellite {plane} {sat}", head
+        assert head == f"skymem-keys 4 satellite {plane} {sat}", head
         for sat in ((0, 0), (PLANES - 1, SATS - 1)):  # on the first node and on the last
             before, after = unsigned_commands_refused(m, sat)
             print(f"satellite {sat}: 2 unsigned commands refused, auth_failures {before} -> {after}")

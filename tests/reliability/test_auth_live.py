@@ -145,18 +145,26 @@ def test_control_mid_commands_refused_when_keyed(keyed):
 
 def test_node_refuses_bad_key_files(node_built, tmp_path):
     """Each in one line naming the cause: an old file (one key for both directions) says to launch again, the
-    ground's file (its masters) is not a satellite's, another satellite's keys are not this one's."""
+    ground's file (its masters) is not a satellite's, another satellite's keys are not this one's, a version 3 file
+    (one ISL key shared by all) is refused, and so is a file missing a key of a link to a neighbour (1x2: (0,1))."""
     f = tmp_path / "k"
-    sat = "skymem-keys 3 satellite 0 0\n"
+    sat = "skymem-keys 4 satellite 0 0\n"
+    up_down = "up 1 " + "00" * 16 + "\ndown 1 " + "11" * 16 + "\n"
     keys = auth.GroundKeys.new()
     for text, msg in [("0 " + "00" * 16 + "\n1 " + "11" * 16 + "\n", "an old key file (one key for both directions, "
-                       "no \"skymem-keys 3\" header): launch again to make per-direction keys"),
+                       "no \"skymem-keys 4\" header): launch again to make per-link keys"),
+                      ("skymem-keys 3 satellite 0 0\nisl 0 " + "00" * 16 + "\n", "a version 3 key file (one ISL key "
+                       "shared by every satellite): launch again to make per-link keys"),
                       (keys.ground_text(), "the ground's key file (its master keys)"),
-                      (keys.satellite_text(0, 1), "holds the keys of satellite (0,1), this is (0,0)"),
-                      (sat + "up 1 " + "00" * 16 + "\n", "no ISL key"), (sat + "isl 0 00\n", "shorter than 16"),
-                      (sat + "isl 0 " + "00" * 16 + " junk\n", "unexpected")]:
+                      (keys.satellite_text(0, 1, 1, 2), "holds the keys of satellite (0,1), this is (0,0)"),
+                      (sat + up_down, "lacks this satellite's ground keys (up/down) or the keys of its links"),
+                      (sat + "link-in 0 1 " + "00" * 16 + "\n" + up_down, "or the keys of its links"),
+                      (sat + "link-in 0 0 " + "00" * 16 + "\n", "a link from this satellite to itself"),
+                      (sat + "link-in 0 1 00\n", "shorter than 16"),
+                      (sat + "link-in 0 1 " + "00" * 16 + " junk\n", "unexpected"),
+                      (sat, "holds no keys")]:
         f.write_text(text)
-        r = subprocess.run([str(node_built), "--plane", "0", "--sat", "0", "--planes", "1", "--sats", "1",
+        r = subprocess.run([str(node_built), "--plane", "0", "--sat", "0", "--planes", "1", "--sats", "2",
                             "--auth-keys", str(f)], capture_output=True, text=True, timeout=10)
         assert r.returncode == 2 and msg in r.stderr, r.stderr
     r = subprocess.run([str(node_built), "--plane", "0", "--sat", "0", "--planes", "1", "--sats", "1",

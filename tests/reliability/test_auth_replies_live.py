@@ -37,7 +37,9 @@ def setup(node_built, tmp_path):
     target = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # the test is satellite (0,1)
     target.bind(("127.0.0.1", cl.isl_base + 1))
     try:
-        yield cl, target, auth.Signer(1, keys.masters[1]), auth.Signer(0, keys.isl, satellite=True)
+        # the test signs as the target does over its link to the holder
+        link = auth.derive_link(keys.link_master, TARGET, HOLDER)
+        yield cl, target, auth.Signer(1, keys.masters[1]), auth.Signer(auth.link_id(*TARGET), link, satellite=True)
     finally:
         target.close()
         cl.close()
@@ -91,7 +93,8 @@ def test_forged_and_replayed_migration_acks_delete_nothing(setup):
             assert cmd.origin == (1, HOLDER[0], HOLDER[1])  # its ground station travels with it
             before = (await c.stats(HOLDER)).auth_failures
             target.sendto(_ack(cmd), holder_isl)  # unsigned
-            target.sendto(auth.Signer(0, bytes(32), satellite=True).sign(_ack(cmd)), holder_isl)  # wrong key
+            wrong = auth.Signer(auth.link_id(*TARGET), bytes(32), satellite=True)
+            target.sendto(wrong.sign(_ack(cmd)), holder_isl)  # wrong key
             assert await _wait_failures(c, before + 2) == before + 2
             assert await _holds(c, 0), "a forged ACK deleted the chunk"
             genuine = satellite.sign(_ack(cmd))

@@ -133,8 +133,10 @@ def test_only_data_commands_and_replies_can_be_signed():
     with pytest.raises(auth.AuthError):
         SIGNER.sign(sign(VALID[0]))  # already signed
     with pytest.raises(auth.AuthError):
-        auth.Signer(0, KEY)  # the constellation key is not a ground key
-    assert auth.Signer(0, KEY, satellite=True).key_id == 0  # unless acting as a satellite
+        auth.Signer(auth.link_id(1, 2), KEY)  # a link id is not a ground key id
+    with pytest.raises(auth.AuthError):
+        auth.Signer(1, KEY, satellite=True)  # nor a ground key id a satellite's
+    assert auth.Signer(auth.link_id(1, 2), KEY, satellite=True).key_id == 0x80010002  # acting as satellite (1,2)
     assert SIGNER.maybe_sign(wire.SKYMEM_GET_CHUNK_CC, VALID[1]) != VALID[1]  # reads are signed too
 
 
@@ -155,26 +157,37 @@ def test_signed_replies_check_and_any_other_bit_fails(pos, bit):
 
 
 def test_key_files(tmp_path):
-    """The ground's file holds the ISL key and the masters; a satellite's only the ISL key and its own UP and
-    DOWN keys (no master, nobody else's); old files and satellite files are refused as the ground's, in one line."""
-    keys = auth.write_key_files(tmp_path, [(0, 0), (0, 1)], key_ids=(7,))
+    """The ground's file holds the link master and the masters; a satellite's only the keys of its own links and
+    its own UP and DOWN keys (no master, nobody else's); old files and satellite files are refused as the
+    ground's, in one line."""
+    keys = auth.write_key_files(tmp_path, [(p, s) for p in range(3) for s in range(3)], key_ids=(7,))
     f = tmp_path / "constellation.keys"
     loaded = auth.load_keys(f)
-    assert (loaded.isl, loaded.masters) == (keys.isl, keys.masters) and (f.stat().st_mode & 0o777) == 0o600
+    assert (loaded.link_master, loaded.masters) == (keys.link_master, keys.masters)
+    assert (f.stat().st_mode & 0o777) == 0o600
     own = auth.satellite_key_file(tmp_path, 0, 1)
     assert (own.stat().st_mode & 0o777) == 0o600
     text = own.read_text()
-    assert text.splitlines()[1] == "skymem-keys 3 satellite 0 1" and keys.masters[7].hex() not in text
+    assert text.splitlines()[1] == "skymem-keys 4 satellite 0 1" and keys.masters[7].hex() not in text
+    assert keys.link_master.hex() not in text
+    links = sorted((line.split()[0], int(line.split()[1]), int(line.split()[2])) for line in text.splitlines()
+                   if line.startswith("link-"))
+    assert links == sorted((d, p, s) for d in ("link-in", "link-out") for p, s in [(0, 0), (0, 2), (1, 1), (2, 1)])
+    assert auth.derive_link(keys.link_master, (0, 1), (1, 1)).hex() in text  # its own link out
+    assert auth.derive_link(keys.link_master, (1, 1), (0, 1)).hex() in text  # and in
+    assert auth.derive_link(keys.link_master, (1, 1), (2, 1)).hex() not in text  # another satellite's link
     assert auth.derive(keys.masters[7], auth.UP, 0, 1).hex() in text
     assert auth.derive(keys.masters[7], auth.UP, 0, 0).hex() not in text  # another satellite's key
     assert auth.Signer.from_file(f).key_id == 7
     assert auth.signer_from_env({"SKYMEM_AUTH_KEY_FILE": str(f)}).key_id == 7
     assert auth.signer_from_env({}) is None
-    head = "skymem-keys 3 ground\n"
+    head = "skymem-keys 4 ground\n"
     for text, msg in [(f"1 {'00' * 16}\n", "line 1: an old key file .one key for both directions.*launch again"),
                       (own.read_text(), "a satellite's key file"), (head + "master 1 00\n", "16..64 bytes"),
                       (head + "x 1 00\n", "expected"), (head + "master 1 0g\n", "hex"),
-                      (head + "master 0 " + "00" * 16 + "\n", "ISL key is id 0"),
+                      (head + "master 0 " + "00" * 16 + "\n", "ground key id is 1"),
+                      ("skymem-keys 3 ground\nisl 0 " + "00" * 16 + "\n", "version 3 key file"),
+                      (head + f"link-master {'00' * 16}\nlink-master {'00' * 16}\n", "duplicate link master"),
                       (head + f"master 1 {'00' * 16}\nmaster 1 {'00' * 16}\n", "line 3: duplicate")]:
         f.write_text(text)
         with pytest.raises(auth.AuthError, match=msg):

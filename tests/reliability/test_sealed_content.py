@@ -1,9 +1,10 @@
 """Sealed named objects against a captured satellite (issue 34: "Trust what comes back"), on real nodes.
 
 The attacker holds one satellite's key file, satellites/2-2.keys of a default (keyed, sealed) launch,
-as whoever captured satellite (2,2) would. Its ISL key lets it send any satellite what one satellite
-may send another: here SET_CHUNK, signed with the ISL key as from (2,2), straight to the target's ISL
-port, so it can rewrite any chunk anywhere (an object's metadata at its home satellites, a data chunk
+as whoever captured satellite (2,2) would. Its link keys let it send its neighbours what one satellite
+may send another: here a migration's SET_CHUNK, signed with the key of its link to a neighbour, which
+checks it and passes it on, signed again per link, to the target (issue 35 keeps it to that), so it can
+rewrite any chunk anywhere (an object's metadata at its home satellites, a data chunk
 on its servers); every write is read back by the ground before the test goes on, so the attack is
 known to have landed. What it cannot do is seal: the content keys are the ground's alone
 (content.keys, never given to a satellite). Where the test hands it bytes the ground sealed (another
@@ -79,30 +80,33 @@ def ground_read(m: Manifest, sat, block: bytes, chunk_id: int) -> bytes | None:
 
 
 class CapturedSatellite:
-    """Whoever holds satellites/2-2.keys: signs what (2,2) may send another satellite, with the ISL key."""
+    """Whoever holds satellites/2-2.keys: signs what (2,2) may send another satellite -- a migration's SET_CHUNK
+    -- with the key of its link to a neighbour, which checks it, signs it again for its next link and so on to
+    the target (skymem_link.h): the most a captured satellite can still put into another's store."""
 
     def __init__(self, m: Manifest, sat=CAPTURED) -> None:
         self.m, self.sat = m, sat
         lines = [line.split() for line in (Path(m.run_dir) / "satellites" / f"{sat[0]}-{sat[1]}.keys").read_text()
                  .splitlines()]
-        isl = next(bytes.fromhex(parts[2]) for parts in lines if parts[:2] == ["isl", "0"])
-        self.signer = auth.Signer(auth.CONSTELLATION_KEY_ID, isl, satellite=True)
+        first_hop = next(parts for parts in lines if parts[:1] == ["link-out"])
+        self.first_hop = (int(first_hop[1]), int(first_hop[2]))
+        self.signer = auth.Signer(auth.link_id(*sat), bytes.fromhex(first_hop[3]), satellite=True)
         # the attacker holds this one satellite's keys, and nothing of the ground's
         assert not any(parts and parts[0] == "master" for parts in lines)
 
     def write(self, target, block: bytes, chunk_id: int, chunk_count: int, data: bytes) -> None:
         """Rewrite chunk `chunk_id` of `block` at `target` with `data` (resent, signed afresh, until the ground
         reads those bytes back there)."""
-        e = next(e for e in self.m.satellites if (e.plane, e.sat) == tuple(target))
+        hop = next(e for e in self.m.satellites if (e.plane, e.sat) == self.first_hop)
         deadline = time.monotonic() + WAIT_S
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.bind((self.m.ground_host, 0))
             while True:
                 route = wire.RouteHeader(target[0], target[1], self.sat[0], self.sat[1],
-                                         request_id=random.getrandbits(32) | 1)
+                                         request_id=random.getrandbits(32) | 1, flags=wire.SKYMEM_RF_MIGRATION)
                 desc = wire.make_desc(block, chunk_id, chunk_count, int(time.time() * 1000), data)
                 packet = wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(desc, data))
-                s.sendto(self.signer.sign(packet), (e.host, e.isl_port))
+                s.sendto(self.signer.sign(packet), (hop.host, hop.isl_port))
                 if ground_read(self.m, target, block, chunk_id) == data:
                     return
                 assert time.monotonic() < deadline, f"the captured satellite's SET_CHUNK never landed at {target}"

@@ -1,9 +1,9 @@
 """The per-constellation authentication keys: made at launch, kept in the run directory, named in the manifest.
 
-`make_key_file(run_dir, satellites)` writes the ground's file, `constellation.keys` (the ISL key and the
+`make_key_file(run_dir, satellites)` writes the ground's file, `constellation.keys` (the link master and the
 master of ground key 1, which every client of this constellation signs with: skymemory.protocol.auth),
-and one file per satellite, `satellites/P-S.keys`, holding only what that satellite is given: the ISL
-key and its own UP and DOWN keys, derived from the master, which no satellite holds (docs/PROTOCOL.md,
+and one file per satellite, `satellites/P-S.keys`, holding only what that satellite is given: the keys
+of its links to its neighbours and its own UP and DOWN keys, derived from masters, which no satellite holds (docs/PROTOCOL.md,
 "Key files"). All mode 0600. Each runtime hands a satellite its own file and nothing else: native nodes
 get `--auth-keys` naming it, cFS instances a copy in their /cf (`install_for_cfs`), --hosts machines a
 folder holding the files of the satellites they run (`remote_key_dir`, ssh.copy_keys, removed again by

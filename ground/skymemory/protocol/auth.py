@@ -12,7 +12,8 @@ cfs_apps/skymem_core/fsw/src/skymem_auth.c.
 With keys, a satellite takes no command unsigned (reads included) and signs
 every reply; the ground keeps only replies signed with its own key whose
 sequence is fresh for the satellite that signed it (`Signer.check_reply`: per
-satellite, the replay windows the satellites keep for commands, the core's code),
+satellite, the replay windows the satellites keep for commands, the core's code,
+with a floor at the signer's start less the satellites' clock error, `reply_floor`),
 and the client takes one only as the answer of a request still waiting (its
 request id, random per request) sent to that satellite.
 
@@ -26,17 +27,20 @@ CryptoLib keep a security association per link and direction). A ground key id
 (a station's, 1 by default) has a master only the ground holds; from it the
 ground derives, per satellite, UP (ground -> that satellite: signs the commands
 for it, which it verifies) and DOWN (that satellite -> ground: it signs its
-replies, the ground checks them) with `derive`. Key id 0 is the ISL key, shared by
-the satellites for what they send each other. A satellite's key file holds the
-ISL key and its own UP and DOWN keys only: it cannot sign a command for another
-satellite, nor a reply as another, and a command signed for one satellite is no
-good at any other.
+replies, the ground checks them) with `derive`. What satellites send each other is
+signed per ISL link and direction, hop by hop (skymem_link.h), with keys `derive_link`
+makes from the ground's link master; a link key's id in a trailer is the link id of
+the satellite that signed it (`link_id`). A satellite's key file holds its own UP and
+DOWN keys and the keys of its own links only: it cannot sign a command for another
+satellite, nor a reply as another, nor talk to any satellite but its neighbours, and a
+command signed for one satellite is no good at any other.
 
 Key files (docs/PROTOCOL.md, "Key files") start with a version line:
-"skymem-keys 3 ground" (the ground's: `isl 0 HEX`, `master KEY_ID HEX` lines;
-`load_keys`) or "skymem-keys 3 satellite PLANE SAT" (`isl`, `up`, `down` lines;
-the satellites read them, skymem_auth.c). An old file (lines "key_id hex_key",
-one key for both directions) is refused in one line that says to launch again.
+"skymem-keys 4 ground" (the ground's: `link-master HEX`, `master KEY_ID HEX` lines;
+`load_keys`) or "skymem-keys 4 satellite PLANE SAT" (`link-in`/`link-out PLANE SAT HEX`
+per neighbour, `up`, `down` lines; the satellites read them, skymem_auth.c). An older
+file (version 3's one ISL key shared by every satellite, or no header) is refused in
+one line that says to launch again.
 The launcher writes the ground's file and one per satellite (`write_key_files`)
 and names the ground's in the manifest (`signer_for_manifest`);
 `SKYMEM_AUTH_KEY_FILE` (and `SKYMEM_AUTH_KEY_ID` when the file holds several
@@ -61,11 +65,14 @@ from skymemory.protocol.native import ffi, lib, xor_checksum
 SEQ_US = 16  # one sequence number = this many microseconds (SKYMEM_AUTH_SEQ_US)
 TRAILER_LEN = 44
 TAG_LEN = 32  # skymemory.protocol.mac.TAG_LEN
-CONSTELLATION_KEY_ID = 0
+LINK_BIT = 0x80000000  # key ids with it are link ids (SKYMEM_AUTH_LINK_BIT); ground key ids are below
 KEY_MIN, KEY_MAX = 16, 64
 REPLAY_WINDOW = 32768  # sequences remembered below the newest from a source (SKYMEM_AUTH_WINDOW)
 AUTH_E_REPLAY = -5  # SKYMEM_AUTH_E_REPLAY
-KEY_FILE_VERSION = 3
+# how far behind the ground's clock a satellite's may be when it signs a reply: the satellites' own allowance
+# for clock error (skymem_sat.h's SKYMEM_SAT_SEQ_AHEAD_US), taken off the floor of a Signer's reply windows
+REPLY_SKEW_US = 1_000_000
+KEY_FILE_VERSION = 4
 GROUND_HEADER = f"skymem-keys {KEY_FILE_VERSION} ground"
 SATELLITE_HEADER = f"skymem-keys {KEY_FILE_VERSION} satellite"
 UP, DOWN = "up", "down"  # ground -> satellite, satellite -> ground (skymem_auth.h's SKYMEM_KEY_UP / _DOWN)
@@ -96,25 +103,56 @@ def derive(master: bytes, direction: str, plane: int, sat: int) -> bytes:
     return hmac.new(master, label, hashlib.sha256).digest()
 
 
-class GroundKeys:
-    """What the ground holds: the ISL key and each ground key id's master."""
+def link_id(plane: int, sat: int) -> int:
+    """The key id a link trailer signed by satellite (plane, sat) carries (skymem_auth_link_id)."""
+    if not (0 <= plane < 0x8000 and 0 <= sat <= 0xFFFE):
+        raise ValueError(f"no link id for satellite ({plane},{sat}): plane must be < 32768")
+    return LINK_BIT | plane << 16 | sat
 
-    def __init__(self, isl: bytes, masters: dict[int, bytes]) -> None:
-        self.isl, self.masters = isl, dict(masters)
+
+def derive_link(link_master: bytes, sender, receiver) -> bytes:
+    """The key of the ISL link sender -> receiver (each a (plane, sat)): HMAC-SHA256(link_master,
+    "skymem key v4 link " + BE16 x 4). The sender signs with it (its LINK_OUT), the receiver checks (LINK_IN)."""
+    label = f"skymem key v{KEY_FILE_VERSION} link ".encode() + struct.pack(">HHHH", *sender, *receiver)
+    return hmac.new(link_master, label, hashlib.sha256).digest()
+
+
+def neighbours(plane: int, sat: int, planes: int, sats: int) -> list[tuple[int, int]]:
+    """The distinct +GRID neighbours of (plane, sat) on a planes x sats torus (skymem_neighbour): north and
+    south in its plane, west and east across planes, with wrap-around; none where the ring is one wide."""
+    found = []
+    for p, s in ((plane, (sat + 1) % sats), (plane, (sat - 1) % sats), ((plane - 1) % planes, sat),
+                 ((plane + 1) % planes, sat)):
+        if (p, s) != (plane, sat) and (p, s) not in found:
+            found.append((p, s))
+    return found
+
+
+class GroundKeys:
+    """What the ground holds: the link master (the satellites' link keys come from it) and each ground key id's
+    master."""
+
+    def __init__(self, link_master: bytes, masters: dict[int, bytes]) -> None:
+        self.link_master, self.masters = link_master, dict(masters)
 
     @classmethod
     def new(cls, key_ids=(1,)) -> "GroundKeys":
         return cls(os.urandom(32), {k: os.urandom(32) for k in key_ids})
 
     def ground_text(self) -> str:
-        return (f"# SkyMemory keys of the ground: the ISL key and each ground key's master (docs/PROTOCOL.md)\n"
-                f"{GROUND_HEADER}\nisl 0 {self.isl.hex()}\n"
+        return (f"# SkyMemory keys of the ground: the link master and each ground key's master (docs/PROTOCOL.md)\n"
+                f"{GROUND_HEADER}\nlink-master {self.link_master.hex()}\n"
                 + "".join(f"master {k} {v.hex()}\n" for k, v in sorted(self.masters.items())))
 
-    def satellite_text(self, plane: int, sat: int) -> str:
-        """The key file of satellite (plane, sat): the ISL key and its own UP and DOWN keys, nothing else."""
-        lines = [f"# SkyMemory keys of satellite ({plane},{sat}): ISL, and UP/DOWN per ground key (docs/PROTOCOL.md)",
-                 f"{SATELLITE_HEADER} {plane} {sat}", f"isl 0 {self.isl.hex()}"]
+    def satellite_text(self, plane: int, sat: int, planes: int, sats: int) -> str:
+        """The key file of satellite (plane, sat) of a planes x sats torus: the keys of its links to its neighbours
+        (both directions) and its own UP and DOWN keys, nothing else."""
+        me = (plane, sat)
+        lines = [f"# SkyMemory keys of satellite ({plane},{sat}): its links, and UP/DOWN per ground key "
+                 "(docs/PROTOCOL.md)", f"{SATELLITE_HEADER} {plane} {sat}"]
+        for other in neighbours(plane, sat, planes, sats):
+            lines += [f"link-in {other[0]} {other[1]} {derive_link(self.link_master, other, me).hex()}",
+                      f"link-out {other[0]} {other[1]} {derive_link(self.link_master, me, other).hex()}"]
         for k, master in sorted(self.masters.items()):
             lines += [f"up {k} {derive(master, UP, plane, sat).hex()}",
                       f"down {k} {derive(master, DOWN, plane, sat).hex()}"]
@@ -139,10 +177,13 @@ def write_key_files(directory: str | os.PathLike, satellites, key_ids=(1,)) -> G
     (`satellite_key_file`), all mode 0600. Returns what the ground holds."""
     keys = GroundKeys.new(key_ids)
     directory = Path(directory)
+    satellites = list(satellites)
+    planes = max(p for p, _ in satellites) + 1 if satellites else 0
+    sats = max(s for _, s in satellites) + 1 if satellites else 0
     (directory / "satellites").mkdir(parents=True, exist_ok=True)
     _write_private(directory / "constellation.keys", keys.ground_text())
     for plane, sat in satellites:
-        _write_private(satellite_key_file(directory, plane, sat), keys.satellite_text(plane, sat))
+        _write_private(satellite_key_file(directory, plane, sat), keys.satellite_text(plane, sat, planes, sats))
     return keys
 
 
@@ -152,7 +193,7 @@ def load_keys(path: str | os.PathLike) -> GroundKeys:
         text = Path(path).read_text()
     except OSError as exc:
         raise AuthError(f"cannot read auth key file {path}: {exc.strerror}") from None
-    isl, masters, header = None, {}, False
+    link_master, masters, header = None, {}, False
     for lineno, line in enumerate(text.splitlines(), 1):
         parts = line.split("#", 1)[0].split()
         if not parts:
@@ -161,7 +202,10 @@ def load_keys(path: str | os.PathLike) -> GroundKeys:
         if not header:
             if parts[0].isdigit():
                 raise AuthError(f"{where}: an old key file (one key for both directions, no "
-                                f"\"{GROUND_HEADER}\" header): launch again to make per-direction keys")
+                                f"\"{GROUND_HEADER}\" header): launch again to make per-link keys")
+            if parts[:1] == ["skymem-keys"] and parts[1:2] == ["3"]:
+                raise AuthError(f"{where}: a version 3 key file (one ISL key shared by every satellite): "
+                                "launch again to make per-link keys")
             if parts[:2] == ["skymem-keys", str(KEY_FILE_VERSION)] and parts[2:3] == ["satellite"]:
                 raise AuthError(f"{where}: a satellite's key file; the ground signs with its own "
                                 f"(the manifest's auth_key_file)")
@@ -170,26 +214,37 @@ def load_keys(path: str | os.PathLike) -> GroundKeys:
                                 "launch again to make new keys")
             header = True
             continue
-        if len(parts) != 3 or parts[0] not in ("isl", "master") or not parts[1].isdigit():
-            raise AuthError(f"{where}: expected \"isl 0 HEX\" or \"master KEY_ID HEX\"")
-        key_id = int(parts[1])
-        if key_id > 0xFFFFFFFF or (key_id == CONSTELLATION_KEY_ID) != (parts[0] == "isl"):
-            raise AuthError(f"{where}: the ISL key is id 0, a master a ground key id 1..2^32-1")
+        if parts[0] == "link-master" and len(parts) == 2:
+            hex_key, key_id = parts[1], None
+        elif parts[0] == "master" and len(parts) == 3 and parts[1].isdigit():
+            hex_key, key_id = parts[2], int(parts[1])
+            if not 0 < key_id < LINK_BIT:
+                raise AuthError(f"{where}: a ground key id is 1..{LINK_BIT - 1}")
+        else:
+            raise AuthError(f"{where}: expected \"link-master HEX\" or \"master KEY_ID HEX\"")
         try:
-            key = bytes.fromhex(parts[2])
+            key = bytes.fromhex(hex_key)
         except ValueError:
             raise AuthError(f"{where}: key is not an even number of hex digits") from None
         if not KEY_MIN <= len(key) <= KEY_MAX:
             raise AuthError(f"{where}: key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
-        if key_id in masters or (key_id == 0 and isl is not None):
-            raise AuthError(f"{where}: duplicate key id {key_id}")
-        if key_id == 0:
-            isl = key
+        if key_id in masters or (key_id is None and link_master is not None):
+            raise AuthError(f"{where}: duplicate " + ("link master" if key_id is None else f"key id {key_id}"))
+        if key_id is None:
+            link_master = key
         else:
             masters[key_id] = key
     if not header:
         raise AuthError(f"{path}: no keys (expected \"{GROUND_HEADER}\")")
-    return GroundKeys(isl if isl is not None else b"", masters)
+    return GroundKeys(link_master if link_master is not None else b"", masters)
+
+
+def reply_floor(start_us: int) -> int:
+    """The floor of the reply windows of a Signer made at start_us (Unix microseconds): a reply whose
+    sequence is at or below it was signed before the signer existed, but for the satellites' clock error
+    (REPLY_SKEW_US), and is refused as stale. 0 (no floor) for start_us 0. skymem_reply_window_floor's."""
+    start, skew = start_us // SEQ_US, REPLY_SKEW_US // SEQ_US
+    return 0 if start_us == 0 or start <= skew else start - skew
 
 
 def mac(key: bytes, packet_before_tag: bytes | bytearray) -> bytes:
@@ -204,35 +259,41 @@ class Signer:
 
     `key` is the ground master of `key_id`: a command is signed with the UP key of the satellite it is
     for, a reply checked with the DOWN key of the satellite it comes from (`derive`, each kept once made).
-    `satellite=True` allows key id 0, the ISL key, used as it is: for tools and tests that act as a
-    satellite.
+    `satellite=True` takes a link id (`link_id`) and one link key used as it is (`derive_link`): for tools
+    and tests that act as a satellite talking to one neighbour over one link.
     """
 
     def __init__(self, key_id: int, key: bytes, *, satellite: bool = False) -> None:
-        if not (0 <= key_id if satellite else 0 < key_id) or key_id > 0xFFFFFFFF:
-            raise AuthError(f"ground key id must be 1..2^32-1 (0 is the constellation key), got {key_id}")
+        if satellite != bool(key_id & LINK_BIT) or not 0 < key_id <= 0xFFFFFFFF:
+            raise AuthError(f"a ground key id is 1..{LINK_BIT - 1}, a link id (satellite=True) has bit 31 set; "
+                            f"got {key_id}")
         if not KEY_MIN <= len(key) <= KEY_MAX:
             raise AuthError(f"key must be {KEY_MIN}..{KEY_MAX} bytes, got {len(key)}")
         self.key_id = key_id
         self._master = bytes(key)
-        self._isl = MacKey(key) if key_id == CONSTELLATION_KEY_ID else None
+        self._link = MacKey(key) if satellite else None
         self._keys: dict[tuple[str, int, int], MacKey] = {}  # (direction, plane, sat) -> derived, made ready
         self._last_seq = 0
         self._seq_lock = threading.Lock()  # the client's loop and fast-path threads sign at once
         # the replies' replay windows, per satellite, shared by the client and the fast path (check_reply)
-        # (the C fast path's skymem_reply_window_t *; None without the build)
+        # (the C fast path's skymem_reply_window_t *; None without the build). They start with a floor, this
+        # signer's start less the satellites' clock error (reply_floor): a reply signed before it is stale --
+        # without one, a reply captured earlier would open a satellite's window and answer a new request that
+        # drew its (random) request id.
+        self.started_us = time.time_ns() // 1000
+        self.reply_floor = reply_floor(self.started_us)
         self.reply_window = None
         if lib is not None:
-            window = lib.skymem_reply_window_new(key_id)
+            window = lib.skymem_reply_window_new(key_id, self.started_us)
             if window == ffi.NULL:
                 raise MemoryError("no memory for the replies' replay windows")
             self.reply_window = ffi.gc(window, lib.skymem_reply_window_free)
         self._py_windows: dict[tuple[int, int], tuple[int, set[int]]] = {}  # without the build: src -> (top, seen)
 
     def mac_key(self, direction: str, plane: int, sat: int) -> MacKey:
-        """The UP or DOWN key of satellite (plane, sat), derived once (the ISL key itself for key id 0)."""
-        if self._isl is not None:
-            return self._isl
+        """The UP or DOWN key of satellite (plane, sat), derived once (a satellite's signer: its one link key)."""
+        if self._link is not None:
+            return self._link
         k = self._keys.get((direction, plane, sat))
         if k is None:
             # setdefault: threads deriving the same key at once all get the one object the dict keeps (the fast
@@ -326,8 +387,9 @@ class Signer:
         return hmac.compare_digest(mac_key.tag(packet[:-TAG_LEN]), packet[-TAG_LEN:])
     def check_reply(self, packet: bytes) -> str:
         """REPLY_OK when `packet` is a reply signed with this key whose sequence is fresh for the satellite
-        that signed it (its source): never seen from it, and not REPLAY_WINDOW or more below the newest
-        seen from it. The sequence is then recorded, so the same reply answers nothing again.
+        that signed it (its source): above the floor (reply_floor: not signed before this signer started),
+        never seen from it, and not REPLAY_WINDOW or more below the newest seen from it. The sequence is then
+        recorded, so the same reply answers nothing again.
         REPLY_REPLAYED for a right tag on a stale sequence; REPLY_FORGED for anything else (unsigned,
         another key, altered). Unlike reply_ok, a check that holds changes the windows."""
         if self.reply_window is not None:  # the core's windows (skymem_auth_verify_with), as the satellites'
@@ -346,7 +408,7 @@ class Signer:
         seq = int.from_bytes(packet[-TRAILER_LEN + 4:-TAG_LEN], "big")
         with self._seq_lock:  # the same rules as skymem_auth.c's window_seen / window_record
             top, seen = self._py_windows.get(src, (0, set()))
-            if seq == 0 or seq in seen or (seen and seq <= top and top - seq >= REPLAY_WINDOW):
+            if seq <= self.reply_floor or seq in seen or (seen and seq <= top and top - seq >= REPLAY_WINDOW):
                 return REPLY_REPLAYED
             seen.add(seq)
             if seq > top:
