@@ -1,7 +1,9 @@
-"""An attacker on the link against a default (keyed) launch, with real sockets (issue 25: M1, M2, M3, L2).
+"""An attacker on the link against a default (keyed) launch, with real sockets (issue 25: M1, M2, M3, L2;
+issue 35: N1-N4, N6, the M3 residual, and what one satellite's key file reaches).
 
 Each test launches nothing of its own: one 2x2 constellation per runtime, started by the launcher
-with authentication on (the default), serves them all. The attacker holds no key. It sends datagrams
+with authentication on (the default), serves them all. The attacker holds no key, or (issue 35) the key
+file of one satellite, (1,1), as whoever captured it would. It sends datagrams
 from its own UDP socket on loopback, built with the project's codec (`skymemory.protocol.wire`),
 and replays datagrams the real ground station sent. The ground station here is a raw socket too,
 signing with the constellation's ground key, so every reply it gets, and every reply the attacker
@@ -36,6 +38,7 @@ from skymemory.launcher.health import wait_healthy
 from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol import auth, wire
+from skymemory.protocol.errors import ChunkNotFound
 
 from live import free_first_cpuid, launch, stop
 
@@ -162,10 +165,14 @@ class Party:
         self.sock.close()
 
 
+def request_id_of_command(request: bytes) -> int:
+    return int.from_bytes(request[wire.SKYMEM_CMD_HDR_LEN + wire.SKYMEM_ROUTE_REQUEST_ID:][:4], "big")
+
+
 def reply_to(request: bytes, *parties: Party, timeout: float = WAIT_S) -> tuple[Party, bytes] | None:
     """The first reply echoing `request`'s request id at any of `parties` (and which one got it), or None
     once `timeout` passed without one."""
-    rid = int.from_bytes(request[wire.SKYMEM_CMD_HDR_LEN + wire.SKYMEM_ROUTE_REQUEST_ID:][:4], "big")
+    rid = request_id_of_command(request)
     deadline = time.monotonic() + timeout
     while True:  # at least one look, also with timeout 0
         left = max(0.0, deadline - time.monotonic())
@@ -456,3 +463,227 @@ def test_l2_unauthenticated_senders_get_no_signed_reply_and_no_amplification(sky
         assert not problems, "; ".join(problems)
     finally:
         attacker.close()
+
+
+# ---- issue 35: what one satellite's key file reaches -----------------------------------------------
+CAPTURED, NEIGHBOUR, FAR = (1, 1), (1, 0), (0, 0)  # on the 2x2 torus (0,0) is no neighbour of (1,1)
+
+
+class Captured:
+    """Whoever holds satellites/1-1.keys of the run, as whoever captured satellite (1,1) would: its link keys
+    (link-out: what it signs for each neighbour) and its own UP/DOWN keys, nothing of the ground's. It sends
+    from its own socket into a neighbour's ISL port, as (1,1) would over the link."""
+
+    def __init__(self, sky: Sky) -> None:
+        self.sky = sky
+        lines = [line.split() for line in (Path(sky.m.run_dir) / "satellites" / "1-1.keys").read_text().splitlines()]
+        assert not any(parts and parts[0] in ("master", "link-master") for parts in lines)
+        self.link_out = {(int(p[1]), int(p[2])): bytes.fromhex(p[3]) for p in lines if p[:1] == ["link-out"]}
+        assert NEIGHBOUR in self.link_out and FAR not in self.link_out
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((sky.m.ground_host, 0))
+
+    def signer(self, neighbour=NEIGHBOUR) -> auth.Signer:
+        return auth.Signer(auth.link_id(*CAPTURED), self.link_out[neighbour], satellite=True)
+
+    def command(self, cc: int, dst, body: bytes = b"", *, src=CAPTURED, flags: int = 0, seq: int | None = None,
+                request_id: int | None = None) -> bytes:
+        """A data command from `src` (the captured satellite itself, or a claimed ground station), signed with
+        the key of the link (1,1) -> NEIGHBOUR."""
+        route = wire.RouteHeader(dst[0], dst[1], src[0], src[1], request_id=random.getrandbits(32) | 1
+                                 if request_id is None else request_id, flags=flags)
+        return self.signer().sign(wire.encode_data_command(cc, route, body), seq)
+
+    def send(self, packet: bytes, into=NEIGHBOUR) -> None:
+        e = next(e for e in self.sky.m.satellites if (e.plane, e.sat) == into)
+        self.sock.sendto(packet, (e.host, e.isl_port))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def refusals(observer: Observer) -> int:
+    """Packets refused or dropped anywhere in the 2x2 (auth_failures + dropped, every satellite)."""
+    return sum(s.auth_failures + s.dropped for s in (observer.stats(sat) for sat in ((0, 0), (0, 1), (1, 0), (1, 1))))
+
+
+def refusals_reach(observer: Observer, at_least: int) -> int:
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        n = refusals(observer)
+        if n >= at_least or time.monotonic() > deadline:
+            return n
+        time.sleep(0.02)
+
+
+def test_n2_one_satellites_key_file_commands_no_satellite(sky):
+    """N2. Holding (1,1)'s key file, the attacker sends what only the ground may send -- RESET_COUNTERS and a
+    SET_PARAM that shrinks the budget -- signed with the key of its link to (1,0): to (1,0) itself, on to
+    (0,0) through it, claiming a ground station as source, and straight into (0,0)'s ISL port (it holds no key
+    of a link to (0,0)). Every one must be refused and counted, and no satellite's counters or budget change
+    (before per-link keys, the one ISL key every satellite shared made each of them carried out anywhere)."""
+    observer = Observer(sky)
+    attacker = Captured(sky)
+    try:
+        # a NOOP from the ground first, so each satellite's cmd_count is above what a reset leaves
+        station = Party(sky, 10, sky.signer)
+        for sat in ((0, 0), (1, 0)):
+            ask = station.command(wire.SKYMEM_NOOP_CC, sat)
+            station.send(ask, sat)
+            assert reply_to(ask, station) is not None, f"{sat} did not take the station's signed NOOP"
+        station.close()
+        before = {sat: observer.stats(sat) for sat in ((0, 0), (1, 0))}
+        tiny = wire.encode_set_param(wire.SKYMEM_PARAM_MEMORY_BUDGET_KB, 16)
+        ground = (wire.SKYMEM_GROUND_PLANE, 1)
+        # (destination, claimed source, the ISL port it goes into); the relayed ones claiming the ground first:
+        # (1,0) refuses them (a link key is no ground key), and on cFS that is counted in ISL_ROUTER's
+        # housekeeping, not in STATS -- the ones after them on the same path are, so once those are counted the
+        # earlier ones have been handled too
+        paths = [(NEIGHBOUR, CAPTURED, NEIGHBOUR), (NEIGHBOUR, ground, NEIGHBOUR), (FAR, ground, NEIGHBOUR),
+                 (FAR, CAPTURED, NEIGHBOUR), (FAR, CAPTURED, FAR)]
+        attacks = [(attacker.command(cc, dst, body, src=src), into) for dst, src, into in paths
+                   for cc, body in ((wire.SKYMEM_RESET_COUNTERS_CC, b""), (wire.SKYMEM_SET_PARAM_CC, tiny))]
+        in_stats = len(attacks) - (2 if sky.m.runtime == "cfs" else 0)
+        counted = refusals(observer)
+        for packet, into in attacks:
+            attacker.send(packet, into)
+        seen = refusals_reach(observer, counted + in_stats)
+        after = {sat: observer.stats(sat) for sat in ((0, 0), (1, 0))}
+        changed = [f"{sat}: cmd_count {before[sat].cmd_count} -> {after[sat].cmd_count}, budget "
+                   f"{before[sat].bytes_budget // 1024} -> {after[sat].bytes_budget // 1024} KiB"
+                   for sat in before if after[sat].cmd_count < before[sat].cmd_count
+                   or after[sat].bytes_budget != before[sat].bytes_budget]
+        assert not changed, "one satellite's link key commanded satellites: " + "; ".join(changed)
+        assert seen >= counted + in_stats, \
+            f"{len(attacks)} forged ground commands, {seen - counted} refusals counted (expected {in_stats})"
+    finally:
+        attacker.close()
+
+
+def test_n1_a_forged_packet_does_not_steer_a_relayed_reply(sky):
+    """N1. The station asks (0,1) for its STATS through (0,0), a relay (`--route relay`: up (0,0)'s ground link,
+    which remembers where request R's answers go), and the attacker, who saw R on the link, sends (0,0)'s ground
+    port packets carrying R, the station's id and (0,1) as destination, with no trailer and with a bad tag. The
+    reply must reach the station, and the attacker get nothing (before: the relay took the last such packet's
+    sender as where R's replies go)."""
+    station = Party(sky, 11, sky.signer)
+    attacker = Party(sky, 11, None)
+    try:
+        ask = station.command(wire.SKYMEM_STATS_CC, (0, 1), via=(0, 0))
+        rid = request_id_of_command(ask)
+        forged = attacker.command(wire.SKYMEM_STATS_CC, (0, 1), via=(0, 0), request_id=rid)
+        bad_tag = sky.signer.sign(forged)[:-1] + b"\x00"
+        station.send(ask, (0, 0))
+        for packet in (forged, bad_tag):
+            attacker.send(packet, (0, 0))
+        got = reply_to(ask, station, attacker)
+        assert got is not None, "no reply to the station's STATS of (0,1) relayed by (0,0) reached anyone"
+        assert got[0] is station, "a forged packet carrying the station's request id steered its reply to the attacker"
+        assert sky.signer.reply_ok(got[1])
+        Observer(sky).settled((0, 0))
+        assert not [p for p in attacker.drain() + attacker.received if request_id_of(p) == rid]
+    finally:
+        station.close()
+        attacker.close()
+
+
+def test_n3_a_flood_signed_ahead_on_one_link_does_not_deafen_a_satellite_to_its_ground(sky):
+    """N3. Holding (1,1)'s key file, the attacker sends (1,0) 600 NOOPs signed with its link key, from made-up
+    sources, 0.98 s ahead of the clock. Right after, the ground's signed STATS must be answered (before: they
+    recycled the replay windows and raised the floor, and the ground's commands were refused for a second)."""
+    attacker = Captured(sky)
+    station = Party(sky, 12, sky.signer)
+    try:
+        for i in range(600):
+            src = (random.randrange(0, 0x7FFF), random.randrange(0, 0xFFFE))
+            attacker.send(attacker.command(wire.SKYMEM_NOOP_CC, NEIGHBOUR, src=src, seq=_seq_ahead(0.98)))
+            if i % 50 == 49:
+                time.sleep(0.001)  # bursts the node's socket buffer holds
+        ask = station.command(wire.SKYMEM_STATS_CC, NEIGHBOUR)
+        station.send(ask, NEIGHBOUR)
+        got = reply_to(ask, station)
+        assert got is not None and sky.signer.reply_ok(got[1]), \
+            "after a flood of link-signed NOOPs from made-up sources, (1,0) refused the ground's signed STATS"
+    finally:
+        attacker.close()
+        station.close()
+
+
+def test_n4_an_unsigned_packet_claiming_a_satellite_is_not_relayed_from_a_ground_port(sky):
+    """N4. A migration SET_CHUNK with no trailer, claiming (0,1) as its source and (1,1) as its destination, sent
+    into (0,0)'s ground port: it must not reach (1,1) (before: relayed over ISL). Proof that it was handled: a
+    signed STATS sent to (0,0)'s ground port after it is answered."""
+    attacker = Party(sky, 13, None)
+    block = random.randbytes(32)
+    data = b"planted by nobody"
+    try:
+        route = wire.RouteHeader(1, 1, 0, 1, request_id=random.getrandbits(32) | 1, flags=wire.SKYMEM_RF_MIGRATION)
+        desc = wire.make_desc(block, 0, 1, int(time.time() * 1000), data)
+        attacker.send(wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(desc, data)),
+                      (0, 0))
+        Observer(sky).settled((0, 0))
+        async def read():
+            async with SkyMemoryClient(sky.m.ground_addresses(), signer=sky.signer, bind=(sky.m.ground_host, 0),
+                                       timeout=0.5, retries=20) as c:
+                try:
+                    return await c.get_chunk((1, 1), block, 0)
+                except ChunkNotFound:
+                    return None
+        assert asyncio.run(read()) is None, "an unsigned packet claiming a satellite was relayed from a ground port"
+    finally:
+        attacker.close()
+
+
+def test_m3_residual_a_command_refused_as_too_far_ahead_stays_refused_when_its_time_comes(sky):
+    """M3, residual. Station 14 signs SET_PARAM 5 s ahead (beyond the ~1 s a signer may lead) and sends it to
+    (1,0): refused. Once the clock has passed that sequence the same datagram comes again: refused again, the
+    budget unchanged (before: taken then, as a fresh command). The satellite is settled first (a STATS answered):
+    a datagram that waited in its queue behind others is judged by the clock when it is read."""
+    station = Party(sky, 14, sky.signer)
+    observer = Observer(sky)
+    try:
+        budget = observer.settled(SAT3).bytes_budget
+        wanted_kb = budget // 1024 // 2 + 7
+        seq = _seq_ahead(5.0)
+        packet = station.command(wire.SKYMEM_SET_PARAM_CC, SAT3,
+                                 wire.encode_set_param(wire.SKYMEM_PARAM_MEMORY_BUDGET_KB, wanted_kb), seq=seq)
+        failures = observer.stats(SAT3).auth_failures
+        station.send(packet, SAT3)
+        first = _outcome(station, observer, packet, failures)
+        assert first != "ACK", "a SET_PARAM signed 5 s ahead was taken"
+        while _seq_ahead(0) <= seq + 1:  # its time comes (the satellites share this machine's clock)
+            time.sleep(0.05)
+        failures = observer.stats(SAT3).auth_failures
+        station.send(packet, SAT3)
+        again = _outcome(station, observer, packet, failures)
+        now = observer.stats(SAT3).bytes_budget
+        assert again != "ACK" and now == budget, \
+            f"the SET_PARAM refused as too far ahead was taken once its time came ({again}; {now // 1024} KiB)"
+    finally:
+        station.close()
+
+
+def test_n6_a_short_hk_request_is_not_amplified_toward_the_telemetry_host(node_built, tmp_path):
+    """N6. Native nodes launched with --tlm-address send housekeeping to the telemetry host whoever asks. An
+    8-byte SEND_HK must bring nothing there (before: 104 bytes, 13x, aimed by anyone at that host); the same
+    request padded to the answer's length (wire.encode_hk_request) brings one housekeeping packet."""
+    tlm = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tlm.bind(("127.0.93.1", 0))
+    path = launch(tmp_path, 1, 2, "--tlm-address", "127.0.93.1", "--tlm-port", str(tlm.getsockname()[1]))
+    try:
+        sky = Sky(path)
+        attacker = Party(sky, 15, None)
+        try:
+            for mid in (wire.SKYMEM_SEND_HK_MID, wire.ISL_ROUTER_SEND_HK_MID):
+                attacker.send(wire.encode_command(mid, 0), (0, 0))
+            Observer(sky).settled((0, 0))
+            assert not select.select([tlm], [], [], 0)[0], "an 8-byte SEND_HK sent housekeeping to the telemetry host"
+            attacker.send(wire.encode_hk_request(wire.SKYMEM_SEND_HK_MID), (0, 0))
+            assert select.select([tlm], [], [], WAIT_S)[0], "a padded SEND_HK brought no housekeeping"
+            assert int.from_bytes(tlm.recv(65536)[:2], "big") == wire.SKYMEM_HK_TLM_MID
+        finally:
+            attacker.close()
+    finally:
+        tlm.close()
+        r = stop(path)
+        assert r.returncode == 0, r.stderr
