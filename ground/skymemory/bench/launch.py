@@ -13,6 +13,7 @@ an error, Ctrl-C or even SIGKILL of the benchmark leaves no node process behind.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import select
 import signal
@@ -23,9 +24,12 @@ import time
 from pathlib import Path
 
 import skymemory
+from skymemory.launcher import processes
 from skymemory.orbit.manifest import Manifest
 
 from .profiles import LinkProfile
+
+log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 PACKAGE_ROOT = Path(skymemory.__file__).resolve().parents[1]  # the directory holding `skymemory/`
@@ -167,11 +171,14 @@ class LocalConstellation:
             return "(no launcher log)"
         return "\n".join(text.splitlines()[-lines:])
 
-    def stop(self) -> None:
-        """SIGTERM the launcher (it stops and verifies every node); escalate if it hangs."""
+    def stop(self) -> list[int]:
+        """SIGTERM the launcher (it stops and verifies every node); escalate if it hangs. Returns only once every
+        satellite process is gone (SIGKILLed after stop_timeout_s): the pids of any that still are, logged."""
         proc, self.proc = self.proc, None
         if proc is None:
-            return
+            return []
+        # the nodes, identified while they are surely ours: checked below whatever the launcher did
+        nodes = processes.identities(e.pid for e in self.manifest.satellites) if self.manifest else {}
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -185,14 +192,26 @@ class LocalConstellation:
             from skymemory import launcher
 
             launcher.stop(self.manifest_path, quiet=True)
+        left = processes.wait_gone(nodes, self.stop_timeout_s)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        left = processes.wait_gone(nodes, 5.0)
+        if left:
+            log.error("satellite processes %s survived the stop of %s", left, self.run_dir)
+        return left
 
     def __enter__(self) -> "LocalConstellation":
         if self.proc is None:  # boot() returns one already started
             self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def __exit__(self, exc_type, *exc) -> None:
+        left = self.stop()
+        if left and exc_type is None:
+            raise LaunchFailed(f"satellite processes {left} survived the stop of {self.run_dir}")
 
 
 def boot(*, planes: int, sats: int, profile: LinkProfile, run_dir: Path, node: Path | None = None,

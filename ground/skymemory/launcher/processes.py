@@ -173,35 +173,49 @@ def start_time(pid: int) -> int | None:
         return None
 
 
+def identities(pids) -> dict[int, int]:
+    """Each live pid of `pids` with its start time: what `survivors` follows, taken while the processes are
+    known to be ours (once one has exited, its pid may belong to another process)."""
+    ours = {p: start_time(p) for p in pids if p and p > 0}
+    return {p: t for p, t in ours.items() if t is not None}
+
+
+def survivors(ours: dict[int, int]) -> list[int]:
+    """The processes of `ours` (identities) still running: same pid and start time, not a zombie. Followed by
+    start time, not by command line: a process on its way out has already lost its command line."""
+    return [p for p, t in ours.items() if start_time(p) == t and not is_zombie(p)]
+
+
+def wait_gone(ours: dict[int, int], timeout_s: float) -> list[int]:
+    """Until every process of `ours` is gone (reaping our own children), or timeout_s passed; the survivors."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        _reap()
+        left = survivors(ours)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)
+
+
 def terminate(pids: dict[str, int], marker: str, grace_s: float = 5.0) -> list[int]:
     """SIGTERM every live pid running `marker`, SIGKILL what is left after grace_s; return survivors.
 
     Only the processes found running `marker` at the start are ours (once a node has exited, its pid
     may already belong to another process: 16,384 nodes use half of a default pid space). Each is
-    followed by its start time until it is gone or a zombie, not by its command line: a process on its
-    way out has already lost its command line, and returning then left nodes running a moment after
-    the caller was told none were."""
-    ours = {p: start_time(p) for p in pids.values() if alive(p, marker)}
-    still = lambda: [p for p, t in ours.items() if t is not None and start_time(p) == t and not is_zombie(p)]  # noqa: E731
+    followed until it is gone or a zombie (`survivors`): returning earlier left nodes running a moment
+    after the caller was told none were."""
+    ours = identities(p for p in pids.values() if alive(p, marker))
     for pid in ours:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and still():
-        _reap()
-        time.sleep(0.05)
-    for pid in still():
+    for pid in wait_gone(ours, grace_s):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline and still():
-        _reap()
-        time.sleep(0.05)
-    return still()
+    return wait_gone(ours, 2.0)
 
 
 def _reap() -> None:
