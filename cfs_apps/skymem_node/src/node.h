@@ -12,6 +12,7 @@
 #include "skymem_codec.h"
 #include "skymem_hop.h"
 #include "skymem_link.h"
+#include "skymem_returns.h"
 #include "skymem_router.h"
 #include "skymem_sat.h"
 #include "skymem_store.h"
@@ -19,7 +20,7 @@
 #define NODE_LINK_GROUND 0 /* links[0] = ground; links[1..4] = SKYMEM_DIR_NORTH..EAST */
 #define NODE_GROUND_SLOTS 32
 #define NODE_RETURN_SLOTS 1024 /* relayed requests whose answers go back to where they came from */
-#define NODE_RETURN_TTL_NS 30000000000ull /* how long a relayed request's return address is kept */
+#define NODE_RETURN_TTL_MS 30000u /* how long a relayed request's return address is kept */
 #define NODE_RX_BATCH 1024 /* datagrams read per wakeup per socket, so neither socket starves the other */
 
 typedef struct {
@@ -34,13 +35,6 @@ typedef struct {
     struct sockaddr_in addr;
 } node_ground_t;
 
-typedef struct {
-    uint8_t used;
-    uint16_t station;
-    uint32_t request_id;
-    uint64_t expires_ns;
-    struct sockaddr_in addr;
-} node_return_t;
 
 /* What the node counts itself; the command counters are the core's (skymem_sat_counters_t). */
 typedef struct {
@@ -66,7 +60,8 @@ typedef struct node {
     node_router_counters_t rc;
     struct sockaddr_in tlm_dest; /* --tlm-dest; sin_port 0: housekeeping answers whoever asked */
     node_ground_t grounds[NODE_GROUND_SLOTS];
-    node_return_t returns[NODE_RETURN_SLOTS];
+    skymem_return_t returns[NODE_RETURN_SLOTS]; /* skymem_returns.h chooses the slot */
+    struct sockaddr_in return_addr[NODE_RETURN_SLOTS];
     node_evq_t evq;
     node_bucket_t links[5];
     uint64_t rng;

@@ -47,37 +47,20 @@ static const struct sockaddr_in *ground_addr(const node_t *n, uint16_t id)
 
 /* Where the answers to one relayed request go: the address it came from, for that request id only. A
  * relayed command teaches nothing about the station (skymem_sat_from_ground), yet its answers come back
- * through us; a slot per (station, request id) hash. This satellite cannot verify the command (its
- * destination's UP key made the tag), so the slot is taken by the first command to claim it and kept
- * until it expires: a packet forged later with a request id seen on the wire cannot take the answers
- * of the genuine request, nor aim them at another host. A slot another request holds is not taken
- * either (a request id can be picked to land in any slot); that request's answers then go to the
- * station's verified address. */
-static node_return_t *return_slot(node_t *n, uint16_t station, uint32_t request_id)
-{
-    return &n->returns[(request_id * 0x9E3779B1u ^ station) % NODE_RETURN_SLOTS];
-}
-
+ * through us. This satellite cannot verify the command (its destination's UP key made the tag): which
+ * request keeps a slot, and for how long, is skymem_returns.h's (first come keeps it). */
 static void remember_return(node_t *n, const skymem_route_t *r, const struct sockaddr_in *addr)
 {
-    node_return_t *e = return_slot(n, r->src_sat, r->request_id);
-    uint64_t now = node_mono_ns();
-    if (e->used && now < e->expires_ns) return; /* held, by this request or another: first come keeps it */
-    e->used = 1;
-    e->expires_ns = now + NODE_RETURN_TTL_NS;
-    e->station = r->src_sat;
-    e->request_id = r->request_id;
-    e->addr = *addr;
+    int i = skymem_return_claim(n->returns, NODE_RETURN_SLOTS, r->src_sat, r->request_id, node_mono_ns() / 1000000u,
+                                NODE_RETURN_TTL_MS);
+    if (i >= 0) n->return_addr[i] = *addr;
 }
 
 /* The address for a reply to a ground station: its request's, else the station's learned address. */
 static const struct sockaddr_in *reply_addr(node_t *n, uint16_t station, uint32_t request_id)
 {
-    node_return_t *e = return_slot(n, station, request_id);
-    if (e->used && e->station == station && e->request_id == request_id && request_id != 0 &&
-        node_mono_ns() < e->expires_ns)
-        return &e->addr;
-    return ground_addr(n, station);
+    int i = skymem_return_find(n->returns, NODE_RETURN_SLOTS, station, request_id, node_mono_ns() / 1000000u);
+    return i >= 0 ? &n->return_addr[i] : ground_addr(n, station);
 }
 
 /* ---- routing ------------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 #include "isl_router_perfids.h"
 
 #include "skymem_codec.h"
+#include "skymem_returns.h"
 #include "skymem_tbl.h" /* SKYMEM's constellation table type, shared by name */
 
 /* Packet counters. The receive task and the main task each own one set (no
@@ -45,16 +46,6 @@ typedef struct
     uint16        StationId;
     OS_SockAddr_t Addr;
 } ISL_ROUTER_GroundStation_t;
-
-/* Where the answers to one request from the ground go: the address it came from. */
-typedef struct
-{
-    bool          Used;
-    uint16        StationId;
-    uint32        RequestId;
-    int64         ExpiresS; /* local time, seconds: the slot is free again after it */
-    OS_SockAddr_t Addr;
-} ISL_ROUTER_Return_t;
 
 typedef struct
 {
@@ -89,7 +80,8 @@ typedef struct
     osal_id_t                  GroundMutex; /* guards Ground[] and Returns[] (both tasks use them) */
     ISL_ROUTER_GroundStation_t Ground[ISL_ROUTER_MAX_GROUND_STATIONS];
     uint32                     GroundNext;
-    ISL_ROUTER_Return_t        Returns[ISL_ROUTER_RETURN_SLOTS];
+    skymem_return_t            Returns[ISL_ROUTER_RETURN_SLOTS]; /* where a request's answers go: skymem_returns.h */
+    OS_SockAddr_t              ReturnAddr[ISL_ROUTER_RETURN_SLOTS];
 
     /* One packet buffer and parse result per task (too big for the stack). */
     uint8        RxBuf[SKYMEM_MAX_PACKET];

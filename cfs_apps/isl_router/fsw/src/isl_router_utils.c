@@ -197,54 +197,38 @@ void ISL_ROUTER_RememberGroundStation(uint16 StationId, const OS_SockAddr_t *Add
     OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
 }
 
-/* Local time in seconds: when a return slot expires. */
-static int64 ISL_ROUTER_NowS(void)
+/* Local time in milliseconds: when a return slot expires. */
+static uint64 ISL_ROUTER_NowMs(void)
 {
     OS_time_t Now;
 
     OS_GetLocalTime(&Now);
-    return OS_TimeGetTotalSeconds(Now);
+    return (uint64)OS_TimeGetTotalMilliseconds(Now);
 }
 
-/* The slot of (station, request id), as the native node hashes its returns (node_handlers.c). */
-static ISL_ROUTER_Return_t *ISL_ROUTER_ReturnSlot(uint16 StationId, uint32 RequestId)
-{
-    return &ISL_ROUTER_Data.Returns[((RequestId * 0x9E3779B1u) ^ StationId) % ISL_ROUTER_RETURN_SLOTS];
-}
-
-/* The slot's address if it holds this request (the caller holds GroundMutex). Request id 0 is never
- * looked up: it is what an unset field reads as. */
+/* The address the answers to this request go to, if a slot holds it (the caller holds GroundMutex). */
 static const OS_SockAddr_t *ISL_ROUTER_ReturnAddr(uint16 StationId, uint32 RequestId)
 {
-    const ISL_ROUTER_Return_t *Slot = ISL_ROUTER_ReturnSlot(StationId, RequestId);
+    int Slot = skymem_return_find(ISL_ROUTER_Data.Returns, ISL_ROUTER_RETURN_SLOTS, StationId, RequestId,
+                                  ISL_ROUTER_NowMs());
 
-    if (RequestId != 0 && Slot->Used && Slot->StationId == StationId && Slot->RequestId == RequestId &&
-        ISL_ROUTER_NowS() < Slot->ExpiresS)
-    {
-        return &Slot->Addr;
-    }
-    return NULL;
+    return Slot >= 0 ? &ISL_ROUTER_Data.ReturnAddr[Slot] : NULL;
 }
 
 void ISL_ROUTER_RememberRequest(uint16 StationId, uint32 RequestId, const OS_SockAddr_t *Addr)
 {
-    ISL_ROUTER_Return_t *Slot = ISL_ROUTER_ReturnSlot(StationId, RequestId);
-    int64                Now  = ISL_ROUTER_NowS();
+    int Slot;
 
-    /* Unverified (the destination's UP key made its tag): the first request to claim a slot keeps it until it
-     * expires, so a packet forged later with a request id seen on the wire cannot take the genuine request's
-     * answers or aim them at another host (node_handlers.c's remember_return says the same). */
+    /* Unverified (the destination's UP key made its tag): the first request to claim (station, request id)
+     * keeps it until it expires, so a packet forged later with a request id seen on the wire cannot take the
+     * genuine request's answers or aim them at another host (skymem_returns.h, as on the native node). */
     OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
-    if (Slot->Used && Now < Slot->ExpiresS)
+    Slot = skymem_return_claim(ISL_ROUTER_Data.Returns, ISL_ROUTER_RETURN_SLOTS, StationId, RequestId,
+                               ISL_ROUTER_NowMs(), (uint64)ISL_ROUTER_RETURN_TTL_S * 1000u);
+    if (Slot >= 0)
     {
-        OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
-        return;
+        ISL_ROUTER_Data.ReturnAddr[Slot] = *Addr;
     }
-    Slot->ExpiresS  = Now + ISL_ROUTER_RETURN_TTL_S;
-    Slot->Used      = true;
-    Slot->StationId = StationId;
-    Slot->RequestId = RequestId;
-    Slot->Addr      = *Addr;
     OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
 }
 
