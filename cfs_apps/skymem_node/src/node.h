@@ -13,6 +13,7 @@
 #include "skymem_hop.h"
 #include "skymem_link.h"
 #include "skymem_returns.h"
+#include "skymem_stations.h"
 #include "skymem_router.h"
 #include "skymem_sat.h"
 #include "skymem_store.h"
@@ -28,12 +29,6 @@ typedef struct {
     uint64_t last_ns;
 } node_bucket_t;
 
-typedef struct {
-    uint16_t id;
-    uint8_t used;
-    uint64_t last_ns;
-    struct sockaddr_in addr;
-} node_ground_t;
 
 
 /* What the node counts itself; the command counters are the core's (skymem_sat_counters_t). */
@@ -59,7 +54,8 @@ typedef struct node {
     node_counters_t c;
     node_router_counters_t rc;
     struct sockaddr_in tlm_dest; /* --tlm-dest; sin_port 0: housekeeping answers whoever asked */
-    node_ground_t grounds[NODE_GROUND_SLOTS];
+    skymem_station_t grounds[NODE_GROUND_SLOTS]; /* stations heard from: skymem_stations.h */
+    struct sockaddr_in ground_addrs[NODE_GROUND_SLOTS];
     skymem_return_t returns[NODE_RETURN_SLOTS]; /* skymem_returns.h chooses the slot */
     struct sockaddr_in return_addr[NODE_RETURN_SLOTS];
     node_evq_t evq;

@@ -12,37 +12,16 @@ static void tlm_time(const node_t *n, uint32_t *sec, uint16_t *sub) { skymem_ms_
 /* ---- ground stations we have heard from ------------------------------------- */
 static void learn_ground(node_t *n, uint16_t id, const struct sockaddr_in *addr)
 {
-    int i, slot = -1;
-    uint64_t now = node_mono_ns();
-    for (i = 0; i < NODE_GROUND_SLOTS; i++) {
-        if (n->grounds[i].used && n->grounds[i].id == id) {
-            slot = i;
-            break;
-        }
-    }
-    if (slot < 0) { /* free slot, else the one heard from longest ago */
-        slot = 0;
-        for (i = 0; i < NODE_GROUND_SLOTS; i++) {
-            if (!n->grounds[i].used) {
-                slot = i;
-                break;
-            }
-            if (n->grounds[i].last_ns < n->grounds[slot].last_ns) slot = i;
-        }
-        node_log(n, NODE_LOG_DEBUG, "ground station %u at port %u", id, ntohs(addr->sin_port));
-    }
-    n->grounds[slot].used = 1;
-    n->grounds[slot].id = id;
-    n->grounds[slot].addr = *addr;
-    n->grounds[slot].last_ns = now;
+    int is_new = 0, i = skymem_station_learn(n->grounds, NODE_GROUND_SLOTS, id, node_mono_ns() / 1000000u, &is_new);
+    if (i < 0) return;
+    if (is_new) node_log(n, NODE_LOG_DEBUG, "ground station %u at port %u", id, ntohs(addr->sin_port));
+    n->ground_addrs[i] = *addr;
 }
 
 static const struct sockaddr_in *ground_addr(const node_t *n, uint16_t id)
 {
-    int i;
-    for (i = 0; i < NODE_GROUND_SLOTS; i++)
-        if (n->grounds[i].used && n->grounds[i].id == id) return &n->grounds[i].addr;
-    return NULL;
+    int i = skymem_station_find(n->grounds, NODE_GROUND_SLOTS, id);
+    return i >= 0 ? &n->ground_addrs[i] : NULL;
 }
 
 /* Where the answers to one relayed request go: the address it came from, for that request id only. A
@@ -247,12 +226,7 @@ static void send_hk(node_t *n, int from_ground, const struct sockaddr_in *src, s
     if (len > 0) send_tlm(n, from_ground, src, req_len, buf, (size_t)len);
 }
 
-static uint32_t ground_stations_known(const node_t *n)
-{
-    uint32_t i, k = 0;
-    for (i = 0; i < NODE_GROUND_SLOTS; i++) k += n->grounds[i].used;
-    return k;
-}
+static uint32_t ground_stations_known(const node_t *n) { return skymem_station_count(n->grounds, NODE_GROUND_SLOTS); }
 
 /* ISL_ROUTER's housekeeping, laid out as the cFS app sends it (ISL_ROUTER_HK_* of skymem_wire.h). */
 static void send_router_hk(node_t *n, int from_ground, const struct sockaddr_in *src, size_t req_len)

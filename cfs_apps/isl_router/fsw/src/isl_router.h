@@ -22,6 +22,7 @@
 
 #include "skymem_codec.h"
 #include "skymem_returns.h"
+#include "skymem_stations.h"
 #include "skymem_tbl.h" /* SKYMEM's constellation table type, shared by name */
 
 /* Packet counters. The receive task and the main task each own one set (no
@@ -38,14 +39,6 @@ typedef struct
     uint32 Invalid;
 } ISL_ROUTER_Counters_t;
 
-/* Where a ground station's replies go: the address of its latest request that SKYMEM verified (keyed),
- * or of its latest request (unkeyed). */
-typedef struct
-{
-    bool          Used;
-    uint16        StationId;
-    OS_SockAddr_t Addr;
-} ISL_ROUTER_GroundStation_t;
 
 typedef struct
 {
@@ -78,8 +71,10 @@ typedef struct
     CFE_ES_TaskId_t RxTaskId;
 
     osal_id_t                  GroundMutex; /* guards Ground[] and Returns[] (both tasks use them) */
-    ISL_ROUTER_GroundStation_t Ground[ISL_ROUTER_MAX_GROUND_STATIONS];
-    uint32                     GroundNext;
+    /* where a ground station's replies go: the address of its latest request that SKYMEM verified (keyed), or
+     * of its latest request (unkeyed); skymem_stations.h chooses the entry */
+    skymem_station_t           Ground[ISL_ROUTER_MAX_GROUND_STATIONS];
+    OS_SockAddr_t              GroundAddr[ISL_ROUTER_MAX_GROUND_STATIONS];
     skymem_return_t            Returns[ISL_ROUTER_RETURN_SLOTS]; /* where a request's answers go: skymem_returns.h */
     OS_SockAddr_t              ReturnAddr[ISL_ROUTER_RETURN_SLOTS];
 

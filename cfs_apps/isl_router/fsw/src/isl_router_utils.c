@@ -172,38 +172,27 @@ bool ISL_ROUTER_SendToSat(uint16 Plane, uint16 Sat, const uint8 *Pkt, size_t Len
     return ISL_ROUTER_SendTo(ISL_ROUTER_Data.IslSock, &Addr, Pkt, Len);
 }
 
-void ISL_ROUTER_RememberGroundStation(uint16 StationId, const OS_SockAddr_t *Addr)
-{
-    ISL_ROUTER_GroundStation_t *Slot = NULL;
-    uint32                      i;
-
-    OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
-    for (i = 0; i < ISL_ROUTER_MAX_GROUND_STATIONS && Slot == NULL; i++)
-    {
-        if (ISL_ROUTER_Data.Ground[i].Used && ISL_ROUTER_Data.Ground[i].StationId == StationId)
-        {
-            Slot = &ISL_ROUTER_Data.Ground[i];
-        }
-    }
-    if (Slot == NULL)
-    {
-        /* New station: next slot in turn (the oldest once the table is full). */
-        Slot = &ISL_ROUTER_Data.Ground[ISL_ROUTER_Data.GroundNext];
-        ISL_ROUTER_Data.GroundNext = (ISL_ROUTER_Data.GroundNext + 1u) % ISL_ROUTER_MAX_GROUND_STATIONS;
-    }
-    Slot->Used      = true;
-    Slot->StationId = StationId;
-    Slot->Addr      = *Addr;
-    OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
-}
-
-/* Local time in milliseconds: when a return slot expires. */
+/* Local time in milliseconds: when a station was heard, when a return slot expires. */
 static uint64 ISL_ROUTER_NowMs(void)
 {
     OS_time_t Now;
 
     OS_GetLocalTime(&Now);
     return (uint64)OS_TimeGetTotalMilliseconds(Now);
+}
+
+void ISL_ROUTER_RememberGroundStation(uint16 StationId, const OS_SockAddr_t *Addr)
+{
+    int Entry;
+
+    OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
+    Entry = skymem_station_learn(ISL_ROUTER_Data.Ground, ISL_ROUTER_MAX_GROUND_STATIONS, StationId,
+                                 ISL_ROUTER_NowMs(), NULL);
+    if (Entry >= 0)
+    {
+        ISL_ROUTER_Data.GroundAddr[Entry] = *Addr;
+    }
+    OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
 }
 
 /* The address the answers to this request go to, if a slot holds it (the caller holds GroundMutex). */
@@ -262,7 +251,7 @@ bool ISL_ROUTER_SendToGroundStation(uint16 StationId, uint32 RequestId, const ui
     const OS_SockAddr_t *Request;
     OS_SockAddr_t        Addr;
     bool                 Known = false;
-    uint32               i;
+    int                  Entry;
 
     OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
     Request = ISL_ROUTER_ReturnAddr(StationId, RequestId);
@@ -271,13 +260,11 @@ bool ISL_ROUTER_SendToGroundStation(uint16 StationId, uint32 RequestId, const ui
         Addr  = *Request;
         Known = true;
     }
-    for (i = 0; i < ISL_ROUTER_MAX_GROUND_STATIONS && !Known; i++)
+    Entry = Known ? -1 : skymem_station_find(ISL_ROUTER_Data.Ground, ISL_ROUTER_MAX_GROUND_STATIONS, StationId);
+    if (Entry >= 0)
     {
-        if (ISL_ROUTER_Data.Ground[i].Used && ISL_ROUTER_Data.Ground[i].StationId == StationId)
-        {
-            Addr  = ISL_ROUTER_Data.Ground[i].Addr;
-            Known = true;
-        }
+        Addr  = ISL_ROUTER_Data.GroundAddr[Entry];
+        Known = true;
     }
     OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
 
@@ -293,14 +280,10 @@ bool ISL_ROUTER_SendToGroundStation(uint16 StationId, uint32 RequestId, const ui
 
 uint32 ISL_ROUTER_GroundStationCount(void)
 {
-    uint32 Count = 0;
-    uint32 i;
+    uint32 Count;
 
     OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
-    for (i = 0; i < ISL_ROUTER_MAX_GROUND_STATIONS; i++)
-    {
-        Count += ISL_ROUTER_Data.Ground[i].Used ? 1u : 0u;
-    }
+    Count = skymem_station_count(ISL_ROUTER_Data.Ground, ISL_ROUTER_MAX_GROUND_STATIONS);
     OS_MutSemGive(ISL_ROUTER_Data.GroundMutex);
     return Count;
 }
