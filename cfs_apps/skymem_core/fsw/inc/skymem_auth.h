@@ -168,6 +168,9 @@ uint64_t skymem_auth_high(const skymem_auth_t *a);
  * the clock has caught up with it (a command captured then cannot be played later). */
 void skymem_auth_set_clock(skymem_auth_t *a, uint64_t now_us);
 /* The link id of satellite (plane, sat): what its link trailers carry as key id. plane < 0x8000. */
+/* Where a packet's route header starts: after a data command's 8-byte header or a routed reply's 16-byte one;
+ * 0 for anything else (neither signable nor a link's traffic). */
+size_t skymem_auth_route_at(const uint8_t *pkt, size_t len);
 uint32_t skymem_auth_link_id(uint16_t plane, uint16_t sat);
 /* 1 for a link id (then *plane, *sat are its satellite's, when not NULL), 0 for a ground key id. */
 int skymem_auth_link_of(uint32_t key_id, uint16_t *plane, uint16_t *sat);

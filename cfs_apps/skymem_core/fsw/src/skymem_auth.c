@@ -8,9 +8,7 @@
 
 #define OFF_CHECKSUM 7u /* commands only: a reply's byte 7 is part of its time stamp */
 
-/* Where the route header starts: after a command's 8-byte header or a reply's 16-byte one;
- * 0 for anything else (not signable). */
-static size_t route_at(const uint8_t *pkt, size_t len)
+size_t skymem_auth_route_at(const uint8_t *pkt, size_t len)
 {
     uint16_t mid;
     size_t at;
@@ -99,7 +97,7 @@ const skymem_auth_key_t *skymem_auth_find_key(const skymem_auth_t *a, uint32_t i
 
 uint8_t skymem_auth_key_use(const uint8_t *pkt, size_t len)
 {
-    size_t r = route_at(pkt, len);
+    size_t r = skymem_auth_route_at(pkt, len);
     if (r == SKYMEM_CMD_HDR_LEN)
         return skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_PLANE) == SKYMEM_GROUND_PLANE ? SKYMEM_KEY_UP
                                                                                         : SKYMEM_KEY_LINK_IN;
@@ -277,7 +275,7 @@ void skymem_mac_key_init(skymem_mac_key_t *k, const uint8_t *key, size_t key_len
 static void mac_and_crc(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len_before_tag, size_t crc_off,
                         size_t crc_len, uint32_t *crc, uint8_t out[SKYMEM_AUTH_TAG_LEN])
 {
-    size_t r = route_at(pkt, len_before_tag), n = len_before_tag, head = n < HEAD_LEN ? n : HEAD_LEN;
+    size_t r = skymem_auth_route_at(pkt, len_before_tag), n = len_before_tag, head = n < HEAD_LEN ? n : HEAD_LEN;
     size_t body = n > HEAD_LEN ? (n - HEAD_LEN) / SKYMEM_POLYVAL_BLOCK : 0, rest = n - head - SKYMEM_POLYVAL_BLOCK * body;
     uint8_t first[HEAD_LEN], last[2 * SKYMEM_POLYVAL_BLOCK], s[SKYMEM_POLYVAL_BLOCK];
     uint64_t bits = (uint64_t)n * 8u;
@@ -323,7 +321,7 @@ uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us)
 int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
                           size_t cap)
 {
-    size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN, r = route_at(pkt, len), i;
+    size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN, r = skymem_auth_route_at(pkt, len), i;
     uint8_t before; /* XOR of the bytes signing rewrites, as they were */
     if (k == NULL || r == 0 || out_len > cap || out_len > SKYMEM_MAX_PACKET ||
         (pkt[r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
@@ -369,7 +367,7 @@ static int tag_ok(const skymem_mac_key_t *k, const uint8_t *pkt, size_t len, siz
 /* The signed packet's trailer, or NULL when it has none (no AUTH flag, no room). */
 static const uint8_t *trailer_of(const uint8_t *pkt, size_t len, size_t *r)
 {
-    *r = route_at(pkt, len);
+    *r = skymem_auth_route_at(pkt, len);
     if (*r == 0 || len < *r + SKYMEM_ROUTE_HDR_LEN + SKYMEM_AUTH_TRAILER_LEN ||
         !(pkt[*r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
         return NULL;

@@ -7,19 +7,6 @@
 
 #define OFF_CHECKSUM 7u
 
-/* Where the route header starts (a command's 8-byte header, a reply's 16), 0 for anything else. */
-static size_t route_at(const uint8_t *pkt, size_t len)
-{
-    uint16_t mid;
-    size_t at;
-    if (pkt == NULL || len < SKYMEM_PRI_HDR_LEN) return 0;
-    mid = skymem_get_u16(pkt);
-    if (mid == SKYMEM_DATA_CMD_MID) at = SKYMEM_CMD_HDR_LEN;
-    else if (mid == SKYMEM_REPLY_TLM_MID) at = SKYMEM_TLM_HDR_LEN;
-    else return 0;
-    return len >= at + SKYMEM_ROUTE_HDR_LEN ? at : 0;
-}
-
 int skymem_link_is_isl(const uint8_t *pkt, size_t len)
 {
     uint8_t use = skymem_auth_key_use(pkt, len);
@@ -39,7 +26,7 @@ int skymem_link_sign(const skymem_auth_t *a, uint16_t next_plane, uint16_t next_
 
 int skymem_link_strip(uint8_t *pkt, size_t len)
 {
-    size_t r = route_at(pkt, len), out_len, i;
+    size_t r = skymem_auth_route_at(pkt, len), out_len, i;
     uint8_t before;
     if (r == 0 || len < r + SKYMEM_ROUTE_HDR_LEN + SKYMEM_AUTH_TRAILER_LEN || !(pkt[r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
         return SKYMEM_AUTH_E_NO_TRAILER;
@@ -60,7 +47,7 @@ int skymem_link_prepare(skymem_auth_t *a, int relayed, uint16_t next_plane, uint
                         uint8_t *pkt, size_t len, size_t cap)
 {
     int isl = skymem_link_is_isl(pkt, len), rc;
-    size_t r = route_at(pkt, len);
+    size_t r = skymem_auth_route_at(pkt, len);
     if (a == NULL || isl < 0) return SKYMEM_AUTH_E_ARG;
     if (!isl) {
         /* end to end: only its destination (or the ground) can check it, but unsigned it goes nowhere */
