@@ -4,6 +4,7 @@ stopped is gone, or name what is not. Real processes (`sleep`), no doubles."""
 from __future__ import annotations
 
 import subprocess
+import sys
 
 from skymemory.launcher import processes
 
@@ -22,14 +23,19 @@ def test_terminate_returns_once_every_process_is_gone():
 
 
 def test_a_process_that_ignores_sigterm_is_killed_and_waited_for():
-    stubborn = subprocess.Popen(["bash", "-c", "trap '' TERM; while :; do sleep 0.05; done"])
+    # it says "ready" once it ignores SIGTERM: terminate then meets a process already running its marker
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                                 "signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"],
+                                stdout=subprocess.PIPE, text=True)
     try:
+        assert stubborn.stdout.readline() == "ready\n"
         ours = processes.identities([stubborn.pid])
-        assert processes.terminate({"stubborn": stubborn.pid}, "bash", grace_s=0.3) == []
+        assert processes.terminate({"stubborn": stubborn.pid}, "SIG_IGN", grace_s=0.3) == []
         assert processes.survivors(ours) == []  # (terminate reaped it: Popen no longer sees its status)
     finally:
         stubborn.kill()
         stubborn.wait()
+        stubborn.stdout.close()
 
 
 def test_wait_gone_names_the_survivors_and_follows_identity_not_the_pid():
