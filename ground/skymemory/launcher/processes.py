@@ -186,11 +186,14 @@ def survivors(ours: dict[int, int]) -> list[int]:
     return [p for p, t in ours.items() if start_time(p) == t and not is_zombie(p)]
 
 
-def wait_gone(ours: dict[int, int], timeout_s: float) -> list[int]:
-    """Until every process of `ours` is gone (reaping our own children), or timeout_s passed; the survivors."""
+def wait_gone(ours: dict[int, int], timeout_s: float, reap: bool = False) -> list[int]:
+    """Until every process of `ours` is gone, or timeout_s passed; the survivors. `reap`: collect whatever
+    children of this process exited meanwhile (the launcher, whose children the nodes are; a library caller
+    leaves its other children's exit status to their owners)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        _reap()
+        if reap:
+            _reap()
         left = survivors(ours)
         if not left or time.monotonic() >= deadline:
             return left
@@ -210,12 +213,12 @@ def terminate(pids: dict[str, int], marker: str, grace_s: float = 5.0) -> list[i
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-    for pid in wait_gone(ours, grace_s):
+    for pid in wait_gone(ours, grace_s, reap=True):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return wait_gone(ours, 2.0)
+    return wait_gone(ours, 2.0, reap=True)
 
 
 def _reap() -> None:
