@@ -75,6 +75,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 
 from . import codec, rebuild
+from .affinity import unpin_current_thread
 from .cache_arg import cache_arg
 from .result import CacheResult
 from .store import BlockMiss, StreamedBlockReads, streams
@@ -204,6 +205,7 @@ class PrefixStream:
         return self
 
     def _fetch(self) -> None:
+        unpin_current_thread()  # not the CPU an engine pinned its compute to (kv/affinity.py)
         try:
             t = self.store.fetch_jobs(self.jobs, prefix=self.prefix, wave_chunks=self.wave_chunks,
                                       pace_Bps=self.pace_Bps, window_bytes=self.window_bytes)

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from skymemory.kv import codec
+from skymemory.kv.affinity import unpin_current_thread
 from skymemory.kv.landing import LandingBuffers
 from skymemory.kv.paged import PagedLayout
 from skymemory.kv.radix import IndexEntry, RadixIndex
@@ -109,6 +110,7 @@ class BlockSaver:
         return True
 
     def _run(self) -> None:
+        unpin_current_thread()  # made by vLLM's pinned compute thread: run where vLLM reserved CPUs for us
         while (job := self._queue.get()) is not None:
             try:
                 self._store(job)
