@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import socket
 import subprocess
+import threading
 
 import pytest
 
@@ -170,3 +171,38 @@ def test_node_refuses_bad_key_files(node_built, tmp_path):
     r = subprocess.run([str(node_built), "--plane", "0", "--sat", "0", "--planes", "1", "--sats", "1",
                         "--auth-keys", str(tmp_path / "missing")], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and "cannot open auth key file" in r.stderr
+
+
+def test_a_floor_file_cut_short_is_not_taken_as_a_smaller_floor(node_built, tmp_path):
+    """A floor file a crash cut short ("1063377" of "10633778123...\\n") would read as a far smaller mark and lower
+    the replay floor: the node says it is unreadable and starts from the clock (skymem_floor_parse); one written
+    whole is taken. Both runtimes read it with the core's parser; the cFS app's coverage test checks the rename."""
+    from live import free_port_bases
+
+    keys = tmp_path / "k"
+    keys.write_text(auth.GroundKeys.new().satellite_text(0, 0, 1, 1))
+    floor = tmp_path / "floor"
+    for text, says in [("1063377", "unreadable: starting from the clock"), ("1063377\n", "replay floor kept in")]:
+        floor.write_text(text)
+        isl, ground = free_port_bases(1)
+        proc = subprocess.Popen([str(node_built), "--plane", "0", "--sat", "0", "--planes", "1", "--sats", "1",
+                                 "--isl-port-base", str(isl), "--ground-port-base", str(ground),
+                                 "--auth-keys", str(keys), "--auth-floor", str(floor), "--log-level", "info"],
+                                stderr=subprocess.PIPE, text=True)
+        watchdog = threading.Timer(30.0, proc.kill)  # bounds the read below: a kill ends the stream
+        watchdog.start()
+        try:
+            lines = []
+            for line in proc.stderr:  # up to the line saying authentication is on (it follows the floor's)
+                lines.append(line)
+                if "command authentication on" in line:
+                    break
+            log = "".join(lines)
+            assert says in log, log
+            if text.endswith("\n"):
+                assert "unreadable" not in log, log
+        finally:
+            watchdog.cancel()
+            proc.terminate()
+            proc.wait(10)
+            proc.stderr.close()

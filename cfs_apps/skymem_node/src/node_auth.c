@@ -19,35 +19,38 @@
 #include <string.h>
 
 #include "node.h"
+#include "skymem_floor.h"
 
 static char floor_path[600];
 
-/* The mark a previous run kept (0: none, said when the file is there but unreadable). */
+/* The mark a previous run kept (0: none, said when the file is there but unreadable or cut short). */
 static uint64_t read_floor(node_t *n)
 {
     FILE *f = fopen(floor_path, "r");
-    unsigned long long v = 0;
+    char text[SKYMEM_FLOOR_TEXT_MAX + 1];
+    size_t len;
+    uint64_t mark = 0;
     if (f == NULL) return 0; /* first start with keys */
-    if (fscanf(f, "%llu", &v) != 1) {
-        node_log(n, NODE_LOG_WARN, "replay floor file %s unreadable: starting from the clock", floor_path);
-        v = 0;
-    }
+    len = fread(text, 1, sizeof text, f);
     fclose(f);
-    return (uint64_t)v;
+    if (skymem_floor_parse(text, len, &mark) != 0) {
+        node_log(n, NODE_LOG_WARN, "replay floor file %s unreadable: starting from the clock", floor_path);
+        return 0;
+    }
+    return mark;
 }
 
 int node_auth_persist_floor(void *ctx, uint64_t mark)
 {
-    node_t *n = (node_t *)ctx;
-    char tmp[sizeof floor_path + 8];
+    char tmp[sizeof floor_path + 8], text[SKYMEM_FLOOR_TEXT_MAX];
+    int len = skymem_floor_format(mark, text, sizeof text), ok;
     FILE *f;
-    int ok;
-    (void)n;
+    (void)ctx;
     /* written beside and renamed over, so a crash leaves the old mark or the new one, never half */
     snprintf(tmp, sizeof tmp, "%s.tmp", floor_path);
     f = fopen(tmp, "w");
     if (f == NULL) return -1;
-    ok = fprintf(f, "%llu\n", (unsigned long long)mark) > 0;
+    ok = fwrite(text, 1, (size_t)len, f) == (size_t)len;
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, floor_path) != 0) return -1;
     return 0;

@@ -16,6 +16,7 @@
 #include "skymem.h"
 #include "skymem_auth.h"
 #include "skymem_auth_app.h"
+#include "skymem_floor.h"
 #include "skymem_link.h"
 #include "skymem_data.h"
 #include "skymem_eventids.h"
@@ -31,12 +32,11 @@ static uint64        SKYMEM_PersistedHigh; /* the high-water mark SKYMEM_AUTH_FL
  * a file that is there but cannot be read is an error event. */
 static uint64 SKYMEM_ReadFloor(void)
 {
-    char      Text[32];
+    char      Text[SKYMEM_FLOOR_TEXT_MAX + 1];
     osal_id_t Fd;
     int32     Status;
     int32     Len;
     uint64    Value = 0;
-    int32     i;
 
     if (SKYMEM_FileMissing(SKYMEM_AUTH_FLOOR_FILE))
     {
@@ -57,9 +57,14 @@ static uint64 SKYMEM_ReadFloor(void)
                           SKYMEM_AUTH_FLOOR_FILE, (int)Len);
         return 0;
     }
-    for (i = 0; i < Len && Text[i] >= '0' && Text[i] <= '9'; i++)
+    if (skymem_floor_parse(Text, (size_t)Len, &Value) != 0)
     {
-        Value = Value * 10u + (uint64)(Text[i] - '0');
+        /* cut short by a crash while it was written (before the rename existed), or not ours: a smaller mark
+         * read from it would lower the floor */
+        CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR,
+                          "SKYMEM: %s is not a replay floor (%d bytes): replay floor from the clock only",
+                          SKYMEM_AUTH_FLOOR_FILE, (int)Len);
+        return 0;
     }
     return Value;
 }
@@ -120,34 +125,27 @@ CFE_Status_t SKYMEM_AuthInit(void)
 
 int SKYMEM_AuthPersistFloor(void *Ctx, uint64_t Mark)
 {
-    char      Text[24];
-    char      Digits[24];
+    char      Text[SKYMEM_FLOOR_TEXT_MAX];
     osal_id_t Fd;
-    uint64    High = Mark;
-    int       n    = 0;
-    int       i;
-    int       rc   = -1;
+    int       Len = skymem_floor_format(Mark, Text, sizeof(Text));
+    int       rc  = -1;
 
     (void)Ctx;
-    do
-    {
-        Digits[n++] = (char)('0' + High % 10u);
-        High /= 10u;
-    } while (High && n < (int)sizeof(Digits) - 1);
-    for (i = 0; i < n; i++)
-    {
-        Text[i] = Digits[n - 1 - i];
-    }
-    Text[n] = '\n';
-    if (OS_OpenCreate(&Fd, SKYMEM_AUTH_FLOOR_FILE, OS_FILE_FLAG_CREATE | OS_FILE_FLAG_TRUNCATE, OS_WRITE_ONLY) ==
+    /* written beside and renamed over, so a crash leaves the old mark or the new one, never half (the native
+     * node does the same) */
+    if (OS_OpenCreate(&Fd, SKYMEM_AUTH_FLOOR_TMP, OS_FILE_FLAG_CREATE | OS_FILE_FLAG_TRUNCATE, OS_WRITE_ONLY) ==
         OS_SUCCESS)
     {
-        if (OS_write(Fd, Text, (size_t)n + 1) == n + 1)
-        {
-            SKYMEM_PersistedHigh = Mark;
-            rc                   = 0;
-        }
+        rc = OS_write(Fd, Text, (size_t)Len) == Len ? 0 : -1;
         OS_close(Fd);
+        if (rc == 0 && OS_rename(SKYMEM_AUTH_FLOOR_TMP, SKYMEM_AUTH_FLOOR_FILE) != OS_SUCCESS)
+        {
+            rc = -1;
+        }
+    }
+    if (rc == 0)
+    {
+        SKYMEM_PersistedHigh = Mark;
     }
     return rc;
 }

@@ -20,6 +20,7 @@
 
 #define SKYMEM_AUTH_KEYS_FILE  "/cf/skymem_auth.keys"
 #define SKYMEM_AUTH_FLOOR_FILE "/cf/skymem_auth.floor"
+#define SKYMEM_AUTH_FLOOR_TMP  "/cf/skymem_auth.floor.tmp" /* written, then renamed over the file */
 
 /* Loads the key file if there is one and turns the core's authentication on; an unreadable or
  * invalid file is an error. */

@@ -735,6 +735,7 @@ static void Test_Auth(void)
         UtAssert_UINT32_EQ(SKYMEM_Data.Core.c.auth_failures, 7);
         UtAssert_True(SKYMEM_Data.Core.floor_mark > Ahead, "the kept mark is past the sequence taken ahead");
         UtAssert_STUB_COUNT(OS_write, 1);
+        UtAssert_STUB_COUNT(OS_rename, 1); /* written beside the floor file, then renamed over it */
 
         /* Everything above came to (0,1) relayed via (0,0): ISL_ROUTER was told nothing. A verified command
          * that came up this satellite's own link (via (0,1)) tells it first, before the answer, that station
