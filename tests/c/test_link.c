@@ -183,7 +183,7 @@ static void test_sign_verify_across_rings(void)
     }
 }
 
-/* skymem_link_strip gives back the packet as it was before signing: bytes, length field, checksum. */
+/* skymem_auth_strip gives back the packet as it was before signing: bytes, length field, checksum. */
 static void test_strip(void)
 {
     uint8_t orig[512], buf[512];
@@ -195,20 +195,20 @@ static void test_strip(void)
     memcpy(buf, orig, n);
     len = skymem_link_sign(&A, 0, 2, 6000, buf, n, sizeof buf);
     CHECK(len > 0 && memcmp(buf, orig, n) != 0);
-    CHECK_EQ_INT(skymem_link_strip(buf, (size_t)len), (int)n);
+    CHECK_EQ_INT(skymem_auth_strip(buf, (size_t)len), (int)n);
     CHECK(memcmp(buf, orig, n) == 0);
     CHECK(skymem_cmd_checksum_ok(buf, n));
-    CHECK_EQ_INT(skymem_link_strip(buf, n), SKYMEM_AUTH_E_NO_TRAILER); /* unsigned now */
+    CHECK_EQ_INT(skymem_auth_strip(buf, n), SKYMEM_AUTH_E_NO_TRAILER); /* unsigned now */
     /* a reply too (no checksum there) */
     r = route(0, 1, 0, 2, 0, 21);
     len = skymem_build_reply(orig, sizeof orig, 0, 1, 2, &r, SKYMEM_REPLY_NAK, SKYMEM_SET_CHUNK_CC, 4, 0, 0, NULL, 0);
     n = (size_t)len;
     memcpy(buf, orig, n);
     len = skymem_link_sign(&B, 0, 1, 6001, buf, n, sizeof buf);
-    CHECK_EQ_INT(skymem_link_strip(buf, (size_t)len), (int)n);
+    CHECK_EQ_INT(skymem_auth_strip(buf, (size_t)len), (int)n);
     CHECK(memcmp(buf, orig, n) == 0);
     len = skymem_build_cmd(buf, sizeof buf, SKYMEM_CMD_MID, SKYMEM_NOOP_CC, 0, NULL, 0);
-    CHECK_EQ_INT(skymem_link_strip(buf, (size_t)len), SKYMEM_AUTH_E_NO_TRAILER);
+    CHECK_EQ_INT(skymem_auth_strip(buf, (size_t)len), SKYMEM_AUTH_E_NO_TRAILER);
 }
 
 /* A relay, B: what came from A over their link is checked with that link's key (and B's window for A,
@@ -241,7 +241,7 @@ static void test_prepare_relayed(void)
     CHECK_EQ_INT(skymem_auth_verify(&A, buf, (size_t)rc), SKYMEM_AUTH_E_BAD_MAC);     /* B's link to A: another key */
     CHECK_EQ_INT(skymem_auth_verify(&C, buf, (size_t)rc), SKYMEM_AUTH_E_UNKNOWN_KEY); /* (1,1): no link with B */
     CHECK_EQ_INT(skymem_auth_verify(&F, buf, (size_t)rc), SKYMEM_AUTH_OK);            /* where it was signed for */
-    CHECK_EQ_INT(skymem_link_strip(buf, (size_t)rc), (int)n);
+    CHECK_EQ_INT(skymem_auth_strip(buf, (size_t)rc), (int)n);
     CHECK(memcmp(buf, orig, n) == 0); /* the same packet, hop after hop */
     /* replayed into B: refused, nothing goes on */
     memcpy(buf, copy, (size_t)len);

@@ -214,6 +214,10 @@ uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us);
  * as every skymem_build_* leaves it). The key is key_id's for the packet's direction
  * (skymem_auth_key_use). Returns the new length or SKYMEM_AUTH_E_*. */
 int skymem_auth_sign(const skymem_auth_t *a, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len, size_t cap);
+/* The inverse of signing: a signed packet's trailer removed (its AUTH flag, length field and a command's checksum
+ * brought back to what they were before signing). Returns the length without it, or SKYMEM_AUTH_E_NO_TRAILER. What
+ * a relay does before it signs a packet again for its next link (skymem_link.h). */
+int skymem_auth_strip(uint8_t *pkt, size_t len);
 /* The same with one key given directly (the ground: the UP key of the command's destination). */
 int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
                           size_t cap);

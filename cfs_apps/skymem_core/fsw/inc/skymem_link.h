@@ -36,9 +36,6 @@ int skymem_link_is_isl(const uint8_t *pkt, size_t len);
 int skymem_link_sign(const skymem_auth_t *a, uint16_t next_plane, uint16_t next_sat, uint64_t seq, uint8_t *pkt,
                      size_t len, size_t cap);
 
-/* Removes a signed packet's trailer (its AUTH flag, length field and a command's checksum brought back
- * to what they were before signing). Returns the length without it, or SKYMEM_AUTH_E_NO_TRAILER. */
-int skymem_link_strip(uint8_t *pkt, size_t len);
 
 /* Makes pkt ready for the link to (next_plane, next_sat), keys on. A satellite-to-satellite packet that
  * came in over a link (relayed != 0) is checked first -- the last hop's link key, its replay window, the

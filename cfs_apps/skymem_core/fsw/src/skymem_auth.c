@@ -318,28 +318,56 @@ uint64_t skymem_auth_next_seq(skymem_auth_t *a, uint64_t now_us)
     return a->last_seq;
 }
 
+/* The AUTH flag set (on) or cleared and the length field made total_len, for a trailer added or removed; returns
+ * the XOR of the three bytes as they were, for fix_checksum. */
+static uint8_t mark_trailer(uint8_t *pkt, size_t r, size_t total_len, int on)
+{
+    uint8_t before = (uint8_t)(pkt[4] ^ pkt[5] ^ pkt[r + SKYMEM_ROUTE_FLAGS]);
+    if (on) pkt[r + SKYMEM_ROUTE_FLAGS] |= SKYMEM_RF_AUTH;
+    else pkt[r + SKYMEM_ROUTE_FLAGS] &= (uint8_t)~SKYMEM_RF_AUTH;
+    skymem_put_u16(pkt + 4, (uint16_t)(total_len - 7u));
+    return before;
+}
+
+/* A command's XOR checksum updated for what changed -- the three header bytes mark_trailer rewrote and the trailer
+ * bytes pkt[from..to) that came or are about to go -- not recomputed over the whole command: a command comes here
+ * with its checksum, as every skymem_build_* leaves it, and leaves with it. Replies have none. */
+static void fix_checksum(uint8_t *pkt, size_t r, uint8_t before, size_t from, size_t to)
+{
+    uint8_t ck;
+    size_t i;
+    if (r != SKYMEM_CMD_HDR_LEN) return;
+    ck = (uint8_t)(pkt[OFF_CHECKSUM] ^ before ^ pkt[4] ^ pkt[5] ^ pkt[r + SKYMEM_ROUTE_FLAGS]);
+    for (i = from; i < to; i++) ck ^= pkt[i];
+    pkt[OFF_CHECKSUM] = ck;
+}
+
 int skymem_auth_sign_with(const skymem_mac_key_t *k, uint32_t key_id, uint64_t seq, uint8_t *pkt, size_t len,
                           size_t cap)
 {
-    size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN, r = skymem_auth_route_at(pkt, len), i;
-    uint8_t before; /* XOR of the bytes signing rewrites, as they were */
+    size_t out_len = len + SKYMEM_AUTH_TRAILER_LEN, r = skymem_auth_route_at(pkt, len);
+    uint8_t before;
     if (k == NULL || r == 0 || out_len > cap || out_len > SKYMEM_MAX_PACKET ||
         (pkt[r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
         return SKYMEM_AUTH_E_ARG;
-    before = (uint8_t)(pkt[4] ^ pkt[5] ^ pkt[r + SKYMEM_ROUTE_FLAGS]);
-    pkt[r + SKYMEM_ROUTE_FLAGS] |= SKYMEM_RF_AUTH;
-    skymem_put_u16(pkt + 4, (uint16_t)(out_len - 7u));
+    before = mark_trailer(pkt, r, out_len, 1); /* before the tag: it covers them */
     skymem_put_u32(pkt + len + SKYMEM_AT_KEY_ID, key_id);
     skymem_put_u64(pkt + len + SKYMEM_AT_SEQ, seq);
     skymem_auth_mac(k, pkt, len + SKYMEM_AT_TAG, pkt + len + SKYMEM_AT_TAG);
-    if (r == SKYMEM_CMD_HDR_LEN) {
-        /* the XOR checksum updated for what changed -- three header bytes and the trailer -- not
-         * recomputed over the whole command: a command comes here with its checksum, as every
-         * skymem_build_* leaves it, and leaves with it */
-        uint8_t ck = (uint8_t)(pkt[OFF_CHECKSUM] ^ before ^ pkt[4] ^ pkt[5] ^ pkt[r + SKYMEM_ROUTE_FLAGS]);
-        for (i = len; i < out_len; i++) ck ^= pkt[i];
-        pkt[OFF_CHECKSUM] = ck;
-    }
+    fix_checksum(pkt, r, before, len, out_len);
+    return (int)out_len;
+}
+
+int skymem_auth_strip(uint8_t *pkt, size_t len)
+{
+    size_t r = skymem_auth_route_at(pkt, len), out_len;
+    uint8_t before;
+    if (r == 0 || len < r + SKYMEM_ROUTE_HDR_LEN + SKYMEM_AUTH_TRAILER_LEN || !(pkt[r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
+        return SKYMEM_AUTH_E_NO_TRAILER;
+    out_len = len - SKYMEM_AUTH_TRAILER_LEN;
+    before = mark_trailer(pkt, r, out_len, 0);
+    fix_checksum(pkt, r, before, out_len, len);
+    memset(pkt + out_len, 0, SKYMEM_AUTH_TRAILER_LEN);
     return (int)out_len;
 }
 

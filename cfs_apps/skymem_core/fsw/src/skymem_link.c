@@ -1,11 +1,7 @@
 /* skymem_link.c -- per-link signing of satellite-to-satellite traffic (skymem_link.h). */
-#include <string.h>
-
 #include "skymem_codec.h"
 #include "skymem_link.h"
 #include "skymem_router.h"
-
-#define OFF_CHECKSUM 7u
 
 int skymem_link_is_isl(const uint8_t *pkt, size_t len)
 {
@@ -22,25 +18,6 @@ int skymem_link_sign(const skymem_auth_t *a, uint16_t next_plane, uint16_t next_
     k = skymem_auth_find_key_for(a, skymem_auth_link_id(next_plane, next_sat), SKYMEM_KEY_LINK_OUT);
     if (k == NULL) return SKYMEM_AUTH_E_UNKNOWN_KEY; /* not a neighbour of ours */
     return skymem_auth_sign_with(&k->mac, skymem_auth_link_id(a->owner_plane, a->owner_sat), seq, pkt, len, cap);
-}
-
-int skymem_link_strip(uint8_t *pkt, size_t len)
-{
-    size_t r = skymem_auth_route_at(pkt, len), out_len, i;
-    uint8_t before;
-    if (r == 0 || len < r + SKYMEM_ROUTE_HDR_LEN + SKYMEM_AUTH_TRAILER_LEN || !(pkt[r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH))
-        return SKYMEM_AUTH_E_NO_TRAILER;
-    out_len = len - SKYMEM_AUTH_TRAILER_LEN;
-    before = (uint8_t)(pkt[4] ^ pkt[5] ^ pkt[r + SKYMEM_ROUTE_FLAGS]);
-    pkt[r + SKYMEM_ROUTE_FLAGS] &= (uint8_t)~SKYMEM_RF_AUTH;
-    skymem_put_u16(pkt + 4, (uint16_t)(out_len - 7u));
-    if (r == SKYMEM_CMD_HDR_LEN) { /* the XOR checksum updated for what changed, as skymem_auth_sign does */
-        uint8_t ck = (uint8_t)(pkt[OFF_CHECKSUM] ^ before ^ pkt[4] ^ pkt[5] ^ pkt[r + SKYMEM_ROUTE_FLAGS]);
-        for (i = out_len; i < len; i++) ck ^= pkt[i];
-        pkt[OFF_CHECKSUM] = ck;
-    }
-    memset(pkt + out_len, 0, SKYMEM_AUTH_TRAILER_LEN);
-    return (int)out_len;
 }
 
 int skymem_link_prepare(skymem_auth_t *a, int relayed, uint16_t next_plane, uint16_t next_sat, uint64_t now_us,
@@ -60,7 +37,7 @@ int skymem_link_prepare(skymem_auth_t *a, int relayed, uint16_t next_plane, uint
         skymem_auth_set_clock(a, now_us);
         rc = skymem_auth_verify(a, pkt, len);
         if (rc != SKYMEM_AUTH_OK) return rc;
-        rc = skymem_link_strip(pkt, len);
+        rc = skymem_auth_strip(pkt, len);
         if (rc < 0) return rc;
         len = (size_t)rc;
     } else if (pkt[r + SKYMEM_ROUTE_FLAGS] & SKYMEM_RF_AUTH) {
