@@ -142,7 +142,21 @@ def alive(pid: int, marker: str | None = None) -> bool:
         pass
     if is_zombie(pid):
         return False
-    return marker is None or any(marker in a for a in cmdline(pid))
+    return marker is None or any(marker in a for a in settled_cmdline(pid))
+
+
+def settled_cmdline(pid: int, settle_s: float = 1.0) -> list[str]:
+    """cmdline(pid), read again while it is empty and the process lives, for at most settle_s. A process
+    that has just exec'd shows an empty command line for a moment: the kernel closes the close-on-exec pipe
+    Popen waits on before it sets the new program's arguments, so a stop right after a start saw no marker
+    and left that process running (CI, 2 loaded cores). A process on its way out also loses its command line,
+    then turns zombie or goes: both end the wait."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        args = cmdline(pid)
+        if args or time.monotonic() >= deadline or start_time(pid) is None or is_zombie(pid):
+            return args
+        time.sleep(0.01)
 
 
 def parent_pid(pid: int) -> int:
