@@ -37,6 +37,8 @@ expect_exit 2 "zero planes" --plane 0 --sat 0 --planes 0 --sats 2
 expect_exit 2 "loss above 1" $BASE --loss 1.5
 expect_exit 2 "chunk too big" $BASE --chunk-size 60001
 expect_exit 2 "time scale zero" $BASE --time-scale 0
+expect_exit 2 "a signed integer" $BASE --walker-phase +1
+expect_exit 2 "an option of SKYMEM on cFS only" $BASE --first-cpuid 3
 expect_exit 2 "bad log level" $BASE --log-level loud
 expect_exit 2 "ports overflow" $BASE --ground-port-base 65535
 expect_exit 2 "budget below one chunk" $BASE --memory-budget 5000

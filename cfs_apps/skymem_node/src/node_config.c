@@ -3,11 +3,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "skymem_options.h"
 #include "skymem_wire.h"
 
 static const char USAGE[] =
@@ -24,57 +24,26 @@ static const char USAGE[] =
     "  [--auth-floor FILE] (the replay floor kept across restarts; default: the key file + .floor.PLANE-SAT)\n"
     "  [--tlm-dest HOST:PORT]  (housekeeping of both apps goes there, as TO_LAB sends it on cFS)\n";
 
-static int parse_u64(const char *key, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+/* The value of integer option o, worded for the command line when it is not one. */
+static int read_integer(const skymem_option_t *o, const char *v, uint64_t *out)
 {
-    char *end;
-    unsigned long long x;
-    if (v == NULL || *v == '\0' || *v == '-' || *v == '+' || *v == ' ') {
-        fprintf(stderr, "skymem_node: --%s needs a non-negative integer\n", key);
-        return -1;
-    }
-    errno = 0;
-    x = strtoull(v, &end, 10);
-    if (errno || *end != '\0') {
-        fprintf(stderr, "skymem_node: --%s: '%s' is not an integer\n", key, v);
-        return -1;
-    }
-    if (x < lo || x > hi) {
-        fprintf(stderr, "skymem_node: --%s: %llu out of range [%llu, %llu]\n", key, x, (unsigned long long)lo,
-                (unsigned long long)hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    int rc = skymem_option_integer(o, v, out);
+    if (rc == SKYMEM_OPTION_NOT_A_VALUE)
+        fprintf(stderr, "skymem_node: --%s: '%s' is not a non-negative integer\n", o->name, v ? v : "");
+    else if (rc == SKYMEM_OPTION_OUT_OF_RANGE)
+        fprintf(stderr, "skymem_node: --%s: %s out of range [%llu, %llu]\n", o->name, v, (unsigned long long)o->lo,
+                (unsigned long long)o->hi);
+    return rc == SKYMEM_OPTION_OK ? 0 : -1;
 }
 
-static int parse_u32(const char *key, const char *v, uint32_t lo, uint32_t hi, uint32_t *out)
+static int read_number(const skymem_option_t *o, const char *v, double *out)
 {
-    uint64_t x;
-    if (parse_u64(key, v, lo, hi, &x)) return -1;
-    *out = (uint32_t)x;
-    return 0;
-}
-
-static int parse_dbl(const char *key, const char *v, double lo, double hi, double *out)
-{
-    char *end;
-    double x;
-    if (v == NULL || *v == '\0' || *v == ' ') {
-        fprintf(stderr, "skymem_node: --%s needs a number\n", key);
-        return -1;
-    }
-    errno = 0;
-    x = strtod(v, &end);
-    if (errno || *end != '\0' || !isfinite(x)) {
-        fprintf(stderr, "skymem_node: --%s: '%s' is not a number\n", key, v);
-        return -1;
-    }
-    if (x < lo || x > hi) {
-        fprintf(stderr, "skymem_node: --%s: %g out of range [%g, %g]\n", key, x, lo, hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    int rc = skymem_option_number(o, v, out);
+    if (rc == SKYMEM_OPTION_NOT_A_VALUE)
+        fprintf(stderr, "skymem_node: --%s: '%s' is not a number\n", o->name, v ? v : "");
+    else if (rc == SKYMEM_OPTION_OUT_OF_RANGE)
+        fprintf(stderr, "skymem_node: --%s: %s out of range [%g, %g]\n", o->name, v, o->min, o->max);
+    return rc == SKYMEM_OPTION_OK ? 0 : -1;
 }
 
 static int parse_str(const char *key, const char *v, char *out, size_t cap)
@@ -107,25 +76,51 @@ static int parse_tlm_dest(const char *key, const char *v, node_config_t *cfg)
         fprintf(stderr, "skymem_node: --%s: '%s' is not an IPv4 address\n", key, cfg->tlm_host);
         return -1;
     }
-    return parse_u32(key, colon + 1, 1, 65535, &cfg->tlm_port);
+    {
+        char *end = NULL;
+        unsigned long port;
+        errno = 0;
+        port = strtoul(colon + 1, &end, 10);
+        if (errno || end == colon + 1 || *end != '\0' || colon[1] < '0' || colon[1] > '9' || port < 1 ||
+            port > 65535) {
+            fprintf(stderr, "skymem_node: --%s: port '%s' is not 1..65535\n", key, colon + 1);
+            return -1;
+        }
+        cfg->tlm_port = (uint32_t)port;
+        return 0;
+    }
 }
 
 static int parse_file(node_config_t *cfg, const char *path, int depth, int *seen);
 
-/* Applies one key/value; *seen tracks the four required keys. */
+/* Applies one key/value; *seen tracks the four required keys. Which keys exist, their kinds and ranges are the
+ * core's (skymem_options.h), shared with SKYMEM on cFS; this says where each value goes. */
 static int apply(node_config_t *cfg, const char *key, const char *v, int depth, int *seen)
 {
-    if (!strcmp(key, "plane")) { *seen |= 1; return parse_u32(key, v, 0, 65534, &cfg->plane); }
-    if (!strcmp(key, "sat")) { *seen |= 2; return parse_u32(key, v, 0, 65534, &cfg->sat); }
-    if (!strcmp(key, "planes")) { *seen |= 4; return parse_u32(key, v, 1, 65534, &cfg->planes); }
-    if (!strcmp(key, "sats")) { *seen |= 8; return parse_u32(key, v, 1, 65534, &cfg->sats); }
-    if (!strcmp(key, "altitude-km")) return parse_dbl(key, v, 100.0, 100000.0, &cfg->altitude_km);
-    if (!strcmp(key, "inclination-deg")) return parse_dbl(key, v, 0.0, 180.0, &cfg->inclination_deg);
-    if (!strcmp(key, "walker-phase")) return parse_u32(key, v, 0, 65535, &cfg->walker_phase);
-    if (!strcmp(key, "bind")) { cfg->bind_given = 1; return parse_str(key, v, cfg->bind, sizeof cfg->bind); }
-    if (!strcmp(key, "isl-port-base")) return parse_u32(key, v, 1, 65535, &cfg->isl_port_base);
-    if (!strcmp(key, "ground-port-base")) return parse_u32(key, v, 1, 65535, &cfg->ground_port_base);
-    if (!strcmp(key, "addresses")) {
+    const skymem_option_t *o = skymem_option_find(key);
+    uint64_t u = 0;
+    double d = 0.0;
+    if (o == NULL) {
+        fprintf(stderr, "skymem_node: unknown option --%s\n", key);
+        return -1;
+    }
+    if (o->where == SKYMEM_OPTION_CFS) {
+        fprintf(stderr, "skymem_node: --%s is an option of SKYMEM on cFS, not of skymem_node\n", key);
+        return -1;
+    }
+    if (o->kind == SKYMEM_OPTION_INTEGER && read_integer(o, v, &u)) return -1;
+    if (o->kind == SKYMEM_OPTION_NUMBER && read_number(o, v, &d)) return -1;
+    if (!strcmp(o->name, "plane")) { *seen |= 1; cfg->plane = (uint32_t)u; return 0; }
+    if (!strcmp(o->name, "sat")) { *seen |= 2; cfg->sat = (uint32_t)u; return 0; }
+    if (!strcmp(o->name, "planes")) { *seen |= 4; cfg->planes = (uint32_t)u; return 0; }
+    if (!strcmp(o->name, "sats")) { *seen |= 8; cfg->sats = (uint32_t)u; return 0; }
+    if (!strcmp(o->name, "altitude-km")) { cfg->altitude_km = d; return 0; }
+    if (!strcmp(o->name, "inclination-deg")) { cfg->inclination_deg = d; return 0; }
+    if (!strcmp(o->name, "walker-phase")) { cfg->walker_phase = (uint32_t)u; return 0; }
+    if (!strcmp(o->name, "bind")) { cfg->bind_given = 1; return parse_str(key, v, cfg->bind, sizeof cfg->bind); }
+    if (!strcmp(o->name, "isl-port-base")) { cfg->isl_port_base = (uint32_t)u; return 0; }
+    if (!strcmp(o->name, "ground-port-base")) { cfg->ground_port_base = (uint32_t)u; return 0; }
+    if (!strcmp(o->name, "addresses")) {
         if (v && !strcmp(v, "shared")) cfg->per_satellite_addresses = 0;
         else if (v && !strcmp(v, "per-satellite")) cfg->per_satellite_addresses = 1;
         else {
@@ -134,30 +129,23 @@ static int apply(node_config_t *cfg, const char *key, const char *v, int depth, 
         }
         return 0;
     }
-    if (!strcmp(key, "auth-keys")) return parse_str(key, v, cfg->auth_keys, sizeof cfg->auth_keys);
-    if (!strcmp(key, "auth-floor")) return parse_str(key, v, cfg->auth_floor, sizeof cfg->auth_floor);
-    if (!strcmp(key, "peers")) return parse_str(key, v, cfg->peers, sizeof cfg->peers);
-    if (!strcmp(key, "tlm-dest")) return parse_tlm_dest(key, v, cfg);
-    if (!strcmp(key, "memory-budget")) return parse_u64(key, v, 4096, 1ull << 40, &cfg->memory_budget);
-    if (!strcmp(key, "chunk-size")) return parse_u32(key, v, 1, SKYMEM_MAX_CHUNK_DATA, &cfg->chunk_size);
-    if (!strcmp(key, "epoch-ms")) { cfg->epoch_given = 1; return parse_u64(key, v, 0, 1ull << 53, &cfg->epoch_ms); }
-    if (!strcmp(key, "time-scale")) {
-        if (parse_dbl(key, v, 0.0, 1e6, &cfg->time_scale)) return -1;
-        if (cfg->time_scale <= 0.0) {
-            fprintf(stderr, "skymem_node: --time-scale must be > 0\n");
-            return -1;
-        }
-        return 0;
-    }
-    if (!strcmp(key, "delay-scale")) return parse_dbl(key, v, 0.0, 1e6, &cfg->delay_scale);
-    if (!strcmp(key, "ground-delay-ms")) return parse_dbl(key, v, 0.0, 600000.0, &cfg->ground_delay_ms);
-    if (!strcmp(key, "bandwidth-mbps")) return parse_dbl(key, v, 0.0, 1e6, &cfg->bandwidth_mbps);
-    if (!strcmp(key, "loss")) return parse_dbl(key, v, 0.0, 1.0, &cfg->loss);
-    if (!strcmp(key, "dup")) return parse_dbl(key, v, 0.0, 1.0, &cfg->dup);
-    if (!strcmp(key, "reorder")) return parse_dbl(key, v, 0.0, 1.0, &cfg->reorder);
-    if (!strcmp(key, "corrupt")) return parse_dbl(key, v, 0.0, 1.0, &cfg->corrupt);
-    if (!strcmp(key, "seed")) return parse_u64(key, v, 0, UINT64_MAX, &cfg->seed);
-    if (!strcmp(key, "log-level")) {
+    if (!strcmp(o->name, "auth-keys")) return parse_str(key, v, cfg->auth_keys, sizeof cfg->auth_keys);
+    if (!strcmp(o->name, "auth-floor")) return parse_str(key, v, cfg->auth_floor, sizeof cfg->auth_floor);
+    if (!strcmp(o->name, "peers")) return parse_str(key, v, cfg->peers, sizeof cfg->peers);
+    if (!strcmp(o->name, "tlm-dest")) return parse_tlm_dest(key, v, cfg);
+    if (!strcmp(o->name, "memory-budget")) { cfg->memory_budget = u; return 0; }
+    if (!strcmp(o->name, "chunk-size")) { cfg->chunk_size = (uint32_t)u; return 0; }
+    if (!strcmp(o->name, "epoch-ms")) { cfg->epoch_given = 1; cfg->epoch_ms = u; return 0; }
+    if (!strcmp(o->name, "time-scale")) { cfg->time_scale = d; return 0; }
+    if (!strcmp(o->name, "delay-scale")) { cfg->delay_scale = d; return 0; }
+    if (!strcmp(o->name, "ground-delay-ms")) { cfg->ground_delay_ms = d; return 0; }
+    if (!strcmp(o->name, "bandwidth-mbps")) { cfg->bandwidth_mbps = d; return 0; }
+    if (!strcmp(o->name, "loss")) { cfg->loss = d; return 0; }
+    if (!strcmp(o->name, "dup")) { cfg->dup = d; return 0; }
+    if (!strcmp(o->name, "reorder")) { cfg->reorder = d; return 0; }
+    if (!strcmp(o->name, "corrupt")) { cfg->corrupt = d; return 0; }
+    if (!strcmp(o->name, "seed")) { cfg->seed = u; return 0; }
+    if (!strcmp(o->name, "log-level")) {
         static const char *names[] = {"error", "warn", "info", "debug"};
         int i;
         for (i = 0; i < 4; i++)
@@ -168,24 +156,16 @@ static int apply(node_config_t *cfg, const char *key, const char *v, int depth, 
         fprintf(stderr, "skymem_node: --log-level must be error, warn, info or debug\n");
         return -1;
     }
-    if (!strcmp(key, "config")) {
+    if (!strcmp(o->name, "config")) {
         if (v == NULL || *v == '\0') {
             fprintf(stderr, "skymem_node: --config needs a file name\n");
             return -1;
         }
         return parse_file(cfg, v, depth + 1, seen);
     }
-    fprintf(stderr, "skymem_node: unknown option --%s\n", key);
+    /* a name in the core's table this runtime does not place: a programming error, said as such */
+    fprintf(stderr, "skymem_node: option --%s is known but not handled (a bug)\n", key);
     return -1;
-}
-
-static char *trim(char *s)
-{
-    char *e;
-    while (*s == ' ' || *s == '\t') s++;
-    e = s + strlen(s);
-    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) *--e = '\0';
-    return s;
 }
 
 static int parse_file(node_config_t *cfg, const char *path, int depth, int *seen)
@@ -203,25 +183,21 @@ static int parse_file(node_config_t *cfg, const char *path, int depth, int *seen
         return -1;
     }
     while (rc == 0 && fgets(line, sizeof line, f)) {
-        char *s, *eq, *key, *val;
+        char *key, *val;
+        int kind;
         lineno++;
         if (strchr(line, '\n') == NULL && !feof(f)) {
             fprintf(stderr, "skymem_node: %s:%d: line too long\n", path, lineno);
             rc = -1;
             break;
         }
-        s = trim(line);
-        if (*s == '\0' || *s == '#') continue;
-        eq = strchr(s, '=');
-        if (eq == NULL) {
+        kind = skymem_config_line(line, &key, &val);
+        if (kind == SKYMEM_CONFIG_BLANK) continue;
+        if (kind == SKYMEM_CONFIG_MALFORMED) {
             fprintf(stderr, "skymem_node: %s:%d: expected 'key = value'\n", path, lineno);
             rc = -1;
             break;
         }
-        *eq = '\0';
-        key = trim(s);
-        val = trim(eq + 1);
-        if (!strncmp(key, "--", 2)) key += 2;
         rc = apply(cfg, key, val, depth, seen);
         if (rc) fprintf(stderr, "skymem_node: (in %s line %d)\n", path, lineno);
     }

@@ -7,69 +7,18 @@
  * link-emulation ones (delay-scale, loss, ...) have no effect on cFS and are
  * only counted. Two keys exist for cFS only: `first-cpuid` (the cpuid of
  * satellite index 0) and `hosts` (the machines of a constellation spread
- * over several, comma-separated, in share order).
+ * over several, comma-separated, in share order). Which keys exist, their
+ * kinds and ranges, and the line syntax are the core's (skymem_options.h),
+ * shared with the native node: a key neither knows is refused here too.
  */
 #include "skymem.h"
 #include "skymem_config.h"
 #include "skymem_eventids.h"
 #include "skymem_utils.h"
+#include "skymem_options.h"
 
 #include "cfe_psp.h"
 
-#include <stdlib.h>
-
-static char *SKYMEM_Trim(char *s)
-{
-    char *end;
-
-    while (*s == ' ' || *s == '\t')
-    {
-        s++;
-    }
-    end = s + strlen(s);
-    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
-    {
-        *--end = 0;
-    }
-    return s;
-}
-
-/* Whole-string unsigned number within [Min, Max]. */
-static bool SKYMEM_ParseU64(const char *Text, uint64 Min, uint64 Max, uint64 *Out)
-{
-    char              *End = NULL;
-    unsigned long long v;
-
-    if (*Text == 0 || *Text == '-')
-    {
-        return false;
-    }
-    v = strtoull(Text, &End, 10);
-    if (*End != 0 || v < Min || v > Max)
-    {
-        return false;
-    }
-    *Out = v;
-    return true;
-}
-
-static bool SKYMEM_ParseDouble(const char *Text, double Min, double Max, double *Out)
-{
-    char  *End = NULL;
-    double v;
-
-    if (*Text == 0)
-    {
-        return false;
-    }
-    v = strtod(Text, &End);
-    if (*End != 0 || !(v >= Min && v <= Max))
-    {
-        return false;
-    }
-    *Out = v;
-    return true;
-}
 
 /* What the file said about this satellite itself; checked once every line is read. */
 typedef struct
@@ -134,89 +83,112 @@ static bool SKYMEM_ParseHosts(const char *Value, SKYMEM_ConstellationTbl_t *Tbl)
     return true;
 }
 
-/* One "key = value" line. Returns false for a bad value of a known key. */
-static bool SKYMEM_ApplyOption(const char *Key, const char *Value, SKYMEM_ConstellationTbl_t *Tbl,
-                               SKYMEM_TimeConfig_t *Time, SKYMEM_ConfigSeen_t *Seen)
+/* One "key = value" line: NULL when applied (or counted, for a native-node option), else why not. */
+static const char *SKYMEM_ApplyOption(const char *Key, const char *Value, SKYMEM_ConstellationTbl_t *Tbl,
+                                      SKYMEM_TimeConfig_t *Time, SKYMEM_ConfigSeen_t *Seen)
 {
-    uint64 u;
-    double d;
+    const skymem_option_t *Option = skymem_option_find(Key);
+    uint64_t               u      = 0;
+    double                 d      = 0.0;
+    int                    Rc     = SKYMEM_OPTION_OK;
 
-    if (strcmp(Key, "planes") == 0 && SKYMEM_ParseU64(Value, 1, 65534, &u))
+    if (Option == NULL)
+    {
+        return "no such option";
+    }
+    if (Option->where == SKYMEM_OPTION_NODE)
+    {
+        Seen->Ignored++; /* native-node option without meaning here (link emulation, logging, peers) */
+        return NULL;
+    }
+    if (Option->kind == SKYMEM_OPTION_INTEGER)
+    {
+        Rc = skymem_option_integer(Option, Value, &u);
+    }
+    else if (Option->kind == SKYMEM_OPTION_NUMBER)
+    {
+        Rc = skymem_option_number(Option, Value, &d);
+    }
+    if (Rc != SKYMEM_OPTION_OK)
+    {
+        return Rc == SKYMEM_OPTION_OUT_OF_RANGE ? "value out of range" : "not a value of its kind";
+    }
+
+    if (strcmp(Option->name, "planes") == 0)
     {
         Tbl->Planes = (uint16)u;
     }
-    else if (strcmp(Key, "sats") == 0 && SKYMEM_ParseU64(Value, 1, 65534, &u))
+    else if (strcmp(Option->name, "sats") == 0)
     {
         Tbl->SatsPerPlane = (uint16)u;
     }
-    else if (strcmp(Key, "plane") == 0 && SKYMEM_ParseU64(Value, 0, 65534, &u))
+    else if (strcmp(Option->name, "plane") == 0)
     {
         Seen->Plane = u;
     }
-    else if (strcmp(Key, "sat") == 0 && SKYMEM_ParseU64(Value, 0, 65534, &u))
+    else if (strcmp(Option->name, "sat") == 0)
     {
         Seen->Sat = u;
     }
-    else if (strcmp(Key, "first-cpuid") == 0 && SKYMEM_ParseU64(Value, 1, 65535, &u))
+    else if (strcmp(Option->name, "first-cpuid") == 0)
     {
         Tbl->FirstCpuId = (uint16)u;
     }
-    else if (strcmp(Key, "hosts") == 0 && SKYMEM_ParseHosts(Value, Tbl))
+    else if (strcmp(Option->name, "hosts") == 0)
     {
+        if (!SKYMEM_ParseHosts(Value, Tbl))
+        {
+            return "not a comma-separated list of IPv4 addresses, or more than SKYMEM_MAX_HOSTS";
+        }
         Seen->HaveHosts = true;
     }
-    else if (strcmp(Key, "altitude-km") == 0 && SKYMEM_ParseDouble(Value, 1.0, 100000.0, &d))
+    else if (strcmp(Option->name, "altitude-km") == 0)
     {
         Tbl->AltitudeM = (uint32)(d * 1000.0 + 0.5);
     }
-    else if (strcmp(Key, "inclination-deg") == 0 && SKYMEM_ParseDouble(Value, 0.0, 180.0, &d))
+    else if (strcmp(Option->name, "inclination-deg") == 0)
     {
         Tbl->InclinationMilliDeg = (uint32)(d * 1000.0 + 0.5);
     }
-    else if (strcmp(Key, "memory-budget") == 0 && SKYMEM_ParseU64(Value, 1024, (uint64)0xFFFFFFFFu * 1024u, &u))
+    else if (strcmp(Option->name, "memory-budget") == 0)
     {
         Tbl->MemoryBudgetKB = (uint32)(u / 1024u); /* the table counts KiB */
     }
-    else if (strcmp(Key, "chunk-size") == 0 && SKYMEM_ParseU64(Value, 1, SKYMEM_MAX_CHUNK_DATA, &u))
+    else if (strcmp(Option->name, "chunk-size") == 0)
     {
         Tbl->ChunkSize = (uint32)u;
     }
-    else if (strcmp(Key, "isl-port-base") == 0 && SKYMEM_ParseU64(Value, 1, 65535, &u))
+    else if (strcmp(Option->name, "isl-port-base") == 0)
     {
         Tbl->IslPortBase = (uint16)u;
     }
-    else if (strcmp(Key, "ground-port-base") == 0 && SKYMEM_ParseU64(Value, 1, 65535, &u))
+    else if (strcmp(Option->name, "ground-port-base") == 0)
     {
         Tbl->GroundPortBase = (uint16)u;
     }
-    else if (strcmp(Key, "bind") == 0 && SKYMEM_IsAddress(Value, strlen(Value)))
+    else if (strcmp(Option->name, "bind") == 0)
     {
+        if (!SKYMEM_IsAddress(Value, strlen(Value)))
+        {
+            return "not an IPv4 address";
+        }
         memset(Seen->Bind, 0, sizeof(Seen->Bind));
         memcpy(Seen->Bind, Value, strlen(Value));
     }
-    else if (strcmp(Key, "epoch-ms") == 0 && SKYMEM_ParseU64(Value, 0, (uint64)1 << 62, &u))
+    else if (strcmp(Option->name, "epoch-ms") == 0)
     {
         Time->EpochMs   = u;
         Time->HaveEpoch = true;
     }
-    else if (strcmp(Key, "time-scale") == 0 && SKYMEM_ParseDouble(Value, 0.0, 1.0e6, &d))
+    else if (strcmp(Option->name, "time-scale") == 0)
     {
         Time->TimeScale = d;
     }
-    else if (strcmp(Key, "planes") == 0 || strcmp(Key, "sats") == 0 || strcmp(Key, "plane") == 0 ||
-             strcmp(Key, "sat") == 0 || strcmp(Key, "altitude-km") == 0 || strcmp(Key, "inclination-deg") == 0 ||
-             strcmp(Key, "memory-budget") == 0 || strcmp(Key, "chunk-size") == 0 ||
-             strcmp(Key, "isl-port-base") == 0 || strcmp(Key, "ground-port-base") == 0 || strcmp(Key, "bind") == 0 ||
-             strcmp(Key, "epoch-ms") == 0 || strcmp(Key, "time-scale") == 0 || strcmp(Key, "first-cpuid") == 0 ||
-             strcmp(Key, "hosts") == 0)
-    {
-        return false; /* a known key with a value out of range */
-    }
     else
     {
-        Seen->Ignored++; /* native-node option without meaning here (link emulation, logging, peers) */
+        return "known to the core but not placed by SKYMEM (a bug)";
     }
-    return true;
+    return NULL;
 }
 
 /* The identity is the cpuid: a file naming another satellite, or a bind address
@@ -266,7 +238,10 @@ CFE_Status_t SKYMEM_ReadConfigFile(SKYMEM_ConstellationTbl_t *Tbl, SKYMEM_TimeCo
     int32       Len;
     char       *Line;
     char       *Next;
-    char       *Eq;
+    char       *Key;
+    char       *Value;
+    const char *Problem;
+    int         Kind;
     uint32              LineNo = 0;
     SKYMEM_ConfigSeen_t Seen;
 
@@ -301,24 +276,22 @@ CFE_Status_t SKYMEM_ReadConfigFile(SKYMEM_ConstellationTbl_t *Tbl, SKYMEM_TimeCo
         {
             *Next++ = 0;
         }
-        Line = SKYMEM_Trim(Line);
-        if (*Line == 0 || *Line == '#')
+        Kind = skymem_config_line(Line, &Key, &Value);
+        if (Kind == SKYMEM_CONFIG_BLANK)
         {
             continue;
         }
-        Eq = strchr(Line, '=');
-        if (Eq == NULL)
-        {
-            CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: %s line %lu has no '='",
-                              SKYMEM_CONFIG_FILE, (unsigned long)LineNo);
-            return CFE_STATUS_VALIDATION_FAILURE;
-        }
-        *Eq = 0;
-        if (!SKYMEM_ApplyOption(SKYMEM_Trim(Line), SKYMEM_Trim(Eq + 1), Tbl, Time, &Seen))
+        if (Kind == SKYMEM_CONFIG_MALFORMED)
         {
             CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR,
-                              "SKYMEM: %s line %lu: bad value for '%s'", SKYMEM_CONFIG_FILE, (unsigned long)LineNo,
-                              SKYMEM_Trim(Line));
+                              "SKYMEM: %s line %lu is not 'key = value'", SKYMEM_CONFIG_FILE, (unsigned long)LineNo);
+            return CFE_STATUS_VALIDATION_FAILURE;
+        }
+        Problem = SKYMEM_ApplyOption(Key, Value, Tbl, Time, &Seen);
+        if (Problem != NULL)
+        {
+            CFE_EVS_SendEvent(SKYMEM_TABLE_ERR_EID, CFE_EVS_EventType_ERROR, "SKYMEM: %s line %lu: '%s': %s",
+                              SKYMEM_CONFIG_FILE, (unsigned long)LineNo, Key, Problem);
             return CFE_STATUS_VALIDATION_FAILURE;
         }
     }

@@ -561,6 +561,24 @@ static void Test_ConfigFile(void)
     UT_SetDataBuffer(UT_KEY(OS_read), (void *)Bad, sizeof(Bad) - 1, false);
     UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
 
+    /* A key neither runtime knows (a misspelling) is refused, not skipped; so is a line without '='. */
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)"plnaes = 3\n", 11, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)"planes 3\n", 9, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+    /* Ranges are the core's, as on the node: a stopped clock, a 1 km orbit, a bind that is not an address. */
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)"time-scale = 0\n", 15, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)"altitude-km = 1\n", 16, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+    UT_ResetState(UT_KEY(OS_read));
+    UT_SetDataBuffer(UT_KEY(OS_read), (void *)"bind = host\n", 12, false);
+    UtAssert_INT32_EQ(SKYMEM_ReadConfigFile(&Tbl, &Time, &Applied), CFE_STATUS_VALIDATION_FAILURE);
+
     /* A file naming another satellite than the cpuid is refused. */
     UT_ResetState(UT_KEY(OS_read));
     UT_SetDataBuffer(UT_KEY(OS_read), (void *)"sats = 3\nplane = 2\nsat = 2\n", 25, false);
