@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from skymemory.launcher import cfs_limits
+from skymemory.launcher.keys import satellite_key_file
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol import telemetry, wire
 from skymemory.protocol.housekeeping import HousekeepingListener
@@ -98,11 +99,14 @@ def test_instances_spread_over_hosts_reach_each_other(tmp_path):
         assert [e.host for e in m.satellites] == ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
         cfg = (tmp_path / "remote" / "cfs" / "1-0" / "cf" / "skymemory.cfg").read_text()
         assert "hosts = 127.0.0.2, 127.0.0.3" in cfg and "bind = 127.0.0.3" in cfg
-        # keyed: every instance holds a 0600 copy of the ground's key file and refuses unsigned commands
+        # keyed: every instance holds a 0600 copy of its own satellite's key file (its links and its UP/DOWN
+        # keys, never the ground's master) and refuses unsigned commands
         for name in ("0-0", "0-1", "1-0", "1-1"):
             copy = tmp_path / "remote" / "cfs" / name / "cf" / "skymem_auth.keys"
             assert stat.S_IMODE(copy.stat().st_mode) == 0o600
-            assert copy.read_bytes() == Path(m.auth_key_file).read_bytes()
+            plane, sat = map(int, name.split("-"))
+            assert copy.read_bytes() == satellite_key_file(m.auth_key_file, plane, sat).read_bytes()
+            assert copy.read_bytes() != Path(m.auth_key_file).read_bytes()
         unsigned_commands_refused(m, (1, 1))
         from skymemory.store.constellation import ConstellationBlockStore
 
