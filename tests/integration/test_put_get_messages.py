@@ -44,8 +44,8 @@ def test_put_on_a_small_constellation_stripes_over_all_and_warns_only_when_asked
             r.stderr  # the key on stdout, the report on stderr, nothing before it
         r = skymemory("put", "file.bin", "--servers", "5", "--manifest", str(manifest), cwd=tmp_path)
         assert r.returncode == 0, r.stderr
-        assert r.stderr.splitlines()[0] == ("skymemory put: --servers 5 is more than the 3 satellites of this 1x3 "
-                                            "constellation; striping over 3"), r.stderr
+        assert r.stderr.splitlines()[0] == ("skymemory put: 5 servers asked, the constellation has 3 satellites: "
+                                            "striping over 3"), r.stderr
         assert "on 3 satellites" in r.stderr.splitlines()[1]
 
 

@@ -74,9 +74,10 @@ def finish_job(process, tmp: Path, name: str) -> dict:
     return json.loads((tmp / f"{name}.out.json").read_text())
 
 
-def connector(manifest: Path, index: Path, **extra) -> dict:
-    return {"manifest": str(manifest), "model": "embedded-small", "index_dir": str(index), "servers": SERVERS,
-            **extra}
+def connector(manifest: Path, index: Path, servers: int | None = SERVERS, **extra) -> dict:
+    """The connector's settings; servers=None leaves its default (10, more than the 3x3 has)."""
+    given = {"servers": servers} if servers is not None else {}
+    return {"manifest": str(manifest), "model": "embedded-small", "index_dir": str(index), **given, **extra}
 
 
 def requests(**prompts) -> list[dict]:
@@ -100,13 +101,16 @@ def kvc_manager(manifest: Path, index: Path, store: ConstellationBlockStore) -> 
 def test_a_fresh_process_finds_the_prefix_another_served_and_generates_the_same_tokens(
         model_dir, sky, baseline, tmp_path):
     index = tmp_path / "index"
-    # process A: the deployment's shape (scheduler and worker in processes of their own)
-    stored = run_job(tmp_path, model_dir, [{"name": "A", "multiprocess": True, "connector": connector(sky, index),
+    # process A: the deployment's shape (scheduler and worker in processes of their own), with the connector's
+    # default servers (10) on this 3x3: the store stripes over the 9 there are (it stored nothing before)
+    stored = run_job(tmp_path, model_dir, [{"name": "A", "multiprocess": True,
+                                            "connector": connector(sky, index, servers=None),
                                             "requests": requests(P1=P1)}], "A")["A"]
     assert stored["P1"]["num_cached_tokens"] == 0 and stored["P1"]["tokens"] == baseline["P1"]
     assert len(RadixIndex(index)) == 2  # its two full blocks
+    assert {e.record.n_servers for e in RadixIndex(index).newest(2)} == {9}
     # process B: a new engine, nothing in its own memory
-    found = run_job(tmp_path, model_dir, [{"name": "B", "connector": connector(sky, index),
+    found = run_job(tmp_path, model_dir, [{"name": "B", "connector": connector(sky, index, servers=None),
                                            "requests": requests(P1=P1, P2=P2)}], "B")["B"]
     for name in ("P1", "P2"):
         assert found[name]["num_cached_tokens"] == 2 * BLOCK, found[name]

@@ -28,6 +28,7 @@ from skymemory.cli._common import add_manifest_arg, load_manifest
 from skymemory.protocol.errors import SkyMemoryError
 from skymemory.store.contract import BlockMiss
 from skymemory.store.objects import DEFAULT_TIMEOUT_S, ObjectStore, PutFailed, parse_key
+from skymemory.store.constellation import stripe_width
 from skymemory.store.routes import add_route_arg
 
 DEFAULT_SERVERS = 10  # satellites a file is striped over unless --servers says
@@ -82,11 +83,9 @@ def run_put(args) -> int:
         return 2
     try:
         m = load_manifest(args)
-        n_satellites = m.planes * m.sats
-        servers = min(args.servers or DEFAULT_SERVERS, n_satellites)
-        if args.servers is not None and args.servers > n_satellites:  # asked for: say it was not done
-            print(f"skymemory put: --servers {args.servers} is more than the {n_satellites} satellites of this "
-                  f"{m.planes}x{m.sats} constellation; striping over {n_satellites}", file=sys.stderr)
+        # the store's rule (stripe_width); asked for explicitly, it is said
+        say = (lambda text: print(f"skymemory put: {text}", file=sys.stderr)) if args.servers is not None else None
+        servers = stripe_width(args.servers or DEFAULT_SERVERS, m.planes * m.sats, say)
         kv = _object_store(args, m, servers)
         data = args.file.read_bytes()
         t0 = time.perf_counter()

@@ -73,6 +73,19 @@ def sealed_chunk_count(n_bytes: int, chunk_bytes: int) -> int:
     return max(1, -(-n_bytes // (chunk_bytes - SEAL_OVERHEAD)))
 
 
+def stripe_width(asked: int, n_satellites: int, say: Callable[[str], None] | None = None) -> int:
+    """How many satellites a block is striped over: `asked`, or every satellite of a constellation that has fewer
+    (said once through `say`, never an error: a 3x3 serves as well as it can). The one rule for every store, so
+    the CLI, the KV layer and the vLLM connector stripe alike over a small constellation."""
+    if asked < 1:
+        raise ValueError(f"servers must be at least 1, got {asked}")
+    if asked <= n_satellites:
+        return asked
+    if say is not None:
+        say(f"{asked} servers asked, the constellation has {n_satellites} satellites: striping over {n_satellites}")
+    return n_satellites
+
+
 def nearest_when_set(constellation) -> Locate:
     """A placement: a block's servers are the n_servers satellites nearest the ground host when it was set.
 
@@ -120,6 +133,8 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
             n_servers = len(fixed)
         if not n_servers or n_servers < 1:
             raise ValueError("n_servers is needed with a placement callable")
+        if servers is None:  # a placement picks among the satellites the store can reach
+            n_servers = stripe_width(n_servers, len(addresses), log.info)
         if not 1 <= chunk_bytes <= wire.SKYMEM_MAX_CHUNK_DATA:
             raise ValueError(f"chunk_bytes must be 1..{wire.SKYMEM_MAX_CHUNK_DATA}")
         if content_keys is not None and chunk_bytes <= SEAL_OVERHEAD:

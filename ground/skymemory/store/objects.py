@@ -77,7 +77,7 @@ from skymemory.link.fastpath import NOT_FOUND, SEAL_OVERHEAD
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import ChunkNotFound, SkyMemoryError
-from skymemory.store.constellation import ConstellationBlockStore
+from skymemory.store.constellation import ConstellationBlockStore, stripe_width
 from skymemory.store.contract import BlockMiss, BlockRecord
 from skymemory.store.object_homes import DEFAULT_REPLICAS, home_satellites
 from skymemory.store.progress import watch
@@ -239,8 +239,7 @@ class ObjectStore:
         0: unpaced). `say`: where progress and the reasons of failures go (the CLI's -v), or None.
         `seal`: data and metadata sealed under the manifest's content keys (False: in the clear, "v": 1, as
         before sealing; for benchmarks that compare)."""
-        if not 1 <= n_servers <= manifest.planes * manifest.sats:
-            raise ValueError(f"servers must be 1..{manifest.planes * manifest.sats}, got {n_servers}")
+        n_servers = stripe_width(n_servers, manifest.planes * manifest.sats, say)
         if not timeout_s > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout_s}")
         if pace_mbps is not None and not pace_mbps >= 0:

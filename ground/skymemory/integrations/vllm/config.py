@@ -9,7 +9,8 @@
         "route": "auto",                   # direct | relay | auto (skymemory.store.routes)
         "kv_format": "fp16",               # fp16 | bf16 | fp32 | int8, as KVCManager's kv_dtype
         "servers": 10,                     # satellites a block is striped over: the nearest when it is set
-                                           #   (1..placement.MAX_SERVERS, and no more than the constellation has)
+                                           #   (1..placement.MAX_SERVERS; a smaller constellation: all of its
+                                           #   satellites, the store's rule, stripe_width)
         "index_dir": "~/.cache/skymemory/index",   # the ground index shared with every other process
         "station_id": 2816,                # this engine's ground-station ids: station_id + 2 * rank (loads)
                                            #   and + 1 (saves); apart from other clients' (0, the dashboard's);
@@ -28,6 +29,7 @@ JSON boolean: anything else is a ConfigError naming the setting, what it may be 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -46,6 +48,9 @@ MAX_TIMEOUT_S = 3600.0  # a load waited for longer than an hour is not a cache h
 MAX_TEXT = 4096  # a path (PATH_MAX) or a model name, at most this many characters
 SHOWN = 60  # characters of a bad value an error quotes
 OPTIONAL = frozenset({"manifest", "model", "index_dir"})  # null (None) for these: the default
+
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -108,7 +113,7 @@ class ConnectorConfig:
         if not found:
             raise ConfigError(f"SkyMemory connector: no constellation manifest at {config.manifest} (launch one "
                               "with tools/launch_constellation.py, or set kv_connector_extra_config['manifest'])")
-        _servers_fit(config)
+        _say_if_servers_exceed(config, asked="servers" in given)
         return config
 
 
@@ -169,14 +174,16 @@ def _flag(value, name: str) -> bool:
     return value
 
 
-def _servers_fit(config: ConnectorConfig) -> None:
-    """servers at most the constellation's satellites, when its manifest reads (one that does not is the
-    workers' to report, where they load it: its error says what is wrong with it)."""
+def _say_if_servers_exceed(config: ConnectorConfig, asked: bool) -> None:
+    """A constellation with fewer satellites than `servers` has its blocks striped over all of them (the store's
+    rule, skymemory.store.constellation.stripe_width, as `skymemory put` does): a number asked for is said not to
+    be met. A manifest that does not read is the workers' to report, where they load it."""
     try:
         manifest = Manifest.load(config.manifest)
     except (ManifestError, OSError):
         return
     size = manifest.planes * manifest.sats
-    if config.servers > size:
-        raise ConfigError(f"SkyMemory connector: servers must be a whole number 1..{size} (the satellites of the "
-                          f"{manifest.planes}x{manifest.sats} constellation at {config.manifest}), got {config.servers}")
+    if asked and config.servers > size:
+        log.warning("SkyMemory connector: servers %d is more than the %d satellites of the %dx%d constellation at "
+                    "%s: blocks are striped over %d", config.servers, size, manifest.planes, manifest.sats,
+                    config.manifest, size)
