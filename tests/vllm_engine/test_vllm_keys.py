@@ -16,15 +16,10 @@ salt, LoRA adapter, media and prompt embeddings, and so does the connector (kv.e
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -41,12 +36,12 @@ from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt
 from live import launched
+from openai_server import OpenAIServer
 
 SERVE_JOB = Path(__file__).with_name("serve_job.py")
 BLOCK = 128
 SERVERS = 5
 JOB_TIMEOUT_S = 600  # engine starts take 5-40 s here, longer on a loaded machine; a hang is a failure
-REQUEST_TIMEOUT_S = 300
 NEW_TOKENS = 16
 
 P = random_prompt(300, seed=21)  # 2 usable blocks
@@ -204,63 +199,6 @@ def test_a_request_with_an_input_the_connector_does_not_key_is_refused(adapters,
 
 
 # ---- the OpenAI server -----------------------------------------------------------------------------------------
-
-class OpenAIServer:
-    """`python -m vllm.entrypoints.openai.api_server` with the connector, in a process group of its own."""
-
-    def __init__(self, tmp: Path, model: Path, extra: dict, name: str) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.model, self.log_path = str(model), tmp / f"{name}.log"
-        transfer = {"kv_connector": "SkyMemoryConnector", "kv_connector_module_path": "skymemory.integrations.vllm",
-                    "kv_role": "kv_both", "kv_load_failure_policy": "recompute", "kv_connector_extra_config": extra}
-        command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
-                   "--host", "127.0.0.1", "--port", str(self.port), "--block-size", str(BLOCK),
-                   "--no-enable-prefix-caching", "--max-model-len", "4096", "--dtype", "float32", "--enforce-eager",
-                   "--seed", "0", "--generation-config", "vllm", "--enable-prompt-tokens-details",
-                   "--kv-transfer-config", json.dumps(transfer)]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-        with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True)
-
-    def __enter__(self) -> "OpenAIServer":
-        deadline = time.monotonic() + JOB_TIMEOUT_S
-        while True:
-            assert self.process.poll() is None, "the server exited:\n" + self.log_path.read_text()[-6000:]
-            assert time.monotonic() < deadline, f"the server did not start; its log: {self.log_path}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as reply:
-                    if reply.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.5)
-
-    def __exit__(self, *exc) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(120)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-
-    def complete(self, ids: list[int], salt: str | None) -> dict:
-        """POST /v1/completions; returns (tokens, tokens cached, kv_transfer_params)."""
-        body = {"model": self.model, "prompt": ids, "max_tokens": NEW_TOKENS, "temperature": 0,
-                "return_token_ids": True}
-        if salt is not None:
-            body["cache_salt"] = salt
-        post = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions", json.dumps(body).encode(),
-                                      {"Content-Type": "application/json"})
-        with urllib.request.urlopen(post, timeout=REQUEST_TIMEOUT_S) as reply:
-            out = json.loads(reply.read())
-        details = out["usage"].get("prompt_tokens_details") or {}
-        return {"tokens": out["choices"][0]["token_ids"], "cached": details.get("cached_tokens"),
-                "said": (out.get("kv_transfer_params") or {}).get("skymemory")}
-
 
 def test_one_tenants_prompt_never_serves_another_through_the_openai_server(model_dir, sky, baseline, tmp_path):
     index = tmp_path / "index"
