@@ -30,13 +30,13 @@ from skymemory.kv.cache_arg import cache_arg
 from skymemory.kv.extra_keys import Unkeyable, adapter_dir_fingerprint, embeds_hashes
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.models import load_model, save_model_dir
+from skymemory.bench.openai_server import OpenAIServer
 from skymemory.kv.radix import RadixIndex
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt
 from live import launched
-from openai_server import OpenAIServer
 
 SERVE_JOB = Path(__file__).with_name("serve_job.py")
 BLOCK = 128
@@ -203,23 +203,27 @@ def test_a_request_with_an_input_the_connector_does_not_key_is_refused(adapters,
 def test_one_tenants_prompt_never_serves_another_through_the_openai_server(model_dir, sky, baseline, tmp_path):
     index = tmp_path / "index"
     want = baseline["plain"]["P"]
-    with OpenAIServer(tmp_path, model_dir, connector(sky, index), "server1") as server:
-        first = server.complete(P, "tA")
-        assert first["cached"] == 0 and first["tokens"] == want
+
+    def server(name: str) -> OpenAIServer:
+        return OpenAIServer(model_dir, tmp_path / f"{name}.log", connector=connector(sky, index))
+
+    with server("server1") as first_server:
+        first = first_server.complete(P, NEW_TOKENS, salt="tA")
+        assert first.cached_tokens == 0 and first.tokens == want
         wait_for_blocks(index, 2)  # tenant A's two blocks, stored in the background
-        again = server.complete(P, "tA")
-        assert again["cached"] == 2 * BLOCK and again["said"]["fetched_blocks"] == 2, again
-        assert again["tokens"] == want
-        other = server.complete(P, "tB")  # the same prompt, another tenant: A's blocks are not B's
-        assert other["cached"] == 0 and other["said"] is None and other["tokens"] == want
+        again = first_server.complete(P, NEW_TOKENS, salt="tA")
+        assert again.cached_tokens == 2 * BLOCK and again.said["fetched_blocks"] == 2, again
+        assert again.tokens == want
+        other = first_server.complete(P, NEW_TOKENS, salt="tB")  # the same prompt, another tenant: not A's blocks
+        assert other.cached_tokens == 0 and not other.said and other.tokens == want
         wait_for_blocks(index, 4)  # B's blocks are its own chain, beside A's
-    with OpenAIServer(tmp_path, model_dir, connector(sky, index), "server2") as server:  # a fresh server
+    with server("server2") as fresh_server:  # a fresh server
         for salt in ("tC", None):  # a tenant that stored nothing, and no tenant
-            fresh = server.complete(P, salt)
-            assert fresh["cached"] == 0 and fresh["tokens"] == want, (salt, fresh)
+            fresh = fresh_server.complete(P, NEW_TOKENS, salt=salt)
+            assert fresh.cached_tokens == 0 and fresh.tokens == want, (salt, fresh)
         for salt in ("tA", "tB"):  # each tenant finds its own blocks, stored by the first server
-            own = server.complete(P, salt)
-            assert own["cached"] == 2 * BLOCK and own["tokens"] == want, (salt, own)
+            own = fresh_server.complete(P, NEW_TOKENS, salt=salt)
+            assert own.cached_tokens == 2 * BLOCK and own.tokens == want, (salt, own)
 
 
 # ---- LoRA adapters ---------------------------------------------------------------------------------------------

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from skymemory.bench.openai_server import BLOCK_TOKENS as BLOCK
+from skymemory.bench.openai_server import START_TIMEOUT_S, OpenAIServer
 from skymemory.kv.models import save_model_dir
 from skymemory.kv.radix import RadixIndex
 
 from kv_support import random_prompt
 from live import launched
-from openai_server import BLOCK, START_TIMEOUT_S, OpenAIServer
 
 USERS = 8
 FIRST = [random_prompt(2 * BLOCK + 30, seed=100 + u) for u in range(USERS)]  # 2 full blocks each
@@ -37,8 +38,8 @@ def sky(node_path, tmp_path_factory):
         yield manifest
 
 
-def all_at_once(server: OpenAIServer, prompts: list[list[int]]) -> list[dict]:
-    """Every prompt from a client of its own, all at the same time."""
+def all_at_once(server: OpenAIServer, prompts: list[list[int]]) -> list:
+    """Every prompt from a client of its own, all at the same time (16 greedy tokens each)."""
     with ThreadPoolExecutor(len(prompts)) as clients:
         return list(clients.map(server.complete, prompts))
 
@@ -52,16 +53,16 @@ def wait_for_blocks(index: Path, count: int) -> None:
 
 
 def test_a_second_server_serves_concurrent_clients_from_what_the_first_stored(model_dir, sky, tmp_path):
-    with OpenAIServer(tmp_path, model_dir, None, "plain") as plain:  # vLLM without the connector
+    with OpenAIServer(model_dir, tmp_path / "plain.log") as plain:  # vLLM without the connector
         want = all_at_once(plain, FIRST + GROWN)
     index = tmp_path / "index"
     settings = {"manifest": str(sky), "model": "embedded-small", "index_dir": str(index)}  # default servers: 10
-    with OpenAIServer(tmp_path, model_dir, settings, "first") as first:
+    with OpenAIServer(model_dir, tmp_path / "first.log", connector=settings) as first:
         stored = all_at_once(first, FIRST)
-        assert [r["tokens"] for r in stored] == [w["tokens"] for w in want[:USERS]]
+        assert [r.tokens for r in stored] == [w.tokens for w in want[:USERS]]
         wait_for_blocks(index, 2 * USERS)
-    with OpenAIServer(tmp_path, model_dir, settings, "second") as second:
+    with OpenAIServer(model_dir, tmp_path / "second.log", connector=settings) as second:
         served = all_at_once(second, FIRST + GROWN)
     for i, (got, expected) in enumerate(zip(served, want)):
-        assert got["cached"] == 2 * BLOCK and got["said"]["fetched_blocks"] == 2, (i, got)
-        assert got["tokens"] == expected["tokens"], i
+        assert got.cached_tokens == 2 * BLOCK and got.said["fetched_blocks"] == 2, (i, got)
+        assert got.tokens == expected.tokens, i

@@ -18,6 +18,10 @@ Modules (one idea each):
   rebuild       landed KV bytes -> a cache on the model's device, beside the copy limits
   vllm          time to first token through vLLM: no cache, its own prefix cache, the SkyMemory connector
                 (run from .venv-vllm)
+  serve         a chat workload (users x turns) through `vllm serve` at several concurrencies, with and
+                without SkyMemory (run from .venv-vllm)
+  chat          the chat workload: a shared system prompt, histories that grow, think time; its replay
+  openai_server  `vllm serve` as a process, and a client that streams completions from it
   transfer      block get/set goodput over the line-of-sight satellites
   roundtrip     a named object and a real KV block round-tripped byte-exact through a launched constellation
   index         the ground KV index: inserts, lookups, removals at 10k-1M blocks, one process and several

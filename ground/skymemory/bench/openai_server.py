@@ -1,0 +1,173 @@
+"""`vllm serve` as people run it, and a client that talks to it over HTTP as any OpenAI client does.
+
+    with OpenAIServer(model_dir, log_path, connector={"manifest": ...}, kv_blocks=64) as server:
+        reply = server.stream(prompt_ids, max_tokens=32)   # TTFT from the first streamed token
+        tokens, cached = reply.tokens, reply.cached_tokens
+
+The server is `<this virtualenv>/bin/vllm serve MODEL ...` in a process group of its own on a free port; `with`
+waits (bounded) until /health answers and stops it with SIGINT, then SIGKILL, on the way out. Every request is
+greedy, on token ids, with the prompt's cached tokens reported (--enable-prompt-tokens-details). Used by
+`skymemory bench serve` and the tests that serve through vLLM (tests/vllm_engine).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BLOCK_TOKENS = 128  # one vLLM block = one SkyMemory block (the connector requires it)
+START_TIMEOUT_S = 600.0  # a server starts in 20-60 s here, longer on a loaded machine; a hang is a failure
+REQUEST_TIMEOUT_S = 300.0
+
+
+def transfer_config(extra: dict) -> dict:
+    """vLLM's --kv-transfer-config for the SkyMemory connector with `extra` as its settings."""
+    return {"kv_connector": "SkyMemoryConnector", "kv_connector_module_path": "skymemory.integrations.vllm",
+            "kv_role": "kv_both", "kv_load_failure_policy": "recompute", "kv_connector_extra_config": extra}
+
+
+@dataclass
+class Reply:
+    """One completion as the client saw it."""
+
+    tokens: list[int]
+    prompt_tokens: int
+    cached_tokens: int  # the engine's prefix cache and the connector's loads together
+    ttft_s: float  # request sent -> first token received (streamed); the whole request when not streamed
+    total_s: float
+    said: dict = field(default_factory=dict)  # the connector's kv_transfer_params["skymemory"], when it says
+
+
+class OpenAIServer:
+    """`vllm serve` with (connector=settings) or without (None) the SkyMemory connector."""
+
+    def __init__(self, model: str | os.PathLike, log_path: Path, *, connector: dict | None = None,
+                 prefix_caching: bool = False, kv_blocks: int | None = None, max_model_len: int = 4096,
+                 env: dict | None = None, start_timeout_s: float = START_TIMEOUT_S) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.model, self.log_path, self.start_timeout_s = str(model), Path(log_path), start_timeout_s
+        command = [str(Path(sys.executable).with_name("vllm")), "serve", self.model, "--host", "127.0.0.1",
+                   "--port", str(self.port), "--block-size", str(BLOCK_TOKENS), "--max-model-len", str(max_model_len),
+                   "--dtype", "float32", "--enforce-eager", "--seed", "0", "--generation-config", "vllm",
+                   "--enable-prompt-tokens-details",
+                   "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching"]
+        if kv_blocks is not None:  # the engine's KV memory, in blocks (vLLM's own override, on any device)
+            command += ["--num-gpu-blocks-override", str(kv_blocks)]
+        if connector is not None:
+            command += ["--kv-transfer-config", json.dumps(transfer_config(connector))]
+        self.command = command
+        environment = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", **os.environ, **(env or {})}
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment,
+                                            start_new_session=True)
+
+    def log_tail(self, chars: int = 6000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def __enter__(self) -> "OpenAIServer":
+        deadline = time.monotonic() + self.start_timeout_s
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"vllm serve exited ({self.process.returncode}); its log "
+                                       f"{self.log_path} ends:\n{self.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"vllm serve did not answer /health in {self.start_timeout_s:.0f} s; its "
+                                       f"log: {self.log_path}")
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as reply:
+                        if reply.status == 200:
+                            return self
+                except (urllib.error.URLError, OSError):
+                    pass
+                time.sleep(0.5)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(120)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def _body(self, ids: list[int], max_tokens: int, salt: str | None, stream: bool) -> bytes:
+        body = {"model": self.model, "prompt": ids, "max_tokens": max_tokens, "temperature": 0,
+                "return_token_ids": True, "stream": stream}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        if salt is not None:
+            body["cache_salt"] = salt
+        return json.dumps(body).encode()
+
+    def complete(self, ids: list[int], max_tokens: int = 16, salt: str | None = None) -> Reply:
+        """POST /v1/completions, the whole answer at once."""
+        started = time.perf_counter()
+        post = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions",
+                                      self._body(ids, max_tokens, salt, stream=False),
+                                      {"Content-Type": "application/json"})
+        with urllib.request.urlopen(post, timeout=REQUEST_TIMEOUT_S) as answer:
+            out = json.loads(answer.read())
+        took = time.perf_counter() - started
+        usage = out["usage"]
+        return Reply(out["choices"][0]["token_ids"], usage["prompt_tokens"],
+                     (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0, took, took,
+                     (out.get("kv_transfer_params") or {}).get("skymemory") or {})
+
+    def stream(self, ids: list[int], max_tokens: int = 16, salt: str | None = None) -> Reply:
+        """POST /v1/completions streamed (server-sent events): the time to the first token is the TTFT a
+        user sees."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
+        tokens: list[int] = []
+        usage: dict = {}
+        said: dict = {}
+        first = None
+        started = time.perf_counter()
+        try:
+            connection.request("POST", "/v1/completions", self._body(ids, max_tokens, salt, stream=True),
+                               {"Content-Type": "application/json"})
+            answer = connection.getresponse()
+            if answer.status != 200:
+                raise RuntimeError(f"vllm serve answered {answer.status}: {answer.read()[:300]!r}")
+            for raw in answer:
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    break
+                event = json.loads(data)
+                if "error" in event:  # an error after the 200 (a bad prompt): said, not taken for an answer
+                    raise RuntimeError(f"vllm serve: {event['error'].get('message', event['error'])}")
+                for choice in event.get("choices") or ():
+                    got = choice.get("token_ids") or []
+                    if got and first is None:
+                        first = time.perf_counter()
+                    tokens += got
+                usage = event.get("usage") or usage
+                said = (event.get("kv_transfer_params") or {}).get("skymemory") or said
+        finally:
+            connection.close()
+        ended = time.perf_counter()
+        if not usage:
+            raise RuntimeError("vllm serve's stream ended without its usage (stream_options.include_usage)")
+        return Reply(tokens, usage["prompt_tokens"], (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+                     or 0, (first or ended) - started, ended - started, said)

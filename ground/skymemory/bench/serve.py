@@ -1,0 +1,273 @@
+"""`skymemory bench serve`: a chat workload through vLLM's OpenAI server, with and without SkyMemory.
+
+The workload (bench.chat): U users x T turns, a shared system prompt, each turn the user's history and a new
+message, think time between turns, all seeded; each concurrency level has users of its own (the system prompt
+is everyone's). It is replayed over HTTP (streamed completions: TTFT is the first token a client receives)
+against `vllm serve`, at each --concurrency level in turn, on one server per mode:
+
+  vllm           vLLM with its own prefix cache on and KV memory for about --kv-fraction of the workload's
+                 working set (--num-gpu-blocks-override): what it cannot keep, it evicts and recomputes
+  sky-<profile>  the same server with the SkyMemory connector (policy auto: it fetches only what beats
+                 recomputing on this engine), on a constellation booted under that link profile
+
+A host tier for vLLM (CPU memory in front of the constellation) is not a mode yet: the connector has none, and
+vLLM's own CPU offloading does not run on its CPU build (docs/PERFORMANCE.md).
+
+Per mode and concurrency: TTFT p50 and p99, output tokens/s (every reply token over the level's wall time),
+hit rate (prompt tokens served from a cache, the engine's or the connector's, over all prompt tokens), and
+each mode against vllm. Every server answers a few short prompts first (its first-request costs, and the
+forwards `auto` times). Outputs: serve.json (every request) and serve.md (the table; its first line says how
+to make it again) under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from skymemory.argtypes import KV_FORMATS, float_range, output_dir
+
+from . import options
+from .chat import ChatWorkload, Turn, replay
+from .report import command_line, write_results
+
+TITLE = "skymemory bench serve"
+NEEDS_VLLM = f"{TITLE} needs vLLM: `make vllm` makes .venv-vllm with it; run .venv-vllm/bin/skymemory bench serve"
+WARMUP_TOKENS = (64, 96, 200)  # misses of three lengths: first-request costs, and the forwards `auto` times
+
+
+def kv_blocks_for(workload: ChatWorkload, fraction: float, block_tokens: int) -> int:
+    """The engine's KV blocks: `fraction` of the workload's working set, but never less than one longest request
+    (a server that cannot hold one request does not start)."""
+    working = math.ceil(workload.working_set_tokens() * fraction / block_tokens)
+    one_request = math.ceil((workload.longest_prompt() + workload.reply_tokens) / block_tokens) + 1
+    return max(working, one_request)
+
+
+def satellite_budget(workloads: list[ChatWorkload], block_bytes: int, block_tokens: int, servers: int) -> int:
+    """Bytes per satellite for every block the run may store (each turn's prompt, all levels), half as much
+    again for uneven striping, at least 64 MiB."""
+    blocks = sum(w.users * w.turns * (w.longest_prompt() // block_tokens) for w in workloads)
+    return max(64 * 2**20, -(-blocks * block_bytes // servers) * 3 // 2 + 16 * 2**20)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100), linear between the closest ranks."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def cell(mode: str, concurrency: int, turns: list[Turn], wall_s: float) -> dict:
+    ttft = [t.ttft_s for t in turns]
+    prompt = sum(t.prompt_tokens for t in turns)
+    return {"mode": mode, "concurrency": concurrency, "requests": len(turns), "wall_s": wall_s,
+            "ttft_p50_s": statistics.median(ttft), "ttft_p99_s": percentile(ttft, 99),
+            "output_tokens_per_s": sum(t.reply_tokens for t in turns) / wall_s,
+            "hit_rate": sum(t.cached_tokens for t in turns) / prompt if prompt else 0.0,
+            "prompt_tokens": prompt}
+
+
+def comparisons(cells: list[dict]) -> list[dict]:
+    """Each SkyMemory mode against vllm at the same concurrency."""
+    plain = {c["concurrency"]: c for c in cells if c["mode"] == "vllm"}
+    out = []
+    for c in cells:
+        base = plain.get(c["concurrency"])
+        if c["mode"] != "vllm" and base is not None:
+            out.append({"mode": c["mode"], "concurrency": c["concurrency"],
+                        "ttft_p50_vs_vllm": c["ttft_p50_s"] / base["ttft_p50_s"],
+                        "ttft_p99_vs_vllm": c["ttft_p99_s"] / base["ttft_p99_s"],
+                        "throughput_vs_vllm": c["output_tokens_per_s"] / base["output_tokens_per_s"]})
+    return out
+
+
+def warm(server, vocab: int, log) -> None:
+    from .chat import FIRST_ID
+
+    for n in WARMUP_TOKENS:
+        ids = [FIRST_ID + (7 * i + n) % (vocab - FIRST_ID) for i in range(n)]
+        server.stream(ids, max_tokens=1)
+    log(f"  warmed up ({len(WARMUP_TOKENS)} short prompts)")
+
+
+def run(args, log) -> dict:
+    from skymemory.kv import codec
+    from skymemory.kv.models import load_config
+
+    from .launch import boot_per_profile
+    from .openai_server import BLOCK_TOKENS, OpenAIServer
+    from .vllm import served_model, set_engine_environment
+
+    set_engine_environment(args)
+    started = time.perf_counter()
+    spec, config = load_config(args.model)
+    workloads = [ChatWorkload(users=args.users, turns=args.turns, system_tokens=args.system_tokens,
+                              message_tokens=args.message_tokens, reply_tokens=args.reply_tokens,
+                              think_s=args.think_s, seed=k, vocab=config.vocab_size)
+                 for k, _ in enumerate(args.concurrency)]
+    blocks = args.kv_blocks or kv_blocks_for(workloads[0], args.kv_fraction, BLOCK_TOKENS)
+    max_len = -(-(workloads[0].longest_prompt() + args.reply_tokens) // BLOCK_TOKENS) * BLOCK_TOKENS
+    if max_len > blocks * BLOCK_TOKENS:
+        raise ValueError(f"--kv-blocks {blocks} hold {blocks * BLOCK_TOKENS} tokens, less than one conversation's "
+                         f"last turn ({max_len})")
+    block_bytes = codec.block_bytes(codec.BlockGeometry.from_config(config, BLOCK_TOKENS), args.kv)
+    log(f"{args.users} users x {args.turns} turns per level, concurrency {', '.join(map(str, args.concurrency))}; "
+        f"working set {workloads[0].working_set_tokens()} tokens per level; the engine holds {blocks} blocks "
+        f"({blocks * BLOCK_TOKENS} tokens)")
+    cells: list[dict] = []
+    requests: list[dict] = []
+    with contextlib.ExitStack() as stack:
+        work_dir = Path(args.work_dir) if args.work_dir else Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="skymemory-bench-serve-")))
+        budget = satellite_budget(workloads, block_bytes, BLOCK_TOKENS, args.servers)
+        skies = boot_per_profile(args.profiles, planes=args.planes, sats=args.sats, work_dir=work_dir, stack=stack,
+                                 log=log, node=args.node, chunk_size=args.chunk_size, memory_budget=budget)
+        model = served_model(spec, work_dir, log)
+        modes = [("vllm", None)] + [(f"sky-{p.name}", sky) for p, sky in skies]
+        for mode, sky in modes:
+            connector = None if sky is None else {
+                "manifest": str(sky.manifest_path), "model": spec, "index_dir": str(sky.manifest_path.parent / "index"),
+                "policy": "auto", "kv_format": args.kv, "servers": args.servers}
+            log(f"{mode}: vllm serve{' with the SkyMemory connector' if connector else ''} ...")
+            with OpenAIServer(model, work_dir / f"{mode}.log", connector=connector, prefix_caching=True,
+                              kv_blocks=blocks, max_model_len=max_len) as server:
+                warm(server, config.vocab_size, log)
+                for workload, concurrency in zip(workloads, args.concurrency):
+                    log(f"  concurrency {concurrency} ...")
+                    turns, wall = replay(workload, server.stream, concurrency, say=log)
+                    cells.append(cell(mode, concurrency, turns, wall))
+                    requests += [{"mode": mode, "concurrency": concurrency, **asdict(t)} for t in turns]
+                    c = cells[-1]
+                    log(f"  {mode} at {concurrency}: TTFT p50 {c['ttft_p50_s'] * 1e3:.0f} ms, p99 "
+                        f"{c['ttft_p99_s'] * 1e3:.0f} ms, {c['output_tokens_per_s']:.1f} tokens/s, hit rate "
+                        f"{c['hit_rate']:.0%}")
+    from .vllm import environment
+
+    return {"benchmark": "serve", "created_unix": time.time(), "wall_s": time.perf_counter() - started,
+            "config": {"model": spec, "users": args.users, "turns": args.turns, "system_tokens": args.system_tokens,
+                       "message_tokens": args.message_tokens, "reply_tokens": args.reply_tokens,
+                       "think_s": args.think_s, "concurrency": list(args.concurrency), "kv_blocks": blocks,
+                       "kv_fraction": args.kv_fraction, "working_set_tokens": workloads[0].working_set_tokens(),
+                       "max_model_len": max_len, "profiles": [p.name for p in args.profiles], "kv": args.kv,
+                       "servers": args.servers, "planes": args.planes, "sats": args.sats,
+                       "VLLM_CPU_NUM_OF_RESERVED_CPU": os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU")},
+            "environment": environment(), "cells": cells, "comparisons": comparisons(cells), "requests": requests}
+
+
+def markdown(result: dict) -> str:
+    cfg, env = result["config"], result["environment"]
+    lines = [
+        f"Model {cfg['model']} served by `vllm serve` (vLLM {env['vllm']}, torch {env['torch']}) on {env['cpu']} "
+        f"({env['cpu_count']} CPUs), fp32, 128-token blocks, prefix caching on, KV memory {cfg['kv_blocks']} "
+        f"blocks ({cfg['kv_blocks'] * 128} tokens) against a working set of {cfg['working_set_tokens']} tokens per "
+        f"level. Workload: {cfg['users']} users x {cfg['turns']} turns per concurrency level, a "
+        f"{cfg['system_tokens']}-token system prompt, {cfg['message_tokens']}-token messages, "
+        f"{cfg['reply_tokens']}-token greedy replies, {cfg['think_s']} s mean think time. SkyMemory: policy auto, "
+        f"KV {cfg['kv']}, blocks striped over {cfg['servers']} satellites of a {cfg['planes']}x{cfg['sats']} "
+        f"constellation per link profile. Wall time {result['wall_s']:.0f} s.",
+        "",
+        "| mode | concurrency | requests | TTFT p50 ms | TTFT p99 ms | output tokens/s | hit rate |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in result["cells"]:
+        lines.append(f"| {c['mode']} | {c['concurrency']} | {c['requests']} | {c['ttft_p50_s'] * 1e3:.0f} | "
+                     f"{c['ttft_p99_s'] * 1e3:.0f} | {c['output_tokens_per_s']:.1f} | {c['hit_rate']:.0%} |")
+    if result["comparisons"]:
+        lines += ["", "| mode | concurrency | TTFT p50 vs vllm | TTFT p99 vs vllm | throughput vs vllm |",
+                  "|---|---:|---:|---:|---:|"]
+        for c in result["comparisons"]:
+            lines.append(f"| {c['mode']} | {c['concurrency']} | {c['ttft_p50_vs_vllm']:.2f}x | "
+                         f"{c['ttft_p99_vs_vllm']:.2f}x | {c['throughput_vs_vllm']:.2f}x |")
+    return "\n".join(lines)
+
+
+def concurrency_list(text: str) -> tuple[int, ...]:
+    values = options.token_list(text)
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"concurrency levels repeat: {text}")
+    return values
+
+
+def register(subparsers) -> None:
+    """`skymemory bench serve` (found by skymemory/cli/bench.py)."""
+    parser = subparsers.add_parser(
+        "serve", help="a chat workload through vLLM's OpenAI server at several concurrencies, with and without "
+                      "SkyMemory", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="embedded-tinyllama",
+                        help="embedded-tinyllama (default; written out as a folder for vLLM), embedded-small, a "
+                             "local model directory or a hub id already on disk")
+    g = parser.add_argument_group("workload")
+    g.add_argument("--users", type=options.positive_int, default=16, help="users per concurrency level (default 16)")
+    g.add_argument("--turns", type=options.positive_int, default=4, help="turns per user (default 4)")
+    g.add_argument("--system-tokens", type=options.positive_int, default=512,
+                   help="the shared system prompt, tokens (default 512)")
+    g.add_argument("--message-tokens", type=options.positive_int, default=64,
+                   help="each user message, tokens (default 64)")
+    g.add_argument("--reply-tokens", type=options.positive_int, default=32,
+                   help="each reply, greedy tokens (default 32)")
+    g.add_argument("--think-s", type=float_range(0, 600), default=0.5,
+                   help="mean think time between turns, seconds (default 0.5)")
+    g.add_argument("--concurrency", type=concurrency_list, default=(1, 4, 16),
+                   help="conversations at once, one level after the other (default 1,4,16)")
+    parser.add_argument("--kv-fraction", type=float_range(0, 1, open_minimum=True), default=0.25,
+                        help="the engine's KV memory as a share of one level's working set (default 0.25)")
+    parser.add_argument("--kv-blocks", type=options.positive_int, default=None,
+                        help="the engine's KV memory in 128-token blocks (default: from --kv-fraction)")
+    parser.add_argument("--profiles", type=options.profile_list, default=options.profile_list("laser,rf"),
+                        help="link profiles for the SkyMemory modes, comma-separated (default laser,rf)")
+    parser.add_argument("--kv", choices=KV_FORMATS, default="fp16", help="KV format on the constellation "
+                                                                         "(default fp16)")
+    parser.add_argument("--kvcache-gib", type=options.positive_int, default=None,
+                        help="vLLM's CPU KV space, GiB (VLLM_CPU_KVCACHE_SPACE), at least what --kv-blocks need")
+    parser.add_argument("--out", type=output_dir, default=Path("docs/results/serve"),
+                        help="output directory (default docs/results/serve)")
+    options.add_constellation_args(parser, 19, 5)
+    parser.set_defaults(func=_main)
+
+
+def _main(args) -> int:
+    if args.servers > args.planes * args.sats:
+        print(f"{TITLE}: --servers {args.servers} is more than the {args.planes}x{args.sats} satellites",
+              file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("vllm") is None:
+        print(NEEDS_VLLM, file=sys.stderr)
+        return 1
+    from skymemory.launcher.nodes import find_node
+
+    try:
+        find_node(args.node)
+    except FileNotFoundError as exc:
+        print(f"{TITLE}: {exc}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+
+    def log(message: str) -> None:  # one write per line: the clients' threads report progress too
+        sys.stderr.write(f"[{time.monotonic() - started:7.1f} s] {message}\n")
+        sys.stderr.flush()
+
+    try:
+        result = run(args, log)
+    except KeyboardInterrupt:
+        log("interrupted; servers and constellations stopped")
+        return 130
+    except (ValueError, OSError, RuntimeError) as exc:
+        print(f"{TITLE}: {exc}", file=sys.stderr)
+        return 1
+    result["command"] = command_line()
+    write_results(args.out, "serve", result, markdown(result))
+    return 0
