@@ -66,3 +66,57 @@ def test_a_second_server_serves_concurrent_clients_from_what_the_first_stored(mo
     for i, (got, expected) in enumerate(zip(served, want)):
         assert got.cached_tokens == 2 * BLOCK and got.said["fetched_blocks"] == 2, (i, got)
         assert got.tokens == expected.tokens, i
+
+
+# ---- the engine's paths under load -----------------------------------------------------------------------------
+
+STORED = random_prompt(2 * BLOCK + 20, seed=300)  # its two full blocks are stored first
+
+
+def exact(sky: Path, tmp_path: Path) -> dict:
+    """Connector settings whose loaded KV is the engine's own, bit for bit (fp32): any text that differs from
+    plain vLLM's is then the path's fault. (In fp16 one of these prompts parts from plain vLLM at its 29th token,
+    preempted or not: the rounding of its stored KV, as a cache in fp16 may.)"""
+    return {"manifest": str(sky), "model": "embedded-small", "index_dir": str(tmp_path / "index"),
+            "kv_format": "fp32"}
+
+
+def store_prefix(model_dir: Path, tmp_path: Path, settings: dict) -> None:
+    with OpenAIServer(model_dir, tmp_path / "store.log", connector=settings) as server:
+        server.complete(STORED)
+        wait_for_blocks(Path(settings["index_dir"]), 2)
+
+
+def test_a_prefill_chunked_over_several_steps_loads_the_stored_blocks_and_computes_the_rest(model_dir, sky,
+                                                                                            tmp_path):
+    # 2 stored blocks, then 230 tokens of its own computed 128 tokens a step: three steps of one request
+    prompt = STORED + random_prompt(211, seed=301)[1:]
+    chunked = ("--max-num-batched-tokens", "128", "--max-num-seqs", "1")
+    with OpenAIServer(model_dir, tmp_path / "plain.log", extra_args=chunked) as plain:
+        want = plain.complete(prompt)
+    settings = exact(sky, tmp_path)
+    store_prefix(model_dir, tmp_path, settings)
+    with OpenAIServer(model_dir, tmp_path / "chunked.log", connector=settings, extra_args=chunked) as server:
+        got = server.complete(prompt)
+    assert got.cached_tokens == 2 * BLOCK and got.said["fetched_blocks"] == 2, got
+    assert got.tokens == want.tokens
+
+
+def test_requests_preempted_while_they_load_and_save_give_plain_vllms_texts(model_dir, sky, tmp_path):
+    # Each prompt (366 tokens) fills 3 blocks and its 40 new tokens need a 4th: with 7 blocks in all, two run at
+    # once and one of them is preempted when both grow (vLLM recomputes it later, through the connector again).
+    prompts = [STORED + random_prompt(91, seed=310 + k)[1:] for k in range(6)]
+    assert {len(p) for p in prompts} == {3 * BLOCK - 18}
+    small = ("--num-gpu-blocks-override", "7")
+    with OpenAIServer(model_dir, tmp_path / "plain.log") as plain:
+        want = [plain.complete(p, 40) for p in prompts]
+    settings = exact(sky, tmp_path)
+    store_prefix(model_dir, tmp_path, settings)
+    with OpenAIServer(model_dir, tmp_path / "small.log", connector=settings, max_model_len=768,
+                      extra_args=small) as server:
+        with ThreadPoolExecutor(len(prompts)) as clients:
+            got = list(clients.map(lambda p: server.complete(p, 40), prompts))
+        preempted = server.metric("vllm:num_preemptions_total")
+    assert preempted > 0, "no request was preempted: the test did not test preemption"
+    assert [g.tokens for g in got] == [w.tokens for w in want]
+    assert all(g.cached_tokens >= 2 * BLOCK for g in got), [g.cached_tokens for g in got]

@@ -53,7 +53,8 @@ class OpenAIServer:
 
     def __init__(self, model: str | os.PathLike, log_path: Path, *, connector: dict | None = None,
                  prefix_caching: bool = False, kv_blocks: int | None = None, max_model_len: int = 4096,
-                 env: dict | None = None, start_timeout_s: float = START_TIMEOUT_S) -> None:
+                 env: dict | None = None, start_timeout_s: float = START_TIMEOUT_S,
+                 extra_args: tuple[str, ...] = ()) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -67,6 +68,7 @@ class OpenAIServer:
             command += ["--num-gpu-blocks-override", str(kv_blocks)]
         if connector is not None:
             command += ["--kv-transfer-config", json.dumps(transfer_config(connector))]
+        command += list(extra_args)  # any other `vllm serve` option, as given
         self.command = command
         environment = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", **os.environ, **(env or {})}
         with open(self.log_path, "w") as log:
@@ -108,6 +110,17 @@ class OpenAIServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+    def metric(self, name: str) -> float:
+        """The sum of a Prometheus metric's samples on /metrics (e.g. "vllm:num_preemptions_total"); 0 when the
+        server has none yet."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=REQUEST_TIMEOUT_S) as reply:
+            text = reply.read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
 
     def _body(self, ids: list[int], max_tokens: int, salt: str | None, stream: bool) -> bytes:
         body = {"model": self.model, "prompt": ids, "max_tokens": max_tokens, "temperature": 0,
