@@ -256,15 +256,40 @@ def test_a_streamed_prefix_that_does_not_open_is_noted_against_its_satellites():
     assert StreamFailed("corrupt", "x").satellites == ()
 
 
-def test_the_vllm_workers_failed_load_notes_the_satellites():
+def test_the_vllm_workers_failed_load_follows_the_one_rule_per_request():
+    import numpy as np
+
+    from skymemory.integrations.vllm.messages import LoadPlan
     from skymemory.integrations.vllm.worker import WorkerSide
-    from skymemory.kv.streaming import StreamFailed
+    from skymemory.kv.streaming import PrefixStream, StreamFailed
+    from skymemory.link.fastpath import OK, PENDING
+    from skymemory.store.contract import BlockRecord
+
+    def record(k: int) -> BlockRecord:
+        return BlockRecord(bytes([k]) * 32, 100, 6144, 1, 0, "explicit", 4, (0, 0))
 
     index = RadixIndex()
-    failed_pages: list = []
+    first, second = [record(1), record(2)], [record(3), record(4), record(5)]
+    for chain in (first, second):
+        parent = b"\0" * 32
+        for r in chain:
+            index.insert(parent, r)
+            parent = r.block_hash
+    # one stream for both requests: every block whole but the second request's second, which did not open
+    jobs = [SimpleNamespace(block_hash=r.block_hash, status=np.full(2, OK, dtype=np.uint8)) for r in first + second]
+    jobs[3].status[1] = PENDING
+    stream = SimpleNamespace(jobs=jobs, close=lambda: None)
+    stream.first_lost = lambda failure, start=0, stop=None: PrefixStream.first_lost(stream, failure, start, stop)
+    failed_pages, evicted = [], []
     side = SimpleNamespace(index=index, _fail_pages=lambda plans, pages, why: failed_pages.append(why),
-                           _lost_blocks=lambda load, message: [])
-    load = SimpleNamespace(failure=None, stream=SimpleNamespace(close=lambda: None), plans=[], pages=[])
-    WorkerSide._fail(side, load, StreamFailed("seal", "do not open", satellites=((1, 3), (1, 4))))
+                           saver=SimpleNamespace(evict=evicted.append))
+    load = SimpleNamespace(failure=None, stream=stream, pages=[],
+                           plans=[LoadPlan("a", first, [1, 2]), LoadPlan("b", second, [3, 4, 5])])
+    failure = StreamFailed("seal", "do not open", satellites=((1, 3), (1, 4)), block=second[1].block_hash)
+    WorkerSide._fail(side, load, failure)
     assert failed_pages == ["seal: do not open"]
-    assert {s: n for s, (n, _) in index.seal_failures().items()} == {(1, 3): 1, (1, 4): 1}
+    assert {s: n for s, (n, _) in index.seal_failures().items()} == {(1, 3): 1, (1, 4): 1}  # once, by its request
+    # the failed block and the one after it leave index and store; the blocks before it, and the other request's
+    # (all whole), stay
+    assert [r.block_hash in index for r in first + second] == [True, True, True, False, False]
+    assert evicted == [second[1:]]

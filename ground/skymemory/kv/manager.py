@@ -59,6 +59,7 @@ from .cache_arg import cache_arg, cache_of
 from .calibration import DeviceRates, disagrees, load_or_calibrate
 from .costmodel import Decision
 from .extra_keys import RequestKeys, Unkeyable, active_adapter, base_model, say_once
+from .lost import forget_from
 from .models import cache_dir
 from .policy import FetchPolicy, LinkEstimate
 from .radix import RadixIndex
@@ -560,14 +561,7 @@ class KVCManager:
         failed = records[position]
         log.warning("KV block %s (position %d) missing: %s %s", failed.block_hash.hex()[:16], position, reason, detail)
         satellites = detail.satellites if isinstance(detail, BlockMiss) else ()
-        if reason == "seal" and satellites:
-            self.index.note_seal_failures({sat: 1 for sat in satellites})  # best effort: never raises
-        for record in records[position:]:
-            try:
-                self.store.evict_block(record)
-            except Exception as exc:  # noqa: BLE001 - eviction is best effort
-                log.info("evicting %s failed: %r", record.block_hash.hex()[:16], exc)
-        self.index.remove(failed.block_hash)
+        forget_from(self.store, self.index, records, position, reason, satellites)
         if self.strict:
             raise make_miss(reason, f"block {failed.block_hash.hex()[:16]}: {reason} {detail}")
         return reason

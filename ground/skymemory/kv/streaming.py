@@ -77,6 +77,7 @@ from transformers.cache_utils import Cache, DynamicLayer
 from . import codec, rebuild
 from .affinity import unpin_current_thread
 from .cache_arg import cache_arg
+from .lost import forget_from
 from .result import CacheResult
 from .store import BlockMiss, StreamedBlockReads, streams
 from ..link import fastpath
@@ -99,11 +100,14 @@ def stream_window(link) -> int | None:
 
 class StreamFailed(RuntimeError):
     """The prefix could not be streamed (miss, timeout, corrupt block); recompute without it. `satellites`: those
-    to blame, as the store's BlockMiss named them (for a "seal" failure, whose chunks did not open)."""
+    to blame, as the store's BlockMiss named them (for a "seal" failure, whose chunks did not open). `block`: the
+    hash of the block that failed, when one did (PrefixStream.first_lost finds the others that did not arrive)."""
 
-    def __init__(self, reason: str, message: str, *, satellites: tuple[tuple[int, int], ...] = ()) -> None:
+    def __init__(self, reason: str, message: str, *, satellites: tuple[tuple[int, int], ...] = (),
+                 block: bytes | None = None) -> None:
         self.reason = reason
         self.satellites = tuple(satellites)
+        self.block = block
         super().__init__(message)
 
 
@@ -167,7 +171,7 @@ class PrefixStream:
             self.jobs = store.block_jobs(self.records, [host[i] for i in range(len(records))])
         except BlockMiss as exc:  # a record this store cannot read (sealed or not)
             landing.give_back(self._lease)
-            raise StreamFailed(exc.reason, str(exc)) from None
+            raise StreamFailed(exc.reason, str(exc), block=exc.block) from None
         for job in self.jobs:
             job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
         self.chunk_count = self.jobs[0].chunk_count
@@ -217,14 +221,15 @@ class PrefixStream:
                                       kv_format=self.kv_format, verify_sha256=self.verify_sha256 and not job.sealed,
                                       authenticated=job.sealed)
                 except codec.CodecError as exc:
-                    raise StreamFailed("corrupt", f"block {job.block_hash.hex()[:16]}: {exc}") from None
+                    raise StreamFailed("corrupt", f"block {job.block_hash.hex()[:16]}: {exc}",
+                                       block=job.block_hash) from None
             self.stats.bytes = self.n_bytes * len(self.jobs)
             if self.link is not None:
                 self.link.observe(self.stats.bytes, time.perf_counter() - self.stats.started, t.first_reply_s or None)
         except StreamFailed as exc:
             self.error = exc
         except BlockMiss as exc:
-            self.error = StreamFailed(exc.reason, str(exc), satellites=exc.satellites)
+            self.error = StreamFailed(exc.reason, str(exc), satellites=exc.satellites, block=exc.block)
         except Exception as exc:  # noqa: BLE001 - socket errors, codec errors: all failures of the stream
             self.error = StreamFailed(type(exc).__name__, str(exc))
         finally:
@@ -248,6 +253,15 @@ class PrefixStream:
             event = self._copied[-1]
         self._landing.give_back(self._lease, event)
 
+    def first_lost(self, failure: StreamFailed, start: int = 0, stop: int | None = None) -> int | None:
+        """Among blocks [start, stop) of the stream (one request's), the first that failed: the one `failure`
+        names, or one that did not arrive whole; None when every one of them did (the failure was another's)."""
+        for i in range(start, len(self.jobs) if stop is None else stop):
+            job = self.jobs[i]
+            if job.block_hash == failure.block or not bool(np.all(job.status == fastpath.OK)):
+                return i
+        return None
+
     # ---- consumer side ----------------------------------------------------------------
     def _chunks_for(self, layer: int) -> int:
         end = codec.layer_offset(self.geometry, self.kv_format, layer) + self.layer_bytes
@@ -264,10 +278,11 @@ class PrefixStream:
             try:
                 header = codec.read_header(job.buf)
             except codec.CodecError as exc:
-                raise StreamFailed("corrupt", str(exc)) from None
+                raise StreamFailed("corrupt", str(exc), block=job.block_hash) from None
             if header.geometry != self.geometry or header.kv_format != self.kv_format:
                 raise StreamFailed("corrupt", f"block {job.block_hash.hex()[:16]} is {header.kv_format} "
-                                   f"{header.geometry}, expected {self.kv_format} {self.geometry}")
+                                   f"{header.geometry}, expected {self.kv_format} {self.geometry}",
+                                   block=job.block_hash)
         self._header_checked = True
 
     def wait_layer(self, layer: int) -> None:
@@ -425,23 +440,19 @@ def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: floa
 
 
 def evict_after_failure(manager, result, failure: StreamFailed) -> None:
-    """A stream failed: let its transfer end, evict its blocks (lazy eviction, §3.9), drop them from the index;
-    `result` then says that nothing was loaded and why (the whole prompt is computed)."""
+    """A stream failed: let its transfer end, then the one rule for what failed (kv.lost: the first block that
+    failed and those after it leave store and index); `result` then says that nothing was loaded and why (the
+    whole prompt is computed)."""
     stream = getattr(result.cache, "stream", None)
+    log.warning("streamed KV prefix failed (%s): %s", failure.reason, failure)
     if stream is not None:
         stream.close()
-    log.warning("streamed KV prefix failed (%s): %s", failure.reason, failure)
-    if failure.reason == "seal" and failure.satellites:  # the satellites that served what did not open
-        manager.index.note_seal_failures({sat: 1 for sat in failure.satellites})  # best effort: never raises
-    for h in result.blocks:
-        entry = manager.index.get(h)
-        if entry is not None:
-            try:
-                manager.store.evict_block(entry.record)
-            except Exception as exc:  # noqa: BLE001 - best effort
-                log.info("evicting %s failed: %r", h.hex()[:16], exc)
-    if result.blocks:
-        manager.index.remove(result.blocks[0])
+        records, position = stream.records, stream.first_lost(failure)
+    else:  # no stream to ask which block failed: the whole prefix
+        records = [e.record for e in map(manager.index.get, result.blocks) if e is not None]
+        position = 0 if records else None
+    if position is not None:
+        forget_from(manager.store, manager.index, records, position, failure.reason, failure.satellites)
     result.prefix_tokens, result.blocks, result.miss_reason = 0, [], f"stream failed: {failure.reason}"
 
 

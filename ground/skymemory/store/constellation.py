@@ -246,7 +246,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         if not fits and sealed != plain:
             raise BlockMiss("format", f"block {record.block_hash.hex()[:16]} was stored "
                             f"{'unsealed' if self.sealed else 'sealed'}; this store reads "
-                            f"{'sealed' if self.sealed else 'unsealed'} blocks only")
+                            f"{'sealed' if self.sealed else 'unsealed'} blocks only", block=record.block_hash)
 
     def _seal_miss(self, job: BlockJob) -> BlockMiss | None:
         """A BlockMiss naming the satellites whose chunks of `job` did not open (counted), or None."""
@@ -261,7 +261,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
                     "not this block's", len(bad), job.block_hash.hex()[:16], named)
         return BlockMiss("seal", f"{len(bad)} of {job.chunk_count} chunks of block {job.block_hash.hex()[:16]} from "
                          f"satellite {named} do not open (altered, or not this block's): nothing of them is used",
-                         satellites=tuple(by_sat))
+                         satellites=tuple(by_sat), block=job.block_hash)
 
     # ---- private event loop thread ------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -378,16 +378,17 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         gone = int(np.count_nonzero(job.status == NOT_FOUND))
         if gone:
             return BlockMiss("not-found", f"{gone} of {job.chunk_count} chunks of block "
-                             f"{job.block_hash.hex()[:16]} missing")
+                             f"{job.block_hash.hex()[:16]} missing", block=job.block_hash)
         if stats.outcome == "refused":
             return BlockMiss("nak", "a satellite refused GET_CHUNKS")
         missing = int(np.count_nonzero(job.status != OK))
         if stats.auth_failures and stats.auth_failures >= stats.packets_rx:
             return BlockMiss("auth", f"{missing} chunks of block {job.block_hash.hex()[:16]} did not arrive: every "
-                             f"reply failed authentication ({stats.auth_failures}): is this the constellation's key?")
+                             f"reply failed authentication ({stats.auth_failures}): is this the constellation's key?",
+                             block=job.block_hash)
         reason = "crc" if stats.crc_failures and not stats.packets_rx - stats.crc_failures else "timeout"
         return BlockMiss(reason, f"{missing} chunks of block {job.block_hash.hex()[:16]} did not arrive "
-                         f"({stats.crc_failures} failed CRC32C, {stats.retransmits} re-requests)")
+                         f"({stats.crc_failures} failed CRC32C, {stats.retransmits} re-requests)", block=job.block_hash)
 
     # ---- fast path --------------------------------------------------------------------------
     @property

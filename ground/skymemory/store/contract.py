@@ -59,11 +59,14 @@ class BlockMiss(Exception):
     ObjectStore.get says "chunks-missing" for an object whose metadata is there and some chunks are not).
 
     `.satellites` names the satellites to blame, as (plane, sat), when a store knows them: for a "seal" miss,
-    those whose chunks came intact and did not open (empty when none is known)."""
+    those whose chunks came intact and did not open (empty when none is known). `.block` is the hash of the block
+    that failed, when one did (None: the failure is not one block's, e.g. a refused request)."""
 
-    def __init__(self, reason: str, message: str = "", *, satellites: Sequence[Sat] = ()) -> None:
+    def __init__(self, reason: str, message: str = "", *, satellites: Sequence[Sat] = (),
+                 block: bytes | None = None) -> None:
         self.reason = reason
         self.satellites: tuple[Sat, ...] = tuple((int(p), int(s)) for p, s in satellites)
+        self.block = block
         super().__init__(message or reason)
 
 

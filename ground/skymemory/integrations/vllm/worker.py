@@ -8,9 +8,11 @@ tenant's key too. `wait_layer(l)`, called by the
 engine just before layer l's attention, waits for layer l of every block only,
 converts it to the cache's dtype and writes it into the pages the scheduler
 chose (kv.paged). A load that fails (a block missing, a satellite down, a CRC,
-the deadline) makes every page of that step's loads a load error: the engine
-recomputes them, and the blocks that failed leave the ground index with the
-blocks after them (as KVCManager drops a block that missed). A layer
+the deadline) makes every page of that stream's loads a load error: the engine
+recomputes them. What failed follows the one rule (kv.lost), per request: its
+first block that failed, named by the failure (never read from its message),
+and the blocks after it leave the ground index at once and the constellation
+on the saver's thread, as KVCManager and streaming drop them. A layer
 the engine did not wait for is a load error too: its pages were read unloaded.
 
 Saves: after a step's forward, the pages of the prompt blocks it completed
@@ -33,18 +35,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from skymemory.kv import codec
 from skymemory.kv.affinity import unpin_current_thread
 from skymemory.kv.landing import LandingBuffers
+from skymemory.kv.lost import evict, forget_from
 from skymemory.kv.paged import PagedLayout
 from skymemory.kv.radix import IndexEntry, RadixIndex
 from skymemory.kv.streaming import PrefixStream, StreamFailed
-from skymemory.link.fastpath import OK
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
+from skymemory.store.contract import BlockRecord
 
 from .config import ConnectorConfig
 from .messages import LoadPlan, SavePlan, StepPlan, WorkerReport
@@ -86,12 +88,17 @@ class SaveJob:
     layers: list[torch.Tensor]  # per layer [m, 2, kv_heads, tokens, head_dim]
 
 
+@dataclass
+class EvictJob:
+    records: list[BlockRecord]  # blocks that failed to load, and those after them (kv.lost)
+
+
 class BlockSaver:
-    """Encodes, stores and indexes copied-out blocks on a thread of its own."""
+    """Encodes, stores and indexes copied-out blocks on a thread of its own; evicts failed ones there too."""
 
     def __init__(self, store: ConstellationBlockStore, index: RadixIndex, kv_format: str, meta: dict) -> None:
         self.store, self.index, self.kv_format, self.meta = store, index, kv_format, meta
-        self._queue: queue.Queue[SaveJob | None] = queue.Queue()
+        self._queue: queue.Queue[SaveJob | EvictJob | None] = queue.Queue()
         self._pending = 0  # blocks queued or being stored
         self._lock = threading.Lock()
         self.saved = self.dropped = self.failed = 0
@@ -109,9 +116,16 @@ class BlockSaver:
         self._queue.put(job)
         return True
 
+    def evict(self, records: list[BlockRecord]) -> None:
+        """Evict `records` from the constellation on this thread: the engine's step never waits for it."""
+        self._queue.put(EvictJob(list(records)))
+
     def _run(self) -> None:
         unpin_current_thread()  # made by vLLM's pinned compute thread: run where vLLM reserved CPUs for us
         while (job := self._queue.get()) is not None:
+            if isinstance(job, EvictJob):
+                evict(self.store, job.records)  # best effort: never raises
+                continue
             try:
                 self._store(job)
                 self.saved += len(job.plans)
@@ -205,31 +219,25 @@ class WorkerSide:
         load.failure = f"{exc.reason}: {exc}"
         load.stream.close()
         self._fail_pages(load.plans, load.pages, load.failure)
-        if exc.reason == "seal" and exc.satellites:  # the ground host's seal-failure ledger, as KVCManager notes it
-            self.index.note_seal_failures({sat: 1 for sat in exc.satellites})  # best effort: never raises
-        if exc.reason not in ENGINE_FAULTS:  # as KVCManager does: a block that failed once is not claimed again
-            for block_hash in self._lost_blocks(load, str(exc)):
-                try:
-                    self.index.remove(block_hash)  # and every block after it
-                except Exception as error:  # noqa: BLE001 - the index is a hint; the engine must go on
-                    log.warning("SkyMemory: block %s could not leave the ground index: %r", block_hash.hex()[:16],
-                                error)
+        if exc.reason in ENGINE_FAULTS:  # says nothing of the blocks themselves
+            return
+        # the one rule (kv.lost), per request: its first block that failed and those after it leave the index now
+        # (a block that failed once is not claimed again) and the constellation on the saver's thread
+        start = 0
+        for plan in load.plans:
+            stop = start + len(plan.records)
+            position = load.stream.first_lost(exc, start, stop)
+            if position is not None:
+                named = exc.block in {r.block_hash for r in plan.records}  # the block the failure names is here
+                forget_from(None, self.index, plan.records, position - start, exc.reason,
+                            exc.satellites if named else ())
+                self.saver.evict(plan.records[position - start:])
+            start = stop
 
     def _fail_pages(self, plans: list[LoadPlan], pages: torch.Tensor, why: str) -> None:
         log.warning("SkyMemory: loading %d blocks failed (%s): the engine recomputes them", len(pages), why)
         self._errors.update(int(p) for p in pages)
         self._report.failed_loads += [(plan.req_id, why) for plan in plans]
-
-    @staticmethod
-    def _lost_blocks(load: ActiveLoad, message: str) -> list[bytes]:
-        """Per request, the first block that did not arrive whole (or the one the message names as corrupt)."""
-        lost, jobs = [], iter(load.stream.jobs)
-        for plan in load.plans:
-            for record, job in zip(plan.records, jobs):
-                if not bool(np.all(job.status == OK)) or record.block_hash.hex()[:16] in message:
-                    lost.append(record.block_hash)
-                    break
-        return lost
 
     def take_load_errors(self) -> set[int]:
         errors, self._errors = self._errors, set()
