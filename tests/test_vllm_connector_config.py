@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from skymemory.integrations.vllm.config import (DEFAULT_STATION_ID, MAX_STATION_ID, MAX_TEXT, MAX_TIMEOUT_S,
-                                                ConfigError, ConnectorConfig)
+from skymemory.integrations.vllm.config import (DEFAULT_STATION_ID, MAX_HOST_TIER_BYTES, MAX_STATION_ID, MAX_TEXT,
+                                                MAX_TIMEOUT_S, ConfigError, ConnectorConfig)
 from skymemory.orbit.manifest import Manifest, SatelliteEntry
 from skymemory.orbit.placement import MAX_SERVERS
 
@@ -63,7 +63,8 @@ def test_defaults(manifest):
 def test_every_setting_at_its_bounds_is_taken(manifest, tmp_path):
     c = config(manifest, model="embedded-tinyllama", policy="recompute", route="relay", kv_format="int8",
                servers=PLANES * SATS, index_dir=str(tmp_path / "index"), station_id=MAX_STATION_ID,
-               load_timeout_s=MAX_TIMEOUT_S, seal=False)
+               load_timeout_s=MAX_TIMEOUT_S, seal=False, host_tier_bytes=MAX_HOST_TIER_BYTES)
+    assert c.host_tier_bytes == MAX_HOST_TIER_BYTES and config(manifest).host_tier_bytes == 0
     assert (c.model, c.policy, c.route, c.kv_format, c.servers, c.index_dir, c.station_id, c.load_timeout_s,
             c.seal) == ("embedded-tinyllama", "recompute", "relay", "int8", 20, tmp_path / "index",
                         MAX_STATION_ID, MAX_TIMEOUT_S, False)
@@ -137,8 +138,8 @@ def test_an_unknown_setting_is_refused_by_name(manifest, key, named):
         ConnectorConfig.from_extra({"manifest": str(manifest), key: 1}, served_model="m")
     message = str(err.value)
     assert message.startswith("unknown SkyMemory connector setting(s) ") and named in message
-    assert "known: index_dir, kv_format, load_timeout_s, manifest, model, policy, route, seal, servers, " \
-           "station_id" in message and len(message) < 300, message
+    assert "known: host_tier_bytes, index_dir, kv_format, load_timeout_s, manifest, model, policy, route, seal, " \
+           "servers, station_id" in message and len(message) < 300, message
 
 
 # ---- every setting's bad values ------------------------------------------------------------------------------
@@ -164,6 +165,8 @@ BAD = [
     *[("kv_format", v, "unknown KV format") for v in ("", "fp8", "FP16")],
     *[("servers", v, f"servers must be a whole number 1..{MAX_SERVERS}")
       for v in (0, -1, MAX_SERVERS + 1, 10**12, 10**400, True, False, 4.0, 1.5, NAN, INF, "4", None, [4])],
+    *[("host_tier_bytes", v, f"host_tier_bytes must be a whole number 0..{MAX_HOST_TIER_BYTES}")
+      for v in (-1, MAX_HOST_TIER_BYTES + 1, 1.5, True, "1000", None)],
     *[("station_id", v, f"station_id must be a whole number 0..{MAX_STATION_ID}")
       for v in (-1, MAX_STATION_ID + 1, 0xFFFF, 70000, 10**30, True, 2816.0, NAN, "2816", None)],
     *[("load_timeout_s", v, f"load_timeout_s must be a number of seconds > 0 and <= {MAX_TIMEOUT_S:g}")

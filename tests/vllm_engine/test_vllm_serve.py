@@ -120,3 +120,25 @@ def test_requests_preempted_while_they_load_and_save_give_plain_vllms_texts(mode
     assert preempted > 0, "no request was preempted: the test did not test preemption"
     assert [g.tokens for g in got] == [w.tokens for w in want]
     assert all(g.cached_tokens >= 2 * BLOCK for g in got), [g.cached_tokens for g in got]
+
+
+def test_the_host_tier_serves_what_the_server_saved_with_every_satellite_gone(model_dir, node_path, tmp_path):
+    from live import launch, stop
+
+    prompt = STORED + random_prompt(30, seed=320)[1:]
+    with OpenAIServer(model_dir, tmp_path / "plain.log") as plain:
+        want = plain.complete(prompt)
+    (tmp_path / "sky").mkdir()
+    manifest = launch(tmp_path / "sky", 3, 3)
+    try:
+        settings = {**exact(manifest, tmp_path), "host_tier_bytes": 64 << 20}
+        with OpenAIServer(model_dir, tmp_path / "tier.log", connector=settings) as server:
+            server.complete(STORED)  # its two blocks saved: to the satellites and the host tier
+            wait_for_blocks(tmp_path / "index", 2)
+            assert stop(manifest).returncode == 0  # every satellite gone: only the tier can serve them now
+            got = server.complete(prompt)
+    finally:
+        stop(manifest)
+    assert got.cached_tokens == 2 * BLOCK and got.said["fetched_blocks"] == 2, got
+    assert "the load failed" not in got.said["decision"]
+    assert got.tokens == want.tokens

@@ -9,9 +9,12 @@ against `vllm serve`, at each --concurrency level in turn, on one server per mod
                  working set (--num-gpu-blocks-override): what it cannot keep, it evicts and recomputes
   sky-<profile>  the same server with the SkyMemory connector (policy auto: it fetches only what beats
                  recomputing on this engine), on a constellation booted under that link profile
-
-A host tier for vLLM (CPU memory in front of the constellation) is not a mode yet: the connector has none, and
-vLLM's own CPU offloading does not run on its CPU build (docs/PERFORMANCE.md).
+  sky-<profile>-host
+                 the same with the connector's host tier (--host-tier-mib of this engine's memory in front
+                 of the constellation, "host_tier_bytes": what it saved is loaded from there), on the first
+                 profile's constellation. vLLM's own CPU offloading (--kv-offloading-size, or through its
+                 MultiConnector) is refused by its CPU build: "CPU Offloading is currently only supported on
+                 CUDA-alike and XPU GPUs" (docs/PERFORMANCE.md)
 
 Per mode and concurrency: TTFT p50 and p99, output tokens/s (every reply token over the level's wall time),
 hit rate (prompt tokens served from a cache, the engine's or the connector's, over all prompt tokens), and
@@ -133,15 +136,21 @@ def run(args, log) -> dict:
     with contextlib.ExitStack() as stack:
         work_dir = Path(args.work_dir) if args.work_dir else Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="skymemory-bench-serve-")))
-        budget = satellite_budget(workloads, block_bytes, BLOCK_TOKENS, args.servers)
+        # the first profile's constellation serves two modes when the host tier is measured
+        budget = satellite_budget(workloads, block_bytes, BLOCK_TOKENS, args.servers) * (2 if args.host_tier_mib else 1)
         skies = boot_per_profile(args.profiles, planes=args.planes, sats=args.sats, work_dir=work_dir, stack=stack,
                                  log=log, node=args.node, chunk_size=args.chunk_size, memory_budget=budget)
         model = served_model(spec, work_dir, log)
-        modes = [("vllm", None)] + [(f"sky-{p.name}", sky) for p, sky in skies]
-        for mode, sky in modes:
+        modes = [("vllm", None, 0)] + [(f"sky-{p.name}", sky, 0) for p, sky in skies]
+        if args.host_tier_mib:
+            profile, sky = skies[0]
+            modes.append((f"sky-{profile.name}-host", sky, args.host_tier_mib << 20))
+        for mode, sky, tier_bytes in modes:
             connector = None if sky is None else {
-                "manifest": str(sky.manifest_path), "model": spec, "index_dir": str(sky.manifest_path.parent / "index"),
-                "policy": "auto", "kv_format": args.kv, "servers": args.servers}
+                "manifest": str(sky.manifest_path), "model": spec, "policy": "auto", "kv_format": args.kv,
+                "servers": args.servers, "host_tier_bytes": tier_bytes,
+                # an index of its own per mode: each starts from an empty cache, as the plain one does
+                "index_dir": str(work_dir / f"index-{mode}")}
             log(f"{mode}: vllm serve{' with the SkyMemory connector' if connector else ''} ...")
             with OpenAIServer(model, work_dir / f"{mode}.log", connector=connector, prefix_caching=True,
                               kv_blocks=blocks, max_model_len=max_len) as server:
@@ -163,6 +172,7 @@ def run(args, log) -> dict:
                        "think_s": args.think_s, "concurrency": list(args.concurrency), "kv_blocks": blocks,
                        "kv_fraction": args.kv_fraction, "working_set_tokens": workloads[0].working_set_tokens(),
                        "max_model_len": max_len, "profiles": [p.name for p in args.profiles], "kv": args.kv,
+                       "host_tier_mib": args.host_tier_mib,
                        "servers": args.servers, "planes": args.planes, "sats": args.sats,
                        "VLLM_CPU_NUM_OF_RESERVED_CPU": os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU")},
             "environment": environment(), "cells": cells, "comparisons": comparisons(cells), "requests": requests}
@@ -229,6 +239,8 @@ def register(subparsers) -> None:
                         help="the engine's KV memory in 128-token blocks (default: from --kv-fraction)")
     parser.add_argument("--profiles", type=options.profile_list, default=options.profile_list("laser,rf"),
                         help="link profiles for the SkyMemory modes, comma-separated (default laser,rf)")
+    parser.add_argument("--host-tier-mib", type=options.nonnegative_int, default=1024,
+                        help="the sky-<first profile>-host mode's host tier, MiB (default 1024; 0: no such mode)")
     parser.add_argument("--kv", choices=KV_FORMATS, default="fp16", help="KV format on the constellation "
                                                                          "(default fp16)")
     parser.add_argument("--kvcache-gib", type=options.positive_int, default=None,

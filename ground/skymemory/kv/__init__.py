@@ -12,6 +12,7 @@ Modules (one idea each):
   store        the block-store contract types (+ an in-process store)
   landing      the host buffers a prefix's blocks land in
   tiers        copies of blocks near the model: a device tier and a pinned host tier (LRU)
+  tier_load    a prefix's blocks served from a host tier with a stream's face (the vLLM worker's)
   rebuild      landed bytes -> the prefix's K and V per layer on the model's device
   streaming    a prefix streamed in layer by layer while the model runs
   lost         the one rule for a block that failed to load: it and those after it leave store and index

@@ -16,6 +16,8 @@
                                            #   and + 1 (saves); apart from other clients' (0, the dashboard's);
                                            #   0..0xFFFF - 64, room for 32 ranks
         "load_timeout_s": 10.0,            # a load not in by then is a load error: vLLM recomputes (0 < s <= 3600)
+        "host_tier_bytes": 0,              # blocks kept in this engine's host memory in front of the
+                                           #   constellation (kv.tiers' host tier, LRU; 0: none; at most 1 TiB)
         "seal": true,                      # content sealed per tenant (AES-128-GCM, skymemory.protocol.seal);
                                            #   false keeps it in the clear, only so benchmarks can compare
                                            #   (its blocks are named apart: never mixed with sealed ones)
@@ -44,6 +46,7 @@ from skymemory.store.routes import ROUTES, check_route
 DEFAULT_STATION_ID = 0x0B00  # away from the default client's 0 and the dashboard's 0x0DA5
 # station_id + 2 * rank (loads) and + 1 (saves) stay in a u16 for 32 ranks
 MAX_STATION_ID = 0xFFFF - 64
+MAX_HOST_TIER_BYTES = 1 << 40  # 1 TiB of host memory for blocks
 MAX_TIMEOUT_S = 3600.0  # a load waited for longer than an hour is not a cache hit
 MAX_TEXT = 4096  # a path (PATH_MAX) or a model name, at most this many characters
 SHOWN = 60  # characters of a bad value an error quotes
@@ -69,6 +72,7 @@ class ConnectorConfig:
     station_id: int = DEFAULT_STATION_ID
     load_timeout_s: float = 10.0
     seal: bool = True  # both roles read it: the workers' stores seal, the roots and index entries say so
+    host_tier_bytes: int = 0  # the worker's host tier (kv.tiers.HostTier), 0: none
 
     @classmethod
     def from_extra(cls, extra: Mapping | None, *, served_model: str) -> "ConnectorConfig":
@@ -100,6 +104,7 @@ class ConnectorConfig:
                 station_id=_whole(given.get("station_id", DEFAULT_STATION_ID), "station_id", 0, MAX_STATION_ID),
                 load_timeout_s=_seconds(given.get("load_timeout_s", 10.0), "load_timeout_s", MAX_TIMEOUT_S),
                 seal=_flag(given.get("seal", True), "seal"),
+                host_tier_bytes=_whole(given.get("host_tier_bytes", 0), "host_tier_bytes", 0, MAX_HOST_TIER_BYTES),
             )
         except ConfigError:
             raise

@@ -44,6 +44,8 @@ from skymemory.kv.lost import evict, forget_from
 from skymemory.kv.paged import PagedLayout
 from skymemory.kv.radix import IndexEntry, RadixIndex
 from skymemory.kv.streaming import PrefixStream, StreamFailed
+from skymemory.kv.tier_load import TierLoad
+from skymemory.kv.tiers import BlockTiers
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.contract import BlockRecord
@@ -75,7 +77,7 @@ def open_store(config: ConnectorConfig, manifest: Manifest, station_id: int) -> 
 @dataclass
 class ActiveLoad:
     plans: list[LoadPlan]
-    stream: PrefixStream
+    stream: PrefixStream | TierLoad
     pages: torch.Tensor  # the engine's pages, one per block of the stream
     written: set[int] = field(default_factory=set)  # layers already in the pages
     write_s: float = 0.0
@@ -96,8 +98,10 @@ class EvictJob:
 class BlockSaver:
     """Encodes, stores and indexes copied-out blocks on a thread of its own; evicts failed ones there too."""
 
-    def __init__(self, store: ConstellationBlockStore, index: RadixIndex, kv_format: str, meta: dict) -> None:
+    def __init__(self, store: ConstellationBlockStore, index: RadixIndex, kv_format: str, meta: dict,
+                 tiers: BlockTiers | None = None) -> None:
         self.store, self.index, self.kv_format, self.meta = store, index, kv_format, meta
+        self.tiers = tiers  # the worker's host tier: what is saved is kept there too (write-through)
         self._queue: queue.Queue[SaveJob | EvictJob | None] = queue.Queue()
         self._pending = 0  # blocks queued or being stored
         self._lock = threading.Lock()
@@ -145,6 +149,8 @@ class BlockSaver:
             self.index.insert_entries(IndexEntry(plan.block_hash, plan.parent, record,
                                                  {**self.meta, "position": plan.position})
                                       for (plan, _), record in zip(mine, records))
+            if self.tiers is not None:
+                self.tiers.put([plan.block_hash for plan, _ in mine], host_rows=[payload for _, payload in mine])
 
     def close(self, timeout_s: float = SHUTDOWN_SAVE_WAIT_S) -> None:
         """Store what is queued (up to `timeout_s`), then stop."""
@@ -165,7 +171,12 @@ class WorkerSide:
         self.block_bytes = codec.block_bytes(geometry, config.kv_format)
         station = config.station_id + 2 * rank
         self.load_store = open_store(config, self.manifest, station)
-        self.saver = BlockSaver(open_store(config, self.manifest, station + 1), index, config.kv_format, meta or {})
+        # the host tier (kv.tiers, LRU) in front of the constellation, when configured: saves write through it,
+        # loads of the blocks it holds come from it
+        self.tiers = (BlockTiers(self.block_bytes, "cpu", host_bytes=config.host_tier_bytes)
+                      if config.host_tier_bytes else None)
+        self.saver = BlockSaver(open_store(config, self.manifest, station + 1), index, config.kv_format, meta or {},
+                                self.tiers)
         self.caches: list[torch.Tensor] = []
         self.layout: PagedLayout | None = None
         self.landing: LandingBuffers | None = None
@@ -186,7 +197,10 @@ class WorkerSide:
         self._step_started = time.perf_counter()
 
     def start_loads(self, plans: list[LoadPlan]) -> None:
-        """One stream per tenant among the step's loads (a stream opens what it lands under one tenant's key)."""
+        """One stream per tenant among the step's loads (a stream opens what it lands under one tenant's key); the
+        leading blocks of each plan the host tier holds come from it instead."""
+        if self.tiers is not None:
+            plans = self._load_from_tier(plans)
         for tenant in dict.fromkeys(plan.tenant for plan in plans):
             mine = [plan for plan in plans if plan.tenant == tenant]
             records = [r for plan in mine for r in plan.records]
@@ -199,6 +213,29 @@ class WorkerSide:
                 self._fail_pages(mine, pages, f"{type(exc).__name__}: {exc}")
                 continue
             self._loads.append(ActiveLoad(mine, stream, pages))
+
+    def _load_from_tier(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        """Load each plan's leading blocks that the host tier holds from it (one gather); the plans of what is
+        left to fetch. (A block's hash names its tenant's chain: a tier hit is always the request's own block.)"""
+        hashes = [r.block_hash for plan in plans for r in plan.records]
+        raw, where = self.tiers.gather(hashes)
+        if raw is None:
+            return plans
+        near, rows, far, at = [], [], [], 0
+        for plan in plans:
+            held = next((i for i, w in enumerate(where[at:at + len(plan.records)]) if w is None), len(plan.records))
+            if held:
+                near.append(LoadPlan(plan.req_id, plan.records[:held], plan.block_ids[:held], plan.tenant))
+                rows += range(at, at + held)
+            if held < len(plan.records):
+                far.append(LoadPlan(plan.req_id, plan.records[held:], plan.block_ids[held:], plan.tenant))
+            at += len(plan.records)
+        if near:
+            pages = torch.tensor([b for plan in near for b in plan.block_ids], dtype=torch.int64)
+            load = TierLoad(raw[torch.tensor(rows, dtype=torch.int64)], self.geometry, self.config.kv_format,
+                            self.caches[0].dtype)
+            self._loads.append(ActiveLoad(near, load, pages))
+        return far
 
     def wait_layer(self, layer: int) -> None:
         """Layer `layer` of this step's loads into their pages (the engine is about to run its attention)."""
@@ -254,7 +291,8 @@ class WorkerSide:
                 self._fail(load, StreamFailed("not-waited", f"layers {missing} were not waited for"))
             else:
                 stats = load.stream.stats
-                self._report.transfers.append((stats.bytes, stats.transfer_s, stats.first_reply_s))
+                if not getattr(load.stream, "from_tier", False):  # a tier hit is no sample of the link
+                    self._report.transfers.append((stats.bytes, stats.transfer_s, stats.first_reply_s))
                 self._report.page_writes.append((stats.bytes, load.write_s))
                 self._note_use(load)
         if plan.single is not None and not plan.loads:
