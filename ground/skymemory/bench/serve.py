@@ -16,9 +16,13 @@ against `vllm serve`, at each --concurrency level in turn, on one server per mod
                  MultiConnector) is refused by its CPU build: "CPU Offloading is currently only supported on
                  CUDA-alike and XPU GPUs" (docs/PERFORMANCE.md)
 
-Per mode and concurrency: TTFT p50 and p99, output tokens/s (every reply token over the level's wall time),
+Per mode and concurrency: TTFT p50 and p99, latency p50 (request to last token), output tokens/s (every reply
+token over the level's wall time),
 hit rate (prompt tokens served from a cache, the engine's or the connector's, over all prompt tokens), and
-each mode against vllm. Every server answers a few short prompts first (its first-request costs, and the
+each mode against vllm. TTFT is what a client sees: on vLLM's CPU build a server with any KV connector (ours,
+or vLLM's own ExampleConnector) streams a request's tokens in bursts, often all at its end, where the plain
+server streams them one by one (docs/PERFORMANCE.md, "Serving"); the connector modes' TTFT then holds some of
+their decoding, and latency p50 compares whole requests. Every server answers a few short prompts first (its first-request costs, and the
 forwards `auto` times). Outputs: serve.json (every request) and serve.md (the table; its first line says how
 to make it again) under --out.
 """
@@ -79,6 +83,7 @@ def cell(mode: str, concurrency: int, turns: list[Turn], wall_s: float) -> dict:
     prompt = sum(t.prompt_tokens for t in turns)
     return {"mode": mode, "concurrency": concurrency, "requests": len(turns), "wall_s": wall_s,
             "ttft_p50_s": statistics.median(ttft), "ttft_p99_s": percentile(ttft, 99),
+            "latency_p50_s": statistics.median(t.total_s for t in turns),
             "output_tokens_per_s": sum(t.reply_tokens for t in turns) / wall_s,
             "hit_rate": sum(t.cached_tokens for t in turns) / prompt if prompt else 0.0,
             "prompt_tokens": prompt}
@@ -190,12 +195,13 @@ def markdown(result: dict) -> str:
         f"KV {cfg['kv']}, blocks striped over {cfg['servers']} satellites of a {cfg['planes']}x{cfg['sats']} "
         f"constellation per link profile. Wall time {result['wall_s']:.0f} s.",
         "",
-        "| mode | concurrency | requests | TTFT p50 ms | TTFT p99 ms | output tokens/s | hit rate |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| mode | concurrency | requests | TTFT p50 ms | TTFT p99 ms | latency p50 ms | output tokens/s | hit rate |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in result["cells"]:
         lines.append(f"| {c['mode']} | {c['concurrency']} | {c['requests']} | {c['ttft_p50_s'] * 1e3:.0f} | "
-                     f"{c['ttft_p99_s'] * 1e3:.0f} | {c['output_tokens_per_s']:.1f} | {c['hit_rate']:.0%} |")
+                     f"{c['ttft_p99_s'] * 1e3:.0f} | {c['latency_p50_s'] * 1e3:.0f} | "
+                     f"{c['output_tokens_per_s']:.1f} | {c['hit_rate']:.0%} |")
     if result["comparisons"]:
         lines += ["", "| mode | concurrency | TTFT p50 vs vllm | TTFT p99 vs vllm | throughput vs vllm |",
                   "|---|---:|---:|---:|---:|"]
