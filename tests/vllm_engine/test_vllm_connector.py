@@ -20,13 +20,13 @@ import torch
 
 from skymemory.kv.cache_arg import cache_arg
 from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import load_model, save_model_dir
+from skymemory.kv.models import load_model
 from skymemory.kv.radix import RadixIndex
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt
-from live import launch, launched, stop
+from live import launch, stop
 
 SERVE_JOB = Path(__file__).with_name("serve_job.py")
 BLOCK = 128
@@ -39,17 +39,6 @@ P3 = random_prompt(400, seed=3)  # 3 blocks: stored by KVCManager
 P4 = random_prompt(3 * BLOCK + 20, seed=4)  # 3 blocks: the failure test's
 P5 = random_prompt(290, seed=5)  # 2 blocks: stored by vLLM, read by KVCManager
 NEW_TOKENS = 16
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    return save_model_dir("embedded-small", tmp_path_factory.mktemp("model") / "embedded-small")
-
-
-@pytest.fixture(scope="module")
-def sky(node_path, tmp_path_factory):
-    with launched(tmp_path_factory.mktemp("sky"), 3, 3) as manifest:
-        yield manifest
 
 
 def run_job(tmp: Path, model: Path, engines: list[dict], name: str, wait: bool = True):

@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from skymemory.kv import codec
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.models import load_model, save_model_dir
@@ -21,18 +19,11 @@ from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt
-from live import launched
 
 SERVE_JOB = Path(__file__).with_name("serve_job.py")
 BLOCK = 128
 SERVERS = 5
 PROMPT = random_prompt(300, seed=11)  # 2 usable blocks
-
-
-@pytest.fixture(scope="module")
-def sky(node_path, tmp_path_factory):
-    with launched(tmp_path_factory.mktemp("sky"), 3, 3) as manifest:
-        yield manifest
 
 
 def test_an_unsealed_connector_stores_blocks_only_an_unsealed_store_reads(node_path, sky, tmp_path):

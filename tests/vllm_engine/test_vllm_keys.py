@@ -29,14 +29,13 @@ from skymemory.integrations.vllm.connector import request_keys
 from skymemory.kv.cache_arg import cache_arg
 from skymemory.kv.extra_keys import Unkeyable, adapter_dir_fingerprint, embeds_hashes
 from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import load_model, save_model_dir
+from skymemory.kv.models import load_model
 from skymemory.bench.openai_server import OpenAIServer
 from skymemory.kv.radix import RadixIndex
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt
-from live import launched
 
 SERVE_JOB = Path(__file__).with_name("serve_job.py")
 BLOCK = 128
@@ -46,17 +45,6 @@ NEW_TOKENS = 16
 
 P = random_prompt(300, seed=21)  # 2 usable blocks
 S = random_prompt(290, seed=22)  # 2 usable blocks
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    return save_model_dir("embedded-small", tmp_path_factory.mktemp("model") / "embedded-small")
-
-
-@pytest.fixture(scope="module")
-def sky(node_path, tmp_path_factory):
-    with launched(tmp_path_factory.mktemp("sky"), 3, 3) as manifest:
-        yield manifest
 
 
 @pytest.fixture(scope="module")

@@ -12,30 +12,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
 from skymemory.bench.openai_server import BLOCK_TOKENS as BLOCK
 from skymemory.bench.openai_server import START_TIMEOUT_S, OpenAIServer
-from skymemory.kv.models import save_model_dir
 from skymemory.kv.radix import RadixIndex
 
 from kv_support import random_prompt
-from live import launched
 
 USERS = 8
 FIRST = [random_prompt(2 * BLOCK + 30, seed=100 + u) for u in range(USERS)]  # 2 full blocks each
 GROWN = [p + random_prompt(40, seed=200 + u)[1:] for u, p in enumerate(FIRST)]  # the next turn: the same blocks
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    return save_model_dir("embedded-small", tmp_path_factory.mktemp("model") / "embedded-small")
-
-
-@pytest.fixture(scope="module")
-def sky(node_path, tmp_path_factory):
-    with launched(tmp_path_factory.mktemp("sky"), 3, 3) as manifest:
-        yield manifest
 
 
 def all_at_once(server: OpenAIServer, prompts: list[list[int]]) -> list:

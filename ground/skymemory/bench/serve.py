@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import math
 import os
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -45,7 +43,7 @@ from skymemory.argtypes import KV_FORMATS, float_range, output_dir
 
 from . import options
 from .chat import ChatWorkload, Turn, replay
-from .report import command_line, write_results
+from .report import write_results
 
 TITLE = "skymemory bench serve"
 NEEDS_VLLM = f"{TITLE} needs vLLM: `make vllm` makes .venv-vllm with it; run .venv-vllm/bin/skymemory bench serve"
@@ -258,34 +256,11 @@ def register(subparsers) -> None:
 
 
 def _main(args) -> int:
-    if args.servers > args.planes * args.sats:
-        print(f"{TITLE}: --servers {args.servers} is more than the {args.planes}x{args.sats} satellites",
-              file=sys.stderr)
-        return 2
-    if importlib.util.find_spec("vllm") is None:
-        print(NEEDS_VLLM, file=sys.stderr)
-        return 1
-    from skymemory.launcher.nodes import find_node
+    from .vllm import main_through_vllm
 
-    try:
-        find_node(args.node)
-    except FileNotFoundError as exc:
-        print(f"{TITLE}: {exc}", file=sys.stderr)
-        return 2
-    started = time.monotonic()
+    return main_through_vllm(args, TITLE, NEEDS_VLLM, run, _write)
 
-    def log(message: str) -> None:  # one write per line: the clients' threads report progress too
-        sys.stderr.write(f"[{time.monotonic() - started:7.1f} s] {message}\n")
-        sys.stderr.flush()
 
-    try:
-        result = run(args, log)
-    except KeyboardInterrupt:
-        log("interrupted; servers and constellations stopped")
-        return 130
-    except (ValueError, OSError, RuntimeError) as exc:
-        print(f"{TITLE}: {exc}", file=sys.stderr)
-        return 1
-    result["command"] = command_line()
+def _write(args, result: dict) -> int:
     write_results(args.out, "serve", result, markdown(result))
     return 0

@@ -577,25 +577,29 @@ def register(subparsers) -> None:
     parser.set_defaults(func=_main)
 
 
-def _main(args) -> int:
+def main_through_vllm(args, title: str, needs_vllm: str, run, write) -> int:
+    """A vLLM benchmark's command: --servers checked against the grid, vLLM and the node found, run(args, log)
+    with timed progress on stderr, errors in one line; `write(args, result)` writes its figures and gives the
+    exit status."""
     if args.servers > args.planes * args.sats:
-        print(f"{TITLE}: --servers {args.servers} is more than the {args.planes}x{args.sats} satellites",
+        print(f"{title}: --servers {args.servers} is more than the {args.planes}x{args.sats} satellites",
               file=sys.stderr)
         return 2
     if importlib.util.find_spec("vllm") is None:
-        print(NEEDS_VLLM, file=sys.stderr)
+        print(needs_vllm, file=sys.stderr)
         return 1
     from skymemory.launcher.nodes import find_node
 
     try:
         find_node(args.node)
     except FileNotFoundError as exc:
-        print(f"{TITLE}: {exc}", file=sys.stderr)
+        print(f"{title}: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
 
-    def log(message: str) -> None:
-        print(f"[{time.monotonic() - started:7.1f} s] {message}", file=sys.stderr, flush=True)
+    def log(message: str) -> None:  # one write per line: clients' threads may report progress too
+        sys.stderr.write(f"[{time.monotonic() - started:7.1f} s] {message}\n")
+        sys.stderr.flush()
 
     try:
         result = run(args, log)
@@ -603,9 +607,17 @@ def _main(args) -> int:
         log("interrupted; engines and constellations stopped")
         return 130
     except (ValueError, OSError, RuntimeError) as exc:
-        print(f"{TITLE}: {exc}", file=sys.stderr)
+        print(f"{title}: {exc}", file=sys.stderr)
         return 1
     result["command"] = command_line()
+    return write(args, result)
+
+
+def _main(args) -> int:
+    return main_through_vllm(args, TITLE, NEEDS_VLLM, run, _write)
+
+
+def _write(args, result: dict) -> int:
     write_results(args.out, "vllm", result, markdown(result))
     differ = [r for r in result["summary"] if r["tokens_equal"] is False]
     short = [r for r in result["summary"] if not r["cached_as_expected"]]
