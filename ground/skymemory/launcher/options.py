@@ -20,14 +20,14 @@ RUNTIMES = ("native", "cfs", "docker", "swarm")
 CONTAINER_MEMORY_MARGIN_MIB = 16  # beyond the chunk store: the binary, socket buffers, queued packets
 
 
-def _float_range(lo: float, hi: float, lo_open: bool = False):
+def _float_range(lo: float, hi: float):
     def parse(text: str) -> float:
         try:
             v = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
-            raise argparse.ArgumentTypeError(f"{v} is outside {'(' if lo_open else '['}{lo}, {hi}]")
+        if not math.isfinite(v) or v < lo or v > hi:
+            raise argparse.ArgumentTypeError(f"{v} is outside [{lo:g}, {hi:g}]")
         return v
 
     return parse
@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--memory-budget", type=int_range(4096, 1 << 40), default=64 * 1024 * 1024,
                    help="bytes of chunk memory per satellite (default 64 MiB)")
     g.add_argument("--chunk-size", type=int_range(1, 60000), default=6144, help="max chunk data bytes")
-    g.add_argument("--time-scale", type=_float_range(0, 1e6, lo_open=True), default=1.0,
-                   help="mission seconds per wall second")
+    g.add_argument("--time-scale", type=_float_range(1e-6, 1e6), default=1.0,
+                   help="mission seconds per wall second, 1e-6..1e6 (the satellites' range: skymem_options.h)")
     g.add_argument("--delay-scale", type=_float_range(0, 1e6), default=1.0,
                    help="ISL light-time delay multiplier (0 = off)")
     g.add_argument("--ground-delay-ms", type=_float_range(0, 60000), default=0.0)
