@@ -132,3 +132,20 @@ def test_without_vllm_one_line_says_where_it_is(tmp_path, capsys):
     a = parser().parse_args(["serve", "--out", str(tmp_path)])
     assert a.func(a) == 1
     assert capsys.readouterr().err.splitlines() == [bench_serve.NEEDS_VLLM]
+
+
+def test_a_failed_conversation_stops_the_others_before_their_next_turn():
+    w = ChatWorkload(users=4, turns=50, system_tokens=4, message_tokens=2, reply_tokens=1, think_s=0.05, vocab=50)
+    sent = []
+
+    def send(prompt, _max_tokens):
+        sent.append(prompt)
+        if len(sent) == 6:
+            raise RuntimeError("the server went away")
+        return Reply([7], len(prompt), 0, 0.0, 0.0)
+
+    with pytest.raises(RuntimeError, match="went away"):
+        replay(w, send, concurrency=2)  # returns at once: it does not wait for the other conversations
+    after = len(sent)
+    time.sleep(0.3)  # several turns' think time: no conversation starts another turn
+    assert len(sent) == after < 200

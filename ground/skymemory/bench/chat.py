@@ -91,9 +91,13 @@ def replay(workload: ChatWorkload, send: Send, concurrency: int, say: Callable[[
     system = workload.system()
     total = workload.users * workload.turns
 
+    stop = threading.Event()  # set when the replay fails or is interrupted: no conversation starts a new turn
+
     def converse(user: int) -> None:
         history: list[int] = []
         for t in range(workload.turns):
+            if stop.is_set():
+                return
             prompt = system + history + workload.message(user, t)
             sent = time.perf_counter()
             reply = send(prompt, workload.reply_tokens)
@@ -106,9 +110,15 @@ def replay(workload: ChatWorkload, send: Send, concurrency: int, say: Callable[[
                 say(f"    {n}/{total} requests, {time.perf_counter() - started:.0f} s")
             history = prompt[len(system):] + reply.tokens
             if t + 1 < workload.turns:
-                time.sleep(workload.think(user, t))
+                stop.wait(workload.think(user, t))
 
-    with ThreadPoolExecutor(concurrency) as clients:
+    clients = ThreadPoolExecutor(concurrency)
+    try:
         for future in [clients.submit(converse, u) for u in range(workload.users)]:
             future.result()  # a failed request fails the replay, naming why
+    except BaseException:  # a failure or Ctrl-C: the conversations not started never start, none waits for them
+        stop.set()
+        clients.shutdown(wait=False, cancel_futures=True)
+        raise
+    clients.shutdown()
     return turns, time.perf_counter() - started

@@ -25,6 +25,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from skymemory.launcher.processes import SETPRIV
+
 BLOCK_TOKENS = 128  # one vLLM block = one SkyMemory block (the connector requires it)
 START_TIMEOUT_S = 600.0  # a server starts in 20-60 s here, longer on a loaded machine; a hang is a failure
 REQUEST_TIMEOUT_S = 300.0
@@ -71,8 +73,10 @@ class OpenAIServer:
         command += list(extra_args)  # any other `vllm serve` option, as given
         self.command = command
         environment = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", **os.environ, **(env or {})}
+        # a session of its own (a Ctrl-C reaches us, and we stop it), and SIGTERM when we die however we die
+        run = [SETPRIV, "--pdeathsig", "TERM", "--", *command] if SETPRIV else command
         with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment,
+            self.process = subprocess.Popen(run, stdout=log, stderr=subprocess.STDOUT, env=environment,
                                             start_new_session=True)
 
     def log_tail(self, chars: int = 6000) -> str:
