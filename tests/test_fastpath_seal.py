@@ -5,6 +5,9 @@ keeps is only ciphertext, and a chunk that does not open fails alone (SEAL_FAILE
 from __future__ import annotations
 
 import os
+import select
+import socket
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,7 +15,7 @@ import pytest
 
 pytest.importorskip("cryptography")
 
-from skymemory.link.fastpath import NOT_FOUND, OK, SEAL_FAILED, BlockJob  # noqa: E402
+from skymemory.link.fastpath import NOT_FOUND, OK, SEAL_FAILED, BlockJob, BulkTransfer  # noqa: E402
 from skymemory.protocol import native  # noqa: E402
 from skymemory.protocol.seal import OVERHEAD, ContentKeys, SealError, plain_chunk_bytes  # noqa: E402
 from skymemory.store.constellation import ConstellationBlockStore  # noqa: E402
@@ -297,3 +300,77 @@ def test_jobs_and_the_sealer_must_agree(sky):
         keys.rotate()
     with pytest.raises(ValueError, match="retire"):  # 17 key ids: more than the C table holds
         sky.fast.get([sealed_job(sky, os.urandom(32), bytearray(10), 10)], sealer=keys.sealer("t"))
+
+
+# ---- the seal first, the trailer only to know whom to blame ---------------------------------------------------
+
+class LinkAttacker:
+    """A UDP hop between the ground and one satellite that rewrites the first `times` chunk replies it passes
+    back with `change` (an attacker on the link; a test double for the path, not for what is tested)."""
+
+    def __init__(self, satellite: tuple[str, int], change, times: int = 2):
+        self.satellite, self.change, self.left = satellite, change, times
+        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for s in (self.front, self.back):
+            s.bind(("127.0.0.1", 0))
+        self.address = self.front.getsockname()
+        self.ground = None
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stopped.is_set():
+            for s in select.select([self.front, self.back], [], [], 0.05)[0]:
+                pkt, source = s.recvfrom(65536)
+                if s is self.front:
+                    self.ground = source
+                    self.back.sendto(pkt, self.satellite)
+                elif self.ground is not None:
+                    if self.left > 0 and len(pkt) > CHUNK:  # a chunk's DATA reply
+                        self.left -= 1
+                        pkt = self.change(bytearray(pkt))
+                    self.front.sendto(bytes(pkt), self.ground)
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join(5)
+        self.front.close()
+        self.back.close()
+
+
+def flip(at: int):
+    def change(pkt: bytearray) -> bytearray:
+        pkt[at] ^= 0x01
+        return pkt
+    return change
+
+
+TRAILER = 44  # key id, sequence, tag: the last bytes of a signed reply (skymem_auth.h)
+
+
+@pytest.mark.parametrize("where", ["trailer", "sealed bytes"])
+def test_a_reply_changed_on_the_link_costs_a_resend_or_nothing_and_blames_no_satellite(sky, where):
+    """The seal is checked first (skymem_bulk.c; docs/RELIABILITY.md, "Sealed content"): a chunk that opens
+    lands whatever its trailer says, the ground's own bytes in their place; one that does not is judged by
+    its CRC and trailer, and a reply that fails them was changed on the way: asked again, no satellite blamed."""
+    assert sky.fast.signer is not None  # the launched constellation is keyed
+    sealer = ContentKeys.new().sealer("tenant-a")
+    payload = os.urandom(6 * PLAIN)
+    h = put_c(sky, sealer, payload)
+    target = sky.servers[0]
+    attacker = LinkAttacker(sky.fast.addresses[target], flip(-1 if where == "trailer" else -TRAILER - 20))
+    try:
+        through = BulkTransfer({**sky.fast.addresses, target: attacker.address}, signer=sky.fast.signer,
+                               rto_s=0.1, deadline_s=30)
+        job = sealed_job(sky, h, bytearray(len(payload)), len(payload))
+        stats = through.get([job], sealer=sealer)
+    finally:
+        attacker.close()
+    assert attacker.left == 0  # two of the target's replies were changed
+    assert stats.outcome == "done" and bytes(job.buf) == payload and stats.seal_failures == 0
+    if where == "trailer":
+        assert stats.auth_failures == 0 and stats.retransmits == 0  # the seal vouched for both chunks
+    else:
+        assert stats.crc_failures == 2 and stats.retransmits >= 1  # judged changed on the way, fetched again

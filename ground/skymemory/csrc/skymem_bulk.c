@@ -556,19 +556,24 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                         o->ignored++;
                         continue;
                     }
-                    if (!data_reply_ok(o, down, pkt, len, &m, want))
-                        continue; /* as if lost: asked again after rto */
                     uint8_t *dst = b->buf + (uint64_t)cid * plain_bytes(b, sealed);
                     if (!seal) {
+                        if (!data_reply_ok(o, down, pkt, len, &m, want))
+                            continue; /* as if lost: asked again after rto */
                         memcpy(dst, m.data, want);
                         b->status[cid] = SKYMEM_BULK_OK;
                     } else {
+                        /* The seal first: a chunk that opens is the ground's own, in its place, and its CRC
+                         * and trailer would prove nothing more (docs/RELIABILITY.md, "Sealed content").
+                         * Only one that does not open is judged by them, to know whom to blame. */
                         int sr = skymem_open_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes, m.data, want, dst);
                         if (sr == SKYMEM_SEAL_E_CRYPTO || sr == SKYMEM_SEAL_E_ARG) {
                             rc = SKYMEM_BULK_E_CRYPTO;
                             goto out;
                         }
-                        /* CRC and trailer were right: the satellite keeps these bytes, asking again
+                        if (sr != SKYMEM_SEAL_OK && !data_reply_ok(o, down, pkt, len, &m, want))
+                            continue; /* forged or damaged on the way: as if lost, asked again after rto */
+                        /* CRC and trailer right, seal not: the satellite keeps these bytes, asking again
                          * would bring them back. The chunk is answered, with no content (zeros). */
                         b->status[cid] = sr == SKYMEM_SEAL_OK ? SKYMEM_BULK_OK : SKYMEM_BULK_SEAL_FAILED;
                         o->seal_failures += sr != SKYMEM_SEAL_OK;
@@ -656,34 +661,11 @@ typedef struct {
     uint32_t block, chunk;
 } chunk_ref_t;
 
-/* Per block, the sealed chunks as they travel (chunk i at i * chunk_bytes): each is sealed once, before
- * its first send, and every resend sends the same bytes. NULL when out of memory. */
-static uint8_t **staging_new(const skymem_bulk_block_t *blocks, uint32_t n_blocks)
-{
-    uint8_t **staged = calloc(n_blocks ? n_blocks : 1, sizeof *staged);
-    for (uint32_t b = 0; staged && b < n_blocks; b++)
-        if (!(staged[b] = malloc((size_t)blocks[b].chunk_count * blocks[b].chunk_bytes))) {
-            while (b)
-                free(staged[--b]);
-            free(staged);
-            staged = NULL;
-        }
-    return staged;
-}
-
-static void staging_free(uint8_t **staged, uint32_t n_blocks)
-{
-    for (uint32_t b = 0; staged && b < n_blocks; b++)
-        free(staged[b]);
-    free(staged);
-}
-
-/* Seals chunk cid of b into its place in the block's staging buffer. */
-static int stage_sealed(skymem_seal_ctx_t *seal, const skymem_bulk_block_t *b, uint32_t cid, uint8_t *staged)
+/* Seals chunk cid of b into out (chunk_bytes of room): what one send of it carries. */
+static int seal_for_send(skymem_seal_ctx_t *seal, const skymem_bulk_block_t *b, uint32_t cid, uint8_t *out)
 {
     int sr = skymem_seal_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes,
-                               b->buf + (uint64_t)cid * plain_bytes(b, 1), content_len(b, cid, 1),
-                               staged + (uint64_t)cid * b->chunk_bytes);
+                               b->buf + (uint64_t)cid * plain_bytes(b, 1), content_len(b, cid, 1), out);
     return sr == SKYMEM_SEAL_OK ? 0 : SKYMEM_BULK_E_CRYPTO;
 }
 
@@ -705,12 +687,12 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     uint8_t *txbuf = malloc((size_t)TX_BATCH * RX_SLOT);
     const int sealed = o->seal != NULL;
     skymem_seal_ctx_t *seal = sealed ? skymem_seal_ctx_new(o->seal) : NULL; /* one cipher context per call */
-    uint8_t **staged = sealed ? staging_new(blocks, n_blocks) : NULL;
+    uint8_t *scratch = sealed ? malloc(RX_SLOT) : NULL; /* the chunk being sent, sealed (stays in cache) */
     rx_t rx;
     rx.data = NULL;
-    if (!refs || !last || !tries || !addrs || !txbuf || rx_init(&rx) || (sealed && (!seal || !staged))) {
+    if (!refs || !last || !tries || !addrs || !txbuf || rx_init(&rx) || (sealed && (!seal || !scratch))) {
         free(refs); free(last); free(tries); free(addrs); free(txbuf); free(rx.data);
-        skymem_seal_ctx_free(seal); staging_free(staged, n_blocks);
+        skymem_seal_ctx_free(seal); free(scratch);
         return SKYMEM_BULK_E_NOMEM;
     }
     uint64_t g = 0;
@@ -737,7 +719,12 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     do {                                                                                                       \
         const skymem_bulk_block_t *b_ = &blocks[refs[gi].block];                                               \
         uint32_t c_ = refs[gi].chunk, len_ = chunk_len(b_, c_, sealed);                                        \
-        const uint8_t *d_ = (staged ? staged[refs[gi].block] : b_->buf) + (uint64_t)c_ * b_->chunk_bytes;      \
+        const uint8_t *d_ = b_->buf + (uint64_t)c_ * b_->chunk_bytes;                                          \
+        if (seal) {                                                                                            \
+            if ((rc = seal_for_send(seal, b_, c_, scratch)) != 0)                                              \
+                goto out;                                                                                      \
+            d_ = scratch;                                                                                      \
+        }                                                                                                      \
         skymem_chunk_desc_t desc_;                                                                             \
         memset(&desc_, 0, sizeof desc_);                                                                       \
         memcpy(desc_.block_hash, b_->hash, SKYMEM_BLOCK_HASH_LEN);                                             \
@@ -786,9 +773,6 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     break;
                 }
             }
-            if (staged && (rc = stage_sealed(seal, &blocks[refs[next].block], refs[next].chunk,
-                                             staged[refs[next].block])) != 0)
-                goto out;
             PREPARE_SET(next);
             last[next] = t;
             outstanding += cb;
@@ -884,6 +868,6 @@ out:
     free(txbuf);
     free(rx.data);
     skymem_seal_ctx_free(seal);
-    staging_free(staged, n_blocks);
+    free(scratch);
     return rc;
 }

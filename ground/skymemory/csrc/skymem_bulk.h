@@ -14,8 +14,10 @@
  * are the chunks sealed with AES-128-GCM, while buf holds the content. A
  * chunk is then chunk_bytes on the wire and carries chunk_bytes -
  * SKYMEM_SEAL_OVERHEAD bytes of content, which land at buf + i * (chunk_bytes
- * - SKYMEM_SEAL_OVERHEAD); set seals each chunk once per call, get opens each
- * chunk straight into its place.
+ * - SKYMEM_SEAL_OVERHEAD); set seals each send of a chunk into a scratch
+ * buffer as it leaves, get opens each chunk straight into its place, and
+ * checks a reply's CRC and trailer only when its chunk does not open (to
+ * tell a change on the way, asked again, from the satellite's own bytes).
  */
 #ifndef SKYMEM_BULK_H
 #define SKYMEM_BULK_H
@@ -87,7 +89,8 @@ typedef struct {
                             * running) */
     uint32_t *chunk_crcs;  /* get, optional: chunk_count entries, each chunk's verified CRC32C as it arrived
                             * (skymem_crc32c_fold turns them into the block's CRC without rereading it;
-                            * sealed: the CRCs of the sealed chunks, as they travel) */
+                            * sealed: the CRCs of the sealed chunks as their satellites declare them: a chunk
+                            * that opens needs no CRC check, the seal vouches for it) */
 } skymem_bulk_block_t;
 
 typedef struct {
@@ -169,9 +172,8 @@ uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_
  * would only lengthen the queue.
  * Keyed, every packet sent is signed with a fresh sequence;
  * running out of the reserved range is SKYMEM_BULK_E_ARG.
- * Sealed, each chunk is sealed just before it first leaves, into a staging
- * copy of the block (chunk_count * chunk_bytes, freed at the end), and its
- * resends send those same bytes. */
+ * Sealed, each send of a chunk (resends too) is sealed as it leaves, under
+ * a nonce of its own: no staging copy of the blocks. */
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
 

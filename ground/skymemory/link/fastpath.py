@@ -14,8 +14,8 @@ within a call, the base random per call.
 With a sealer (`get(..., sealer=)` / `set(..., sealer=)`, a
 `skymemory.protocol.seal.Sealer`: one tenant's content keys) the chunks travel
 and are kept sealed with AES-128-GCM, in seal.py's format byte for byte
-(csrc/skymem_seal.c, OpenSSL's libcrypto): set seals each chunk once in C
-before it first leaves, get opens each chunk in C straight into the buffer. Such
+(csrc/skymem_seal.c, OpenSSL's libcrypto): set seals each chunk in C as it
+leaves, get opens each chunk in C straight into the buffer. Such
 a job is `BlockJob(..., sealed=True)`: its `chunk_bytes` is the size on the
 wire, of which `seal.OVERHEAD` (32) bytes are the seal's, and its buffer holds
 the content (`n_bytes`). A chunk that arrives intact but does not open (altered
@@ -82,6 +82,7 @@ class BlockJob:
     created_ms: int = 0
     status: np.ndarray = field(default=None)  # uint8 per chunk, PENDING / OK / NOT_FOUND / SEAL_FAILED
     chunk_crcs: np.ndarray | None = None  # get, optional: uint32 per chunk, its verified CRC32C as it arrived
+    # (sealed: as the satellite declares it; the seal, not the CRC, vouches for a chunk that opens)
     sealed: bool = False  # moved with a sealer: chunks sealed on the wire (see the module docstring)
 
     @property
@@ -345,8 +346,8 @@ class BulkTransfer:
         """Store every chunk; `status` OK = acknowledged, NOT_FOUND = given up after the retries.
 
         With `sealer` (a `skymemory.protocol.seal.Sealer`; every job `sealed=True`) the
-        chunks are sealed under its current key id before they leave (resends send the
-        same sealed bytes).
+        chunks are sealed under its current key id as they leave (each send, resends
+        too, under a nonce of its own: any of them opens).
         `pace_Bps` > 0 sends new chunks no faster than that many bytes per second (a link
         that queues a burst delays its tail past the resend timer; see skymem_bulk.h)."""
         if pace_Bps < 0:
