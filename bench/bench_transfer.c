@@ -233,7 +233,7 @@ int main(int argc, char **argv)
         memset(dst, 0, bytes * n_blocks);
         memset(&o.packets_rx, 0, offsetof(skymem_bulk_opts_t, keyed) - offsetof(skymem_bulk_opts_t, packets_rx));
         o.request_id += 1u << 20;
-        o.auth_seq_count = (uint64_t)skymem_bulk_get_requests(blocks, (uint32_t)n_blocks, 0) * (o.max_retries + 1u);
+        o.auth_seq_count = (uint64_t)skymem_bulk_get_requests(blocks, (uint32_t)n_blocks, 0, 0) * (o.max_retries + 1u);
         o.auth_seq_first = reserve_seqs(&last_seq, o.auth_seq_count);
         t0 = now_s();
         rc = skymem_bulk_get(servers, n_servers, blocks, (uint32_t)n_blocks, &o);

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from skymemory.link.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, require_native
-from skymemory.protocol import native
+from skymemory.protocol import native, wire
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.contract import BlockMiss
 
@@ -77,6 +77,38 @@ def test_several_blocks_in_waves_fill_prefix_and_buffers(sats):
         assert all((j.status == OK).all() for j in jobs)
         buffers = [bytearray(len(b)) for b in blocks]  # caller-provided buffers are filled in place
         assert store.get_blocks(records, buffers) is not None and buffers == [bytearray(b) for b in blocks]
+
+
+def test_doubling_waves_ask_the_first_chunks_first_then_ever_wider_waves(sats):
+    """wave_doubling (what a layer stream asks): waves of 2, 4, 8, ... chunk ids across blocks, in that order,
+    so the whole prefix takes a few waves of requests instead of one per 2 chunks."""
+    blocks = [os.urandom(20_000) for _ in range(2)]  # 20 chunks of 1000 B each
+    with store_for(sats) as store:
+        records = [store.put_block(hashlib.sha256(b).digest(), b) for b in blocks]
+        sent = {}
+        for waves in ("uniform", "doubling"):
+            for s in sats:
+                s.received.clear()
+            jobs = store.block_jobs(records)
+            prefix = np.zeros(len(jobs), dtype=np.uint32)
+            stats = store.fetch_jobs(jobs, prefix=prefix, wave_chunks=2, wave_doubling=waves == "doubling")
+            assert [bytes(j.buf) for j in jobs] == blocks and list(prefix) == [20, 20]
+            assert stats.retransmits == 0
+            asked = [wire.decode_command(d) for s in sats for d in s.received]
+            sent[waves] = sorted(c.first for c in asked if c.cc == wire.SKYMEM_GET_CHUNKS_CC)
+        # a request per block per satellite per wave, asking that satellite's chunk ids of the wave (chunk i is
+        # on satellite i % 3): it starts at the wave's first chunk id that satellite holds
+        def firsts(waves):
+            return sorted(2 * [next(i for i in range(lo, hi) if i % 3 == k) for lo, hi in waves
+                               for k in range(3) if any(i % 3 == k for i in range(lo, hi))])
+        assert sent["uniform"] == firsts([(lo, lo + 2) for lo in range(0, 20, 2)])  # 10 waves, 40 requests
+        assert sent["doubling"] == firsts([(0, 2), (2, 6), (6, 14), (14, 20)])  # 4 waves, 22 requests
+        ffi, lib = require_native()
+        c_blocks = ffi.new("skymem_bulk_block_t[]", 2)
+        for b in c_blocks:
+            b.chunk_count, b.n_servers = 20, 3
+        assert lib.skymem_bulk_get_requests(c_blocks, 2, 2, 1) == len(sent["doubling"])
+        assert lib.skymem_bulk_get_requests(c_blocks, 2, 2, 0) == len(sent["uniform"])
 
 
 def test_paced_get_asks_the_first_wave_at_once_and_the_rest_at_the_pace(sats):

@@ -214,7 +214,8 @@ def test_every_layer_is_asked_before_the_first_reply(tmp_path):
         n_blocks = ffi.new("skymem_bulk_block_t[]", len(stream.jobs))
         for b, job in zip(n_blocks, stream.jobs):
             b.chunk_count, b.n_servers = job.chunk_count, len(job.servers)
-        gate["need"] = lib.skymem_bulk_get_requests(n_blocks, len(stream.jobs), stream.wave_chunks)
+        gate["need"] = lib.skymem_bulk_get_requests(n_blocks, len(stream.jobs), stream.wave_chunks,
+                                                    int(stream.wave_doubling))
         gate["open"].clear()  # from now on no satellite answers before it has every request of the stream
         stream.start()
         for layer in range(geometry.layers):

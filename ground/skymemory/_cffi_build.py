@@ -171,7 +171,7 @@ typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t c
                  uint32_t *chunk_crcs; }
     skymem_bulk_block_t;
 typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t window_bytes; uint32_t wave_chunks;
-                 double rto_s; double deadline_s; uint32_t max_retries; double pace_Bps;
+                 int wave_doubling; double rto_s; double deadline_s; uint32_t max_retries; double pace_Bps;
                  uint64_t packets_rx, packets_tx, bytes_rx; uint64_t crc_failures, retransmits, ignored;
                  int keyed; uint32_t auth_key_id;
                  uint64_t auth_seq_first, auth_seq_count; uint64_t auth_seq_used; uint64_t auth_failures;
@@ -183,7 +183,8 @@ typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t wind
 const char *skymem_sha256_impl(void);
 int skymem_sha256_use_accel(int on);
 void skymem_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *data, size_t len, uint8_t out[32]);
-uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks);
+uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks,
+                                   int wave_doubling);
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
 int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_total,

@@ -21,10 +21,13 @@ decision of skymemory.kv.costmodel for a table of prefix lengths.
 
 With --transfer-only no forward runs (a CPU forward of seconds hides any
 transfer): random blocks of the model's geometry are stored, and each round
-times a plain fetch of the prefix, then one stream per --stream-windows entry
-whose reader only waits for each layer's bytes in order (what a GPU forward
-waits for; its rebuild runs on the device): transfer time, when layer 0 and
-every byte were in, when the last layer was released (after the block checks).
+times a plain fetch of the prefix, then one stream per --stream-windows and
+--waves entry whose reader only waits for each layer's bytes in order (what a
+GPU forward waits for; its rebuild runs on the device): transfer time, when
+layer 0 and every byte were in, when the last layer was released (after the
+block checks). `--waves doubling,uniform` sets a stream's waves as it asks
+them today (each twice as wide as the one before) beside one wave per
+--wave-layers (the "-uniform" modes).
 """
 
 from __future__ import annotations
@@ -269,10 +272,11 @@ def run_transfer(args, log=print) -> dict:
                 rows.setdefault(f"sky-{profile.name}", []).append(
                     {"transfer_s": time.perf_counter() - started, "retransmits": t.retransmits,
                      "window_bytes": t.window_bytes})
-                for window in args.stream_windows:
+                for window, waves in ((w, v) for w in args.stream_windows for v in args.waves):
                     sized = window == "link"  # None: a plain get's window; link: kv.streaming.stream_window
                     stream = PrefixStream(store, records, geometry, args.kv, dtype=source, device="cpu",
                                           landing=landing, wave_layers=args.wave_layers,
+                                          wave_doubling=waves == "doubling",
                                           window_bytes=None if sized else window, link=link if sized else None)
                     stream.start()
                     for layer in range(geometry.layers - 1):
@@ -283,7 +287,8 @@ def run_transfer(args, log=print) -> dict:
                     stream.wait_layer(geometry.layers - 1)
                     stream.close()
                     st = stream.stats
-                    rows.setdefault(f"sky-{profile.name}-stream{_window_suffix(window)}", []).append(
+                    mode = f"sky-{profile.name}-stream{_window_suffix(window)}{'' if waves == 'doubling' else '-uniform'}"
+                    rows.setdefault(mode, []).append(
                         {"transfer_s": st.transfer_s, "retransmits": st.retransmits,
                          "first_layer_s": st.layer_ready_s[0], "bytes_in_s": bytes_in,
                          "last_layer_s": st.layer_ready_s[-1],
@@ -365,6 +370,9 @@ def register(subparsers) -> None:
                    help="with --transfer-only, one streamed mode each: 'get' (a plain get's window, the "
                         "default), 'link' (twice the measured rate x round trip, at least 8 MiB: what a "
                         "KVCManager streams with) or MiB in flight; e.g. link,get,8 compares them side by side")
+    p.add_argument("--waves", type=_waves, default=["doubling"],
+                   help="with --transfer-only, one streamed mode each: 'doubling' (each wave twice as wide as the "
+                        "one before, what a stream asks) or 'uniform' (every wave --wave-layers wide)")
     p.add_argument("--node", type=input_file, default=None)
     p.add_argument("--out", type=output_dir, default="out/bench-streaming")
     p.set_defaults(func=_main)
@@ -372,6 +380,15 @@ def register(subparsers) -> None:
 
 def _pace_suffix(pace: float) -> str:
     return "" if pace == 0 else f"-{pace / 1e6:.0f}MBps"
+
+
+def _waves(text: str) -> list[str]:
+    """'doubling,uniform' -> ['doubling', 'uniform']."""
+    waves = [w.strip() for w in text.split(",") if w.strip()]
+    bad = [w for w in waves if w not in ("doubling", "uniform")]
+    if not waves or bad:
+        raise argparse.ArgumentTypeError(f"waves are 'doubling' and/or 'uniform', got {text!r}")
+    return list(dict.fromkeys(waves))
 
 
 def _window_suffix(window: int | str | None) -> str:

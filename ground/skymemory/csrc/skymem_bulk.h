@@ -99,6 +99,7 @@ typedef struct {
     uint32_t request_id;     /* first request id to use; ids base..base+n are used (a random base per call) */
     uint32_t window_bytes;   /* chunk bytes requested/sent and not yet answered, at most */
     uint32_t wave_chunks;    /* get: chunk ids per block per request wave (0 = whole block) */
+    int wave_doubling;       /* get: each wave after the first asks twice the chunk ids of the one before */
     double rto_s;            /* no progress on a request for this long: ask again */
     double deadline_s;       /* give up after this long in all */
     uint32_t max_retries;    /* re-requests per request, at most */
@@ -147,7 +148,8 @@ typedef struct {
 /* Fetch every chunk of the blocks with GET_CHUNKS (one per server per block
  * per wave), in wave order: wave w asks chunk ids [w*wave, (w+1)*wave) of
  * every block, so with layer-major blocks the first layers of all blocks
- * come first. Each reply is parsed, its request id, block hash, chunk id
+ * come first (with wave_doubling, waves of wave, 2*wave, 4*wave, ... chunk
+ * ids: the first layers as soon, the rest in fewer requests). Each reply is parsed, its request id, block hash, chunk id
  * and length checked, its CRC32C verified, and its data copied to its
  * place (sealed: opened into it). A request with chunks still missing
  * after rto_s is asked again (only the missing span), at most max_retries
@@ -162,7 +164,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
 /* How many GET_CHUNKS requests skymem_bulk_get makes for these blocks before any resend (a
  * caller reserves (max_retries + 1) times as many sequences when it signs). */
-uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks);
+uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks,
+                                   int wave_doubling);
 
 /* Store every chunk of the blocks with SET_CHUNK, at most window_bytes
  * unacknowledged, resending a chunk whose ACK has not come after rto_s.

@@ -3,7 +3,10 @@
 Blocks are layer-major (codec.py): layer L of a block is the byte range
 [64 + L * layer_bytes, 64 + (L + 1) * layer_bytes). `PrefixStream` fetches all
 the prefix's blocks with one C fast-path call on a background thread, asking
-the chunks in waves across blocks (the first layers of *every* block first);
+the chunks in waves across blocks (the first layers of *every* block first;
+`wave_layers` layers in the first wave, each wave after it twice as wide, so
+a 22-layer prefix takes 5 waves of requests rather than 22: a stream then
+moves as fast as a fetch, BENCHMARKS.md "Streaming at fetch speed");
 the C code advances, per block, the count of chunks received contiguously
 from chunk 0, so layer L is complete when every block's count covers it.
 
@@ -136,9 +139,9 @@ class PrefixStream:
     """The prefix blocks arriving in the background; `layer(i)` blocks until layer i is usable."""
 
     def __init__(self, store: StreamedBlockReads, records, geometry: codec.BlockGeometry, kv_format: str, *,
-                 dtype: torch.dtype, device, landing, wave_layers: int = 1, deadline_s: float | None = None,
-                 pace_Bps: float = 0.0, window_bytes: int | None = None, verify_sha256: bool = False,
-                 link=None) -> None:
+                 dtype: torch.dtype, device, landing, wave_layers: int = 1, wave_doubling: bool = True,
+                 deadline_s: float | None = None, pace_Bps: float = 0.0, window_bytes: int | None = None,
+                 verify_sha256: bool = False, link=None) -> None:
         if not records:
             raise ValueError("nothing to stream")
         if not streams(store):
@@ -179,6 +182,7 @@ class PrefixStream:
         # carries 32 bytes fewer of them, and is opened, so authenticated, as it lands)
         self.chunk_bytes = self.jobs[0].plain_chunk_bytes
         self.wave_chunks = max(1, -(-wave_layers * self.layer_bytes // self.chunk_bytes))
+        self.wave_doubling = wave_doubling
         self.error: StreamFailed | None = None
         self.done = threading.Event()  # transfer over (success or error), blocks checked
         self.stats = StreamStats(layer_ready_s=[0.0] * geometry.layers, layer_wait_s=[0.0] * geometry.layers,
@@ -212,7 +216,8 @@ class PrefixStream:
         unpin_current_thread()  # not the CPU an engine pinned its compute to (kv/affinity.py)
         try:
             t = self.store.fetch_jobs(self.jobs, prefix=self.prefix, wave_chunks=self.wave_chunks,
-                                      pace_Bps=self.pace_Bps, window_bytes=self.window_bytes)
+                                      wave_doubling=self.wave_doubling, pace_Bps=self.pace_Bps,
+                                      window_bytes=self.window_bytes)
             self.stats.packets_rx, self.stats.retransmits = t.packets_rx, t.retransmits
             self.stats.first_reply_s = t.first_reply_s
             for job in self.jobs:  # the last layer waits for these

@@ -253,7 +253,7 @@ class BulkTransfer:
 
     def _run(self, fn_name: str, jobs: Sequence[BlockJob], prefix: np.ndarray | None, wave_chunks: int,
              deadline_s: float | None, pace_Bps: float = 0.0, window_bytes: int | None = None,
-             sealer: Sealer | None = None) -> TransferStats:
+             sealer: Sealer | None = None, wave_doubling: bool = False) -> TransferStats:
         ffi, lib = self.ffi, self.lib
         for job in jobs:
             if job.sealed != (sealer is not None):
@@ -289,6 +289,7 @@ class BulkTransfer:
             opts.request_id = self._ids.randrange(1, 2**31)
         opts.station_id = self.station_id
         opts.wave_chunks = wave_chunks
+        opts.wave_doubling = int(wave_doubling)
         opts.pace_Bps = pace_Bps
         opts.rto_s = self.rto_s
         opts.deadline_s = deadline_s or self.deadline_s
@@ -301,7 +302,7 @@ class BulkTransfer:
             opts.keyed, opts.auth_key_id = 1, self.signer.key_id
             opts.replies = self.signer.reply_window
             sends = (sum(job.chunk_count for job in jobs) if fn_name == "skymem_bulk_set"
-                     else lib.skymem_bulk_get_requests(blocks, len(jobs), wave_chunks))
+                     else lib.skymem_bulk_get_requests(blocks, len(jobs), wave_chunks, int(wave_doubling)))
             opts.auth_seq_count = max(1, sends) * (self.retries + 1)
             opts.auth_seq_first = self.signer.reserve(opts.auth_seq_count)
         try:
@@ -321,7 +322,7 @@ class BulkTransfer:
                              opts.auth_failures, opts.replayed, opts.wrong_source, opts.seal_failures)
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
-            deadline_s: float | None = None, pace_Bps: float = 0.0,
+            wave_doubling: bool = False, deadline_s: float | None = None, pace_Bps: float = 0.0,
             window_bytes: int | None = None, sealer: Sealer | None = None) -> TransferStats:
         """Fill each job's buffer; `status` says which chunks came (OK) or are gone (NOT_FOUND).
 
@@ -330,7 +331,8 @@ class BulkTransfer:
         SEAL_FAILED (zeros in the buffer; `seal_failures` counts them).
         `prefix[i]` (optional) is advanced, while the call runs, to the number of
         chunks of block i received (and opened) contiguously from chunk 0; `wave_chunks` > 0
-        asks chunk ids in waves across blocks (chunks 0..wave-1 of every block first);
+        asks chunk ids in waves across blocks (chunks 0..wave-1 of every block first),
+        each twice as wide as the one before with `wave_doubling`;
         `pace_Bps` > 0 asks the waves after the first no faster than that many
         bytes per second, so that replies arrive in the order asked; `window_bytes`
         overrides the bytes in flight for this call.
@@ -339,7 +341,8 @@ class BulkTransfer:
             raise ValueError("pace_Bps must be >= 0")
         if window_bytes is not None and window_bytes < 1:
             raise ValueError("window_bytes must be >= 1")
-        return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps, window_bytes, sealer)
+        return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps, window_bytes, sealer,
+                         wave_doubling)
 
     def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None, pace_Bps: float = 0.0,
             sealer: Sealer | None = None) -> TransferStats:

@@ -414,13 +414,14 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         return jobs
 
     def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None,
-                   wave_chunks: int = 0, pace_Bps: float = 0.0, window_bytes: int | None = None) -> TransferStats:
+                   wave_chunks: int = 0, wave_doubling: bool = False, pace_Bps: float = 0.0,
+                   window_bytes: int | None = None) -> TransferStats:
         """Run the C get for `jobs`; raises BlockMiss unless every chunk of every block arrived intact."""
         assert self.fast is not None
         self.in_flight = jobs
         try:
-            stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks, pace_Bps=pace_Bps,
-                                  window_bytes=window_bytes, sealer=self.sealer())
+            stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks, wave_doubling=wave_doubling,
+                                  pace_Bps=pace_Bps, window_bytes=window_bytes, sealer=self.sealer())
         finally:
             self.in_flight = ()
         self.last_transfer = stats

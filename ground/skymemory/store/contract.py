@@ -152,11 +152,13 @@ class StreamedBlockReads(Protocol):
         `streams(store)` rather than isinstance alone.
     block_jobs(records, buffers=None) -> list[BlockJob]: one job per record (skymemory.link.fastpath),
         filling `buffers` (one per record) or new ones; ValueError for a record of unknown size.
-    fetch_jobs(jobs, *, prefix=None, wave_chunks=0, pace_Bps=0.0, window_bytes=None) -> TransferStats:
+    fetch_jobs(jobs, *, prefix=None, wave_chunks=0, wave_doubling=False, pace_Bps=0.0, window_bytes=None)
+        -> TransferStats:
         runs the transfer on the calling thread; while it runs `prefix[i]` (uint32 per job) counts
         the chunks of block i received contiguously from chunk 0 and each job's `status` fills in,
         so another thread can use a layer as soon as it is in. `wave_chunks` asks chunk ids in
-        waves across blocks, `pace_Bps` paces the waves, `window_bytes` caps the bytes in flight.
+        waves across blocks (`wave_doubling`: each twice as wide as the one before), `pace_Bps`
+        paces the waves, `window_bytes` caps the bytes in flight.
         Raises BlockMiss unless every chunk of every block arrived intact.
     Calls from several threads at once are independent (each its own socket).
     """
@@ -170,7 +172,8 @@ class StreamedBlockReads(Protocol):
 
     @abstractmethod
     def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
-                   pace_Bps: float = 0.0, window_bytes: int | None = None) -> TransferStats: ...
+                   wave_doubling: bool = False, pace_Bps: float = 0.0,
+                   window_bytes: int | None = None) -> TransferStats: ...
 
 
 @runtime_checkable
