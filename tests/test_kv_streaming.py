@@ -110,6 +110,33 @@ def test_a_lost_chunk_falls_back_to_recompute_and_evicts(tmp_path, store):
     assert any(k[0] == hashes[0] for s in store.sats for k in s.store)
 
 
+def test_a_failed_stream_still_delivers_the_blocks_that_arrived_whole(store):
+    """What the vLLM worker loads when one request's block of a shared stream fails: every other block that
+    arrived whole and checks (intact_blocks), layer by layer as a stream delivers it (layer_blocks_of)."""
+    geometry = codec.BlockGeometry(layers=3, kv_heads=2, head_dim=8, tokens=BLOCK)
+    gen = torch.Generator().manual_seed(5)
+    layers = [[(torch.randn(2, BLOCK, 8, generator=gen), torch.randn(2, BLOCK, 8, generator=gen)) for _ in range(3)]
+              for _ in range(3)]
+    blocks = [(hashlib.sha256(b"whole-%d" % i).digest(), codec.encode_block(kv, "fp32")) for i, kv in enumerate(layers)]
+    records = store.put_blocks(blocks)
+    gone = next(k for k in store.sats[2].store if k[0] == blocks[1][0])
+    del store.sats[2].store[gone]  # one chunk of block 1 is gone
+    stream = PrefixStream(store, records, geometry, "fp32", dtype=torch.float32, device="cpu",
+                          landing=LandingBuffers()).start()
+    with pytest.raises(StreamFailed) as failed:
+        stream.layer_blocks(0)
+    assert failed.value.reason == "not-found" and failed.value.block == blocks[1][0]
+    assert stream.intact_blocks(failed.value) == [True, False, True]
+    for layer in range(3):
+        kv = stream.layer_blocks_of(layer, [0, 2])
+        for row, b in ((0, 0), (1, 2)):
+            assert torch.equal(kv[row, 0], layers[b][layer][0]) and torch.equal(kv[row, 1], layers[b][layer][1])
+    # a block that arrived whole but is not the block that was stored does not count as intact either
+    other = StreamFailed("corrupt", "block 2 did not check", block=blocks[2][0])
+    assert stream.intact_blocks(other) == [True, False, False]
+    stream.close()
+
+
 def test_strict_mode_raises_the_stream_failure(tmp_path, store):
     model, tokenizer = tiny("fp32")
     manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,

@@ -258,11 +258,11 @@ def test_a_streamed_prefix_that_does_not_open_is_noted_against_its_satellites():
 
 def test_the_vllm_workers_failed_load_follows_the_one_rule_per_request():
     import numpy as np
+    import torch
 
     from skymemory.integrations.vllm.messages import LoadPlan
     from skymemory.integrations.vllm.worker import WorkerSide
-    from skymemory.kv.streaming import PrefixStream, StreamFailed
-    from skymemory.link.fastpath import OK, PENDING
+    from skymemory.kv.streaming import StreamFailed
     from skymemory.store.contract import BlockRecord
 
     def record(k: int) -> BlockRecord:
@@ -275,21 +275,47 @@ def test_the_vllm_workers_failed_load_follows_the_one_rule_per_request():
         for r in chain:
             index.insert(parent, r)
             parent = r.block_hash
-    # one stream for both requests: every block whole but the second request's second, which did not open
-    jobs = [SimpleNamespace(block_hash=r.block_hash, status=np.full(2, OK, dtype=np.uint8)) for r in first + second]
-    jobs[3].status[1] = PENDING
-    stream = SimpleNamespace(jobs=jobs, close=lambda: None)
-    stream.first_lost = lambda failure, start=0, stop=None: PrefixStream.first_lost(stream, failure, start, stop)
-    failed_pages, evicted = [], []
-    side = SimpleNamespace(index=index, _fail_pages=lambda plans, pages, why: failed_pages.append(why),
-                           saver=SimpleNamespace(evict=evicted.append))
-    load = SimpleNamespace(failure=None, stream=stream, pages=[],
-                           plans=[LoadPlan("a", first, [1, 2]), LoadPlan("b", second, [3, 4, 5])])
+    # one stream for both requests, 3 layers, layer 0 already in the pages: every block whole but the second
+    # request's second, which did not open
+    layers, rows_written = 3, []
+    stream = SimpleNamespace(close=lambda: None,
+                             intact_blocks=lambda failure: [True, True, True, False, True],
+                             layer_blocks_of=lambda layer, rows: torch.full((len(rows), 1), float(layer)))
+    failed = []
+    side = SimpleNamespace(index=index, saver=SimpleNamespace(evict=lambda records: failed.append(("evict", records))),
+                           geometry=SimpleNamespace(layers=layers), caches=[f"cache {i}" for i in range(layers)],
+                           layout=SimpleNamespace(write=lambda cache, pages, kv: rows_written.append(
+                               (cache, pages.tolist(), kv[:, 0].tolist()))),
+                           _fail_pages=lambda plans, pages, why: failed.append(
+                               ([p.req_id for p in plans], pages.tolist(), why)),
+                           _note_use=lambda hashes: failed.append(("used", list(hashes))))
+    load = SimpleNamespace(failure=None, stream=stream, pages=torch.tensor([11, 12, 13, 14, 15]), written={0},
+                           plans=[LoadPlan("a", first, [11, 12]), LoadPlan("b", second, [13, 14, 15])])
     failure = StreamFailed("seal", "do not open", satellites=((1, 3), (1, 4)), block=second[1].block_hash)
     WorkerSide._fail(side, load, failure)
-    assert failed_pages == ["seal: do not open"]
+    # only request b's pages from its failed block on are load errors; request a, and b's block before the failed
+    # one, get the layers not yet written (1 and 2) and count as used
+    assert failed == [(["b"], [14, 15], "seal: do not open"), ("evict", second[1:]),
+                      ("used", [first[0].block_hash, first[1].block_hash, second[0].block_hash])]
+    assert rows_written == [("cache 1", [11, 12, 13], [1.0, 1.0, 1.0]), ("cache 2", [11, 12, 13], [2.0, 2.0, 2.0])]
     assert {s: n for s, (n, _) in index.seal_failures().items()} == {(1, 3): 1, (1, 4): 1}  # once, by its request
-    # the failed block and the one after it leave index and store; the blocks before it, and the other request's
-    # (all whole), stay
+    # the failed block and the one after it leave the index; the blocks before it, and the other request's, stay
     assert [r.block_hash in index for r in first + second] == [True, True, True, False, False]
-    assert evicted == [second[1:]]
+    assert np.array_equal(load.pages, [11, 12, 13, 14, 15]) and load.failure == "seal: do not open"
+
+
+def test_a_layer_the_engine_did_not_wait_for_fails_every_page_of_its_load():
+    import torch
+
+    from skymemory.integrations.vllm.messages import LoadPlan
+    from skymemory.integrations.vllm.worker import WorkerSide
+    from skymemory.kv.streaming import StreamFailed
+    from skymemory.store.contract import BlockRecord
+
+    r = BlockRecord(b"\1" * 32, 100, 6144, 1, 0, "explicit", 4, (0, 0))
+    failed = []
+    side = SimpleNamespace(_fail_pages=lambda plans, pages, why: failed.append((pages.tolist(), why)))
+    load = SimpleNamespace(failure=None, stream=SimpleNamespace(close=lambda: None), pages=torch.tensor([7, 8]),
+                           plans=[LoadPlan("a", [r], [7]), LoadPlan("b", [r], [8])])
+    WorkerSide._fail(side, load, StreamFailed("not-waited", "layers [2] were not waited for"))
+    assert failed == [([7, 8], "not-waited: layers [2] were not waited for")]  # read unloaded: all of them

@@ -5,6 +5,8 @@
 JOB: {"model": model folder, "out": results file,
       "engines": [{"name": ..., "connector": kv_connector_extra_config or null, "multiprocess": bool,
                    "marker": a file written just before the first request (or null),
+                   "together": bool (every request in one generate call: scheduled, loaded and saved in the
+                               same steps; default: one call per request, in order),
                    "lora": bool (serve LoRA adapters, rank <= 8, two at a time),
                    "requests": [{"name": ..., "ids": [...], "max_tokens": n, "policy": null | "fetch" | ...,
                                  "salt": a cache salt (or null), "lora": [name, id, folder] (or null)}]}]}
@@ -44,19 +46,25 @@ def run_engine(model: str, engine: dict) -> dict:
     try:
         if engine.get("marker"):
             Path(engine["marker"]).write_text("generating")
-        for request in engine["requests"]:
+        def inputs(request: dict):
             extra = {"kv_transfer_params": {"skymemory_policy": request["policy"]}} if request.get("policy") else None
             params = SamplingParams(max_tokens=request.get("max_tokens", 16), temperature=0, extra_args=extra)
-            started = time.perf_counter()
             prompt = TokensPrompt(prompt_token_ids=request["ids"])
             if request.get("salt"):
                 prompt["cache_salt"] = request["salt"]
-            lora = LoRARequest(*request["lora"]) if request.get("lora") else None
-            (out,) = llm.generate([prompt], params, use_tqdm=False, lora_request=lora)
-            results[request["name"]] = {"tokens": list(out.outputs[0].token_ids),
-                                        "num_cached_tokens": out.num_cached_tokens,
-                                        "kv_transfer_params": out.kv_transfer_params,
-                                        "seconds": time.perf_counter() - started}
+            return prompt, params, LoRARequest(*request["lora"]) if request.get("lora") else None
+
+        batches = [engine["requests"]] if engine.get("together") else [[r] for r in engine["requests"]]
+        for batch in batches:
+            prompts, params, loras = zip(*(inputs(r) for r in batch))
+            started = time.perf_counter()
+            outs = llm.generate(list(prompts), list(params), use_tqdm=False,
+                                lora_request=list(loras) if any(loras) else None)
+            for request, out in zip(batch, outs):
+                results[request["name"]] = {"tokens": list(out.outputs[0].token_ids),
+                                            "num_cached_tokens": out.num_cached_tokens,
+                                            "kv_transfer_params": out.kv_transfer_params,
+                                            "seconds": time.perf_counter() - started}
     finally:
         llm.llm_engine.engine_core.shutdown()  # the connector's shutdown stores what it still has queued
         del llm

@@ -154,3 +154,24 @@ def test_satellites_killed_during_a_load_give_a_recompute_not_wrong_tokens(model
     assert "Recovered from KV load failure" in (tmp_path / "F.log").read_text()  # vLLM recomputed the blocks
     # the first block that did not arrive and the blocks after it are not claimed again (as KVCManager does)
     assert len(RadixIndex(index)) < 3
+
+
+def test_a_failed_block_costs_only_its_own_request(model_dir, sky, baseline, tmp_path):
+    """Two requests load in the same step (one stream): one of P3's blocks is gone from the satellites. P3 recomputes
+    from that block on; P1's blocks, which arrived whole, are loaded all the same."""
+    index = tmp_path / "index"
+    m = Manifest.load(sky)
+    with ConstellationBlockStore.nearest_from_manifest(m, SERVERS, client_options={"station_id": 59}) as store:
+        manager = kvc_manager(sky, index, store)
+        added = manager.add_blocks(P3)
+        assert manager.add_blocks(P1).blocks_stored == 2 and added.blocks_stored == 3
+        store.evict_block(manager.index.get(added.hashes[1]).record)  # the index still has it: the load finds out
+    out = run_job(tmp_path, model_dir, [{"name": "T", "together": True, "connector": connector(sky, index),
+                                         "requests": requests(P1=P1, P3=P3)}], "T")["T"]
+    assert out["P1"]["tokens"] == baseline["P1"] and out["P3"]["tokens"] == baseline["P3"]
+    p1, p3 = (out[name]["kv_transfer_params"]["skymemory"] for name in ("P1", "P3"))
+    assert "the load failed" in p3["decision"], p3
+    assert "the load failed" not in p1["decision"] and out["P1"]["num_cached_tokens"] == 2 * BLOCK, p1
+    log = (tmp_path / "T.log").read_text()
+    assert "loading 2 blocks failed" in log and "loading 5 blocks failed" not in log  # P3's second and third only
+    assert "Recovered from KV load failure" in log

@@ -221,13 +221,7 @@ class PrefixStream:
             self.stats.packets_rx, self.stats.retransmits = t.packets_rx, t.retransmits
             self.stats.first_reply_s = t.first_reply_s
             for job in self.jobs:  # the last layer waits for these
-                try:
-                    codec.check_block(job.buf, block_crc32c=job.block_crc32c(), expect=self.geometry,
-                                      kv_format=self.kv_format, verify_sha256=self.verify_sha256 and not job.sealed,
-                                      authenticated=job.sealed)
-                except codec.CodecError as exc:
-                    raise StreamFailed("corrupt", f"block {job.block_hash.hex()[:16]}: {exc}",
-                                       block=job.block_hash) from None
+                self._check(job)
             self.stats.bytes = self.n_bytes * len(self.jobs)
             if self.link is not None:
                 self.link.observe(self.stats.bytes, time.perf_counter() - self.stats.started, t.first_reply_s or None)
@@ -240,6 +234,16 @@ class PrefixStream:
         finally:
             self.stats.transfer_s = time.perf_counter() - self.stats.started
             self.done.set()
+
+    def _check(self, job) -> None:
+        """Block `job`, arrived whole, is the block that was stored (its header, and its CRC folded from its
+        chunks' or, sealed, opened under the ground's key); StreamFailed("corrupt") if not."""
+        try:
+            codec.check_block(job.buf, block_crc32c=job.block_crc32c(), expect=self.geometry,
+                              kv_format=self.kv_format, verify_sha256=self.verify_sha256 and not job.sealed,
+                              authenticated=job.sealed)
+        except codec.CodecError as exc:
+            raise StreamFailed("corrupt", f"block {job.block_hash.hex()[:16]}: {exc}", block=job.block_hash) from None
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
@@ -266,6 +270,29 @@ class PrefixStream:
             if job.block_hash == failure.block or not bool(np.all(job.status == fastpath.OK)):
                 return i
         return None
+
+    def intact_blocks(self, failure: StreamFailed) -> list[bool]:
+        """After `failure`, which blocks can still be used: each arrived whole, checks, and is not the one the
+        failure names. Waits for the transfer to end (a header that does not check fails the stream while the
+        rest is still arriving); none can be used if it runs on past the deadline."""
+        self.join(self.deadline_s)
+        if self._thread is not None and self._thread.is_alive():
+            return [False] * len(self.jobs)
+        return [job.block_hash != failure.block and bool(np.all(job.status == fastpath.OK)) and self._checks(job)
+                for job in self.jobs]
+
+    def _checks(self, job) -> bool:
+        try:
+            self._check(job)
+        except StreamFailed:
+            return False
+        return True
+
+    def layer_blocks_of(self, layer: int, rows: list[int]) -> torch.Tensor:
+        """Layer `layer` of blocks `rows` (of intact_blocks), as layer_blocks gives it, without waiting: what a
+        failed stream still delivers."""
+        views = rebuild.payload_views(self._lease.raw, self.geometry, self.kv_format)
+        return rebuild.block_layer(views, layer, self.dtype)[torch.tensor(rows, dtype=torch.int64)]
 
     # ---- consumer side ----------------------------------------------------------------
     def _chunks_for(self, layer: int) -> int:

@@ -33,5 +33,8 @@ class TierLoad:
     def close(self) -> None:
         pass  # the rows are the load's own copy: nothing to give back
 
-    def first_lost(self, failure: StreamFailed, start: int = 0, stop: int | None = None) -> int | None:
-        return None  # a tier's blocks do not fail to arrive
+    def intact_blocks(self, failure: StreamFailed) -> list[bool]:
+        return [True] * self._views.m  # a tier's blocks do not fail to arrive
+
+    def layer_blocks_of(self, layer: int, rows: list[int]) -> torch.Tensor:
+        return self.layer_blocks(layer)[torch.tensor(rows, dtype=torch.int64)]

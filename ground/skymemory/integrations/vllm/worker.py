@@ -8,12 +8,14 @@ tenant's key too. `wait_layer(l)`, called by the
 engine just before layer l's attention, waits for layer l of every block only,
 converts it to the cache's dtype and writes it into the pages the scheduler
 chose (kv.paged). A load that fails (a block missing, a satellite down, a CRC,
-the deadline) makes every page of that stream's loads a load error: the engine
-recomputes them. What failed follows the one rule (kv.lost), per request: its
-first block that failed, named by the failure (never read from its message),
-and the blocks after it leave the ground index at once and the constellation
-on the saver's thread, as KVCManager and streaming drop them. A layer
-the engine did not wait for is a load error too: its pages were read unloaded.
+the deadline) costs only what failed: per request, its first block that did
+not arrive whole or check (or that the failure names; never read from its
+message) and the blocks after it are load errors, which the engine recomputes,
+while its blocks before it, and every other request's of the stream, are
+loaded. What failed follows the one rule (kv.lost): it leaves the ground index
+at once and the constellation on the saver's thread, as KVCManager and
+streaming drop it. A layer the engine did not wait for makes every page of
+its load a load error: those pages were read unloaded.
 
 Saves: after a step's forward, the pages of the prompt blocks it completed
 are copied out (one gather per layer: the pages may be reused as soon as the
@@ -253,23 +255,35 @@ class WorkerSide:
             load.written.add(layer)
 
     def _fail(self, load: ActiveLoad, exc: StreamFailed) -> None:
+        """A load failed: only the pages of what failed are load errors. Each request keeps its leading blocks that
+        arrived whole and check (their remaining layers are written now); its first block that did not, and those
+        after it, are recomputed by the engine and follow the one rule (kv.lost): they leave the index now (a
+        block that failed once is not claimed again) and the constellation on the saver's thread."""
         load.failure = f"{exc.reason}: {exc}"
-        load.stream.close()
-        self._fail_pages(load.plans, load.pages, load.failure)
-        if exc.reason in ENGINE_FAULTS:  # says nothing of the blocks themselves
+        if exc.reason in ENGINE_FAULTS:  # the forward read pages before their KV was in: all of them are wrong
+            load.stream.close()
+            self._fail_pages(load.plans, load.pages, load.failure)
             return
-        # the one rule (kv.lost), per request: its first block that failed and those after it leave the index now
-        # (a block that failed once is not claimed again) and the constellation on the saver's thread
-        start = 0
+        intact = load.stream.intact_blocks(exc)  # (waits for the transfer's end)
+        records = [r for plan in load.plans for r in plan.records]  # the stream's rows
+        kept, start = [], 0  # the rows whose pages stand
         for plan in load.plans:
             stop = start + len(plan.records)
-            position = load.stream.first_lost(exc, start, stop)
-            if position is not None:
+            position = next((i for i in range(start, stop) if not intact[i]), stop)
+            kept += range(start, position)
+            if position < stop:
+                lost = position - start
+                self._fail_pages([plan], load.pages[position:stop], load.failure)
                 named = exc.block in {r.block_hash for r in plan.records}  # the block the failure names is here
-                forget_from(None, self.index, plan.records, position - start, exc.reason,
-                            exc.satellites if named else ())
-                self.saver.evict(plan.records[position - start:])
+                forget_from(None, self.index, plan.records, lost, exc.reason, exc.satellites if named else ())
+                self.saver.evict(plan.records[lost:])
             start = stop
+        if kept:
+            rows = torch.tensor(kept, dtype=torch.int64)
+            for layer in sorted(set(range(self.geometry.layers)) - load.written):
+                self.layout.write(self.caches[layer], load.pages[rows], load.stream.layer_blocks_of(layer, kept))
+            self._note_use(records[i].block_hash for i in kept)
+        load.stream.close()
 
     def _fail_pages(self, plans: list[LoadPlan], pages: torch.Tensor, why: str) -> None:
         log.warning("SkyMemory: loading %d blocks failed (%s): the engine recomputes them", len(pages), why)
@@ -294,7 +308,7 @@ class WorkerSide:
                 if not getattr(load.stream, "from_tier", False):  # a tier hit is no sample of the link
                     self._report.transfers.append((stats.bytes, stats.transfer_s, stats.first_reply_s))
                 self._report.page_writes.append((stats.bytes, load.write_s))
-                self._note_use(load)
+                self._note_use(r.block_hash for plan in load.plans for r in plan.records)
         if plan.single is not None and not plan.loads:
             if self.caches and self.caches[0].device.type == "cuda":
                 torch.cuda.synchronize(self.caches[0].device)
@@ -302,12 +316,13 @@ class WorkerSide:
         if plan.saves:
             self._copy_out(plan.saves)
 
-    def _note_use(self, load: ActiveLoad) -> None:
+    def _note_use(self, hashes) -> None:
         """The loaded blocks' last use is now, as KVCManager notes a fetch (best effort: a hint, never a failure)."""
+        hashes = list(hashes)
         try:
-            self.index.touch([r.block_hash for plan in load.plans for r in plan.records])
+            self.index.touch(hashes)
         except Exception as exc:  # noqa: BLE001 - the load succeeded; only the hint is late
-            log.warning("SkyMemory: noting the use of %d blocks in the ground index failed: %r", len(load.pages), exc)
+            log.warning("SkyMemory: noting the use of %d blocks in the ground index failed: %r", len(hashes), exc)
 
     def _copy_out(self, saves: list[SavePlan]) -> None:
         pages = torch.tensor([s.block_id for s in saves], dtype=torch.int64)
