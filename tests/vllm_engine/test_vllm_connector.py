@@ -38,6 +38,8 @@ P2 = P1[:2 * BLOCK] + random_prompt(65, seed=2)[1:]  # P1's two blocks, then its
 P3 = random_prompt(400, seed=3)  # 3 blocks: stored by KVCManager
 P4 = random_prompt(3 * BLOCK + 20, seed=4)  # 3 blocks: the failure test's
 P5 = random_prompt(290, seed=5)  # 2 blocks: stored by vLLM, read by KVCManager
+P6 = random_prompt(2 * BLOCK + 30, seed=6)  # 2 blocks and P7's 3: the partial failure test's (stored by no other)
+P7 = random_prompt(3 * BLOCK + 40, seed=7)
 NEW_TOKENS = 16
 
 
@@ -78,7 +80,7 @@ def baseline(model_dir, tmp_path_factory) -> dict:
     """vLLM without the connector: the tokens every cached run must give."""
     tmp = tmp_path_factory.mktemp("baseline")
     out = run_job(tmp, model_dir, [{"name": "plain", "connector": None, "requests": requests(
-        P1=P1, P2=P2, P3=P3, P4=P4, P5=P5)}], "baseline")
+        P1=P1, P2=P2, P3=P3, P4=P4, P5=P5, P6=P6, P7=P7)}], "baseline")
     return {name: r["tokens"] for name, r in out["plain"].items()}
 
 
@@ -157,21 +159,21 @@ def test_satellites_killed_during_a_load_give_a_recompute_not_wrong_tokens(model
 
 
 def test_a_failed_block_costs_only_its_own_request(model_dir, sky, baseline, tmp_path):
-    """Two requests load in the same step (one stream): one of P3's blocks is gone from the satellites. P3 recomputes
-    from that block on; P1's blocks, which arrived whole, are loaded all the same."""
+    """Two requests load in the same step (one stream): one of P7's blocks is gone from the satellites. P7 recomputes
+    from that block on; P6's blocks, which arrived whole, are loaded all the same."""
     index = tmp_path / "index"
     m = Manifest.load(sky)
     with ConstellationBlockStore.nearest_from_manifest(m, SERVERS, client_options={"station_id": 59}) as store:
         manager = kvc_manager(sky, index, store)
-        added = manager.add_blocks(P3)
-        assert manager.add_blocks(P1).blocks_stored == 2 and added.blocks_stored == 3
+        added = manager.add_blocks(P7)
+        assert manager.add_blocks(P6).blocks_stored == 2 and added.blocks_stored == 3
         store.evict_block(manager.index.get(added.hashes[1]).record)  # the index still has it: the load finds out
     out = run_job(tmp_path, model_dir, [{"name": "T", "together": True, "connector": connector(sky, index),
-                                         "requests": requests(P1=P1, P3=P3)}], "T")["T"]
-    assert out["P1"]["tokens"] == baseline["P1"] and out["P3"]["tokens"] == baseline["P3"]
-    p1, p3 = (out[name]["kv_transfer_params"]["skymemory"] for name in ("P1", "P3"))
-    assert "the load failed" in p3["decision"], p3
-    assert "the load failed" not in p1["decision"] and out["P1"]["num_cached_tokens"] == 2 * BLOCK, p1
+                                         "requests": requests(P6=P6, P7=P7)}], "T")["T"]
+    assert out["P6"]["tokens"] == baseline["P6"] and out["P7"]["tokens"] == baseline["P7"]
+    p6, p7 = (out[name]["kv_transfer_params"]["skymemory"] for name in ("P6", "P7"))
+    assert "the load failed" in p7["decision"], p7
+    assert "the load failed" not in p6["decision"] and p6["fetched_blocks"] == 2, p6
     log = (tmp_path / "T.log").read_text()
-    assert "loading 2 blocks failed" in log and "loading 5 blocks failed" not in log  # P3's second and third only
+    assert "loading 2 blocks failed" in log and "loading 5 blocks failed" not in log  # P7's second and third only
     assert "Recovered from KV load failure" in log

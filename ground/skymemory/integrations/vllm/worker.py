@@ -19,7 +19,9 @@ its load a load error: those pages were read unloaded.
 
 Saves: after a step's forward, the pages of the prompt blocks it completed
 are copied out (one gather per layer: the pages may be reused as soon as the
-request ends) and handed to a saver thread, which encodes them as KVCManager
+request ends; on a GPU into pinned host memory, asynchronously, behind an
+event the saver waits on, so the step does not wait for the copy) and handed
+to a saver thread, which encodes them as KVCManager
 does (kv.codec: the same bytes for the same KV), stores them on the
 constellation and indexes them. Decoding never waits for the network: a full
 save queue drops blocks (logged), and shutdown waits for the queue a bounded
@@ -89,7 +91,8 @@ class ActiveLoad:
 @dataclass
 class SaveJob:
     plans: list[SavePlan]
-    layers: list[torch.Tensor]  # per layer [m, 2, kv_heads, tokens, head_dim]
+    layers: list[torch.Tensor]  # per layer [m, 2, kv_heads, tokens, head_dim], on the host
+    copied: object = None  # a torch.cuda.Event after which `layers` hold the KV (None: they already do)
 
 
 @dataclass
@@ -143,6 +146,8 @@ class BlockSaver:
                     self._pending -= len(job.plans)
 
     def _store(self, job: SaveJob) -> None:
+        if job.copied is not None:
+            job.copied.synchronize()  # the step's copy out of the device pages: this thread waits, not the step
         payloads = [codec.encode_block([(kv[i, 0], kv[i, 1]) for kv in job.layers], self.kv_format)
                     for i in range(len(job.plans))]
         for tenant in dict.fromkeys(plan.tenant for plan in job.plans):  # one put per tenant: its own key
@@ -325,10 +330,25 @@ class WorkerSide:
             log.warning("SkyMemory: noting the use of %d blocks in the ground index failed: %r", len(hashes), exc)
 
     def _copy_out(self, saves: list[SavePlan]) -> None:
+        """The saved blocks' pages out of the engine's caches, now (the pages may be reused once the request
+        ends). On a GPU the copies to the host are asynchronous, into pinned memory, behind one event the saver
+        waits on: the step never waits for them."""
         pages = torch.tensor([s.block_id for s in saves], dtype=torch.int64)
         keep = codec.source_dtype(self.config.kv_format)
-        layers = [self.layout.read(cache, pages).to(device="cpu", dtype=keep) for cache in self.caches]
-        self.saver.submit(SaveJob(saves, layers))
+        on_gpu = self.caches[0].device.type == "cuda"
+        layers = []
+        for cache in self.caches:
+            gathered = self.layout.read(cache, pages).to(dtype=keep)  # a copy on the cache's device
+            if on_gpu:
+                host = torch.empty(gathered.shape, dtype=keep, pin_memory=True)
+                host.copy_(gathered, non_blocking=True)  # ordered on this stream before any reuse of `gathered`
+                gathered = host
+            layers.append(gathered.to("cpu"))
+        copied = None
+        if on_gpu:
+            copied = torch.cuda.Event()
+            copied.record()
+        self.saver.submit(SaveJob(saves, layers, copied))
 
     def take_report(self) -> WorkerReport | None:
         report, self._report = self._report, WorkerReport()
