@@ -25,6 +25,7 @@ from skymemory.kv.manager import KVCManager
 from skymemory.kv.models import load_model
 from skymemory.kv.paged import PagedLayout
 from skymemory.kv.radix import RadixIndex
+from skymemory.kv.saving import BlockFormat
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt
@@ -34,6 +35,7 @@ from paged_support import flash_write
 BLOCK = 16
 PAGES = 12
 KV = "fp32"
+FORM = BlockFormat(KV, codec.layout_name(sealed=SEALED), BLOCK)  # what the connector's worker is given
 
 
 @pytest.fixture(autouse=True)
@@ -92,7 +94,8 @@ def test_blocks_a_kvcmanager_stored_land_in_the_engines_pages(constellation, tmp
 
     # every block "last used" long ago, so the load's note shows
     index.insert_entries([dataclasses.replace(index.get(h), last_used_ms=1) for h in manager.block_hashes(prompt)])
-    worker = WorkerSide(_config(manifest_path, tmp_path / "index", 0x0C00), geometry=manager.geometry, index=index)
+    worker = WorkerSide(_config(manifest_path, tmp_path / "index", 0x0C00), geometry=manager.geometry, index=index,
+                        form=FORM)
     try:
         caches, layout = _engine_pages(manager.geometry)
         worker.register(caches, layout)
@@ -133,7 +136,7 @@ def test_pages_the_worker_saves_are_hits_for_a_kvcmanager(constellation, tmp_pat
 
         manifest_path = constellation.save(tmp_path / "manifest.json")
         worker = WorkerSide(_config(manifest_path, tmp_path / "index", 0x0C10), geometry=manager.geometry,
-                            index=index, meta={"kv_format": KV, "layout": codec.layout_name(sealed=SEALED), "tokens": BLOCK})
+                            index=index, form=FORM)
         caches, layout = _engine_pages(manager.geometry)
         worker.register(caches, layout)
         for layer, kv in enumerate(_prompt_kv(model, prompt, 2)):  # what the engine's forward wrote
@@ -165,7 +168,7 @@ def test_a_load_from_dead_satellites_is_a_load_error_and_leaves_the_index(node_p
                                  policy="fetch")
             assert manager.add_blocks(prompt).blocks_stored == 2
         worker = WorkerSide(_config(manifest_path, tmp_path / "index", 0x0C20, timeout_s=1.5),
-                            geometry=manager.geometry, index=index)
+                            geometry=manager.geometry, index=index, form=FORM)
     # the constellation is gone now: the load runs into its deadline
     try:
         scheduler = _scheduler(manager, index)

@@ -16,6 +16,7 @@ Modules (one idea each):
   rebuild      landed bytes -> the prefix's K and V per layer on the model's device
   streaming    a prefix streamed in layer by layer while the model runs
   lost         the one rule for a block that failed to load: it and those after it leave store and index
+  saving       saving blocks (stored, indexed, kept near) and noting a load's use: one path for both engines
   affinity     a transfer thread runs on every CPU, not where an engine pinned its creator
   paged        an engine's paged KV cache, read and written block by block
   costmodel    fetch or recompute: predicted time to first token of each choice

@@ -53,7 +53,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from . import codec, landing, rebuild
+from . import codec, landing, rebuild, saving
 from .blocks import chain_hashes, model_fingerprint, root_hash, split_blocks, tokenizer_fingerprint, usable_blocks
 from .cache_arg import cache_arg, cache_of
 from .calibration import DeviceRates, disagrees, load_or_calibrate
@@ -64,7 +64,8 @@ from .models import cache_dir
 from .policy import FetchPolicy, LinkEstimate
 from .radix import RadixIndex
 from .result import CacheResult, PrefixLookup
-from .store import BlockMiss, BlockRecord, BlockStore, BulkBlockWrites, EvictionNotices, TenantSealing, make_miss
+from .saving import BlockFormat, BlockSave, SaveFailed
+from .store import BlockMiss, BlockRecord, BlockStore, EvictionNotices, TenantSealing, make_miss
 from .streaming import get_cache_streaming
 from .tiers import BlockTiers
 
@@ -166,6 +167,7 @@ class KVCManager:
         self.verify_sha256 = integrity == "sha256"
         # a sealed store's blocks are named apart from plain ones: neither is ever taken for the other
         self.layout = codec.layout_name(self.verify_sha256, isinstance(store, TenantSealing) and store.sealed)
+        self.block_format = BlockFormat(self.kv_format, self.layout, self.block_tokens)
         self.policy = FetchPolicy(policy)
         self.link = LinkEstimate(type(store).__name__)
         self._device_rates = device_rates
@@ -284,11 +286,9 @@ class KVCManager:
             if record is None:
                 break
             records.append(record)
-        self.index.insert_chain(self.root, [(record, self._meta(position)) for position, record in enumerate(records)])
+        self.index.insert_chain(self.root, [(record, self.block_format.meta(position))
+                                            for position, record in enumerate(records)])
         return records, "probe" if records else "none"
-
-    def _meta(self, position: int) -> dict:
-        return {"kv_format": self.kv_format, "layout": self.layout, "tokens": self.block_tokens, "position": position}
 
     # ------------------------------------------------------------------ decide
 
@@ -467,11 +467,8 @@ class KVCManager:
         return self.store.for_tenant(tenant) if tenant and isinstance(self.store, TenantSealing) else self.store
 
     def note_use(self, records: list[BlockRecord]) -> None:
-        """These blocks were fetched: the index's last use of each is now (best effort: a hint, never a failure)."""
-        try:
-            self.index.touch([r.block_hash for r in records])
-        except Exception as exc:  # noqa: BLE001 - the fetch succeeded; only the hint is late
-            log.warning("noting the use of %d KV blocks in the index failed: %r", len(records), exc)
+        """These blocks were fetched: the index's last use of each is now (kv.saving.note_use)."""
+        saving.note_use(self.index, (r.block_hash for r in records))
 
     def _sized(self, records: list[BlockRecord]) -> list[BlockRecord]:
         """Records with this model's block size (a probe may not know it: n_bytes -1)."""
@@ -603,42 +600,33 @@ class KVCManager:
                 cache = cache_of(self.model(input_ids=ids, use_cache=True))
         result.compute_s = time.perf_counter() - started
 
-        def indexed(first: int, records: list[BlockRecord], payloads: list[bytes]) -> None:
-            """Index blocks first.. as one chain (one transaction), below the block before them."""
-            parent = self.root if first == 0 else hashes[first - 1]
-            self.index.insert_chain(parent, [(record, self._meta(position))
-                                             for position, record in enumerate(records, start=first)])
-            result.blocks_stored += len(records)
-            result.bytes_stored += sum(len(p) for p in payloads)
-            if self.tiers.enabled:  # write-through: the next get_cache finds them near the model
-                self.tiers.put(hashes[first:first + len(records)], host_rows=payloads)
-
-        try:
-            store = self.store_for(cache_salt)  # sealed under this tenant's key where the store seals
-            if isinstance(store, BulkBlockWrites):  # all blocks' chunks in flight at once
-                started = time.perf_counter()
-                payloads = codec.encode_cache_blocks(cache, self.block_tokens, first_new, len(hashes) - first_new,
-                                                     self.kv_format, sha256=self.verify_sha256)
-                result.encode_s += time.perf_counter() - started
-                started = time.perf_counter()
-                records = store.put_blocks(list(zip(hashes[first_new:], payloads)))
-                result.store_s += time.perf_counter() - started
-                indexed(first_new, records, payloads)
-            else:  # block by block: the blocks stored before a failure stay indexed
-                for position in range(first_new, len(hashes)):
-                    started = time.perf_counter()
-                    (payload,) = codec.encode_cache_blocks(cache, self.block_tokens, position, 1, self.kv_format,
-                                                           sha256=self.verify_sha256)
-                    result.encode_s += time.perf_counter() - started
-                    started = time.perf_counter()
-                    record = store.put_block(hashes[position], payload)
-                    result.store_s += time.perf_counter() - started
-                    indexed(position, [record], [payload])
-        except Exception as exc:  # noqa: BLE001 - later blocks are useless without this one: stop
+        started = time.perf_counter()
+        payloads = []
+        for position in range(first_new, len(hashes)):  # up to the first the cache cannot give (a sliding window's)
+            try:
+                payloads += codec.encode_cache_blocks(cache, self.block_tokens, position, 1, self.kv_format,
+                                                      sha256=self.verify_sha256)
+            except Exception as exc:  # noqa: BLE001 - the blocks before it are still worth storing
+                if self.strict:
+                    raise
+                log.warning("encoding KV block %d failed: %r", position, exc)
+                result.error = f"{type(exc).__name__}: {exc}"
+                break
+        result.encode_s = time.perf_counter() - started
+        saves = [BlockSave(hashes[position], self.root if position == 0 else hashes[position - 1], position, payload)
+                 for position, payload in enumerate(payloads, start=first_new)]
+        started = time.perf_counter()
+        try:  # sealed under this tenant's key where the store seals
+            saving.save_blocks(self.store_for(cache_salt), self.index, saves, self.block_format, self.tiers)
+            result.blocks_stored = len(saves)
+        except SaveFailed as exc:  # later blocks are useless without this one: stop
             if self.strict:
-                raise
-            log.warning("storing KV block %d failed: %r", first_new + result.blocks_stored, exc)
-            result.error = f"{type(exc).__name__}: {exc}"
+                raise exc.__cause__ from None
+            result.blocks_stored = exc.saved
+            log.warning("storing KV block %d failed: %s", first_new + exc.saved, exc)
+            result.error = result.error or str(exc)
+        result.store_s = time.perf_counter() - started
+        result.bytes_stored = sum(len(p) for p in payloads[:result.blocks_stored])
         return result
 
 

@@ -45,6 +45,7 @@ from skymemory.kv.identity import model_identity
 from skymemory.kv.models import cache_dir
 from skymemory.kv.paged import PagedLayout
 from skymemory.kv.radix import RadixIndex
+from skymemory.kv.saving import BlockFormat
 
 from .config import ConfigError, ConnectorConfig
 from .messages import StepPlan, WorkerReport
@@ -144,9 +145,8 @@ class SkyMemoryConnector(KVConnectorBase_V1):
                 block_tokens=self.block_tokens, block_bytes=codec.block_bytes(self.geometry, self.config.kv_format),
                 layers=self.geometry.layers, index=index, policy=self.config.policy)
         else:
-            meta = {"kv_format": self.config.kv_format, "layout": codec.layout_name(sealed=self.config.seal),
-                    "tokens": self.block_tokens}
-            self._worker = WorkerSide(self.config, geometry=self.geometry, index=index, meta=meta)
+            form = BlockFormat(self.config.kv_format, codec.layout_name(sealed=self.config.seal), self.block_tokens)
+            self._worker = WorkerSide(self.config, geometry=self.geometry, index=index, form=form)
         log.info("SkyMemory connector (%s): constellation %s, model %s, policy %s, KV %s, index %s", role.name,
                  self.config.manifest, self.config.model, self.config.policy, self.config.kv_format, index.path)
 

@@ -46,7 +46,8 @@ from skymemory.kv.affinity import unpin_current_thread
 from skymemory.kv.landing import LandingBuffers
 from skymemory.kv.lost import evict, forget_from
 from skymemory.kv.paged import PagedLayout
-from skymemory.kv.radix import IndexEntry, RadixIndex
+from skymemory.kv.radix import RadixIndex
+from skymemory.kv.saving import BlockFormat, BlockSave, note_use, save_blocks
 from skymemory.kv.streaming import PrefixStream, StreamFailed
 from skymemory.kv.tier_load import TierLoad
 from skymemory.kv.tiers import BlockTiers
@@ -103,9 +104,9 @@ class EvictJob:
 class BlockSaver:
     """Encodes, stores and indexes copied-out blocks on a thread of its own; evicts failed ones there too."""
 
-    def __init__(self, store: ConstellationBlockStore, index: RadixIndex, kv_format: str, meta: dict,
+    def __init__(self, store: ConstellationBlockStore, index: RadixIndex, form: BlockFormat,
                  tiers: BlockTiers | None = None) -> None:
-        self.store, self.index, self.kv_format, self.meta = store, index, kv_format, meta
+        self.store, self.index, self.form = store, index, form
         self.tiers = tiers  # the worker's host tier: what is saved is kept there too (write-through)
         self._queue: queue.Queue[SaveJob | EvictJob | None] = queue.Queue()
         self._pending = 0  # blocks queued or being stored
@@ -148,16 +149,13 @@ class BlockSaver:
     def _store(self, job: SaveJob) -> None:
         if job.copied is not None:
             job.copied.synchronize()  # the step's copy out of the device pages: this thread waits, not the step
-        payloads = [codec.encode_block([(kv[i, 0], kv[i, 1]) for kv in job.layers], self.kv_format)
-                    for i in range(len(job.plans))]
-        for tenant in dict.fromkeys(plan.tenant for plan in job.plans):  # one put per tenant: its own key
-            mine = [(plan, payload) for plan, payload in zip(job.plans, payloads) if plan.tenant == tenant]
-            records = self.store.for_tenant(tenant).put_blocks([(plan.block_hash, payload) for plan, payload in mine])
-            self.index.insert_entries(IndexEntry(plan.block_hash, plan.parent, record,
-                                                 {**self.meta, "position": plan.position})
-                                      for (plan, _), record in zip(mine, records))
-            if self.tiers is not None:
-                self.tiers.put([plan.block_hash for plan, _ in mine], host_rows=[payload for _, payload in mine])
+        saves = [(plan.tenant, BlockSave(plan.block_hash, plan.parent, plan.position,
+                                         codec.encode_block([(kv[i, 0], kv[i, 1]) for kv in job.layers],
+                                                            self.form.kv_format)))
+                 for i, plan in enumerate(job.plans)]
+        for tenant in dict.fromkeys(t for t, _ in saves):  # one put per tenant: under its own key
+            save_blocks(self.store.for_tenant(tenant), self.index, [s for t, s in saves if t == tenant], self.form,
+                        self.tiers)
 
     def close(self, timeout_s: float = SHUTDOWN_SAVE_WAIT_S) -> None:
         """Store what is queued (up to `timeout_s`), then stop."""
@@ -169,8 +167,8 @@ class BlockSaver:
 
 
 class WorkerSide:
-    def __init__(self, config: ConnectorConfig, *, geometry: codec.BlockGeometry, index: RadixIndex, rank: int = 0,
-                 meta: dict | None = None) -> None:
+    def __init__(self, config: ConnectorConfig, *, geometry: codec.BlockGeometry, index: RadixIndex,
+                 form: BlockFormat, rank: int = 0) -> None:
         self.config = config
         self.geometry = geometry
         self.index = index
@@ -182,8 +180,7 @@ class WorkerSide:
         # loads of the blocks it holds come from it
         self.tiers = (BlockTiers(self.block_bytes, "cpu", host_bytes=config.host_tier_bytes)
                       if config.host_tier_bytes else None)
-        self.saver = BlockSaver(open_store(config, self.manifest, station + 1), index, config.kv_format, meta or {},
-                                self.tiers)
+        self.saver = BlockSaver(open_store(config, self.manifest, station + 1), index, form, self.tiers)
         self.caches: list[torch.Tensor] = []
         self.layout: PagedLayout | None = None
         self.landing: LandingBuffers | None = None
@@ -322,12 +319,8 @@ class WorkerSide:
             self._copy_out(plan.saves)
 
     def _note_use(self, hashes) -> None:
-        """The loaded blocks' last use is now, as KVCManager notes a fetch (best effort: a hint, never a failure)."""
-        hashes = list(hashes)
-        try:
-            self.index.touch(hashes)
-        except Exception as exc:  # noqa: BLE001 - the load succeeded; only the hint is late
-            log.warning("SkyMemory: noting the use of %d blocks in the ground index failed: %r", len(hashes), exc)
+        """The loaded blocks' last use is now, as KVCManager notes a fetch (kv.saving.note_use)."""
+        note_use(self.index, hashes)
 
     def _copy_out(self, saves: list[SavePlan]) -> None:
         """The saved blocks' pages out of the engine's caches, now (the pages may be reused once the request
