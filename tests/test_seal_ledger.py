@@ -256,12 +256,11 @@ def test_a_streamed_prefix_that_does_not_open_is_noted_against_its_satellites():
     assert StreamFailed("corrupt", "x").satellites == ()
 
 
-def test_the_vllm_workers_failed_load_follows_the_one_rule_per_request():
-    import numpy as np
+def test_a_failed_load_costs_only_what_failed_and_follows_the_one_rule_per_request():
+    """kv.page_loads (the vLLM worker's loads): one stream for two requests fails at layer 1."""
     import torch
 
-    from skymemory.integrations.vllm.messages import LoadPlan
-    from skymemory.integrations.vllm.worker import WorkerSide
+    from skymemory.kv.page_loads import PageLoad, PageLoads, _Active
     from skymemory.kv.streaming import StreamFailed
     from skymemory.store.contract import BlockRecord
 
@@ -275,47 +274,52 @@ def test_the_vllm_workers_failed_load_follows_the_one_rule_per_request():
         for r in chain:
             index.insert(parent, r)
             parent = r.block_hash
-    # one stream for both requests, 3 layers, layer 0 already in the pages: every block whole but the second
-    # request's second, which did not open
-    layers, rows_written = 3, []
-    stream = SimpleNamespace(close=lambda: None,
+    # every block whole but the second request's second, which did not open: found out at layer 1
+    failure = StreamFailed("seal", "do not open", satellites=((1, 3), (1, 4)), block=second[1].block_hash)
+
+    def layer_blocks(layer):
+        if layer == 1:
+            raise failure
+        return torch.full((5, 1), float(layer))
+
+    stream = SimpleNamespace(close=lambda: None, layer_blocks=layer_blocks,
                              intact_blocks=lambda failure: [True, True, True, False, True],
                              layer_blocks_of=lambda layer, rows: torch.full((len(rows), 1), float(layer)))
-    failed = []
-    side = SimpleNamespace(index=index, saver=SimpleNamespace(evict=lambda records: failed.append(("evict", records))),
-                           geometry=SimpleNamespace(layers=layers), caches=[f"cache {i}" for i in range(layers)],
-                           layout=SimpleNamespace(write=lambda cache, pages, kv: rows_written.append(
-                               (cache, pages.tolist(), kv[:, 0].tolist()))),
-                           _fail_pages=lambda plans, pages, why: failed.append(
-                               ([p.req_id for p in plans], pages.tolist(), why)),
-                           _note_use=lambda hashes: failed.append(("used", list(hashes))))
-    load = SimpleNamespace(failure=None, stream=stream, pages=torch.tensor([11, 12, 13, 14, 15]), written={0},
-                           plans=[LoadPlan("a", first, [11, 12]), LoadPlan("b", second, [13, 14, 15])])
-    failure = StreamFailed("seal", "do not open", satellites=((1, 3), (1, 4)), block=second[1].block_hash)
-    WorkerSide._fail(side, load, failure)
-    # only request b's pages from its failed block on are load errors; request a, and b's block before the failed
-    # one, get the layers not yet written (1 and 2) and count as used
-    assert failed == [(["b"], [14, 15], "seal: do not open"), ("evict", second[1:]),
-                      ("used", [first[0].block_hash, first[1].block_hash, second[0].block_hash])]
-    assert rows_written == [("cache 1", [11, 12, 13], [1.0, 1.0, 1.0]), ("cache 2", [11, 12, 13], [2.0, 2.0, 2.0])]
+    evicted, written, used = [], [], []
+    loads = PageLoads(None, index, SimpleNamespace(layers=3), "fp16", dtype=torch.float32, landing=None,
+                      evict=evicted.append)
+    loads._active.append(_Active([PageLoad("a", first, [11, 12]), PageLoad("b", second, [13, 14, 15])], stream,
+                                 torch.tensor([11, 12, 13, 14, 15])))  # as start() would, without a constellation
+    index.touch = lambda hashes: used.append(list(hashes))
+
+    def write(layer, pages, kv):
+        written.append((layer, pages.tolist(), kv[:, 0].tolist()))
+
+    loads.layer(0, write)
+    loads.layer(1, write)
+    loads.layer(2, write)  # the failed load writes nothing more
+    # only request b's pages from its failed block on are load errors
+    assert [(f.req_id, f.pages, f.why) for f in loads.take_failed()] == [("b", [14, 15], "seal: do not open")]
+    # request a, and b's block before the failed one, get the layers not yet written (1 and 2) and count as used
+    assert written == [(0, [11, 12, 13, 14, 15], [0.0] * 5), (1, [11, 12, 13], [1.0] * 3), (2, [11, 12, 13], [2.0] * 3)]
+    assert used == [[first[0].block_hash, first[1].block_hash, second[0].block_hash]]
+    assert evicted == [second[1:]]
     assert {s: n for s, (n, _) in index.seal_failures().items()} == {(1, 3): 1, (1, 4): 1}  # once, by its request
     # the failed block and the one after it leave the index; the blocks before it, and the other request's, stay
     assert [r.block_hash in index for r in first + second] == [True, True, True, False, False]
-    assert np.array_equal(load.pages, [11, 12, 13, 14, 15]) and load.failure == "seal: do not open"
+    assert loads.finish().transfers == [] and loads.take_failed() == []
 
 
 def test_a_layer_the_engine_did_not_wait_for_fails_every_page_of_its_load():
     import torch
 
-    from skymemory.integrations.vllm.messages import LoadPlan
-    from skymemory.integrations.vllm.worker import WorkerSide
-    from skymemory.kv.streaming import StreamFailed
+    from skymemory.kv.page_loads import PageLoad, PageLoads, _Active
     from skymemory.store.contract import BlockRecord
 
     r = BlockRecord(b"\1" * 32, 100, 6144, 1, 0, "explicit", 4, (0, 0))
-    failed = []
-    side = SimpleNamespace(_fail_pages=lambda plans, pages, why: failed.append((pages.tolist(), why)))
-    load = SimpleNamespace(failure=None, stream=SimpleNamespace(close=lambda: None), pages=torch.tensor([7, 8]),
-                           plans=[LoadPlan("a", [r], [7]), LoadPlan("b", [r], [8])])
-    WorkerSide._fail(side, load, StreamFailed("not-waited", "layers [2] were not waited for"))
-    assert failed == [([7, 8], "not-waited: layers [2] were not waited for")]  # read unloaded: all of them
+    loads = PageLoads(None, RadixIndex(), SimpleNamespace(layers=3), "fp16", dtype=torch.float32, landing=None)
+    loads._active.append(_Active([PageLoad("a", [r], [7]), PageLoad("b", [r], [8])],
+                                 SimpleNamespace(close=lambda: None), torch.tensor([7, 8]), written={0, 1}))
+    loads.finish()  # layer 2 was never asked for: the forward read those pages unloaded
+    why = "not-waited: layers [2] were not waited for"
+    assert [(f.req_id, f.pages, f.why) for f in loads.take_failed()] == [("a", [7], why), ("b", [8], why)]

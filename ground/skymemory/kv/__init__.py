@@ -19,6 +19,7 @@ Modules (one idea each):
   saving       saving blocks (stored, indexed, kept near) and noting a load's use: one path for both engines
   affinity     a transfer thread runs on every CPU, not where an engine pinned its creator
   paged        an engine's paged KV cache, read and written block by block
+  page_loads   a paged engine's loads, layer by layer into its pages: a failure costs only what failed
   costmodel    fetch or recompute: predicted time to first token of each choice
   calibration  this device's compute and rebuild rates, measured once and kept on disk
   policy       the per-request decision, from those rates and the store's measured link

@@ -10,15 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from skymemory.store.contract import BlockRecord
-
-
-@dataclass
-class LoadPlan:
-    req_id: str
-    records: list[BlockRecord]  # the cached blocks to fetch, in prefix order
-    block_ids: list[int]  # the engine's pages they go into, one per record
-    tenant: str | None = None  # the request's cache salt: its blocks are sealed under that tenant's key
+# a request's blocks to load, as the worker's kv.page_loads takes them
+from skymemory.kv.page_loads import PageLoad as LoadPlan  # noqa: F401
 
 
 @dataclass

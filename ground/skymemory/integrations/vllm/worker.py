@@ -1,21 +1,13 @@
 """The connector's worker side: cached blocks into the engine's pages layer by layer, new blocks out in the background.
 
-Loads: all of a step's blocks of one tenant (a cache salt) are fetched by one
-PrefixStream (kv.streaming: the C fast path writes the chunks into one landing
-buffer, asked layer-first across blocks, each chunk's CRC checked and its seal
-opened in C under that tenant's key); saves are sealed under the request's
-tenant's key too. `wait_layer(l)`, called by the
-engine just before layer l's attention, waits for layer l of every block only,
-converts it to the cache's dtype and writes it into the pages the scheduler
-chose (kv.paged). A load that fails (a block missing, a satellite down, a CRC,
-the deadline) costs only what failed: per request, its first block that did
-not arrive whole or check (or that the failure names; never read from its
-message) and the blocks after it are load errors, which the engine recomputes,
-while its blocks before it, and every other request's of the stream, are
-loaded. What failed follows the one rule (kv.lost): it leaves the ground index
-at once and the constellation on the saver's thread, as KVCManager and
-streaming drop it. A layer the engine did not wait for makes every page of
-its load a load error: those pages were read unloaded.
+Loads are kv.page_loads' (engine-neutral): a step's blocks of one tenant (a
+cache salt) come in one PrefixStream, the leading ones the host tier holds
+from it. `wait_layer(l)`, called by the engine just before layer l's
+attention, waits for layer l of every block only and writes it into the
+pages the scheduler chose (kv.paged). A load that fails costs only what
+failed: those pages are the engine's load errors (it recomputes them), and
+what failed leaves the index at once and the constellation on the saver's
+thread (kv.lost, the one rule).
 
 Saves: after a step's forward, the pages of the prompt blocks it completed
 are copied out (one gather per layer: the pages may be reused as soon as the
@@ -37,19 +29,18 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from skymemory.kv import codec
 from skymemory.kv.affinity import unpin_current_thread
 from skymemory.kv.landing import LandingBuffers
-from skymemory.kv.lost import evict, forget_from
+from skymemory.kv.lost import evict
+from skymemory.kv.page_loads import PageLoads
 from skymemory.kv.paged import PagedLayout
 from skymemory.kv.radix import RadixIndex
-from skymemory.kv.saving import BlockFormat, BlockSave, note_use, save_blocks
-from skymemory.kv.streaming import PrefixStream, StreamFailed
-from skymemory.kv.tier_load import TierLoad
+from skymemory.kv.saving import BlockFormat, BlockSave, save_blocks
 from skymemory.kv.tiers import BlockTiers
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
@@ -62,7 +53,6 @@ log = logging.getLogger(__name__)
 
 SAVE_QUEUE_BLOCKS = 64  # blocks copied out and waiting to be stored, at most
 SHUTDOWN_SAVE_WAIT_S = 60.0
-ENGINE_FAULTS = ("not-waited",)  # load failures that say nothing of the blocks themselves
 
 
 # open_store's stores seal what they store unless the connector's "seal" is false (ConnectorConfig.seal), and
@@ -77,16 +67,6 @@ def open_store(config: ConnectorConfig, manifest: Manifest, station_id: int) -> 
     return ConstellationBlockStore.nearest_from_manifest(
         manifest, config.servers, route=config.route, seal=config.seal, client_options={"station_id": station_id},
         request_timeout_s=config.load_timeout_s)
-
-
-@dataclass
-class ActiveLoad:
-    plans: list[LoadPlan]
-    stream: PrefixStream | TierLoad
-    pages: torch.Tensor  # the engine's pages, one per block of the stream
-    written: set[int] = field(default_factory=set)  # layers already in the pages
-    write_s: float = 0.0
-    failure: str | None = None
 
 
 @dataclass
@@ -183,8 +163,7 @@ class WorkerSide:
         self.saver = BlockSaver(open_store(config, self.manifest, station + 1), index, form, self.tiers)
         self.caches: list[torch.Tensor] = []
         self.layout: PagedLayout | None = None
-        self.landing: LandingBuffers | None = None
-        self._loads: list[ActiveLoad] = []  # this step's, one per tenant (each sealed under its own key)
+        self.loads: PageLoads | None = None  # made when the engine's caches are known (register)
         self._errors: set[int] = set()
         self._report = WorkerReport()
         self._step_started = time.perf_counter()
@@ -194,103 +173,32 @@ class WorkerSide:
         if len(caches) != self.geometry.layers:
             raise ValueError(f"the engine has {len(caches)} attention layers, the model {self.geometry.layers}")
         self.caches, self.layout = caches, layout
-        self.landing = LandingBuffers(pin=caches[0].device.type == "cuda")
+        self.loads = PageLoads(self.load_store, self.index, self.geometry, self.config.kv_format,
+                               dtype=caches[0].dtype, landing=LandingBuffers(pin=caches[0].device.type == "cuda"),
+                               tiers=self.tiers, evict=self.saver.evict, deadline_s=self.config.load_timeout_s)
 
     # ---- loads ----------------------------------------------------------------------------------
     def begin_step(self) -> None:
         self._step_started = time.perf_counter()
 
     def start_loads(self, plans: list[LoadPlan]) -> None:
-        """One stream per tenant among the step's loads (a stream opens what it lands under one tenant's key); the
-        leading blocks of each plan the host tier holds come from it instead."""
-        if self.tiers is not None:
-            plans = self._load_from_tier(plans)
-        for tenant in dict.fromkeys(plan.tenant for plan in plans):
-            mine = [plan for plan in plans if plan.tenant == tenant]
-            records = [r for plan in mine for r in plan.records]
-            pages = torch.tensor([b for plan in mine for b in plan.block_ids], dtype=torch.int64)
-            try:
-                stream = PrefixStream(self.load_store.for_tenant(tenant), records, self.geometry,
-                                      self.config.kv_format, dtype=self.caches[0].dtype, device="cpu",
-                                      landing=self.landing, deadline_s=self.config.load_timeout_s).start()
-            except (StreamFailed, ValueError) as exc:
-                self._fail_pages(mine, pages, f"{type(exc).__name__}: {exc}")
-                continue
-            self._loads.append(ActiveLoad(mine, stream, pages))
-
-    def _load_from_tier(self, plans: list[LoadPlan]) -> list[LoadPlan]:
-        """Load each plan's leading blocks that the host tier holds from it (one gather); the plans of what is
-        left to fetch. (A block's hash names its tenant's chain: a tier hit is always the request's own block.)"""
-        hashes = [r.block_hash for plan in plans for r in plan.records]
-        raw, where = self.tiers.gather(hashes)
-        if raw is None:
-            return plans
-        near, rows, far, at = [], [], [], 0
-        for plan in plans:
-            held = next((i for i, w in enumerate(where[at:at + len(plan.records)]) if w is None), len(plan.records))
-            if held:
-                near.append(LoadPlan(plan.req_id, plan.records[:held], plan.block_ids[:held], plan.tenant))
-                rows += range(at, at + held)
-            if held < len(plan.records):
-                far.append(LoadPlan(plan.req_id, plan.records[held:], plan.block_ids[held:], plan.tenant))
-            at += len(plan.records)
-        if near:
-            pages = torch.tensor([b for plan in near for b in plan.block_ids], dtype=torch.int64)
-            load = TierLoad(raw[torch.tensor(rows, dtype=torch.int64)], self.geometry, self.config.kv_format,
-                            self.caches[0].dtype)
-            self._loads.append(ActiveLoad(near, load, pages))
-        return far
+        """The step's loads (kv.page_loads: the host tier first, one stream per tenant)."""
+        self.loads.start(plans)
 
     def wait_layer(self, layer: int) -> None:
         """Layer `layer` of this step's loads into their pages (the engine is about to run its attention)."""
-        for load in self._loads:
-            if load.failure is not None:
-                continue
-            try:
-                kv = load.stream.layer_blocks(layer)
-            except StreamFailed as exc:
-                self._fail(load, exc)
-                continue
-            started = time.perf_counter()
-            self.layout.write(self.caches[layer], load.pages, kv)
-            load.write_s += time.perf_counter() - started
-            load.written.add(layer)
+        if self.loads is not None:  # (none before the first load or save made the caches known)
+            self.loads.layer(layer, self._write)
+            self._take_failed()
 
-    def _fail(self, load: ActiveLoad, exc: StreamFailed) -> None:
-        """A load failed: only the pages of what failed are load errors. Each request keeps its leading blocks that
-        arrived whole and check (their remaining layers are written now); its first block that did not, and those
-        after it, are recomputed by the engine and follow the one rule (kv.lost): they leave the index now (a
-        block that failed once is not claimed again) and the constellation on the saver's thread."""
-        load.failure = f"{exc.reason}: {exc}"
-        if exc.reason in ENGINE_FAULTS:  # the forward read pages before their KV was in: all of them are wrong
-            load.stream.close()
-            self._fail_pages(load.plans, load.pages, load.failure)
-            return
-        intact = load.stream.intact_blocks(exc)  # (waits for the transfer's end)
-        records = [r for plan in load.plans for r in plan.records]  # the stream's rows
-        kept, start = [], 0  # the rows whose pages stand
-        for plan in load.plans:
-            stop = start + len(plan.records)
-            position = next((i for i in range(start, stop) if not intact[i]), stop)
-            kept += range(start, position)
-            if position < stop:
-                lost = position - start
-                self._fail_pages([plan], load.pages[position:stop], load.failure)
-                named = exc.block in {r.block_hash for r in plan.records}  # the block the failure names is here
-                forget_from(None, self.index, plan.records, lost, exc.reason, exc.satellites if named else ())
-                self.saver.evict(plan.records[lost:])
-            start = stop
-        if kept:
-            rows = torch.tensor(kept, dtype=torch.int64)
-            for layer in sorted(set(range(self.geometry.layers)) - load.written):
-                self.layout.write(self.caches[layer], load.pages[rows], load.stream.layer_blocks_of(layer, kept))
-            self._note_use(records[i].block_hash for i in kept)
-        load.stream.close()
+    def _write(self, layer: int, pages: torch.Tensor, kv: torch.Tensor) -> None:
+        self.layout.write(self.caches[layer], pages, kv)
 
-    def _fail_pages(self, plans: list[LoadPlan], pages: torch.Tensor, why: str) -> None:
-        log.warning("SkyMemory: loading %d blocks failed (%s): the engine recomputes them", len(pages), why)
-        self._errors.update(int(p) for p in pages)
-        self._report.failed_loads += [(plan.req_id, why) for plan in plans]
+    def _take_failed(self) -> None:
+        """The pages that did not load are the engine's load errors now; the scheduler hears why at the step's end."""
+        for failure in self.loads.take_failed():
+            self._errors.update(failure.pages)
+            self._report.failed_loads.append((failure.req_id, failure.why))
 
     def take_load_errors(self) -> set[int]:
         errors, self._errors = self._errors, set()
@@ -298,29 +206,17 @@ class WorkerSide:
 
     # ---- end of a step: loads checked, timings, saves --------------------------------------------
     def end_step(self, plan: StepPlan) -> None:
-        loads, self._loads = self._loads, []
-        for load in loads:
-            if load.failure is not None:
-                continue
-            missing = sorted(set(range(self.geometry.layers)) - load.written)
-            if missing:  # the forward read these layers' pages before their KV was in
-                self._fail(load, StreamFailed("not-waited", f"layers {missing} were not waited for"))
-            else:
-                stats = load.stream.stats
-                if not getattr(load.stream, "from_tier", False):  # a tier hit is no sample of the link
-                    self._report.transfers.append((stats.bytes, stats.transfer_s, stats.first_reply_s))
-                self._report.page_writes.append((stats.bytes, load.write_s))
-                self._note_use(r.block_hash for plan in load.plans for r in plan.records)
+        if self.loads is not None:
+            outcome = self.loads.finish()
+            self._take_failed()
+            self._report.transfers += outcome.transfers
+            self._report.page_writes += outcome.page_writes
         if plan.single is not None and not plan.loads:
             if self.caches and self.caches[0].device.type == "cuda":
                 torch.cuda.synchronize(self.caches[0].device)
             self._report.forwards.append((*plan.single, time.perf_counter() - self._step_started))
         if plan.saves:
             self._copy_out(plan.saves)
-
-    def _note_use(self, hashes) -> None:
-        """The loaded blocks' last use is now, as KVCManager notes a fetch (kv.saving.note_use)."""
-        note_use(self.index, hashes)
 
     def _copy_out(self, saves: list[SavePlan]) -> None:
         """The saved blocks' pages out of the engine's caches, now (the pages may be reused once the request
