@@ -137,6 +137,42 @@ def test_a_failed_stream_still_delivers_the_blocks_that_arrived_whole(store):
     stream.close()
 
 
+def test_page_loads_keep_what_they_fetched_near_and_load_it_from_there_next_time(store):
+    """kv.page_loads (the vLLM worker's loads) with a host tier: a stream's blocks enter it once they are in and
+    checked, and the next load of them comes from it, the satellites not asked, the same KV in the pages."""
+    from skymemory.kv.page_loads import PageLoad, PageLoads
+    from skymemory.kv.radix import RadixIndex
+    from skymemory.kv.tiers import BlockTiers
+
+    geometry = codec.BlockGeometry(layers=3, kv_heads=2, head_dim=8, tokens=BLOCK)
+    gen = torch.Generator().manual_seed(7)
+    blocks = [(hashlib.sha256(b"near-%d" % i).digest(),
+               codec.encode_block([(torch.randn(2, BLOCK, 8, generator=gen), torch.randn(2, BLOCK, 8, generator=gen))
+                                   for _ in range(3)], "fp32")) for i in range(2)]
+    records = store.put_blocks(blocks)
+    tiers = BlockTiers(codec.block_bytes(geometry, "fp32"), "cpu", host_bytes=4 * codec.block_bytes(geometry, "fp32"))
+    loads = PageLoads(store, RadixIndex(), geometry, "fp32", dtype=torch.float32, landing=LandingBuffers(),
+                      tiers=tiers)
+
+    def load(pages: list[int]) -> tuple[dict, object]:
+        written: dict = {}
+        loads.start([PageLoad("r", records, pages)])
+        for layer in range(3):
+            loads.layer(layer, lambda layer, targets, kv: written.update(
+                {(layer, page): kv[i] for i, page in enumerate(targets.tolist())}))
+        return written, loads.finish()
+
+    fetched, first = load([5, 6])
+    assert len(first.transfers) == 1 and loads.take_failed() == []
+    assert tiers.gather([h for h, _ in blocks])[1] == ["host", "host"]
+    for s in store.sats:
+        s.received.clear()
+    near, second = load([7, 8])
+    assert second.transfers == [] and len(second.page_writes) == 1 and not any(s.received for s in store.sats)
+    assert all(torch.equal(near[(layer, new)], fetched[(layer, old)]) for layer in range(3)
+               for new, old in ((7, 5), (8, 6)))
+
+
 def test_strict_mode_raises_the_stream_failure(tmp_path, store):
     model, tokenizer = tiny("fp32")
     manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype="fp32", index_dir=tmp_path,

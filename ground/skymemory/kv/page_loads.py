@@ -3,7 +3,8 @@
 An engine that keeps its KV in pages (vLLM: the connector's worker is one) hands a step's loads to `PageLoads`:
 per request (a `PageLoad`: its id, its blocks' records in prefix order, the pages they go into, its tenant) the
 leading blocks the host tier holds come from it (kv.tier_load), the rest from the constellation in one
-PrefixStream per tenant (kv.streaming: a stream opens what it lands under one tenant's key). As the engine
+PrefixStream per tenant (kv.streaming: a stream opens what it lands under one tenant's key). What a stream
+brings enters the host tier once every block of it is in and checked, so the next load of it is local. As the engine
 reaches layer l it calls `layer(l, write)`, and `write(l, pages, kv)` puts layer l of those blocks into its
 pages (kv.paged does it for vLLM's layout). `finish()` ends the step.
 
@@ -99,10 +100,11 @@ class PageLoads:
         for tenant in dict.fromkeys(load.tenant for load in loads):
             mine = [load for load in loads if load.tenant == tenant]
             pages = torch.tensor([b for load in mine for b in load.block_ids], dtype=torch.int64)
+            keep = None if self.tiers is None else lambda hashes, raw: self.tiers.put(hashes, host_rows=raw)
             try:
                 stream = PrefixStream(self.store.for_tenant(tenant), [r for load in mine for r in load.records],
                                       self.geometry, self.kv_format, dtype=self.dtype, device="cpu",
-                                      landing=self.landing, deadline_s=self.deadline_s).start()
+                                      landing=self.landing, deadline_s=self.deadline_s, on_landed=keep).start()
             except (StreamFailed, ValueError) as exc:
                 self._failed_pages(mine, pages, f"{type(exc).__name__}: {exc}")
                 continue

@@ -141,7 +141,7 @@ class PrefixStream:
     def __init__(self, store: StreamedBlockReads, records, geometry: codec.BlockGeometry, kv_format: str, *,
                  dtype: torch.dtype, device, landing, wave_layers: int = 1, wave_doubling: bool = True,
                  deadline_s: float | None = None, pace_Bps: float = 0.0, window_bytes: int | None = None,
-                 verify_sha256: bool = False, link=None) -> None:
+                 verify_sha256: bool = False, link=None, on_landed=None) -> None:
         if not records:
             raise ValueError("nothing to stream")
         if not streams(store):
@@ -155,6 +155,8 @@ class PrefixStream:
         self.dtype, self.device = dtype, torch.device(device)
         self.verify_sha256 = verify_sha256
         self.link = link  # a kv.policy.LinkEstimate that learns from a successful transfer
+        # on_landed(hashes, raw): every block in and checked, before the buffer goes back (a tier's write-through)
+        self.on_landed = on_landed
         self.n_bytes = codec.block_bytes(geometry, kv_format)
         for r in records:
             if r.n_bytes >= 0 and r.n_bytes != self.n_bytes:
@@ -357,6 +359,7 @@ class PrefixStream:
             torch.cuda.current_stream(self.device).wait_event(self._copied[layer])  # this layer's copy only
         keys, values = rebuild.rebuild_layer(self._views, layer, self.dtype)
         if layer == self.geometry.layers - 1:
+            self._landed()
             self.close()
         return keys, values
 
@@ -369,8 +372,18 @@ class PrefixStream:
                                                                                self.kv_format)
         kv = rebuild.block_layer(views, layer, self.dtype)
         if layer == self.geometry.layers - 1:
+            self._landed()
             self.close()
         return kv
+
+    def _landed(self) -> None:
+        """Hand the landed blocks to on_landed (the last layer is in: every block arrived whole and checks)."""
+        if self.on_landed is None:
+            return
+        try:
+            self.on_landed([r.block_hash for r in self.records], self._lease.raw)
+        except Exception as exc:  # noqa: BLE001 - the load succeeded; only a copy near the model is missing
+            log.warning("keeping %d streamed blocks near the model failed: %r", len(self.records), exc)
 
 
 class StreamingLayer(DynamicLayer):
