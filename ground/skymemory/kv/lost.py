@@ -6,7 +6,7 @@ eviction, paper §3.9: an EVICT to their satellites, best effort) and the ground
 those after it). The blocks before it stay: they arrived whole. A block that did not open ("seal") is noted
 against the satellites that served it, in the index's seal-failure ledger.
 
-Which block failed is typed (BlockMiss.block, StreamFailed.block, PrefixStream.first_lost), never read from an
+Which block failed is typed (BlockMiss.block, StreamFailed.block, PrefixStream.intact_blocks), never read from an
 error message.
 """
 

@@ -105,7 +105,7 @@ def stream_window(link) -> int | None:
 class StreamFailed(RuntimeError):
     """The prefix could not be streamed (miss, timeout, corrupt block); recompute without it. `satellites`: those
     to blame, as the store's BlockMiss named them (for a "seal" failure, whose chunks did not open). `block`: the
-    hash of the block that failed, when one did (PrefixStream.first_lost finds the others that did not arrive)."""
+    hash of the block that failed, when one did (PrefixStream.intact_blocks finds the others that cannot be used)."""
 
     def __init__(self, reason: str, message: str, *, satellites: tuple[tuple[int, int], ...] = (),
                  block: bytes | None = None) -> None:
@@ -264,15 +264,6 @@ class PrefixStream:
         if self._on_device and self._copied:
             event = self._copied[-1]
         self._landing.give_back(self._lease, event)
-
-    def first_lost(self, failure: StreamFailed, start: int = 0, stop: int | None = None) -> int | None:
-        """Among blocks [start, stop) of the stream (one request's), the first that failed: the one `failure`
-        names, or one that did not arrive whole; None when every one of them did (the failure was another's)."""
-        for i in range(start, len(self.jobs) if stop is None else stop):
-            job = self.jobs[i]
-            if job.block_hash == failure.block or not bool(np.all(job.status == fastpath.OK)):
-                return i
-        return None
 
     def intact_blocks(self, failure: StreamFailed) -> list[bool]:
         """After `failure`, which blocks can still be used: each arrived whole, checks, and is not the one the
@@ -492,8 +483,9 @@ def evict_after_failure(manager, result, failure: StreamFailed) -> None:
     stream = getattr(result.cache, "stream", None)
     log.warning("streamed KV prefix failed (%s): %s", failure.reason, failure)
     if stream is not None:
+        intact = stream.intact_blocks(failure)  # (before close: it reads the landed blocks)
         stream.close()
-        records, position = stream.records, stream.first_lost(failure)
+        records, position = stream.records, next((i for i, ok in enumerate(intact) if not ok), None)
     else:  # no stream to ask which block failed: the whole prefix
         records = [e.record for e in map(manager.index.get, result.blocks) if e is not None]
         position = 0 if records else None
