@@ -62,3 +62,42 @@ def test_a_cache_of_other_pages_is_refused():
         layout.read(torch.zeros(3, N, H, D), torch.tensor([0]))
     with pytest.raises(ValueError, match="for 1 pages"):
         layout.write(torch.zeros(3, N, H, 2 * D), torch.tensor([0]), torch.zeros(2, 2, H, N, D))
+
+
+def _engine_cache(layout_name, dtype, device, gen):
+    """Six pages of one layer written by the engine, and the two blocks it wrote into pages 4 and 1."""
+    write, page_shape = LAYOUTS[layout_name]
+    kv = torch.randn(2, 2, H, N, D, generator=gen).to(dtype)
+    cache = torch.zeros((6, *page_shape), dtype=dtype)
+    for block, page in enumerate((4, 1)):
+        write(kv[block, 0].permute(1, 0, 2).contiguous(), kv[block, 1].permute(1, 0, 2).contiguous(), cache,
+              page * N + torch.arange(N))
+    return cache.to(device), kv
+
+
+def _copy_out_reads_every_layer(device):
+    write, page_shape = LAYOUTS["flash"]
+    layout = PagedLayout.probe(write, page_shape, torch.float16, kv_heads=H, block_tokens=N, head_dim=D,
+                               device=device)
+    gen = torch.Generator().manual_seed(1)
+    caches, blocks = zip(*(_engine_cache("flash", torch.float16, device, gen) for _ in range(3)))
+    copied = layout.copy_out(list(caches), torch.tensor([4, 1]), torch.float32)
+    for cache in caches:  # the engine reuses the pages at once: the copies were taken before
+        cache.zero_()
+    copied.wait()
+    assert [tuple(t.shape) for t in copied.layers] == [(2, 2, H, N, D)] * 3
+    for host, kv in zip(copied.layers, blocks):
+        assert host.device.type == "cpu" and host.dtype == torch.float32
+        assert torch.equal(host, kv.float())
+    return copied
+
+
+def test_copy_out_reads_the_pages_of_every_layer_to_the_host():
+    assert _copy_out_reads_every_layer("cpu").ready is None  # nothing to wait for on the host
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_copy_out_from_a_gpu_is_queued_into_pinned_memory_behind_an_event():
+    copied = _copy_out_reads_every_layer("cuda")
+    assert isinstance(copied.ready, torch.cuda.Event) and copied.ready.query()
+    assert all(t.is_pinned() for t in copied.layers)

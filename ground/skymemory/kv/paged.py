@@ -15,6 +15,9 @@ head_dim] its offset in the flattened page.
 `read(cache, block_ids)` is then one gather of whole pages and one of their
 elements; `write(cache, block_ids, kv)` one gather of the elements and one
 copy of whole pages into the cache. No loop over tokens or heads.
+`copy_out(caches, block_ids, dtype)` reads pages of every layer to the host
+for saving; from a GPU asynchronously (pinned memory, an event to wait on),
+so that the engine's step does not wait for the copy.
 """
 
 from __future__ import annotations
@@ -30,6 +33,19 @@ DIGIT = 128  # values 1..DIGIT are exact in every cache dtype probed (fp32, fp16
 # write(keys, values, cache, slots): the engine's cache write. keys, values: [tokens, kv_heads, head_dim] in the
 # cache's dtype; cache: [pages, *page_shape]; slots: int64 [tokens], page * block_tokens + position in the page.
 CacheWrite = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
+
+
+@dataclass
+class CopiedPages:
+    """Pages copied out of every layer's cache, on the host: `layers[l]` is [m, 2, kv_heads, block_tokens,
+    head_dim]. Until `ready` (a torch.cuda.Event; None when the copies are done already) has completed they
+    may still be filling: call wait() before reading them."""
+    layers: list[torch.Tensor]
+    ready: object = None
+
+    def wait(self) -> None:
+        if self.ready is not None:
+            self.ready.synchronize()
 
 
 class LayoutError(RuntimeError):
@@ -111,3 +127,25 @@ class PagedLayout:
             pages = flat.index_select(0, block_ids)
             pages[:, self.order] = values
         flat.index_copy_(0, block_ids, pages)
+
+    def copy_out(self, caches: list[torch.Tensor], block_ids: torch.Tensor, dtype: torch.dtype) -> CopiedPages:
+        """The pages `block_ids` of every layer's cache, in `dtype`, on the host.
+
+        From a GPU the copies are queued on the current stream into pinned memory, and one event recorded after
+        them: the caller goes on at once, and whoever reads the layers waits on the event (CopiedPages.wait).
+        The stream orders them before any later write to those pages, so the pages may be reused right away.
+        """
+        on_gpu = caches[0].device.type == "cuda"
+        layers = []
+        for cache in caches:
+            gathered = self.read(cache, block_ids).to(dtype=dtype)  # a copy on the cache's device
+            if on_gpu:
+                host = torch.empty(gathered.shape, dtype=dtype, pin_memory=True)
+                host.copy_(gathered, non_blocking=True)
+                gathered = host
+            layers.append(gathered)
+        if not on_gpu:
+            return CopiedPages(layers)
+        ready = torch.cuda.Event()
+        ready.record()
+        return CopiedPages(layers, ready)

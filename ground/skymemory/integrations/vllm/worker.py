@@ -38,7 +38,7 @@ from skymemory.kv.affinity import unpin_current_thread
 from skymemory.kv.landing import LandingBuffers
 from skymemory.kv.lost import evict
 from skymemory.kv.page_loads import PageLoads
-from skymemory.kv.paged import PagedLayout
+from skymemory.kv.paged import CopiedPages, PagedLayout
 from skymemory.kv.radix import RadixIndex
 from skymemory.kv.saving import BlockFormat, BlockSave, save_blocks
 from skymemory.kv.tiers import BlockTiers
@@ -72,8 +72,7 @@ def open_store(config: ConnectorConfig, manifest: Manifest, station_id: int) -> 
 @dataclass
 class SaveJob:
     plans: list[SavePlan]
-    layers: list[torch.Tensor]  # per layer [m, 2, kv_heads, tokens, head_dim], on the host
-    copied: object = None  # a torch.cuda.Event after which `layers` hold the KV (None: they already do)
+    pages: CopiedPages  # their pages, per layer [m, 2, kv_heads, tokens, head_dim] on the host, once waited for
 
 
 @dataclass
@@ -127,10 +126,9 @@ class BlockSaver:
                     self._pending -= len(job.plans)
 
     def _store(self, job: SaveJob) -> None:
-        if job.copied is not None:
-            job.copied.synchronize()  # the step's copy out of the device pages: this thread waits, not the step
+        job.pages.wait()  # the step's copy out of the device pages: this thread waits, not the step
         saves = [(plan.tenant, BlockSave(plan.block_hash, plan.parent, plan.position,
-                                         codec.encode_block([(kv[i, 0], kv[i, 1]) for kv in job.layers],
+                                         codec.encode_block([(kv[i, 0], kv[i, 1]) for kv in job.pages.layers],
                                                             self.form.kv_format)))
                  for i, plan in enumerate(job.plans)]
         for tenant in dict.fromkeys(t for t, _ in saves):  # one put per tenant: under its own key
@@ -220,24 +218,11 @@ class WorkerSide:
 
     def _copy_out(self, saves: list[SavePlan]) -> None:
         """The saved blocks' pages out of the engine's caches, now (the pages may be reused once the request
-        ends). On a GPU the copies to the host are asynchronous, into pinned memory, behind one event the saver
-        waits on: the step never waits for them."""
+        ends). On a GPU the copies are asynchronous (kv.paged's copy_out) and the saver waits for them: the step
+        never does."""
         pages = torch.tensor([s.block_id for s in saves], dtype=torch.int64)
-        keep = codec.source_dtype(self.config.kv_format)
-        on_gpu = self.caches[0].device.type == "cuda"
-        layers = []
-        for cache in self.caches:
-            gathered = self.layout.read(cache, pages).to(dtype=keep)  # a copy on the cache's device
-            if on_gpu:
-                host = torch.empty(gathered.shape, dtype=keep, pin_memory=True)
-                host.copy_(gathered, non_blocking=True)  # ordered on this stream before any reuse of `gathered`
-                gathered = host
-            layers.append(gathered.to("cpu"))
-        copied = None
-        if on_gpu:
-            copied = torch.cuda.Event()
-            copied.record()
-        self.saver.submit(SaveJob(saves, layers, copied))
+        copied = self.layout.copy_out(self.caches, pages, codec.source_dtype(self.config.kv_format))
+        self.saver.submit(SaveJob(saves, copied))
 
     def take_report(self) -> WorkerReport | None:
         report, self._report = self._report, WorkerReport()
