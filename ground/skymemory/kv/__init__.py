@@ -23,6 +23,7 @@ Modules (one idea each):
   costmodel    fetch or recompute: predicted time to first token of each choice
   calibration  this device's compute and rebuild rates, measured once and kept on disk
   policy       the per-request decision, from those rates and the store's measured link
+  lookup       a prompt's cached prefix named, found and priced: one PrefixFinder for both engines
   cache_arg    the name the installed transformers takes a cache by
   result       what get_cache returns
   manager      KVCManager: add_blocks / get_cache / generate_with_cache

@@ -54,14 +54,14 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from . import codec, landing, rebuild, saving
-from .blocks import chain_hashes, model_fingerprint, root_hash, split_blocks, tokenizer_fingerprint, usable_blocks
+from .blocks import model_fingerprint, root_hash, tokenizer_fingerprint, usable_blocks
 from .cache_arg import cache_arg, cache_of
 from .calibration import DeviceRates, disagrees, load_or_calibrate
 from .costmodel import Decision
 from .extra_keys import RequestKeys, Unkeyable, active_adapter, base_model, say_once
+from .lookup import PrefixFinder
 from .lost import forget_from
 from .models import cache_dir
-from .policy import FetchPolicy, LinkEstimate
 from .radix import RadixIndex
 from .result import CacheResult, PrefixLookup
 from .saving import BlockFormat, BlockSave, SaveFailed
@@ -168,8 +168,6 @@ class KVCManager:
         # a sealed store's blocks are named apart from plain ones: neither is ever taken for the other
         self.layout = codec.layout_name(self.verify_sha256, isinstance(store, TenantSealing) and store.sealed)
         self.block_format = BlockFormat(self.kv_format, self.layout, self.block_tokens)
-        self.policy = FetchPolicy(policy)
-        self.link = LinkEstimate(type(store).__name__)
         self._device_rates = device_rates
         self._rates_where = None  # (device, dtype) the rates were measured for; None: given by the caller
         self._rates_disagreed = 0  # forwards in a row that observe_forward found more than 2x off the rates
@@ -179,6 +177,11 @@ class KVCManager:
         self.index = index if index is not None else RadixIndex(index_dir if index_dir is not None else cache_dir() / "index")
         self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
         self.block_bytes = codec.block_bytes(self.geometry, self.kv_format)
+        # naming, finding and pricing a prefix: kv.lookup, as the vLLM connector does it
+        self.finder = PrefixFinder(self.index, block_tokens=block_tokens, block_bytes=self.block_bytes,
+                                   layers=self.geometry.layers, policy=policy, link_name=type(store).__name__,
+                                   probe=store if probe else None, form=self.block_format)
+        self.policy, self.link = self.finder.policy, self.finder.link
         self.landing = landing.LandingBuffers(pin=torch.device(model.device).type == "cuda")
         # a split joins computed and loaded K/V by concatenation: right for full-attention layers only
         # (a sliding-window layer keeps its own window), so other models are never split
@@ -223,12 +226,9 @@ class KVCManager:
                      cache_salt: str | None = None) -> list[bytes]:
         """The chain hashes of the prompt's full blocks (the first n_blocks), keyed to `cache_salt` and the
         model's active adapter. Raises Unkeyable when the adapter cannot be keyed."""
-        blocks = split_blocks(token_ids, self.block_tokens)
-        if n_blocks is not None:
-            blocks = blocks[:n_blocks]
         keys = self.request_keys(cache_salt)
         self.root = self.current_root()  # follows in-place weight changes
-        return chain_hashes(self.root, blocks, keys.per_block(len(blocks), self.block_tokens))
+        return self.finder.hashes(self.root, token_ids, keys, n_blocks)
 
     # ------------------------------------------------------------------ lookup
 
@@ -246,49 +246,10 @@ class KVCManager:
                 raise
             say_once(exc, "a prompt with ")
             hashes = []
-        records, source = self._lookup_or_miss(hashes, "KV lookup") if hashes else ([], "none")
+        found = self.finder.lookup(self.root, hashes, strict=self.strict)
         input_ids = torch.tensor([token_ids], dtype=torch.long, device=self.model.device)
-        return PrefixLookup(input_ids, n_usable, records, source, time.perf_counter() - started,
+        return PrefixLookup(input_ids, n_usable, found.records, found.source, time.perf_counter() - started,
                             tenant=cache_salt or None)
-
-    def _lookup_or_miss(self, hashes: list[bytes], what: str) -> tuple[list[BlockRecord], str]:
-        """_lookup, with a failure (a probe timing out, say) a miss unless strict."""
-        try:
-            return self._lookup(hashes)
-        except Exception as exc:  # noqa: BLE001 - a failed probe is a miss, not a crash
-            if self.strict:
-                raise
-            log.warning("%s failed: %r", what, exc)
-            return [], "none"
-
-    def _lookup(self, hashes: list[bytes]) -> tuple[list[BlockRecord], str]:
-        """Records of the longest cached prefix of `hashes`, and where they came from."""
-        entries = self.index.longest_prefix(self.root, hashes)
-        if entries or not self.probe or not hashes or self.index.knows_root(self.root):
-            return [e.record for e in entries], "index" if entries else "none"
-        return self._probe_search(hashes)
-
-    def _probe_search(self, hashes: list[bytes]) -> tuple[list[BlockRecord], str]:
-        """Paper §3.8 Get KVC 3-6: binary search for the last block whose chunk 0 answers a probe."""
-        probed: dict[int, BlockRecord] = {}
-        low, high = 0, len(hashes)  # blocks [0, low) known cached; [high, n) known missing
-        while low < high:
-            middle = (low + high + 1) // 2  # candidate prefix length
-            record = self.store.probe_block(hashes[middle - 1])
-            if record is not None:
-                probed[middle - 1] = record
-                low = middle
-            else:
-                high = middle - 1
-        records = []
-        for position in range(low):  # the blocks below the last hit: their records too
-            record = probed.get(position) or self.store.probe_block(hashes[position])
-            if record is None:
-                break
-            records.append(record)
-        self.index.insert_chain(self.root, [(record, self.block_format.meta(position))
-                                            for position, record in enumerate(records)])
-        return records, "probe" if records else "none"
 
     # ------------------------------------------------------------------ decide
 
@@ -350,11 +311,9 @@ class KVCManager:
                     raise
                 log.warning("calibrating this device failed (%r): fetching without a decision", exc)
                 mode, failed = "fetch", f"calibration failed ({type(exc).__name__}: {exc}): fetching"
-        decision = self.policy.decide(
-            rates, self.link, prompt_tokens=found.input_ids.shape[1], cached_blocks=len(found.records),
-            block_tokens=self.block_tokens, block_bytes=self.block_bytes, layers=self.geometry.layers,
-            streaming=streaming, mode=mode, split=self.can_split and not streaming,  # streaming runs no split
-            near=near)
+        decision = self.finder.decide(
+            rates, prompt_tokens=found.input_ids.shape[1], cached_blocks=len(found.records), streaming=streaming,
+            mode=mode, split=self.can_split and not streaming, near=near)  # streaming runs no split
         return decision if failed is None else dataclasses.replace(decision, reason=failed)
 
     # ------------------------------------------------------------------ get
@@ -586,8 +545,8 @@ class KVCManager:
         result = AddResult(blocks_total=len(hashes), blocks_cached_before=0, blocks_stored=0, hashes=hashes)
         if not hashes:
             return result
-        known, _ = self._lookup_or_miss(hashes, "KV lookup before add")
-        first_new = len(known)
+        first_new = len(self.finder.lookup(self.root, hashes, strict=self.strict,
+                                           what="KV lookup before add").records)
         result.blocks_cached_before = first_new
         if first_new == len(hashes):
             return result

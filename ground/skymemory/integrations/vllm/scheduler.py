@@ -1,9 +1,9 @@
 """The connector's scheduler side: which of a request's blocks to load, which of its pages to save.
 
-It never waits on the network: a request's cached prefix is found in the
-ground index (one SQLite query: kv.radix), named by the same chained hashes
-and model identity as KVCManager's (kv.blocks, kv.identity), and the
-fetch-or-recompute decision (kv.policy) runs on rates this engine measured:
+It never waits on the network: a request's cached prefix is named, found in
+the ground index (one SQLite query) and priced by the same PrefixFinder as
+KVCManager's (kv.lookup; the model identity is kv.identity's), and the
+fetch-or-recompute decision runs on rates this engine measured:
 the transfers and page writes its worker timed, and its own forwards (a
 step that runs one request is a sample of T(new, context)). Until the
 worker has measured both, "auto" fetches, and says so.
@@ -33,10 +33,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from skymemory.kv.blocks import chain_hashes, split_blocks
 from skymemory.kv.costmodel import FREE_REBUILD, RebuildModel
 from skymemory.kv.extra_keys import RequestKeys, Unkeyable, say_once
-from skymemory.kv.policy import EngineRates, FetchPolicy, ForwardEstimate, LinkEstimate, check_policy
+from skymemory.kv.lookup import PrefixFinder
+from skymemory.kv.policy import EngineRates, ForwardEstimate, check_policy
 from skymemory.kv.radix import RadixIndex
 from skymemory.store.contract import BlockRecord
 
@@ -47,6 +47,11 @@ log = logging.getLogger(__name__)
 PLACEMENT = "explicit"  # the strategy of the records the worker's store writes and can read (store.nearest_when_set)
 SAVING_FORGOTTEN_S = 60.0  # a block another request began saving is not saved again for this long
 POLICY_PARAM = "skymemory_policy"  # a request's own policy, in its kv_transfer_params
+
+
+def _findable(record: BlockRecord) -> bool:
+    """Whether the worker's store can read the block from its record (it was placed as that store places)."""
+    return record.strategy == PLACEMENT
 
 
 @dataclass
@@ -70,8 +75,10 @@ class SchedulerSide:
         self.block_bytes = block_bytes
         self.layers = layers
         self.index = index
-        self.policy = FetchPolicy(policy)
-        self.link = LinkEstimate("skymemory")
+        # naming, finding and pricing a prefix: kv.lookup, as KVCManager does it
+        self.finder = PrefixFinder(index, block_tokens=block_tokens, block_bytes=block_bytes, layers=layers,
+                                   policy=policy)
+        self.policy, self.link = self.finder.policy, self.finder.link
         self.forwards = ForwardEstimate()
         self._page_writes: deque[tuple[int, float]] = deque(maxlen=16)
         self._requests: dict[str, TrackedRequest] = {}
@@ -85,10 +92,9 @@ class SchedulerSide:
         """The request's hashes, taken once (a request is matched again each time the engine tries it)."""
         tracked = self._requests.get(req_id)
         if tracked is None or tracked.prompt != prompt:
-            blocks = split_blocks(prompt, self.block_tokens)
             try:
                 keys = (keys() if callable(keys) else keys) or RequestKeys()
-                hashes = chain_hashes(self.root, blocks, keys.per_block(len(blocks), self.block_tokens))
+                hashes = self.finder.hashes(self.root, prompt, keys)
                 tracked = TrackedRequest(list(prompt), hashes, tenant=keys.tenant)
             except Unkeyable as exc:
                 say_once(exc, "a request with ")
@@ -108,15 +114,10 @@ class SchedulerSide:
             tracked.to_load = []
             return 0
         usable = max(0, (len(prompt) - 1) // self.block_tokens)
-        try:
-            entries = self.index.longest_prefix(self.root, tracked.hashes[:usable])
-        except Exception as exc:  # noqa: BLE001 - an unreadable index is a miss, never a stalled engine
-            log.warning("SkyMemory: the ground index could not be read (%r): request %s recomputes", exc, req_id)
-            entries = []
         # the worker's store finds a block from its record only when it was placed as that store places
         # blocks (a RotatingBlockStore's rotating layouts are not): the prefix ends before any other
-        findable = next((i for i, e in enumerate(entries) if e.record.strategy != PLACEMENT), len(entries))
-        entries = entries[:findable]
+        entries = self.finder.lookup(self.root, tracked.hashes[:usable], readable=_findable,
+                                     what=f"SkyMemory: request {req_id}'s lookup").records
         tracked.cached = len(entries)
         tracked.local = local = computed_tokens // self.block_tokens
         tracked.to_load = []
@@ -131,14 +132,13 @@ class SchedulerSide:
                 policy = None
         # the prompt less what the engine has as if it were the whole prompt: its context term is then
         # slightly low, which only matters when the engine's own cache has some of the prefix
-        decision = self.policy.decide(
-            self.rates(), self.link, prompt_tokens=len(prompt) - local * self.block_tokens,
-            cached_blocks=len(entries) - local, block_tokens=self.block_tokens, block_bytes=self.block_bytes,
-            layers=self.layers, streaming=True, mode=policy)
+        decision = self.finder.decide(
+            self.rates(), prompt_tokens=len(prompt) - local * self.block_tokens, cached_blocks=len(entries) - local,
+            streaming=True, mode=policy)
         self.decisions[req_id] = decision.describe()
         log.info("SkyMemory: request %s: %d cached blocks after %d local: %s", req_id, len(entries) - local, local,
                  decision.describe())
-        tracked.to_load = [e.record for e in entries[local:local + decision.fetch_blocks]]
+        tracked.to_load = entries[local:local + decision.fetch_blocks]
         return len(tracked.to_load) * self.block_tokens
 
     def rates(self) -> EngineRates | None:
@@ -207,12 +207,9 @@ class SchedulerSide:
         if full <= first or tracked.unkeyed:
             return []
         tracked.next_save = full
-        try:
-            indexed = len(self.index.longest_prefix(self.root, tracked.hashes[:full]))
-        except Exception as exc:  # noqa: BLE001 - saving is best effort
-            log.warning("SkyMemory: the ground index could not be read (%r): saving request %s's blocks anyway",
-                        exc, req_id)
-            indexed = 0
+        # an unreadable index: nothing is known to be saved, so the blocks are saved anyway
+        indexed = len(self.finder.lookup(self.root, tracked.hashes[:full],
+                                         what=f"SkyMemory: request {req_id}'s lookup before saving").records)
         now = time.monotonic()
         for block_hash, started in list(self._saving.items()):
             if now - started > SAVING_FORGOTTEN_S:
