@@ -13,7 +13,7 @@ import logging
 import pytest
 import torch
 
-from skymemory.integrations.vllm.scheduler import SchedulerSide
+from skymemory.kv.paged_scheduler import PagedScheduler
 from skymemory.kv import extra_keys
 from skymemory.kv.blocks import chain_hashes, extra_key_bytes, split_blocks, token_bytes
 from skymemory.kv.extra_keys import Media, RequestKeys, Unkeyable, embeds_hashes
@@ -166,8 +166,8 @@ def _index_chain(index: RadixIndex, hashes: list[bytes]) -> None:
     index.insert_chain(ROOT, [(BlockRecord(h, 1000, 6144, 1, 0, "explicit", 5, (0, 0)), None) for h in hashes])
 
 
-def _scheduler(index: RadixIndex) -> SchedulerSide:
-    return SchedulerSide(root=ROOT, block_tokens=4, block_bytes=1000, layers=2, index=index, policy="fetch")
+def _scheduler(index: RadixIndex) -> PagedScheduler:
+    return PagedScheduler(root=ROOT, block_tokens=4, block_bytes=1000, layers=2, index=index, policy="fetch")
 
 
 def test_the_scheduler_matches_and_saves_under_the_requests_keys():

@@ -8,8 +8,8 @@ import logging
 import pytest
 
 from skymemory.integrations.vllm.config import ConfigError, ConnectorConfig
-from skymemory.integrations.vllm.messages import WorkerReport
-from skymemory.integrations.vllm.scheduler import SchedulerSide
+from skymemory.kv.paged_scheduler import PagedScheduler
+from skymemory.kv.paged_steps import WorkerReport
 from skymemory.kv import identity as identity_module
 from skymemory.kv.blocks import chain_hashes, split_blocks
 from skymemory.kv.manager import KVCManager
@@ -96,8 +96,8 @@ def _indexed(index: RadixIndex, prompt: list[int], blocks: int) -> list[bytes]:
     return hashes
 
 
-def _scheduler(index: RadixIndex, policy: str = "fetch") -> SchedulerSide:
-    return SchedulerSide(root=ROOT, block_tokens=BLOCK, block_bytes=1000, layers=2, index=index, policy=policy)
+def _scheduler(index: RadixIndex, policy: str = "fetch") -> PagedScheduler:
+    return PagedScheduler(root=ROOT, block_tokens=BLOCK, block_bytes=1000, layers=2, index=index, policy=policy)
 
 
 def test_whole_blocks_never_the_last_token_and_never_what_the_engine_has():

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from skymemory.integrations.vllm.config import ConnectorConfig
-from skymemory.integrations.vllm.scheduler import SchedulerSide
-from skymemory.integrations.vllm.worker import SEALED, WorkerSide
+from skymemory.kv.paged_scheduler import PagedScheduler
+from skymemory.integrations.vllm.worker import SEALED, open_worker
+from skymemory.kv.engine import ServedModel
 from skymemory.kv import codec
 from skymemory.kv.cache_arg import cache_arg
 from skymemory.kv.identity import model_identity
@@ -36,6 +37,11 @@ BLOCK = 16
 PAGES = 12
 KV = "fp32"
 FORM = BlockFormat(KV, codec.layout_name(sealed=SEALED), BLOCK)  # what the connector's worker is given
+
+
+def _served(manager: KVCManager) -> ServedModel:
+    """The model as the connector names it (kv.engine), with the manager's geometry."""
+    return ServedModel("embedded-tiny", manager.geometry, FORM, SEALED)
 
 
 @pytest.fixture(autouse=True)
@@ -57,11 +63,11 @@ def _engine_pages(geometry: codec.BlockGeometry):
     return caches, layout
 
 
-def _scheduler(manager: KVCManager, index: RadixIndex) -> SchedulerSide:
+def _scheduler(manager: KVCManager, index: RadixIndex) -> PagedScheduler:
     identity = model_identity("embedded-tiny", "fp32")  # as the connector names blocks (its store seals: LAYOUT)
     root = identity.root(kv_format=KV, block_tokens=BLOCK, sealed=SEALED)
     assert root == manager.root  # the engine names blocks as the transformers side does
-    return SchedulerSide(root=root, block_tokens=BLOCK, block_bytes=manager.block_bytes,
+    return PagedScheduler(root=root, block_tokens=BLOCK, block_bytes=manager.block_bytes,
                          layers=manager.geometry.layers, index=index, policy="fetch")
 
 
@@ -94,8 +100,7 @@ def test_blocks_a_kvcmanager_stored_land_in_the_engines_pages(constellation, tmp
 
     # every block "last used" long ago, so the load's note shows
     index.insert_entries([dataclasses.replace(index.get(h), last_used_ms=1) for h in manager.block_hashes(prompt)])
-    worker = WorkerSide(_config(manifest_path, tmp_path / "index", 0x0C00), geometry=manager.geometry, index=index,
-                        form=FORM)
+    worker = open_worker(_config(manifest_path, tmp_path / "index", 0x0C00), _served(manager), index)
     try:
         caches, layout = _engine_pages(manager.geometry)
         worker.register(caches, layout)
@@ -135,8 +140,7 @@ def test_pages_the_worker_saves_are_hits_for_a_kvcmanager(constellation, tmp_pat
         assert again.saves == []  # another request with the same prompt: being saved already
 
         manifest_path = constellation.save(tmp_path / "manifest.json")
-        worker = WorkerSide(_config(manifest_path, tmp_path / "index", 0x0C10), geometry=manager.geometry,
-                            index=index, form=FORM)
+        worker = open_worker(_config(manifest_path, tmp_path / "index", 0x0C10), _served(manager), index)
         caches, layout = _engine_pages(manager.geometry)
         worker.register(caches, layout)
         for layer, kv in enumerate(_prompt_kv(model, prompt, 2)):  # what the engine's forward wrote
@@ -167,8 +171,8 @@ def test_a_load_from_dead_satellites_is_a_load_error_and_leaves_the_index(node_p
             manager = KVCManager(model, tokenizer, store, block_tokens=BLOCK, kv_dtype=KV, index=index,
                                  policy="fetch")
             assert manager.add_blocks(prompt).blocks_stored == 2
-        worker = WorkerSide(_config(manifest_path, tmp_path / "index", 0x0C20, timeout_s=1.5),
-                            geometry=manager.geometry, index=index, form=FORM)
+        worker = open_worker(_config(manifest_path, tmp_path / "index", 0x0C20, timeout_s=1.5), _served(manager),
+                             index)
     # the constellation is gone now: the load runs into its deadline
     try:
         scheduler = _scheduler(manager, index)

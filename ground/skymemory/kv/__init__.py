@@ -20,6 +20,10 @@ Modules (one idea each):
   affinity     a transfer thread runs on every CPU, not where an engine pinned its creator
   paged        an engine's paged KV cache, read and written block by block
   page_loads   a paged engine's loads, layer by layer into its pages: a failure costs only what failed
+  paged_steps  what a paged engine's scheduler and worker sides tell each other each step
+  paged_scheduler  a paged engine's scheduler side: which cached blocks a request loads, which pages it saves
+  paged_worker  a paged engine's worker side: loads into its pages layer by layer, saves in the background
+  engine       the face a serving engine's adapter (integrations/) imports: the two sides and their names
   costmodel    fetch or recompute: predicted time to first token of each choice
   calibration  this device's compute and rebuild rates, measured once and kept on disk
   policy       the per-request decision, from those rates and the store's measured link

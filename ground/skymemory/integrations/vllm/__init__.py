@@ -1,11 +1,10 @@
 """SkyMemory as a vLLM KV connector: `kv_connector_module_path="skymemory.integrations.vllm"`,
 `kv_connector="SkyMemoryConnector"` (README, "Serve with vLLM").
 
-  connector  SkyMemoryConnector: the thin adapter vLLM loads (the only module that imports vLLM)
+  connector  SkyMemoryConnector: the thin adapter vLLM loads (the only module that imports vLLM); the two
+             sides it maps vLLM's calls onto are engine-neutral, kv.engine's PagedScheduler and PagedWorker
   config     its settings, from kv_connector_extra_config
-  scheduler  which cached blocks a request loads, which pages a step saves (no network)
-  worker     loads into the engine's pages layer by layer, saves in the background
-  messages   what the two sides tell each other each step
+  worker     the worker side on the constellation those settings name (its stores)
 
 The connector is imported on first use, so the other modules work without vLLM installed.
 """

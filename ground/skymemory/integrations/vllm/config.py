@@ -37,8 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from skymemory.kv import codec
-from skymemory.kv.policy import POLICIES, check_policy
+from skymemory.kv.engine import KV_FORMATS, POLICIES, check_format, check_policy
 from skymemory.orbit.manifest import Manifest, ManifestError, default_manifest_path
 from skymemory.orbit.placement import MAX_SERVERS
 from skymemory.store.routes import ROUTES, check_route
@@ -98,7 +97,7 @@ class ConnectorConfig:
                 model=_text(given.get("model", served_model), "model", "a model name or path"),
                 policy=check_policy(_choice(given.get("policy", "auto"), "policy", POLICIES)),
                 route=check_route(_choice(given.get("route", "auto"), "route", ROUTES)),
-                kv_format=codec.check_format(_choice(given.get("kv_format", "fp16"), "kv_format", codec.KV_FORMATS)),
+                kv_format=check_format(_choice(given.get("kv_format", "fp16"), "kv_format", KV_FORMATS)),
                 servers=_whole(given.get("servers", 10), "servers", 1, MAX_SERVERS),
                 index_dir=_path(given["index_dir"], "index_dir") if "index_dir" in given else None,
                 station_id=_whole(given.get("station_id", DEFAULT_STATION_ID), "station_id", 0, MAX_STATION_ID),

@@ -2,7 +2,7 @@
 
 vLLM marks this API experimental, so this class stays a thin adapter: it
 translates vLLM's calls and objects into the two engine-neutral sides
-(scheduler.SchedulerSide, worker.WorkerSide) and back. One class serves both
+(kv.engine's PagedScheduler and PagedWorker) and back. One class serves both
 roles; vLLM makes one object per role, in the engine-core process (scheduler)
 and in the worker process.
 
@@ -38,23 +38,28 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 from vllm.model_executor.layers.attention.attention import Attention
 from vllm.model_executor.models.utils import extract_layer_index
 
-from skymemory.kv import codec
-from skymemory.kv.device import dtype_name
-from skymemory.kv.extra_keys import Media, RequestKeys, Unkeyable, adapter_dir_fingerprint, embeds_hashes
-from skymemory.kv.identity import model_identity
-from skymemory.kv.models import cache_dir
-from skymemory.kv.paged import PagedLayout
-from skymemory.kv.radix import RadixIndex
-from skymemory.kv.saving import BlockFormat
+from skymemory.kv.engine import (
+    Media,
+    PagedLayout,
+    PagedScheduler,
+    PagedWorker,
+    RequestKeys,
+    ServedModel,
+    StepPlan,
+    Unkeyable,
+    WorkerReport,
+    adapter_dir_fingerprint,
+    embeds_hashes,
+    open_index,
+)
 
 from .config import ConfigError, ConnectorConfig
-from .messages import StepPlan, WorkerReport
-from .scheduler import POLICY_PARAM, SchedulerSide
-from .worker import WorkerSide
+from .worker import open_worker
 
 log = logging.getLogger(__name__)
 
 TESTED_VLLM = "0.32.0"
+POLICY_PARAM = "skymemory_policy"  # a request's own policy, in its kv_transfer_params
 # the kinds of extra keys vLLM's prefix cache gives blocks (generate_block_hash_extra_keys), each folded in by
 # request_keys; a kind not here is one SkyMemory does not key: such a request is not cached
 KEYED_KINDS = ("lora", "mm", "cache_salt", "prompt_embeds")
@@ -130,23 +135,19 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         model = vllm_config.model_config
         self.config = ConnectorConfig.from_extra(transfer.kv_connector_extra_config, served_model=model.model)
         self.block_tokens = vllm_config.cache_config.block_size
-        self.geometry = codec.BlockGeometry.from_config(model.hf_text_config, self.block_tokens)
-        index = RadixIndex(self.config.index_dir or cache_dir() / "index")
-        self._scheduler: SchedulerSide | None = None
-        self._worker: WorkerSide | None = None
+        served = ServedModel.of(self.config.model, model.hf_text_config, block_tokens=self.block_tokens,
+                                kv_format=self.config.kv_format, sealed=self.config.seal)
+        self.geometry = served.geometry
+        index = open_index(self.config.index_dir)
+        self._scheduler: PagedScheduler | None = None
+        self._worker: PagedWorker | None = None
         self._layer_of: dict[str, int] = {}  # worker: vLLM's layer names -> layer numbers
         self._layer_names: list[str] = []
         self._caches: list = []
         if role == KVConnectorRole.SCHEDULER:
-            identity = model_identity(self.config.model, dtype_name(model.dtype))
-            self._scheduler = SchedulerSide(
-                root=identity.root(kv_format=self.config.kv_format, block_tokens=self.block_tokens,
-                                   sealed=self.config.seal),
-                block_tokens=self.block_tokens, block_bytes=codec.block_bytes(self.geometry, self.config.kv_format),
-                layers=self.geometry.layers, index=index, policy=self.config.policy)
+            self._scheduler = served.scheduler(model.dtype, index, self.config.policy)
         else:
-            form = BlockFormat(self.config.kv_format, codec.layout_name(sealed=self.config.seal), self.block_tokens)
-            self._worker = WorkerSide(self.config, geometry=self.geometry, index=index, form=form)
+            self._worker = open_worker(self.config, served, index)
         log.info("SkyMemory connector (%s): constellation %s, model %s, policy %s, KV %s, index %s", role.name,
                  self.config.manifest, self.config.model, self.config.policy, self.config.kv_format, index.path)
 
@@ -190,7 +191,7 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         self._caches = [kv_caches[name] for name in names]
         self._layer_names = names
 
-    def _ready_worker(self) -> WorkerSide:
+    def _ready_worker(self) -> PagedWorker:
         """The worker with the engine's caches and their page layout (probed once, with a layer's own write)."""
         worker = self._worker
         if worker.layout is None:

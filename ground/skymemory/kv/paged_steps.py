@@ -1,17 +1,17 @@
-"""What the connector's two sides tell each other each engine step (plain data: vLLM pickles it between processes).
+"""What a paged engine's two sides tell each other each step (plain data: an engine may pickle it between
+processes, as vLLM does).
 
 scheduler -> worker: a StepPlan (the blocks to load into which pages, the pages to save as which blocks,
                      and what the step computes when it is one request's: a timing sample)
 worker -> scheduler: a WorkerReport (transfers, forwards and page writes it timed: the fetch-or-recompute
-                     decision's inputs, measured on this engine)
+                     decision's inputs, measured on this engine; and the loads that failed)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# a request's blocks to load, as the worker's kv.page_loads takes them
-from skymemory.kv.page_loads import PageLoad as LoadPlan  # noqa: F401
+from .page_loads import PageLoad as LoadPlan  # a request's blocks to load, as the worker's loads take them
 
 
 @dataclass

@@ -1,4 +1,7 @@
-"""The connector's scheduler side: which of a request's blocks to load, which of its pages to save.
+"""A paged engine's scheduler side: which of a request's blocks to load, which of its pages to save.
+
+Engine-neutral (plain token lists, page numbers and request ids in; kv.paged_steps' plans out): vLLM's
+connector (integrations.vllm) is an adapter that maps vLLM's scheduler calls onto it.
 
 It never waits on the network: a request's cached prefix is named, found in
 the ground index (one SQLite query) and priced by the same PrefixFinder as
@@ -33,20 +36,19 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from skymemory.kv.costmodel import FREE_REBUILD, RebuildModel
-from skymemory.kv.extra_keys import RequestKeys, Unkeyable, say_once
-from skymemory.kv.lookup import PrefixFinder
-from skymemory.kv.policy import EngineRates, ForwardEstimate, check_policy
-from skymemory.kv.radix import RadixIndex
 from skymemory.store.contract import BlockRecord
 
-from .messages import LoadPlan, SavePlan, StepPlan, WorkerReport
+from .costmodel import FREE_REBUILD, RebuildModel
+from .extra_keys import RequestKeys, Unkeyable, say_once
+from .lookup import PrefixFinder
+from .paged_steps import LoadPlan, SavePlan, StepPlan, WorkerReport
+from .policy import EngineRates, ForwardEstimate, check_policy
+from .radix import RadixIndex
 
 log = logging.getLogger(__name__)
 
 PLACEMENT = "explicit"  # the strategy of the records the worker's store writes and can read (store.nearest_when_set)
 SAVING_FORGOTTEN_S = 60.0  # a block another request began saving is not saved again for this long
-POLICY_PARAM = "skymemory_policy"  # a request's own policy, in its kv_transfer_params
 
 
 def _findable(record: BlockRecord) -> bool:
@@ -67,7 +69,7 @@ class TrackedRequest:
     next_save: int = 0  # first block not yet considered for saving
 
 
-class SchedulerSide:
+class PagedScheduler:
     def __init__(self, *, root: bytes, block_tokens: int, block_bytes: int, layers: int, index: RadixIndex,
                  policy: str = "auto") -> None:
         self.root = root
@@ -127,8 +129,8 @@ class SchedulerSide:
             try:
                 policy = check_policy(policy)
             except ValueError as exc:
-                log.warning("SkyMemory: request %s: %s (kv_transfer_params[%r]): the engine's policy %s decides",
-                            req_id, exc, POLICY_PARAM, self.policy.mode)
+                log.warning("SkyMemory: request %s: %s (its own policy): the engine's policy %s decides",
+                            req_id, exc, self.policy.mode)
                 policy = None
         # the prompt less what the engine has as if it were the whole prompt: its context term is then
         # slightly low, which only matters when the engine's own cache has some of the prefix

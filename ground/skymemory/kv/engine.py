@@ -1,0 +1,76 @@
+"""The KV engine's face for a serving engine's adapter (integrations/): what an adapter builds and calls.
+
+A paged engine (vLLM) runs the cache in two sides that talk in plain data each step: a scheduler that
+decides which of a request's cached blocks to load and which of its pages to save (PagedScheduler, deciding
+through the same kv.lookup as KVCManager), and a worker that loads into and saves from the engine's pages
+(PagedWorker, through kv.page_loads and kv.saving, as KVCManager saves). An adapter names its model with
+ServedModel, builds the two sides, and translates its engine's calls and objects; it imports nothing else
+from kv/.
+
+  ServedModel        a served model as the cache names its blocks: geometry, format, chain root
+  open_index         the ground index (KVCManager's, unless a folder is named)
+  PagedScheduler, PagedWorker, PagedLayout         the two sides, and an engine's page layout
+  StepPlan, SavePlan, WorkerReport                 what they tell each other
+  RequestKeys, Media, Unkeyable, adapter_dir_fingerprint, embeds_hashes
+                     what a request's blocks are keyed by besides their tokens (kv.extra_keys)
+  KV_FORMATS, check_format, POLICIES, check_policy settings an adapter takes from its users
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .codec import KV_FORMATS, BlockGeometry, block_bytes, check_format, layout_name
+from .device import dtype_name
+from .extra_keys import Media, RequestKeys, Unkeyable, adapter_dir_fingerprint, embeds_hashes
+from .identity import model_identity
+from .models import cache_dir
+from .paged import PagedLayout
+from .paged_scheduler import PagedScheduler
+from .paged_steps import SavePlan, StepPlan, WorkerReport
+from .paged_worker import PagedWorker
+from .policy import POLICIES, check_policy
+from .radix import RadixIndex
+from .saving import BlockFormat
+
+__all__ = ["KV_FORMATS", "POLICIES", "Media", "PagedLayout", "PagedScheduler", "PagedWorker", "RequestKeys",
+           "SavePlan", "ServedModel", "StepPlan", "Unkeyable", "WorkerReport", "adapter_dir_fingerprint",
+           "check_format", "check_policy", "embeds_hashes", "open_index"]
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A served model's blocks as the cache names them, the same names KVCManager gives them.
+
+    name: the model KVCManager users load (kv.models: a local path or an embedded model); its weights and
+    tokenizer make the chain root, kept on disk (kv.identity). hf_config: the model's transformers config.
+    """
+
+    name: str
+    geometry: BlockGeometry
+    form: BlockFormat
+    sealed: bool  # its blocks are sealed (the stores seal): they are named apart from plain ones
+
+    @classmethod
+    def of(cls, name: str, hf_config, *, block_tokens: int, kv_format: str, sealed: bool) -> "ServedModel":
+        return cls(name, BlockGeometry.from_config(hf_config, block_tokens),
+                   BlockFormat(check_format(kv_format), layout_name(sealed=sealed), block_tokens), sealed)
+
+    @property
+    def block_bytes(self) -> int:
+        return block_bytes(self.geometry, self.form.kv_format)
+
+    def root(self, dtype) -> bytes:
+        """The chain root of this model's blocks when it runs in `dtype` (a torch dtype)."""
+        return model_identity(self.name, dtype_name(dtype)).root(
+            kv_format=self.form.kv_format, block_tokens=self.form.block_tokens, sealed=self.sealed)
+
+    def scheduler(self, dtype, index: RadixIndex, policy: str) -> PagedScheduler:
+        return PagedScheduler(root=self.root(dtype), block_tokens=self.form.block_tokens,
+                              block_bytes=self.block_bytes, layers=self.geometry.layers, index=index, policy=policy)
+
+
+def open_index(directory: str | Path | None = None) -> RadixIndex:
+    """The ground index in `directory`, or KVCManager's default one (so the two engines share it)."""
+    return RadixIndex(directory or cache_dir() / "index")
