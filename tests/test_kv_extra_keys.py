@@ -13,11 +13,11 @@ import logging
 import pytest
 import torch
 
-from skymemory.kv.paged_scheduler import PagedScheduler
 from skymemory.kv import extra_keys
 from skymemory.kv.blocks import chain_hashes, extra_key_bytes, split_blocks, token_bytes
 from skymemory.kv.extra_keys import Media, RequestKeys, Unkeyable, embeds_hashes
 from skymemory.kv.manager import KVCManager, generate_with_cache
+from skymemory.kv.paged_scheduler import PagedScheduler
 from skymemory.kv.radix import RadixIndex
 from skymemory.kv.store import BlockRecord, MemoryBlockStore
 from skymemory.protocol import native

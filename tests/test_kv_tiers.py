@@ -84,6 +84,20 @@ def test_host_tier_is_one_slab_allocated_up_front_whose_slots_are_reused_in_lru_
     assert (stats.evictions, stats.blocks, stats.bytes, stats.capacity_bytes) == (1, 3, 24, 24)
 
 
+def test_a_journaled_host_tier_says_what_entered_and_left_it_since_it_was_last_asked():
+    tiers = BlockTiers(8, "cpu", host_bytes=2 * 8, journal=True)  # 2 slots
+    tiers.put([b"a", b"b"], host_rows=[bytes(8), bytes(8)])
+    assert tiers.take_host_changes() == {b"a": True, b"b": True}
+    assert tiers.take_host_changes() == {}  # taken: nothing new since
+    tiers.put([b"c"], host_rows=[bytes(8)])  # full: the least recently used, a, leaves
+    tiers.discard(b"b")
+    tiers.put([b"b"], host_rows=[bytes(8)])  # left and came back: held at the end is what counts
+    assert tiers.take_host_changes() == {b"a": False, b"b": True, b"c": True}
+    plain = BlockTiers(8, "cpu", host_bytes=2 * 8)  # no journal (KVCManager's): nothing kept, nothing said
+    plain.put([b"a"], host_rows=[bytes(8)])
+    assert plain.take_host_changes() == {} and plain.host_tier._changes is None
+
+
 def test_host_tier_copies_rows_out_whether_or_not_their_slots_are_consecutive():
     tier = HostTier(capacity_bytes=4 * 8, block_bytes=8)
     for i in range(4):

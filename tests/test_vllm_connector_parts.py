@@ -1,4 +1,5 @@
-"""The vLLM connector's engine-neutral parts, without vLLM: its settings, the model identity, the scheduler's rules."""
+"""The vLLM connector's engine-neutral parts, without vLLM: its settings, the model identity, the scheduler's rules
+(kv.paged_scheduler)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import logging
 import pytest
 
 from skymemory.integrations.vllm.config import ConfigError, ConnectorConfig
-from skymemory.kv.paged_scheduler import PagedScheduler
-from skymemory.kv.paged_steps import WorkerReport
 from skymemory.kv import identity as identity_module
 from skymemory.kv.blocks import chain_hashes, split_blocks
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.models import load_model
+from skymemory.kv.paged_scheduler import PagedScheduler
+from skymemory.kv.paged_steps import WorkerReport
 from skymemory.kv.radix import RadixIndex
 from skymemory.kv.store import BlockRecord, MemoryBlockStore
 
@@ -155,6 +156,13 @@ def test_auto_fetches_until_this_engine_is_measured_then_decides_from_its_rates(
                                    forwards=[(1, 64, 0.0005)]))
     assert scheduler.match("a", prompt, 0) == 0
     assert scheduler.finished("a")["decision"].startswith("recompute 0/3")
+    # the worker's host tier holds every block: loading them crosses no link, and beats recomputing
+    hashes = chain_hashes(ROOT, split_blocks(prompt, BLOCK))[:3]
+    scheduler.observe(WorkerReport(host_tier=dict.fromkeys(hashes, True)))
+    assert scheduler.match("a", prompt, 0) == 3 * BLOCK
+    assert scheduler.finished("a")["decision"].startswith("fetch 3/3")
+    scheduler.observe(WorkerReport(host_tier={hashes[2]: False}))  # one left the tier: the link again
+    assert scheduler.match("a", prompt, 0) == 0
 
 
 def test_each_completed_prompt_block_is_saved_once():

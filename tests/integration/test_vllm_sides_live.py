@@ -16,15 +16,15 @@ import pytest
 import torch
 
 from skymemory.integrations.vllm.config import ConnectorConfig
-from skymemory.kv.paged_scheduler import PagedScheduler
 from skymemory.integrations.vllm.worker import SEALED, open_worker
-from skymemory.kv.engine import ServedModel
 from skymemory.kv import codec
 from skymemory.kv.cache_arg import cache_arg
+from skymemory.kv.engine import ServedModel
 from skymemory.kv.identity import model_identity
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.models import load_model
 from skymemory.kv.paged import PagedLayout
+from skymemory.kv.paged_scheduler import PagedScheduler
 from skymemory.kv.radix import RadixIndex
 from skymemory.kv.saving import BlockFormat
 from skymemory.store.constellation import ConstellationBlockStore
@@ -140,7 +140,10 @@ def test_pages_the_worker_saves_are_hits_for_a_kvcmanager(constellation, tmp_pat
         assert again.saves == []  # another request with the same prompt: being saved already
 
         manifest_path = constellation.save(tmp_path / "manifest.json")
-        worker = open_worker(_config(manifest_path, tmp_path / "index", 0x0C10), _served(manager), index)
+        # with a host tier: the saves write through it, and the worker's report tells the scheduler
+        config = dataclasses.replace(_config(manifest_path, tmp_path / "index", 0x0C10),
+                                     host_tier_bytes=4 * manager.block_bytes)
+        worker = open_worker(config, _served(manager), index)
         caches, layout = _engine_pages(manager.geometry)
         worker.register(caches, layout)
         for layer, kv in enumerate(_prompt_kv(model, prompt, 2)):  # what the engine's forward wrote
@@ -148,7 +151,11 @@ def test_pages_the_worker_saves_are_hits_for_a_kvcmanager(constellation, tmp_pat
         worker.begin_step()
         worker.end_step(plan)
         worker.close()  # waits for the saver
-        assert worker.saver.saved == 2 and worker.take_report().forwards[0][:2] == (len(prompt), 0)
+        report = worker.take_report()
+        assert worker.saver.saved == 2 and report.forwards[0][:2] == (len(prompt), 0)
+        assert report.host_tier == dict.fromkeys((s.block_hash for s in plan.saves), True)
+        scheduler.observe(report)
+        assert scheduler.near == {s.block_hash for s in plan.saves}  # their loads are priced as copies now
 
         hit = manager.get_cache(prompt)
         assert hit.source == "index" and hit.prefix_tokens == 2 * BLOCK

@@ -9,7 +9,9 @@ KVCManager's (kv.lookup; the model identity is kv.identity's), and the
 fetch-or-recompute decision runs on rates this engine measured:
 the transfers and page writes its worker timed, and its own forwards (a
 step that runs one request is a sample of T(new, context)). Until the
-worker has measured both, "auto" fetches, and says so.
+worker has measured both, "auto" fetches, and says so. Blocks the worker's
+host tier holds (its reports say what enters and leaves it) are priced as
+copies, not as a transfer over the link.
 
 Rules the engine sets: only whole blocks; never the prompt's last token (it
 must be computed for the first output token); what the engine's own prefix
@@ -82,6 +84,7 @@ class PagedScheduler:
                                    policy=policy)
         self.policy, self.link = self.finder.policy, self.finder.link
         self.forwards = ForwardEstimate()
+        self.near: set[bytes] = set()  # blocks the worker's host tier holds (its reports): loads priced as copies
         self._page_writes: deque[tuple[int, float]] = deque(maxlen=16)
         self._requests: dict[str, TrackedRequest] = {}
         self._loads: list[LoadPlan] = []
@@ -134,9 +137,11 @@ class PagedScheduler:
                 policy = None
         # the prompt less what the engine has as if it were the whole prompt: its context term is then
         # slightly low, which only matters when the engine's own cache has some of the prefix
+        # every block to load in the worker's host tier: no link is crossed (a load takes the tier's blocks first)
+        near = all(record.block_hash in self.near for record in entries[local:])
         decision = self.finder.decide(
             self.rates(), prompt_tokens=len(prompt) - local * self.block_tokens, cached_blocks=len(entries) - local,
-            streaming=True, mode=policy)
+            streaming=True, mode=policy, near=near)
         self.decisions[req_id] = decision.describe()
         log.info("SkyMemory: request %s: %d cached blocks after %d local: %s", req_id, len(entries) - local, local,
                  decision.describe())
@@ -244,6 +249,11 @@ class PagedScheduler:
         for new_tokens, context_tokens, seconds in report.forwards:
             self.forwards.observe(new_tokens, context_tokens, seconds)
         self._page_writes.extend(report.page_writes)
+        for block_hash, held in report.host_tier.items():
+            if held:
+                self.near.add(block_hash)
+            else:
+                self.near.discard(block_hash)
         for req_id, reason in report.failed_loads:
             if req_id in self.decisions:
                 self.decisions[req_id] += f"; the load failed ({reason}): recomputed"

@@ -4,7 +4,8 @@ processes, as vLLM does).
 scheduler -> worker: a StepPlan (the blocks to load into which pages, the pages to save as which blocks,
                      and what the step computes when it is one request's: a timing sample)
 worker -> scheduler: a WorkerReport (transfers, forwards and page writes it timed: the fetch-or-recompute
-                     decision's inputs, measured on this engine; and the loads that failed)
+                     decision's inputs, measured on this engine; what entered and left its host tier, whose
+                     loads are priced as near copies; and the loads that failed)
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ class WorkerReport:
     forwards: list[tuple[int, int, float]] = field(default_factory=list)  # new tokens, context tokens, seconds
     page_writes: list[tuple[int, float]] = field(default_factory=list)  # bytes landed -> engine pages, seconds
     failed_loads: list[tuple[str, str]] = field(default_factory=list)  # request id, why its load failed
+    host_tier: dict[bytes, bool] = field(default_factory=dict)  # blocks that entered (True) or left its host tier
 
     def __bool__(self) -> bool:
-        return bool(self.transfers or self.forwards or self.page_writes or self.failed_loads)
+        return bool(self.transfers or self.forwards or self.page_writes or self.failed_loads or self.host_tier)
 
     def merged(self, other: "WorkerReport") -> "WorkerReport":
         return WorkerReport(self.transfers + other.transfers, self.forwards + other.forwards,
-                            self.page_writes + other.page_writes, self.failed_loads + other.failed_loads)
+                            self.page_writes + other.page_writes, self.failed_loads + other.failed_loads,
+                            {**self.host_tier, **other.host_tier})

@@ -145,7 +145,9 @@ class PagedWorker:
         self.block_bytes = codec.block_bytes(geometry, form.kv_format)
         self.load_store = load_store
         self.load_timeout_s = load_timeout_s
-        self.tiers = BlockTiers(self.block_bytes, "cpu", host_bytes=host_tier_bytes) if host_tier_bytes else None
+        # journal: the scheduler hears what the tier holds (take_report), to price its blocks' loads as near
+        self.tiers = (BlockTiers(self.block_bytes, "cpu", host_bytes=host_tier_bytes, journal=True)
+                      if host_tier_bytes else None)
         self.saver = BlockSaver(save_store, index, form, self.tiers)
         self.caches: list[torch.Tensor] = []
         self.layout: PagedLayout | None = None
@@ -213,6 +215,8 @@ class PagedWorker:
         self.saver.submit(SaveJob(saves, copied))
 
     def take_report(self) -> WorkerReport | None:
+        if self.tiers is not None:  # (the saver's thread writes through it too: taken under the tiers' lock)
+            self._report.host_tier.update(self.tiers.take_host_changes())
         report, self._report = self._report, WorkerReport()
         return report if report else None
 

@@ -15,7 +15,9 @@ the model, nearest first, in the way LMCache keeps GPU -> pinned CPU -> remote:
   BlockTiers   both behind one lock. gather(hashes) fills one device buffer [m, block_bytes]
                from whichever tier holds each block and promotes host hits to the device tier;
                put() is the write-through (a block stored or fetched enters both); discard()
-               follows the store's evictions; stats() counts hits, misses, evictions and bytes.
+               follows the store's evictions; stats() counts hits, misses, evictions and bytes;
+               with journal=True, take_host_changes() says what entered and left the host tier
+               (a paged engine's worker tells its scheduler, which prices those loads as near).
 
 A tier is a copy: the radix index (kv.radix) stays the authority on which blocks exist, so a
 block is only ever looked up here after the index found it. Bytes enter a tier only after they
@@ -125,7 +127,7 @@ class DeviceTier:
 class HostTier:
     """Blocks in the slots of one host slab allocated up front (pinned for CUDA), LRU (not locked: BlockTiers)."""
 
-    def __init__(self, capacity_bytes: int, block_bytes: int, *, pin: bool = False):
+    def __init__(self, capacity_bytes: int, block_bytes: int, *, pin: bool = False, journal: bool = False):
         capacity_bytes = check_tier_bytes("host_tier_bytes", capacity_bytes, block_bytes)
         self.block_bytes = block_bytes
         slots = capacity_bytes // block_bytes
@@ -139,6 +141,19 @@ class HostTier:
         self._slots: OrderedDict[bytes, int] = OrderedDict()  # hash -> slot, oldest use first
         self._free = list(range(slots - 1, -1, -1))  # popped from the end: slot 0 first
         self._readers = None  # CUDA event after the last copy out of the slab (None: nothing in flight)
+        # journal=True: what entered (True) and left (False) since take_changes, for whoever prices loads elsewhere
+        self._changes: dict[bytes, bool] | None = {} if journal else None
+
+    def _changed(self, block_hash: bytes, held: bool) -> None:
+        if self._changes is not None:
+            self._changes[block_hash] = held
+
+    def take_changes(self) -> dict[bytes, bool]:
+        """Blocks that entered (True) or left (False) the tier since the last call (empty without a journal)."""
+        if self._changes is None:
+            return {}
+        changes, self._changes = self._changes, {}
+        return changes
 
     def slot(self, block_hash: bytes) -> int | None:
         """The block's slot (now the most recently used), or None."""
@@ -158,7 +173,8 @@ class HostTier:
         if self._free:
             slot = self._free.pop()
         else:
-            _, slot = self._slots.popitem(last=False)
+            evicted, slot = self._slots.popitem(last=False)
+            self._changed(evicted, False)
             self.counts.evictions += 1
         self.wait_for_readers()  # the device may still be copying the slot's old bytes
         if isinstance(data, torch.Tensor):
@@ -167,6 +183,7 @@ class HostTier:
             _host_row(data, self.block_bytes)  # the size check only
             self.slab[slot].numpy()[:] = np.frombuffer(data, dtype=np.uint8)
         self._slots[block_hash] = slot
+        self._changed(block_hash, True)
 
     def copy_out(self, slots: Sequence[int], positions: Sequence[int], out: torch.Tensor) -> None:
         """out[positions[i]] = slab[slots[i]]: one copy per run consecutive in both (asynchronous from pinned)."""
@@ -192,6 +209,7 @@ class HostTier:
         if slot is None:
             return False
         self._free.append(slot)
+        self._changed(block_hash, False)
         return True
 
     def __contains__(self, block_hash: bytes) -> bool:
@@ -205,12 +223,14 @@ class HostTier:
 class BlockTiers:
     """The device and host tiers of one model (either may be off: 0 bytes), nearest first, behind one lock."""
 
-    def __init__(self, block_bytes: int, device: torch.device | str, *, device_bytes: int = 0, host_bytes: int = 0):
+    def __init__(self, block_bytes: int, device: torch.device | str, *, device_bytes: int = 0, host_bytes: int = 0,
+                 journal: bool = False):
         self.block_bytes = block_bytes
         self.device = torch.device(device)
         self.device_tier = DeviceTier(device_bytes, block_bytes, self.device) if device_bytes else None
         # pinned only for a CUDA model: the copy to the device is then one asynchronous DMA
-        self.host_tier = (HostTier(host_bytes, block_bytes, pin=self.device.type == "cuda") if host_bytes else None)
+        self.host_tier = (HostTier(host_bytes, block_bytes, pin=self.device.type == "cuda", journal=journal)
+                          if host_bytes else None)
         self._lock = threading.RLock()
 
     @property
@@ -274,6 +294,11 @@ class BlockTiers:
             for tier in (self.device_tier, self.host_tier):
                 if tier is not None:
                     tier.discard(block_hash)
+
+    def take_host_changes(self) -> dict[bytes, bool]:
+        """What entered (True) or left (False) the host tier since the last call (journal=True; else empty)."""
+        with self._lock:
+            return self.host_tier.take_changes() if self.host_tier is not None else {}
 
     def where(self, block_hash: bytes) -> str | None:
         """The nearest tier holding the block ("device", "host") or None; counts nothing, moves nothing."""
