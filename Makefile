@@ -15,9 +15,11 @@ all: build venv
 
 # DISABLE_CUDA=1: hqq is an sdist whose build compiles CUDA kernels unless told not to (its PyTorch path
 # needs none; on a CUDA host, reinstall hqq without it for the kernels).
-# libssl-dev: the ground's fast path seals chunks with OpenSSL's libcrypto (csrc/skymem_seal.c); installed when missing.
+# libssl-dev: the ground's fast path seals chunks with OpenSSL's libcrypto (csrc/skymem_seal.c); libisal-dev: it codes
+# stripes with Intel ISA-L's Reed-Solomon (csrc/skymem_stripe.c). Installed when missing.
+GROUND_PACKAGES := libssl-dev libisal-dev
 $(VENV)/.installed: pyproject.toml setup.py
-	tools/testbed/install_packages.sh libssl-dev
+	tools/testbed/install_packages.sh $(GROUND_PACKAGES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_SPEC)
@@ -33,7 +35,7 @@ venv: $(VENV)/.installed
 VENV_VLLM := .venv-vllm
 PY_VLLM   := $(VENV_VLLM)/bin/python
 $(VENV_VLLM)/.installed: pyproject.toml setup.py tools/testbed/vllm_metadata_alias.py
-	tools/testbed/install_packages.sh libssl-dev
+	tools/testbed/install_packages.sh $(GROUND_PACKAGES)
 	$(PYTHON) -m venv $(VENV_VLLM)
 	$(PY_VLLM) -m pip install --quiet --upgrade pip
 	$(PY_VLLM) -m pip install --quiet $(TORCH_SPEC)
@@ -53,15 +55,16 @@ NATIVE := ground/skymemory/_native.abi3.so
 NATIVE_SOURCES := $(wildcard cfs_apps/skymem_core/fsw/src/*.[ch] cfs_apps/skymem_core/fsw/inc/*.h \
                              ground/skymemory/csrc/*.[ch]) ground/skymemory/_cffi_build.py \
                   $(addprefix ground/skymemory/,protocol/wire.py protocol/auth.py protocol/mac.py protocol/seal.py \
-                                                link/fastpath.py)
+                                                link/fastpath.py store/stripes.py)
 $(NATIVE): $(NATIVE_SOURCES) | $(VENV)/.installed
+	tools/testbed/install_packages.sh $(GROUND_PACKAGES)
 	$(PY) setup.py --quiet build_ext --inplace --force
 	touch $@
 
 native: $(NATIVE)
 
 build:
-	tools/testbed/install_packages.sh libssl-dev
+	tools/testbed/install_packages.sh $(GROUND_PACKAGES)
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j2
 

@@ -6,8 +6,9 @@ package: the ground then encodes and checks packets with the very code the
 satellites run. `SKYMEM_CORE_DIR` may point at another skymem_core tree for a
 manual build (`python _cffi_build.py`); setuptools builds need it inside the repo.
 
-The ground's fast path (csrc/) seals chunks with OpenSSL's libcrypto (skymem_seal.c): the
-build links it (`libraries`), and needs its headers (apt-get install libssl-dev).
+The ground's fast path (csrc/) seals chunks with OpenSSL's libcrypto (skymem_seal.c) and codes
+stripes with Intel ISA-L's Reed-Solomon (skymem_stripe.c): the build links both (`libraries`), and
+needs their headers (apt-get install libssl-dev libisal-dev; `make` installs them when missing).
 
 Python's copies of the C declarations are checked by the C compiler, at every build:
 the cdef below and the constants of `protocol/wire.py` (and the few of auth.py, mac.py,
@@ -51,7 +52,8 @@ SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c", "skymem_aut
 # the ground's batched transfer (POSIX sockets: not part of the portable flight core) and its sealed content
 # (AES-128-GCM with OpenSSL's libcrypto: the satellites never hold a content key)
 CSRC = Path(__file__).resolve().parent / "csrc"
-GROUND_SOURCES = ["skymem_bulk.c", "skymem_seal.c"]
+# and its coded stripes (Reed-Solomon with Intel ISA-L)
+GROUND_SOURCES = ["skymem_bulk.c", "skymem_seal.c", "skymem_stripe.c"]
 
 
 def core_sources() -> list[Path]:
@@ -63,7 +65,7 @@ def sources_present() -> bool:
         (CORE / "fsw" / "inc" / h).is_file() for h in ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h",
                                                  "skymem_auth.h", "skymem_sha256.h", "skymem_polyval.h",
                                                  "skymem_aes.h")) \
-        and all((CSRC / h).is_file() for h in ("skymem_bulk.h", "skymem_seal.h"))
+        and all((CSRC / h).is_file() for h in ("skymem_bulk.h", "skymem_seal.h", "skymem_stripe.h"))
 
 
 CDEF = """
@@ -159,6 +161,8 @@ typedef struct { uint32_t id; uint8_t key[16]; } skymem_seal_key_t;
 typedef struct { uint32_t n_keys; skymem_seal_key_t keys[16]; } skymem_seal_keys_t;
 typedef struct skymem_seal_ctx skymem_seal_ctx_t;
 skymem_seal_ctx_t *skymem_seal_ctx_new(const skymem_seal_keys_t *keys);
+int skymem_stripe_encode(int k, int m, size_t len, const uint8_t *const *data, uint8_t *const *parity);
+int skymem_stripe_decode(int k, int m, size_t len, uint8_t *const *chunks, const uint8_t *present);
 void skymem_seal_ctx_free(skymem_seal_ctx_t *c);
 int skymem_seal_keys_check(const skymem_seal_keys_t *keys);
 uint32_t skymem_seal_chunk_count(uint64_t n_bytes, uint32_t chunk_bytes);
@@ -215,6 +219,7 @@ MIRRORS: dict[str, dict[str, str] | None] = {
                          "DONE": "SKYMEM_BULK_DONE", "INCOMPLETE": "SKYMEM_BULK_INCOMPLETE",
                          "REFUSED": "SKYMEM_BULK_REFUSED", "E_CRYPTO": "SKYMEM_BULK_E_CRYPTO",
                          "SEAL_MAX_KEYS": "SKYMEM_SEAL_MAX_KEYS", "SEAL_OVERHEAD": "SKYMEM_SEAL_OVERHEAD"},
+    "store/stripes.py": {"MAX_STRIPE_CHUNKS": "SKYMEM_STRIPE_MAX_CHUNKS"},
 }
 
 
@@ -305,7 +310,7 @@ def header_checks() -> str:
 
 
 HEADERS = ("skymem_codec.h", "skymem_crc32c.h", "skymem_geometry.h", "skymem_bulk.h", "skymem_seal.h",
-           "skymem_sha256.h", "skymem_auth.h", "skymem_polyval.h", "skymem_aes.h",
+           "skymem_stripe.h", "skymem_sha256.h", "skymem_auth.h", "skymem_polyval.h", "skymem_aes.h",
            "skymem_sat.h")  # SKYMEM_SAT_SEQ_AHEAD_US (auth.REPLY_SKEW_US)
 INCLUDE_DIRS = [str(CORE / "fsw" / "inc"), str(CORE / "fsw" / "src"), str(CSRC)]
 
@@ -318,7 +323,7 @@ ffibuilder.set_source(
     sources=[os.path.relpath(p) for p in core_sources()],
     include_dirs=INCLUDE_DIRS,
     extra_compile_args=["-O2", "-std=c99"],
-    libraries=["m", "crypto"],  # the geometry uses libm; the sealed content OpenSSL's libcrypto
+    libraries=["m", "crypto", "isal"],  # the geometry uses libm; sealed content libcrypto; coded stripes ISA-L
 )
 
 

@@ -1,0 +1,36 @@
+/*
+ * skymem_stripe.h -- coded stripes: k data chunks and m parity chunks, any k of which
+ * give the data back (Reed-Solomon over GF(2^8), Intel ISA-L's erasure code).
+ *
+ * A stripe's n = k + m chunks go to n distinct satellites, so that m of them dead, slow
+ * or lying (a chunk that does not check or open is absent) cost nothing but their share.
+ * The code is ISA-L's Cauchy matrix (gf_gen_cauchy1_matrix: its top k rows are the
+ * identity, so the data chunks are sent as they are, and every k x k submatrix is
+ * invertible, so any k chunks decode); the arithmetic is ISA-L's (ec_init_tables,
+ * ec_encode_data: SIMD tables), nothing hand-written. Every chunk of a stripe is `len`
+ * bytes: a caller with a shorter last data chunk pads it with zeros, and a shortened
+ * stripe (fewer than k data chunks) passes zero chunks, marked present, for the rest.
+ *
+ * Parity is computed over the content before it is sealed (skymem_seal.h), and each
+ * parity chunk is sealed as any chunk is: a reader opens (authenticates) every chunk it
+ * decodes from, so what a decode rebuilds is as authentic as what it was made from.
+ * Ground-only, like skymem_bulk.h: satellites store parity chunks as ordinary chunks.
+ */
+#ifndef SKYMEM_STRIPE_H
+#define SKYMEM_STRIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SKYMEM_STRIPE_MAX_CHUNKS 32u /* k + m at most: one chunk per satellite of a stripe */
+
+/* parity[0..m) of data[0..k), each len bytes. 0, or -1 for arguments out of range. */
+int skymem_stripe_encode(int k, int m, size_t len, const uint8_t *const *data, uint8_t *const *parity);
+
+/* chunks[0..k+m): the data chunks, then the parity ones, len bytes each; present[i] != 0
+ * where chunk i is intact. Every data chunk that is not present is rebuilt in place from
+ * the first k that are (absent parity chunks are left as they are: encode again to
+ * rebuild them). 0; -1 for arguments out of range; -2 when fewer than k are present. */
+int skymem_stripe_decode(int k, int m, size_t len, uint8_t *const *chunks, const uint8_t *present);
+
+#endif

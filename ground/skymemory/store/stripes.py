@@ -1,0 +1,124 @@
+"""Coded stripes: where a block's data and parity chunks go, and the Reed-Solomon code that makes them.
+
+A block of C data chunks stored with parity m is cut into stripes of k data chunks (the last may have
+fewer) and each stripe gets m parity chunks; any k chunks of a stripe give its data back (the C fast
+path's skymem_stripe.c: Intel ISA-L's Cauchy Reed-Solomon). On the wire a stripe's chunks are consecutive
+chunk ids: stripe s holds ids s*n .. s*n + r_s + m - 1 (n = k + m), its r_s data chunks first, then its
+parity. Chunk id c goes to server c mod n, as every chunk does today (store.contract), so:
+- a full stripe's n chunks are on n distinct servers: its data on servers 0..k-1, where an uncoded block
+  of k servers has them, and its parity on servers k..n-1, the strategy's next ones;
+- the satellites see ordinary chunks (a block of W chunks: `Stripes.wire_chunks`), and GET_CHUNKS,
+  MIGRATE and EVICT_BLOCK need no change;
+- m = 0 is today's layout exactly (one "stripe" per chunk, nothing added).
+
+Parity is computed over a chunk's content before it is sealed, and is sealed like any chunk: a reader
+opens every chunk it decodes from (protocol.seal), so what a decode gives back is authentic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from skymemory.protocol.native import ffi, lib
+
+MAX_STRIPE_CHUNKS = 32  # k + m at most (skymem_stripe.h): one chunk per satellite of a stripe
+DEFAULT_PARITY = 2  # m: two satellites of a stripe may be lost, slow or lying
+DEFAULT_DATA = 8  # k: with m = 2, a stripe on the 10 satellites a store uses by default
+
+
+class StripeError(ValueError):
+    """A stripe that cannot be coded or decoded (bad arguments, or fewer than k chunks intact)."""
+
+
+@dataclass(frozen=True)
+class Stripes:
+    """The layout of one block: `data_chunks` data chunks in stripes of k data + m parity chunks."""
+
+    k: int
+    m: int
+    data_chunks: int
+
+    def __post_init__(self) -> None:
+        if self.k < 1 or self.m < 0 or self.k + self.m > MAX_STRIPE_CHUNKS:
+            raise StripeError(f"a stripe of {self.k} data and {self.m} parity chunks: k must be at least 1, m at "
+                              f"least 0, and k + m at most {MAX_STRIPE_CHUNKS}")
+        if self.data_chunks < 1:
+            raise StripeError(f"a block has at least one data chunk, not {self.data_chunks}")
+
+    @property
+    def n(self) -> int:
+        return self.k + self.m
+
+    @property
+    def count(self) -> int:
+        """Stripes in the block."""
+        return -(-self.data_chunks // self.k)
+
+    def data_in(self, stripe: int) -> int:
+        """Data chunks in stripe `stripe` (k, or fewer in the last)."""
+        return min(self.k, self.data_chunks - stripe * self.k)
+
+    @property
+    def wire_chunks(self) -> int:
+        """Chunks the satellites hold: the data's and the parity's."""
+        return self.data_chunks + self.count * self.m
+
+    def wire_id(self, data_chunk: int) -> int:
+        """The chunk id on the wire of data chunk `data_chunk`."""
+        return (data_chunk // self.k) * self.n + data_chunk % self.k
+
+    def members(self, stripe: int) -> range:
+        """The wire ids of stripe `stripe`: its data chunks, then its m parity chunks."""
+        first = stripe * self.n
+        return range(first, first + self.data_in(stripe) + self.m)
+
+    @classmethod
+    def from_wire(cls, wire_chunks: int, k: int, m: int) -> "Stripes":
+        """The layout whose blocks the satellites hold as `wire_chunks` chunks (what a probe sees)."""
+        full, rest = divmod(wire_chunks, k + m)
+        if rest and rest <= m:
+            raise StripeError(f"{wire_chunks} chunks cannot be a block in stripes of {k} + {m}")
+        return cls(k, m, full * k + (rest - m if rest else 0))
+
+
+def _pointers(rows: Sequence[np.ndarray]):
+    return ffi.new("uint8_t *[]", [ffi.from_buffer("uint8_t[]", row) for row in rows])
+
+
+def encode(data: Sequence[np.ndarray], m: int) -> list[np.ndarray]:
+    """The m parity chunks of one stripe's data chunks (uint8 arrays of one length; pad a short one)."""
+    k = len(data)
+    length = _one_length(data)
+    parity = [np.empty(length, dtype=np.uint8) for _ in range(m)]
+    keep = [np.ascontiguousarray(d, dtype=np.uint8) for d in data]
+    if lib.skymem_stripe_encode(k, m, length, _pointers(keep), _pointers(parity)) != 0:
+        raise StripeError(f"cannot code a stripe of {k} data and {m} parity chunks")
+    return parity
+
+
+def decode(chunks: Sequence[np.ndarray], present: Sequence[bool], k: int) -> None:
+    """Rebuild, in place, every data chunk of one stripe that is not present from the first k that are.
+
+    chunks: the stripe's k data chunks then its parity chunks, uint8 arrays of one length (writable);
+    present: which hold intact bytes. Raises StripeError when fewer than k are present."""
+    m = len(chunks) - k
+    length = _one_length(chunks)
+    if len(present) != len(chunks):
+        raise StripeError(f"{len(present)} presence flags for {len(chunks)} chunks")
+    flags = ffi.new("uint8_t[]", [1 if p else 0 for p in present])
+    status = lib.skymem_stripe_decode(k, m, length, _pointers(chunks), flags)
+    if status == -2:
+        raise StripeError(f"{sum(map(bool, present))} of a stripe's {len(chunks)} chunks are intact: "
+                          f"its data needs {k}")
+    if status != 0:
+        raise StripeError(f"cannot decode a stripe of {k} data and {m} parity chunks")
+
+
+def _one_length(chunks: Sequence[np.ndarray]) -> int:
+    lengths = {len(c) for c in chunks}
+    if len(lengths) != 1 or 0 in lengths:
+        raise StripeError(f"a stripe's chunks must all be one non-zero length, got {sorted(lengths)}")
+    return lengths.pop()

@@ -1,0 +1,78 @@
+"""store.stripes: the layout of coded stripes, and the Reed-Solomon code (Intel ISA-L through the C fast path)
+that gives a stripe's data back from any k of its chunks."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from skymemory.store.stripes import MAX_STRIPE_CHUNKS, StripeError, Stripes, decode, encode
+
+
+def test_no_parity_is_todays_layout():
+    layout = Stripes(k=10, m=0, data_chunks=23)
+    assert layout.wire_chunks == 23 and [layout.wire_id(d) for d in range(23)] == list(range(23))
+
+
+def test_stripes_hold_their_data_then_their_parity_on_distinct_servers():
+    layout = Stripes(k=8, m=2, data_chunks=20)  # stripes of 8, 8 and 4 data chunks
+    assert (layout.count, layout.n, layout.wire_chunks) == (3, 10, 26)
+    assert [list(layout.members(s)) for s in range(3)] == [list(range(10)), list(range(10, 20)),
+                                                           list(range(20, 26))]
+    assert [layout.wire_id(d) for d in (0, 7, 8, 16, 19)] == [0, 7, 10, 20, 23]
+    for k, m in [(8, 2), (4, 1), (3, 3), (1, 2)]:
+        for data_chunks in range(1, 40):
+            layout = Stripes(k, m, data_chunks)
+            wire = sorted(w for s in range(layout.count) for w in layout.members(s))
+            assert wire == list(range(layout.wire_chunks))  # every id once, none past the count
+            for s in range(layout.count):  # a stripe never has two chunks on one server (id mod n)
+                assert len({w % layout.n for w in layout.members(s)}) == len(layout.members(s))
+            data_ids = [layout.wire_id(d) for d in range(data_chunks)]
+            assert all(w % layout.n < k for w in data_ids[:data_chunks - data_chunks % k])  # servers 0..k-1
+            assert Stripes.from_wire(layout.wire_chunks, k, m) == layout
+
+
+def test_a_chunk_count_no_layout_makes_is_refused():
+    with pytest.raises(StripeError, match="cannot be a block"):
+        Stripes.from_wire(12, 8, 2)  # a last stripe of 2 chunks would have no data
+    for k, m in [(0, 2), (8, -1), (MAX_STRIPE_CHUNKS, 1)]:
+        with pytest.raises(StripeError, match="k must be"):
+            Stripes(k, m, 5)
+
+
+def _stripe(k, m, length, seed):
+    rng = np.random.default_rng(seed)
+    data = [rng.integers(0, 256, length, dtype=np.uint8) for _ in range(k)]
+    return data + encode(data, m)
+
+
+@pytest.mark.parametrize("k,m", [(8, 2), (4, 1), (1, 2), (6, 4), (10, 0)])
+def test_any_k_chunks_of_a_stripe_give_its_data_back(k, m):
+    whole = _stripe(k, m, 6112, seed=k * 10 + m)
+    assert all(p.any() for p in whole[k:])  # parity is made, not zeros
+    for lost in range(m + 1):
+        for gone in itertools.combinations(range(k + m), lost):
+            chunks = [c.copy() for c in whole]
+            for i in gone:
+                chunks[i][:] = 0xAA  # what a dead satellite's chunk holds: nothing of it is used
+            decode(chunks, [i not in gone for i in range(k + m)], k)
+            assert all(np.array_equal(a, b) for a, b in zip(chunks[:k], whole[:k])), gone
+
+
+def test_a_shortened_stripe_codes_its_absent_data_as_zeros():
+    k, m, length = 8, 2, 64
+    rng = np.random.default_rng(3)
+    data = [rng.integers(0, 256, length, dtype=np.uint8) for _ in range(3)]  # a last stripe of 3 data chunks
+    zeros = [np.zeros(length, dtype=np.uint8) for _ in range(k - 3)]
+    parity = encode(data + zeros, m)
+    chunks = [data[0].copy(), np.zeros(length, np.uint8), np.zeros(length, np.uint8)] + zeros + parity
+    decode(chunks, [True, False, False] + [True] * (k - 3) + [True, True], k)
+    assert np.array_equal(chunks[1], data[1]) and np.array_equal(chunks[2], data[2])
+
+
+def test_too_few_intact_chunks_is_an_error_not_wrong_bytes():
+    chunks = _stripe(8, 2, 32, seed=5)
+    with pytest.raises(StripeError, match="7 of a stripe's 10 chunks are intact: its data needs 8"):
+        decode(chunks, [True] * 7 + [False] * 3, 8)
+    with pytest.raises(StripeError, match="one non-zero length"):
+        encode([np.zeros(4, np.uint8), np.zeros(5, np.uint8)], 2)
