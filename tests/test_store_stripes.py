@@ -76,3 +76,11 @@ def test_too_few_intact_chunks_is_an_error_not_wrong_bytes():
         decode(chunks, [True] * 7 + [False] * 3, 8)
     with pytest.raises(StripeError, match="one non-zero length"):
         encode([np.zeros(4, np.uint8), np.zeros(5, np.uint8)], 2)
+
+
+def test_the_stripes_benchmark_times_coding_beside_sealing_and_checks_what_it_decoded():
+    from skymemory.bench.stripes import measure, table
+
+    row = measure(512, 4, 1, repeats=2, rounds=1)
+    assert row["encode_GBps"] > 0 and row["decode_GBps"] > 0 and row["seal_GBps"] > 0
+    assert "| 512 | 4 + 1 |" in table([row])

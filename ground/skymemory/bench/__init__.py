@@ -23,6 +23,7 @@ Modules (one idea each):
   chat          the chat workload: a shared system prompt, histories that grow, think time; its replay
   openai_server  `vllm serve` as a process, and a client that streams completions from it
   transfer      block get/set goodput over the line-of-sight satellites
+  stripes       what coding a stripe (Reed-Solomon, ISA-L) costs on this CPU, beside sealing the same bytes
   roundtrip     a named object and a real KV block round-tripped byte-exact through a launched constellation
   index         the ground KV index: inserts, lookups, removals at 10k-1M blocks, one process and several
   boot          the launcher: boot a grid detached, measure, round-trip an object, stop, verify
