@@ -221,9 +221,5 @@ class PagedWorker:
         return report if report else None
 
     def close(self) -> None:
-        """Store what is queued (a bounded wait), then close both stores: they are the worker's once given."""
+        """Store what is queued (a bounded wait), then stop saving. The stores are the caller's to close."""
         self.saver.close()
-        for store in (self.saver.store, self.load_store):
-            close = getattr(store, "close", None)  # (a network store holds sockets; an in-process one nothing)
-            if close is not None:
-                close()

@@ -26,11 +26,20 @@ def open_store(config: ConnectorConfig, manifest: Manifest, station_id: int) -> 
         request_timeout_s=config.load_timeout_s)
 
 
-def open_worker(config: ConnectorConfig, model: ServedModel, index, rank: int = 0) -> PagedWorker:
+class ConstellationWorker(PagedWorker):
+    """A PagedWorker on the two constellation stores open_worker opened: closing it closes them."""
+
+    def close(self) -> None:
+        super().close()
+        self.saver.store.close()
+        self.load_store.close()
+
+
+def open_worker(config: ConnectorConfig, model: ServedModel, index, rank: int = 0) -> ConstellationWorker:
     """The worker of tensor-parallel rank `rank` for `model`, with its load and save stores open; `index` is the
     ground index (kv.engine.open_index)."""
     manifest = Manifest.load(config.manifest)
     station = config.station_id + 2 * rank
-    return PagedWorker(open_store(config, manifest, station), open_store(config, manifest, station + 1),
-                       geometry=model.geometry, index=index, form=model.form, host_tier_bytes=config.host_tier_bytes,
-                       load_timeout_s=config.load_timeout_s)
+    return ConstellationWorker(open_store(config, manifest, station), open_store(config, manifest, station + 1),
+                               geometry=model.geometry, index=index, form=model.form,
+                               host_tier_bytes=config.host_tier_bytes, load_timeout_s=config.load_timeout_s)
