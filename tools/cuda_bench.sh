@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA-host figures of BENCHMARKS.md ("CUDA host"), in one go, on a machine with an NVIDIA GPU.
 #
-#   tools/cuda_bench.sh [OUT_DIR [STEP...]]   (default out/cuda, every step; run from the repository root)
+#   tools/cuda_bench.sh [OUT_DIR [STEP...]]   (default out/cuda, where it runs; every step; from any directory)
 #
 # Steps, in order: rebuild, tinyllama, llama3-8b, qint8, hqq, split (HQQ TinyLlama: one forward against
 # prefix-then-suffix, tools/split_forward_check.py), jetson (TinyLlama again under CUDA MPS at 5 % of the
@@ -17,6 +17,7 @@
 set -euo pipefail
 
 out=${1:-out/cuda}
+tools=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # this script's folder: its helper runs from any directory
 py=${PYTHON:-python3}
 all_steps=(rebuild tinyllama llama3-8b qint8 hqq split jetson)
 wanted=("${@:2}")
@@ -100,7 +101,7 @@ for q in qint8 hqq; do  # the paper's two weight quantisers
 done
 if selected split; then  # whether HQQ's tokens differ with a cache because of the two-forward arithmetic
     step split "HQQ TinyLlama: one forward against prefix-then-suffix (no SkyMemory)" \
-        "$py" tools/split_forward_check.py --device cuda --quantize hqq --prefix-tokens 1024
+        "$py" "$tools/split_forward_check.py" --device cuda --quantize hqq --prefix-tokens 1024
 fi
 if selected jetson; then
     # A private MPS daemon (its own pipe and log folders, stopped by the trap whatever happens) caps the
