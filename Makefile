@@ -55,7 +55,7 @@ NATIVE := ground/skymemory/_native.abi3.so
 NATIVE_SOURCES := $(wildcard cfs_apps/skymem_core/fsw/src/*.[ch] cfs_apps/skymem_core/fsw/inc/*.h \
                              ground/skymemory/csrc/*.[ch]) ground/skymemory/_cffi_build.py \
                   $(addprefix ground/skymemory/,protocol/wire.py protocol/auth.py protocol/mac.py protocol/seal.py \
-                                                link/fastpath.py store/stripes.py)
+                                                link/fastpath.py protocol/stripes.py)
 $(NATIVE): $(NATIVE_SOURCES) | $(VENV)/.installed
 	tools/testbed/install_packages.sh $(GROUND_PACKAGES)
 	$(PY) setup.py --quiet build_ext --inplace --force

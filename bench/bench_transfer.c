@@ -210,7 +210,7 @@ int main(int argc, char **argv)
 
     for (unsigned b = 0; b < n_blocks; b++)
         blocks[b] = (skymem_bulk_block_t){hashes + 32 * b, src + bytes * b, bytes, (uint32_t)chunk, count, 0,
-                                          n_servers, 1, status + (size_t)count * b, NULL, NULL};
+                                          n_servers, 1, status + (size_t)count * b, NULL, NULL, 0, 0};
     memset(status, 0, (size_t)count * n_blocks);
     o.auth_seq_count = (uint64_t)count * n_blocks * (o.max_retries + 1u);
     o.auth_seq_first = reserve_seqs(&last_seq, o.auth_seq_count);

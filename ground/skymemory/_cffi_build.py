@@ -172,7 +172,7 @@ int skymem_open_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_
                       uint64_t n_bytes, const uint8_t *sealed, size_t sealed_len, uint8_t *out);
 typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t chunk_bytes; uint32_t chunk_count;
                  uint32_t server0; uint32_t n_servers; uint64_t created_ms; uint8_t *status; uint32_t *prefix;
-                 uint32_t *chunk_crcs; }
+                 uint32_t *chunk_crcs; uint32_t stripe_k, stripe_m; }
     skymem_bulk_block_t;
 typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t window_bytes; uint32_t wave_chunks;
                  int wave_doubling; double rto_s; double deadline_s; uint32_t max_retries; double pace_Bps;
@@ -182,7 +182,8 @@ typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t wind
                  uint8_t nak_status;
                  double first_reply_s;
                  skymem_reply_window_t *replies; uint64_t replayed; uint64_t wrong_source;
-                 const skymem_seal_keys_t *seal; uint64_t seal_failures; }
+                 const skymem_seal_keys_t *seal; uint64_t seal_failures;
+                 double hedge_s; uint64_t rebuilt; uint64_t parity_asked; }
     skymem_bulk_opts_t;
 const char *skymem_sha256_impl(void);
 int skymem_sha256_use_accel(int on);
@@ -216,10 +217,12 @@ MIRRORS: dict[str, dict[str, str] | None] = {
                          "TAG_LEN": "SKYMEM_SEAL_TAG_LEN", "KEY_LEN": "SKYMEM_SEAL_KEY_LEN"},
     "link/fastpath.py": {"PENDING": "SKYMEM_BULK_PENDING", "OK": "SKYMEM_BULK_OK",
                          "NOT_FOUND": "SKYMEM_BULK_NOT_FOUND", "SEAL_FAILED": "SKYMEM_BULK_SEAL_FAILED",
+                         "UNNEEDED": "SKYMEM_BULK_UNNEEDED", "HELD": "SKYMEM_BULK_HELD",
+                         "REBUILT": "SKYMEM_BULK_REBUILT",
                          "DONE": "SKYMEM_BULK_DONE", "INCOMPLETE": "SKYMEM_BULK_INCOMPLETE",
                          "REFUSED": "SKYMEM_BULK_REFUSED", "E_CRYPTO": "SKYMEM_BULK_E_CRYPTO",
                          "SEAL_MAX_KEYS": "SKYMEM_SEAL_MAX_KEYS", "SEAL_OVERHEAD": "SKYMEM_SEAL_OVERHEAD"},
-    "store/stripes.py": {"MAX_STRIPE_CHUNKS": "SKYMEM_STRIPE_MAX_CHUNKS"},
+    "protocol/stripes.py": {"MAX_STRIPE_CHUNKS": "SKYMEM_STRIPE_MAX_CHUNKS"},
 }
 
 

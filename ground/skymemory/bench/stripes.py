@@ -1,7 +1,7 @@
 """`skymemory bench stripes`: what coding a stripe costs on this CPU, beside sealing the same bytes.
 
 For each chunk size and stripe (k data + m parity chunks), timed in one run, one core:
-  encode     the m parity chunks of a stripe (store.stripes.encode: Intel ISA-L), in data GB/s
+  encode     the m parity chunks of a stripe (protocol.stripes.encode: Intel ISA-L), in data GB/s
   decode     the same stripe's data back with m of its data chunks lost (the most a get decodes)
   seal       AES-128-GCM over the same data bytes (cryptography's AESGCM: OpenSSL, as the ground
              seals every chunk), the cost every stored byte pays already
@@ -39,7 +39,7 @@ def _rate(work, n_bytes: int, repeats: int, rounds: int) -> float:
 def measure(chunk_bytes: int, k: int, m: int, repeats: int, rounds: int) -> dict:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    from skymemory.store.stripes import decode, encode
+    from skymemory.protocol.stripes import decode, encode
 
     rng = np.random.default_rng(chunk_bytes + 100 * k + m)
     data = [rng.integers(0, 256, chunk_bytes, dtype=np.uint8) for _ in range(k)]

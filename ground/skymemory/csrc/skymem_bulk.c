@@ -22,6 +22,7 @@
 #include "skymem_auth.h"
 #include "skymem_sat.h"
 #include "skymem_codec.h"
+#include "skymem_stripe.h"
 #include "skymem_crc32c.h"
 #include "skymem_wire.h"
 
@@ -123,17 +124,163 @@ static uint32_t content_len(const skymem_bulk_block_t *b, uint32_t cid, int seal
     return (uint32_t)(left < per ? left : per);
 }
 
-/* Bytes of chunk cid on the wire (a sealed chunk: its content and SKYMEM_SEAL_OVERHEAD). */
-static uint32_t chunk_len(const skymem_bulk_block_t *b, uint32_t cid, int sealed)
+/* ============================================================== coded stripes */
+
+static int coded(const skymem_bulk_block_t *b) { return b->stripe_m > 0; }
+
+/* A coded block's layout, and what a call keeps for it (zeroed for an uncoded block). */
+typedef struct {
+    skymem_stripe_layout_t l;
+    uint8_t *parity;  /* stripes * m chunks of content bytes: set's parity, where get's parity lands */
+    uint8_t *tail;    /* the last data chunk padded to a whole chunk, when it is short */
+    uint8_t *state;   /* get: per stripe, STRIPE_* */
+    uint32_t *req_of; /* get: per chunk on the wire, the request that asks it */
+} coded_t;
+
+#define STRIPE_PARITY_ASKED 1u
+#define STRIPE_RESOLVED     2u /* complete (data all in, or rebuilt) or lost: nothing more waited for */
+
+/* Data chunks of b: its content in chunks of plain_bytes (at least one; 0 when that does not fit 32 bits). */
+static uint32_t data_chunks(const skymem_bulk_block_t *b, int sealed)
 {
-    return content_len(b, cid, sealed) + (sealed ? SKYMEM_SEAL_OVERHEAD : 0u);
+    uint64_t per = plain_bytes(b, sealed), n = b->n_bytes / per + (b->n_bytes % per != 0);
+    return n == 0 ? 1u : n > UINT32_MAX ? 0u : (uint32_t)n;
 }
 
-static void advance_prefix(skymem_bulk_block_t *b)
+/* Where wire chunk cid's content is (set: read from; get: lands), and its length. */
+static uint8_t *content_at(const skymem_bulk_block_t *b, const coded_t *c, uint32_t cid, int sealed, uint32_t *len)
+{
+    uint32_t per = plain_bytes(b, sealed), d = coded(b) ? skymem_stripe_data_index(&c->l, cid) : cid;
+    if (d != SKYMEM_STRIPE_NO_DATA) {
+        *len = content_len(b, d, sealed);
+        return b->buf + (uint64_t)d * per;
+    }
+    uint32_t s = cid / c->l.n, j = cid % c->l.n - skymem_stripe_data_in(&c->l, s);
+    *len = per;
+    return c->parity + ((uint64_t)s * c->l.m + j) * per;
+}
+
+/* The last data chunk, padded with zeros to a whole chunk in c->tail (the codec takes whole chunks). */
+static void fill_tail(const skymem_bulk_block_t *b, coded_t *c, int sealed)
+{
+    uint32_t per = plain_bytes(b, sealed), last = c->l.data - 1, len = content_len(b, last, sealed);
+    memcpy(c->tail, b->buf + (uint64_t)last * per, len);
+    memset(c->tail + len, 0, per - len);
+}
+
+/* Stripe s's k + m rows for the codec, data then parity, and their wire ids (SKYMEM_STRIPE_NO_DATA for the
+ * zero rows that stand for a short stripe's absent data chunks). A short last data chunk is c->tail. */
+static void stripe_rows(const skymem_bulk_block_t *b, const coded_t *c, const uint8_t *zeros, uint32_t s,
+                        int sealed, uint8_t **rows, uint32_t *ids)
+{
+    uint32_t per = plain_bytes(b, sealed), r = skymem_stripe_data_in(&c->l, s);
+    for (uint32_t i = 0; i < c->l.k; i++) {
+        uint32_t d = s * c->l.k + i;
+        ids[i] = i < r ? s * c->l.n + i : SKYMEM_STRIPE_NO_DATA;
+        rows[i] = i >= r ? (uint8_t *)zeros
+                : content_len(b, d, sealed) < per ? c->tail : b->buf + (uint64_t)d * per;
+    }
+    for (uint32_t j = 0; j < c->l.m; j++) {
+        ids[c->l.k + j] = s * c->l.n + r + j;
+        rows[c->l.k + j] = c->parity + ((uint64_t)s * c->l.m + j) * per;
+    }
+}
+
+/* Set: every stripe's parity, from the content. */
+static void encode_parity(const skymem_bulk_block_t *b, coded_t *c, const uint8_t *zeros, int sealed)
+{
+    uint8_t *rows[SKYMEM_STRIPE_MAX_CHUNKS];
+    uint32_t ids[SKYMEM_STRIPE_MAX_CHUNKS];
+    fill_tail(b, c, sealed);
+    for (uint32_t s = 0; s < c->l.stripes; s++) {
+        stripe_rows(b, c, zeros, s, sealed, rows, ids);
+        skymem_stripe_encode((int)c->l.k, (int)c->l.m, plain_bytes(b, sealed), (const uint8_t *const *)rows,
+                             rows + c->l.k);
+    }
+}
+
+/* Get: rebuilds stripe s's data chunks that are not in from those that are (at least its data count are
+ * OK); they are flagged REBUILT. Returns how many, or -1 (cannot happen with enough chunks in). */
+static int rebuild_stripe(skymem_bulk_block_t *b, coded_t *c, const uint8_t *zeros, uint32_t s, int sealed)
+{
+    uint8_t *rows[SKYMEM_STRIPE_MAX_CHUNKS], present[SKYMEM_STRIPE_MAX_CHUNKS];
+    uint32_t ids[SKYMEM_STRIPE_MAX_CHUNKS], per = plain_bytes(b, sealed), last = c->l.data - 1, rebuilt = 0;
+    stripe_rows(b, c, zeros, s, sealed, rows, ids);
+    for (uint32_t i = 0; i < c->l.n; i++)
+        present[i] = ids[i] == SKYMEM_STRIPE_NO_DATA || b->status[ids[i]] == SKYMEM_BULK_OK;
+    for (uint32_t i = 0; i < c->l.k; i++)
+        rebuilt += !present[i];
+    if (rebuilt == 0)
+        return 0;
+    int tail_row = -1;
+    for (uint32_t i = 0; i < c->l.k; i++)
+        if (rows[i] == c->tail)
+            tail_row = (int)i;
+    if (tail_row >= 0 && present[tail_row])
+        fill_tail(b, c, sealed);
+    if (skymem_stripe_decode((int)c->l.k, (int)c->l.m, per, rows, present) != 0)
+        return -1;
+    for (uint32_t i = 0; i < c->l.k; i++)
+        if (!present[i])
+            b->status[ids[i]] |= SKYMEM_BULK_REBUILT;
+    if (tail_row >= 0 && !present[tail_row])
+        memcpy(b->buf + (uint64_t)last * per, c->tail, content_len(b, last, sealed));
+    return (int)rebuilt;
+}
+
+/* The calls' per-block state: NULL when out of memory. Coded blocks get their parity room, tail and (get) their
+ * stripe states and chunk -> request map; *zeros (the largest chunk's worth) stands for a short stripe's
+ * absent data. */
+static coded_t *coded_new(const skymem_bulk_block_t *blocks, uint32_t n_blocks, int sealed, int for_get,
+                          uint8_t **zeros)
+{
+    coded_t *c = calloc(n_blocks ? n_blocks : 1, sizeof *c);
+    uint32_t widest = 1;
+    int ok = c != NULL;
+    for (uint32_t i = 0; ok && i < n_blocks; i++) {
+        const skymem_bulk_block_t *b = &blocks[i];
+        if (!coded(b))
+            continue;
+        uint32_t per = plain_bytes(b, sealed);
+        skymem_stripe_layout(b->stripe_k, b->stripe_m, data_chunks(b, sealed), &c[i].l); /* checked by check_args */
+        widest = per > widest ? per : widest;
+        c[i].parity = malloc((uint64_t)c[i].l.stripes * c[i].l.m * per);
+        c[i].tail = malloc(per);
+        c[i].state = for_get ? calloc(c[i].l.stripes, 1) : NULL;
+        c[i].req_of = for_get ? calloc(b->chunk_count, sizeof *c[i].req_of) : NULL;
+        ok = c[i].parity && c[i].tail && (!for_get || (c[i].state && c[i].req_of));
+    }
+    *zeros = ok ? calloc(widest, 1) : NULL;
+    if (ok && *zeros)
+        return c;
+    for (uint32_t i = 0; c && i < n_blocks; i++) {
+        free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].req_of);
+    }
+    free(c);
+    return NULL;
+}
+
+static void coded_free(coded_t *c, uint32_t n_blocks, uint8_t *zeros)
+{
+    for (uint32_t i = 0; c && i < n_blocks; i++) {
+        free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].req_of);
+    }
+    free(c);
+    free(zeros);
+}
+
+/* Moves b's prefix past the chunks in (coded: data chunks, in or rebuilt). NOT_FOUND, SEAL_FAILED stop it. */
+static void advance_prefix(skymem_bulk_block_t *b, const coded_t *c)
 {
     uint32_t p = b->prefix ? *b->prefix : 0;
-    while (p < b->chunk_count && b->status[p] == SKYMEM_BULK_OK) /* NOT_FOUND, SEAL_FAILED stop it: no data */
-        p++;
+    if (coded(b)) {
+        for (uint8_t st; p < c->l.data; p++)
+            if ((st = b->status[skymem_stripe_wire_id(&c->l, p)]) != SKYMEM_BULK_OK && !(st & SKYMEM_BULK_REBUILT))
+                break;
+    } else {
+        while (p < b->chunk_count && b->status[p] == SKYMEM_BULK_OK)
+            p++;
+    }
     if (b->prefix)
         __atomic_store_n(b->prefix, p, __ATOMIC_RELEASE);
 }
@@ -178,9 +325,16 @@ static int check_args(const skymem_bulk_server_t *servers, uint32_t n_servers_to
             b->chunk_bytes > SKYMEM_MAX_CHUNK_DATA || b->n_servers == 0 ||
             (uint64_t)b->server0 + b->n_servers > n_servers_total)
             return SKYMEM_BULK_E_ARG;
-        if (o->seal) { /* the one layout seal.py cuts a block into */
-            if (b->chunk_bytes <= SKYMEM_SEAL_OVERHEAD ||
-                b->chunk_count != skymem_seal_chunk_count(b->n_bytes, b->chunk_bytes))
+        if (o->seal && b->chunk_bytes <= SKYMEM_SEAL_OVERHEAD)
+            return SKYMEM_BULK_E_ARG;
+        if (coded(b)) { /* the wire's chunks: the data's and the parity's, stripes on distinct servers */
+            skymem_stripe_layout_t l;
+            uint32_t d = data_chunks(b, o->seal != NULL);
+            if (d == 0 || skymem_stripe_layout(b->stripe_k, b->stripe_m, d, &l) != 0 ||
+                b->chunk_count != skymem_stripe_wire_chunks(&l) || b->n_servers < l.n)
+                return SKYMEM_BULK_E_ARG;
+        } else if (o->seal) { /* the one layout seal.py cuts a block into */
+            if (b->chunk_count != skymem_seal_chunk_count(b->n_bytes, b->chunk_bytes))
                 return SKYMEM_BULK_E_ARG;
         } else if ((uint64_t)b->chunk_count * b->chunk_bytes < b->n_bytes ||
                    (b->chunk_count > 0 && (uint64_t)(b->chunk_count - 1) * b->chunk_bytes >= b->n_bytes &&
@@ -251,11 +405,13 @@ static int wait_readable(int fd, double seconds)
 /* How long to wait for replies before the next pass: until a request may be overdue (at most 50 ms),
  * less when the pace lets the next request go sooner, and not at all when the last send batch was
  * full (the window may allow more at once; waiting there cost a round trip per 64 requests). */
-static double reply_wait_s(const skymem_bulk_opts_t *o, int batch_full, double pace_wait)
+static double reply_wait_s(const skymem_bulk_opts_t *o, int batch_full, double pace_wait, int hedging)
 {
     if (batch_full)
         return 0;
     double due = o->rto_s < 0.05 ? o->rto_s : 0.05;
+    if (hedging && o->hedge_s > 0 && o->hedge_s < due)
+        due = o->hedge_s; /* a coded get's silent satellites are noticed when due, before a resend is */
     return pace_wait > 0 && pace_wait < due ? pace_wait : due;
 }
 
@@ -267,7 +423,9 @@ typedef struct {
     uint32_t missing;       /* chunks of this request not answered yet */
     uint32_t retries;
     double last;            /* last send or arrival */
+    double hedged_at;       /* coded: its server's last reply when its stripes' parity was asked for its silence */
     uint8_t sent, abandoned;
+    uint8_t now;            /* coded: reopened for a parity chunk: asked at once, not counted as a retry */
 } get_req_t;
 
 /* The requests of a get, in the order they leave: wave by wave (chunk ids [lo, lo + w) of every block), then
@@ -421,32 +579,193 @@ static int make_get_pkt(uint8_t *pkt, const get_req_t *r, uint32_t rid, const sk
     return len > 0 ? sign_if_keyed(o, &servers[r->server], pkt, len, GET_PKT_CAP) : 0;
 }
 
+/* A get's requests and what is in flight. */
+typedef struct {
+    get_req_t *reqs;
+    uint32_t n_req, next;   /* requests; the next never sent */
+    uint32_t open_reqs;     /* sent, with chunks pending, not given up on */
+    uint32_t done_reqs;     /* nothing pending, or given up on */
+    uint64_t outstanding;   /* chunk bytes asked and not answered */
+} get_run_t;
+
+/* One chunk of r is no longer pending (answered, or no longer needed). */
+static void req_settled(get_run_t *g, get_req_t *r, uint32_t chunk_bytes)
+{
+    r->missing--;
+    if (!r->sent || r->abandoned)
+        return; /* not sent yet (counted when it leaves), or accounted for when given up on */
+    g->outstanding -= chunk_bytes;
+    if (r->missing == 0) {
+        g->done_reqs++;
+        g->open_reqs--;
+    }
+}
+
+/* One chunk of r, held until now, is wanted: r is (re)opened and asked at once, not counting a retry. */
+static void req_wanted(get_run_t *g, get_req_t *r, uint32_t chunk_bytes)
+{
+    r->missing++;
+    if (!r->sent)
+        return; /* it leaves in its turn */
+    if (r->abandoned || r->missing == 1) { /* given up on, or done: open again */
+        g->done_reqs--;
+        g->open_reqs++;
+    }
+    if (r->abandoned) {
+        r->abandoned = 0;
+        r->retries = 0;
+        g->outstanding += (uint64_t)r->missing * chunk_bytes;
+    } else {
+        g->outstanding += chunk_bytes;
+    }
+    r->now = 1;
+}
+
+/* Coded block b's stripe s after one of its chunks was answered (or its data's request overdue): complete once
+ * as many of its chunks are in as it has data chunks (any data chunk not in is rebuilt), lost once more than m
+ * failed -- either way nothing more of it is waited for; otherwise, with ask_parity, its held parity is asked.
+ * Returns 0, or -1 when a decode fails (it cannot with enough chunks in). */
+static int stripe_update(get_run_t *g, skymem_bulk_block_t *b, coded_t *c, const uint8_t *zeros, uint32_t s,
+                         int sealed, int ask_parity, skymem_bulk_opts_t *o)
+{
+    if (c->state[s] & STRIPE_RESOLVED)
+        return 0;
+    uint32_t r = skymem_stripe_data_in(&c->l, s), first = s * c->l.n, members = r + c->l.m, in = 0, failed = 0;
+    for (uint32_t i = 0; i < members; i++) {
+        uint8_t st = b->status[first + i];
+        in += st == SKYMEM_BULK_OK;
+        failed += st == SKYMEM_BULK_NOT_FOUND || st == SKYMEM_BULK_SEAL_FAILED;
+    }
+    if (in >= r || failed > c->l.m) {
+        for (uint32_t i = 0; i < members; i++) /* no longer waited for: rebuilt, or not needed */
+            if (b->status[first + i] == SKYMEM_BULK_PENDING)
+                req_settled(g, &g->reqs[c->req_of[first + i]], b->chunk_bytes);
+        if (in >= r) {
+            int rebuilt = rebuild_stripe(b, c, zeros, s, sealed);
+            if (rebuilt < 0)
+                return -1;
+            o->rebuilt += (uint64_t)rebuilt;
+        }
+        for (uint32_t i = 0; i < members; i++) {
+            uint8_t *st = &b->status[first + i];
+            if (*st == SKYMEM_BULK_PENDING || *st == SKYMEM_BULK_HELD)
+                *st = SKYMEM_BULK_UNNEEDED;
+        }
+        c->state[s] |= STRIPE_RESOLVED;
+        return 0;
+    }
+    if (ask_parity && !(c->state[s] & STRIPE_PARITY_ASKED)) {
+        c->state[s] |= STRIPE_PARITY_ASKED;
+        for (uint32_t i = r; i < members; i++)
+            if (b->status[first + i] == SKYMEM_BULK_HELD) {
+                b->status[first + i] = SKYMEM_BULK_PENDING;
+                req_wanted(g, &g->reqs[c->req_of[first + i]], b->chunk_bytes);
+                o->parity_asked++;
+            }
+    }
+    return 0;
+}
+
+/* Request r's pending data chunks of a coded block have waited too long (hedge_s, or r was given up on):
+ * their stripes' parity is asked. */
+static int hedge(get_run_t *g, get_req_t *r, skymem_bulk_block_t *blocks, coded_t *cod, const uint8_t *zeros,
+                 int sealed, skymem_bulk_opts_t *o)
+{
+    skymem_bulk_block_t *b = &blocks[r->block];
+    coded_t *c = &cod[r->block];
+    for (uint32_t i = 0; i < r->count; i++) {
+        uint32_t cid = r->first + i * r->stride;
+        if (b->status[cid] == SKYMEM_BULK_PENDING && skymem_stripe_data_index(&c->l, cid) != SKYMEM_STRIPE_NO_DATA &&
+            stripe_update(g, b, c, zeros, cid / c->l.n, sealed, 1, o) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Coded blocks: which request asks each chunk, and (hedge_s > 0) every parity chunk HELD until needed. */
+static void coded_plan(get_run_t *g, skymem_bulk_block_t *blocks, coded_t *cod, skymem_bulk_opts_t *o)
+{
+    for (uint32_t i = 0; i < g->n_req; i++) {
+        get_req_t *r = &g->reqs[i];
+        skymem_bulk_block_t *b = &blocks[r->block];
+        coded_t *c = &cod[r->block];
+        if (!coded(b))
+            continue;
+        for (uint32_t k = 0; k < r->count; k++) {
+            uint32_t cid = r->first + k * r->stride;
+            c->req_of[cid] = i;
+            if (o->hedge_s > 0 && skymem_stripe_data_index(&c->l, cid) == SKYMEM_STRIPE_NO_DATA &&
+                b->status[cid] == SKYMEM_BULK_PENDING) {
+                b->status[cid] = SKYMEM_BULK_HELD;
+                r->missing--;
+            }
+        }
+    }
+    if (o->hedge_s == 0)
+        for (uint32_t i = 0; i < g->n_req; i++) /* every parity chunk asked with the data */
+            for (uint32_t k = 0; coded(&blocks[g->reqs[i].block]) && k < g->reqs[i].count; k++)
+                o->parity_asked += skymem_stripe_data_index(&cod[g->reqs[i].block].l,
+                                                            g->reqs[i].first + k * g->reqs[i].stride) ==
+                                   SKYMEM_STRIPE_NO_DATA;
+}
+
+/* Fills tx slot nt with the GET_CHUNKS of request i (its pending span) for server addr; 0 when nothing to ask. */
+static int queue_get(struct mmsghdr *tx, struct iovec *txiov, uint8_t *txbuf, int nt, get_run_t *g, uint32_t i,
+                     const skymem_bulk_block_t *blocks, const skymem_bulk_server_t *servers,
+                     struct sockaddr_in *addrs, skymem_bulk_opts_t *o)
+{
+    get_req_t *r = &g->reqs[i];
+    int len = make_get_pkt(txbuf + (size_t)nt * GET_PKT_CAP, r, o->request_id + i, blocks, servers, o->station_id,
+                           o);
+    if (len == 0)
+        return 0;
+    txiov[nt].iov_base = txbuf + (size_t)nt * GET_PKT_CAP;
+    txiov[nt].iov_len = (size_t)len;
+    memset(&tx[nt], 0, sizeof tx[nt]);
+    tx[nt].msg_hdr.msg_iov = &txiov[nt];
+    tx[nt].msg_hdr.msg_iovlen = 1;
+    tx[nt].msg_hdr.msg_name = &addrs[r->server];
+    tx[nt].msg_hdr.msg_namelen = sizeof addrs[r->server];
+    return 1;
+}
+
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total, skymem_bulk_block_t *blocks,
                     uint32_t n_blocks, skymem_bulk_opts_t *o)
 {
     int rc = check_args(servers, n_servers_total, blocks, n_blocks, o);
     if (rc)
         return rc;
+    if (o->hedge_s < 0)
+        return SKYMEM_BULK_E_ARG;
     o->first_reply_s = 0;
     o->auth_seq_used = 0;
     o->auth_failures = o->replayed = o->wrong_source = 0;
-    o->seal_failures = 0;
+    o->seal_failures = o->rebuilt = o->parity_asked = 0;
     const int sealed = o->seal != NULL;
-    uint32_t n_req = build_get_reqs(blocks, n_blocks, o->wave_chunks, o->wave_doubling, NULL);
-    get_req_t *reqs = calloc(n_req ? n_req : 1, sizeof *reqs);
+    get_run_t g;
+    memset(&g, 0, sizeof g);
+    g.n_req = build_get_reqs(blocks, n_blocks, o->wave_chunks, o->wave_doubling, NULL);
+    g.reqs = calloc(g.n_req ? g.n_req : 1, sizeof *g.reqs);
     struct sockaddr_in *addrs = make_addrs(servers, n_servers_total);
     uint8_t *txbuf = malloc((size_t)TX_BATCH * GET_PKT_CAP);
     skymem_seal_ctx_t *seal = sealed ? skymem_seal_ctx_new(o->seal) : NULL; /* one cipher context per call */
+    uint8_t *zeros = NULL;
+    coded_t *cod = coded_new(blocks, n_blocks, sealed, 1, &zeros);
+    double *heard = calloc(n_servers_total ? n_servers_total : 1, sizeof *heard); /* last reply from each server */
+    int any_coded = 0;
     rx_t rx;
     rx.data = NULL;
-    if (!reqs || !addrs || !txbuf || rx_init(&rx) || (sealed && !seal)) {
-        free(reqs); free(addrs); free(txbuf); free(rx.data); skymem_seal_ctx_free(seal);
+    if (!g.reqs || !addrs || !txbuf || !cod || !heard || rx_init(&rx) || (sealed && !seal)) {
+        free(g.reqs); free(addrs); free(txbuf); free(rx.data); skymem_seal_ctx_free(seal); free(heard);
+        coded_free(cod, n_blocks, zeros);
         return SKYMEM_BULK_E_NOMEM;
     }
-    build_get_reqs(blocks, n_blocks, o->wave_chunks, o->wave_doubling, reqs);
+    build_get_reqs(blocks, n_blocks, o->wave_chunks, o->wave_doubling, g.reqs);
+    coded_plan(&g, blocks, cod, o);
     uint64_t first_wave_bytes = 0; /* asked at once; with pacing the rest follows at pace_Bps */
     for (uint32_t b = 0; b < n_blocks; b++) {
-        advance_prefix(&blocks[b]);
+        any_coded |= coded(&blocks[b]);
+        advance_prefix(&blocks[b], &cod[b]);
         uint32_t w = o->wave_chunks && o->wave_chunks < blocks[b].chunk_count ? o->wave_chunks : blocks[b].chunk_count;
         first_wave_bytes += (uint64_t)w * blocks[b].chunk_bytes;
     }
@@ -454,24 +773,21 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
 
     struct mmsghdr tx[TX_BATCH];
     struct iovec txiov[TX_BATCH];
-    uint32_t next = 0, open_reqs = 0;       /* next request never sent; requests sent and unfinished */
-    uint64_t outstanding = 0;               /* bytes asked for and not answered */
-    uint32_t done_reqs = 0;
     double start = now_s();
     int refused = 0;
     skymem_msg_t m;
 
-    while (done_reqs < n_req && !refused) {
+    while (g.done_reqs < g.n_req && !refused) {
         double t = now_s();
         if (t - start > o->deadline_s)
             break;
         /* 1. new requests, as the window and the pace allow (always at least one in flight) */
         int nt = 0;
         double pace_wait = 0; /* > 0: the next request is held back this long by the pace */
-        while (next < n_req && nt < TX_BATCH) {
-            get_req_t *r = &reqs[next];
-            uint64_t bytes = (uint64_t)r->count * blocks[r->block].chunk_bytes;
-            if (open_reqs > 0 && outstanding + bytes > o->window_bytes)
+        while (g.next < g.n_req && nt < TX_BATCH) {
+            get_req_t *r = &g.reqs[g.next];
+            uint64_t bytes = (uint64_t)r->missing * blocks[r->block].chunk_bytes;
+            if (g.open_reqs > 0 && g.outstanding + bytes > o->window_bytes)
                 break;
             if (o->pace_Bps > 0 && asked + bytes > first_wave_bytes) {
                 double at = (double)(asked + bytes - first_wave_bytes) / o->pace_Bps; /* since start */
@@ -481,33 +797,26 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 }
             }
             asked += bytes;
-            int len = make_get_pkt(txbuf + (size_t)nt * GET_PKT_CAP, r, o->request_id + next, blocks, servers,
-                                   o->station_id, o);
             r->sent = 1;
             r->last = t;
-            if (len == 0) { /* nothing pending (cannot happen for fresh requests, but be safe) */
-                r->missing = 0;
-                done_reqs++;
-                next++;
+            if (heard[r->server] == 0)
+                heard[r->server] = t; /* its silence counts from the first request it was sent */
+            if (!queue_get(tx, txiov, txbuf, nt, &g, g.next, blocks, servers, addrs, o)) {
+                r->missing = 0; /* nothing pending: held parity, or every chunk of it already settled */
+                g.done_reqs++;
+                g.next++;
                 continue;
             }
-            txiov[nt].iov_base = txbuf + (size_t)nt * GET_PKT_CAP;
-            txiov[nt].iov_len = (size_t)len;
-            memset(&tx[nt], 0, sizeof tx[nt]);
-            tx[nt].msg_hdr.msg_iov = &txiov[nt];
-            tx[nt].msg_hdr.msg_iovlen = 1;
-            tx[nt].msg_hdr.msg_name = &addrs[r->server];
-            tx[nt].msg_hdr.msg_namelen = sizeof addrs[r->server];
-            outstanding += bytes;
-            open_reqs++;
+            g.outstanding += bytes;
+            g.open_reqs++;
             nt++;
-            next++;
+            g.next++;
         }
         if (nt)
             send_batch(o->fd, tx, nt, o);
 
         /* 2. wait for replies */
-        if (wait_readable(o->fd, reply_wait_s(o, nt == TX_BATCH, pace_wait)) < 0 && errno != EINTR) {
+        if (wait_readable(o->fd, reply_wait_s(o, nt == TX_BATCH, pace_wait, any_coded)) < 0 && errno != EINTR) {
             rc = SKYMEM_BULK_E_SOCKET;
             break;
         }
@@ -532,12 +841,13 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     continue;
                 }
                 uint32_t ri = m.route.request_id - o->request_id;
-                if (ri >= next) {
+                if (ri >= g.next) {
                     o->ignored++;
                     continue;
                 }
-                get_req_t *r = &reqs[ri];
+                get_req_t *r = &g.reqs[ri];
                 skymem_bulk_block_t *b = &blocks[r->block];
+                coded_t *c = &cod[r->block];
                 if (!from_server(&m, &servers[r->server], o))
                     continue;
                 const skymem_mac_key_t *down = down_key_for(&m, &servers[r->server], servers, n_servers_total);
@@ -553,16 +863,17 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     continue;
                 }
                 if (b->status[cid] != SKYMEM_BULK_PENDING) {
-                    o->ignored++; /* duplicate */
+                    o->ignored++; /* duplicate, or no longer needed */
                     continue;
                 }
                 if (m.reply_kind == SKYMEM_REPLY_DATA) {
-                    uint32_t want = chunk_len(b, cid, sealed);
+                    uint32_t content = 0;
+                    uint8_t *dst = content_at(b, c, cid, sealed, &content);
+                    uint32_t want = content + (sealed ? SKYMEM_SEAL_OVERHEAD : 0u);
                     if (m.desc.chunk_id != cid || m.desc.data_len != want || m.desc.chunk_count != b->chunk_count) {
                         o->ignored++;
                         continue;
                     }
-                    uint8_t *dst = b->buf + (uint64_t)cid * plain_bytes(b, sealed);
                     if (!seal) {
                         if (!data_reply_ok(o, down, pkt, len, &m, want))
                             continue; /* as if lost: asked again after rto */
@@ -594,57 +905,69 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     o->ignored++;
                     continue;
                 }
-                if (b->prefix && *b->prefix == cid)
-                    advance_prefix(b);
                 if (o->first_reply_s == 0)
                     o->first_reply_s = tr - start;
-                r->last = tr;
-                if (r->abandoned)
-                    continue; /* late answer to a request given up on: already accounted */
-                outstanding -= b->chunk_bytes;
-                if (--r->missing == 0) {
-                    done_reqs++;
-                    open_reqs--;
+                r->last = heard[r->server] = tr;
+                req_settled(&g, r, b->chunk_bytes);
+                if (coded(b) && stripe_update(&g, b, c, zeros, cid / c->l.n, sealed,
+                                              b->status[cid] != SKYMEM_BULK_OK, o) != 0) {
+                    rc = SKYMEM_BULK_E_ARG;
+                    goto out;
                 }
+                if (coded(b) || (b->prefix && *b->prefix == cid))
+                    advance_prefix(b, c);
             }
             if (k < RX_BATCH)
                 break;
         }
-        /* 4. re-ask for overdue requests (only their missing span) */
+        /* 4. coded blocks: a data request to a server silent for hedge_s has its stripes' parity asked. Silent,
+         * not merely slow to answer this request: a busy satellite answers its requests one after the other,
+         * and the later ones wait without it being late. */
         t = now_s();
-        nt = 0;
-        for (uint32_t i = 0; i < next && nt < TX_BATCH; i++) {
-            get_req_t *r = &reqs[i];
-            if (!r->missing || r->abandoned || t - r->last < o->rto_s)
+        for (uint32_t i = 0; any_coded && o->hedge_s > 0 && i < g.next; i++) {
+            get_req_t *r = &g.reqs[i];
+            if (!r->missing || r->abandoned || !coded(&blocks[r->block]) || t - r->last < o->hedge_s ||
+                t - heard[r->server] < o->hedge_s || r->hedged_at == heard[r->server])
                 continue;
-            if (r->retries >= o->max_retries) {
+            r->hedged_at = heard[r->server]; /* once per silence: again only after the server answers something */
+            if (hedge(&g, r, blocks, cod, zeros, sealed, o) != 0) {
+                rc = SKYMEM_BULK_E_ARG;
+                goto out;
+            }
+        }
+        /* 5. re-ask for overdue requests (only their missing span), and at once for reopened ones */
+        nt = 0;
+        for (uint32_t i = 0; i < g.next && nt < TX_BATCH; i++) {
+            get_req_t *r = &g.reqs[i];
+            if (!r->missing || r->abandoned || (!r->now && t - r->last < o->rto_s))
+                continue;
+            if (!r->now && r->retries >= o->max_retries) {
                 r->abandoned = 1;
-                done_reqs++;
-                open_reqs--;
-                outstanding -= (uint64_t)r->missing * blocks[r->block].chunk_bytes;
+                g.done_reqs++;
+                g.open_reqs--;
+                g.outstanding -= (uint64_t)r->missing * blocks[r->block].chunk_bytes;
+                if (coded(&blocks[r->block]) && hedge(&g, r, blocks, cod, zeros, sealed, o) != 0) {
+                    rc = SKYMEM_BULK_E_ARG;
+                    goto out;
+                }
                 continue;
             }
-            int len = make_get_pkt(txbuf + (size_t)nt * GET_PKT_CAP, r, o->request_id + i, blocks, servers,
-                                   o->station_id, o);
-            if (!len)
+            if (!queue_get(tx, txiov, txbuf, nt, &g, i, blocks, servers, addrs, o))
                 continue;
-            r->retries++;
+            if (r->now) {
+                r->now = 0;
+            } else {
+                r->retries++;
+                o->retransmits++;
+            }
             r->last = t;
-            o->retransmits++;
-            txiov[nt].iov_base = txbuf + (size_t)nt * GET_PKT_CAP;
-            txiov[nt].iov_len = (size_t)len;
-            memset(&tx[nt], 0, sizeof tx[nt]);
-            tx[nt].msg_hdr.msg_iov = &txiov[nt];
-            tx[nt].msg_hdr.msg_iovlen = 1;
-            tx[nt].msg_hdr.msg_name = &addrs[r->server];
-            tx[nt].msg_hdr.msg_namelen = sizeof addrs[r->server];
             nt++;
         }
         if (nt)
             send_batch(o->fd, tx, nt, o);
     }
     if (rc == 0)
-        rc = refused ? SKYMEM_BULK_REFUSED : (done_reqs == n_req ? SKYMEM_BULK_DONE : SKYMEM_BULK_INCOMPLETE);
+        rc = refused ? SKYMEM_BULK_REFUSED : (g.done_reqs == g.n_req ? SKYMEM_BULK_DONE : SKYMEM_BULK_INCOMPLETE);
     if (rc == SKYMEM_BULK_DONE) /* abandoned requests count as done above: check the chunks */
         for (uint32_t b = 0; b < n_blocks && rc == SKYMEM_BULK_DONE; b++)
             for (uint32_t c = 0; c < blocks[b].chunk_count; c++)
@@ -653,11 +976,13 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     break;
                 }
 out:
-    free(reqs);
+    free(g.reqs);
     free(addrs);
     free(txbuf);
     free(rx.data);
     skymem_seal_ctx_free(seal);
+    coded_free(cod, n_blocks, zeros);
+    free(heard);
     return rc;
 }
 
@@ -667,11 +992,11 @@ typedef struct {
     uint32_t block, chunk;
 } chunk_ref_t;
 
-/* Seals chunk cid of b into out (chunk_bytes of room): what one send of it carries. */
-static int seal_for_send(skymem_seal_ctx_t *seal, const skymem_bulk_block_t *b, uint32_t cid, uint8_t *out)
+/* Seals chunk cid of b (its content: len bytes at plain) into out (chunk_bytes of room): what one send carries. */
+static int seal_for_send(skymem_seal_ctx_t *seal, const skymem_bulk_block_t *b, uint32_t cid, const uint8_t *plain,
+                         uint32_t len, uint8_t *out)
 {
-    int sr = skymem_seal_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes,
-                               b->buf + (uint64_t)cid * plain_bytes(b, 1), content_len(b, cid, 1), out);
+    int sr = skymem_seal_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes, plain, len, out);
     return sr == SKYMEM_SEAL_OK ? 0 : SKYMEM_BULK_E_CRYPTO;
 }
 
@@ -681,9 +1006,10 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     int rc = check_args(servers, n_servers_total, blocks, n_blocks, o);
     if (rc)
         return rc;
-    uint64_t total = 0;
+    uint64_t total = 0; /* the chunks to send: those not OK on entry (a repair sends only what was lost) */
     for (uint32_t b = 0; b < n_blocks; b++)
-        total += blocks[b].chunk_count;
+        for (uint32_t c = 0; c < blocks[b].chunk_count; c++)
+            total += blocks[b].status[c] != SKYMEM_BULK_OK;
     if (total > 0xFFFFFFF0u)
         return SKYMEM_BULK_E_ARG;
     chunk_ref_t *refs = calloc(total ? total : 1, sizeof *refs);
@@ -694,19 +1020,25 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     const int sealed = o->seal != NULL;
     skymem_seal_ctx_t *seal = sealed ? skymem_seal_ctx_new(o->seal) : NULL; /* one cipher context per call */
     uint8_t *scratch = sealed ? malloc(RX_SLOT) : NULL; /* the chunk being sent, sealed (stays in cache) */
+    uint8_t *zeros = NULL;
+    coded_t *cod = coded_new(blocks, n_blocks, sealed, 0, &zeros);
     rx_t rx;
     rx.data = NULL;
-    if (!refs || !last || !tries || !addrs || !txbuf || rx_init(&rx) || (sealed && (!seal || !scratch))) {
+    if (!refs || !last || !tries || !addrs || !txbuf || !cod || rx_init(&rx) || (sealed && (!seal || !scratch))) {
         free(refs); free(last); free(tries); free(addrs); free(txbuf); free(rx.data);
-        skymem_seal_ctx_free(seal); free(scratch);
+        skymem_seal_ctx_free(seal); free(scratch); coded_free(cod, n_blocks, zeros);
         return SKYMEM_BULK_E_NOMEM;
     }
+    for (uint32_t b = 0; b < n_blocks; b++) /* the parity first: chunks leave in wire order, data and parity */
+        if (coded(&blocks[b]))
+            encode_parity(&blocks[b], &cod[b], zeros, sealed);
     uint64_t g = 0;
     for (uint32_t b = 0; b < n_blocks; b++)
-        for (uint32_t c = 0; c < blocks[b].chunk_count; c++, g++) {
-            refs[g].block = b;
-            refs[g].chunk = c;
-        }
+        for (uint32_t c = 0; c < blocks[b].chunk_count; c++)
+            if (blocks[b].status[c] != SKYMEM_BULK_OK) {
+                refs[g].block = b;
+                refs[g++].chunk = c;
+            }
 
     struct mmsghdr tx[TX_BATCH];
     struct iovec txiov[TX_BATCH];
@@ -724,10 +1056,11 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
 #define PREPARE_SET(gi)                                                                                        \
     do {                                                                                                       \
         const skymem_bulk_block_t *b_ = &blocks[refs[gi].block];                                               \
-        uint32_t c_ = refs[gi].chunk, len_ = chunk_len(b_, c_, sealed);                                        \
-        const uint8_t *d_ = b_->buf + (uint64_t)c_ * b_->chunk_bytes;                                          \
+        uint32_t c_ = refs[gi].chunk, plain_ = 0;                                                              \
+        const uint8_t *d_ = content_at(b_, &cod[refs[gi].block], c_, sealed, &plain_);                         \
+        uint32_t len_ = plain_ + (sealed ? SKYMEM_SEAL_OVERHEAD : 0u);                                         \
         if (seal) {                                                                                            \
-            if ((rc = seal_for_send(seal, b_, c_, scratch)) != 0)                                              \
+            if ((rc = seal_for_send(seal, b_, c_, d_, plain_, scratch)) != 0)                                  \
                 goto out;                                                                                      \
             d_ = scratch;                                                                                      \
         }                                                                                                      \
@@ -787,7 +1120,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         }
         if (nt)
             send_batch(o->fd, tx, nt, o);
-        if (wait_readable(o->fd, reply_wait_s(o, nt == TX_BATCH, pace_wait)) < 0 && errno != EINTR) {
+        if (wait_readable(o->fd, reply_wait_s(o, nt == TX_BATCH, pace_wait, 0)) < 0 && errno != EINTR) {
             rc = SKYMEM_BULK_E_SOCKET;
             break;
         }
@@ -875,5 +1208,6 @@ out:
     free(rx.data);
     skymem_seal_ctx_free(seal);
     free(scratch);
+    coded_free(cod, n_blocks, zeros);
     return rc;
 }

@@ -18,6 +18,17 @@
  * buffer as it leaves, get opens each chunk straight into its place, and
  * checks a reply's CRC and trailer only when its chunk does not open (to
  * tell a change on the way, asked again, from the satellite's own bytes).
+ *
+ * Coded (a block's stripe_m > 0, skymem_stripe.h): the block is cut into stripes of stripe_k data chunks and
+ * stripe_m parity chunks, and chunk_count counts them all (the wire's chunks: data, then parity, stripe by
+ * stripe). buf holds only the data chunks' content, data chunk d at buf + d * (content bytes per chunk).
+ * set computes the parity over the content (before sealing) and sends every chunk; get lands the parity in
+ * a scratch buffer of its own, and a stripe is done as soon as its first r intact chunks are in (r: its
+ * data chunks): any that are missing are rebuilt then (REBUILT), and the stripe's other chunks are no
+ * longer waited for (UNNEEDED). A get asks a stripe's parity (HELD until then) only when one of its data
+ * chunks is refused, fails its seal, or its request has gone hedge_s without an answer (hedge_s 0: with
+ * the data, from the start): a healthy constellation sends no parity, and a dead or slow satellite costs
+ * hedge_s and a round trip, not the retries of a timeout.
  */
 #ifndef SKYMEM_BULK_H
 #define SKYMEM_BULK_H
@@ -74,6 +85,10 @@ typedef struct {
 #define SKYMEM_BULK_SEAL_FAILED 3u /* get, sealed: the chunk came (CRC and trailer right) and does not open --
                                     * altered, another chunk's, an unknown key id. The bytes the satellite
                                     * keeps are bad: not asked again, its content in buf zeroed */
+#define SKYMEM_BULK_UNNEEDED    4u /* get, coded: its stripe was complete without it (not waited for) */
+#define SKYMEM_BULK_HELD        6u /* get, coded: a parity chunk not asked (yet): its stripe has needed none */
+#define SKYMEM_BULK_REBUILT  0x80u /* get, coded, a flag: a data chunk rebuilt from its stripe's other chunks, over
+                                    * what it was (PENDING: never came; NOT_FOUND, SEAL_FAILED: whom to blame) */
 
 typedef struct {
     const uint8_t *hash;   /* 32-byte block hash */
@@ -86,11 +101,13 @@ typedef struct {
     uint64_t created_ms;   /* set: descriptor creation time */
     uint8_t *status;       /* chunk_count bytes, SKYMEM_BULK_* (caller zeroes them) */
     uint32_t *prefix;      /* get: chunks received (and opened) contiguously from chunk 0 (written while
-                            * running) */
+                            * running; coded: data chunks, received or rebuilt) */
     uint32_t *chunk_crcs;  /* get, optional: chunk_count entries, each chunk's verified CRC32C as it arrived
                             * (skymem_crc32c_fold turns them into the block's CRC without rereading it;
                             * sealed: the CRCs of the sealed chunks as their satellites declare them: a chunk
                             * that opens needs no CRC check, the seal vouches for it) */
+    uint32_t stripe_k, stripe_m; /* coded: k data + m parity chunks a stripe (0, 0: uncoded); n_servers at
+                                  * least k + m, so that a stripe's chunks are on distinct servers */
 } skymem_bulk_block_t;
 
 typedef struct {
@@ -134,10 +151,15 @@ typedef struct {
      * NULL: chunks travel as they are. The call uses its own copy of the table. */
     const skymem_seal_keys_t *seal;
     uint64_t seal_failures;  /* result, get: chunks that came and did not open (SKYMEM_BULK_SEAL_FAILED) */
+    double hedge_s;          /* get, coded: a data request unanswered this long has its stripes' parity asked
+                              * (0: parity asked with the data) */
+    uint64_t rebuilt;        /* result, get: data chunks rebuilt from parity (SKYMEM_BULK_REBUILT) */
+    uint64_t parity_asked;   /* result, get: parity chunks asked */
 } skymem_bulk_opts_t;
 
 /* Return values (negative: error before/while moving data). */
-#define SKYMEM_BULK_DONE        0  /* every chunk answered (OK, NOT_FOUND or SEAL_FAILED) */
+#define SKYMEM_BULK_DONE        0  /* every chunk answered (OK, NOT_FOUND or SEAL_FAILED; coded: or its stripe
+                                    * complete, or lost) */
 #define SKYMEM_BULK_INCOMPLETE  1  /* deadline or retries exhausted with chunks pending */
 #define SKYMEM_BULK_REFUSED     2  /* a satellite refused a request as a whole (NAK other than not-found) */
 #define SKYMEM_BULK_E_ARG      -1
@@ -167,7 +189,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
 uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks,
                                    int wave_doubling);
 
-/* Store every chunk of the blocks with SET_CHUNK, at most window_bytes
+/* Store every chunk of the blocks with SET_CHUNK (but those whose status is OK on entry: a repair sends only the
+ * chunks that were lost; the caller zeroes the rest), at most window_bytes
  * unacknowledged, resending a chunk whose ACK has not come after rto_s.
  * With pace_Bps > 0 new chunks leave no faster than pace_Bps: a link that
  * queues what it cannot carry at once (the node's token bucket) would

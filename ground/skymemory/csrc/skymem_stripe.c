@@ -76,3 +76,42 @@ int skymem_stripe_decode(int k, int m, size_t len, uint8_t *const *chunks, const
     ec_encode_data((int)len, k, lost, tables, sources, missing);
     return 0;
 }
+
+/* ================================================================ layout */
+
+int skymem_stripe_layout(uint32_t k, uint32_t m, uint32_t data, skymem_stripe_layout_t *out)
+{
+    if (out == NULL || k < 1 || (uint64_t)k + m > MAX_N || data < 1)
+        return -1;
+    uint64_t stripes = data / k + (data % k != 0);
+    if ((uint64_t)data + stripes * m > UINT32_MAX)
+        return -1;
+    out->k = k;
+    out->m = m;
+    out->n = k + m;
+    out->data = data;
+    out->stripes = (uint32_t)stripes;
+    return 0;
+}
+
+uint32_t skymem_stripe_wire_chunks(const skymem_stripe_layout_t *l)
+{
+    return l->data + l->stripes * l->m;
+}
+
+uint32_t skymem_stripe_data_in(const skymem_stripe_layout_t *l, uint32_t s)
+{
+    uint64_t first = (uint64_t)s * l->k;
+    return first >= l->data ? 0 : (l->data - first < l->k ? (uint32_t)(l->data - first) : l->k);
+}
+
+uint32_t skymem_stripe_data_index(const skymem_stripe_layout_t *l, uint32_t cid)
+{
+    uint32_t s = cid / l->n, j = cid % l->n;
+    return j < skymem_stripe_data_in(l, s) ? s * l->k + j : SKYMEM_STRIPE_NO_DATA;
+}
+
+uint32_t skymem_stripe_wire_id(const skymem_stripe_layout_t *l, uint32_t d)
+{
+    return (d / l->k) * l->n + d % l->k;
+}

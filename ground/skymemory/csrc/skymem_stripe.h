@@ -33,4 +33,28 @@ int skymem_stripe_encode(int k, int m, size_t len, const uint8_t *const *data, u
  * rebuild them). 0; -1 for arguments out of range; -2 when fewer than k are present. */
 int skymem_stripe_decode(int k, int m, size_t len, uint8_t *const *chunks, const uint8_t *present);
 
+/* Where a block's chunks go on the wire (protocol/stripes.py says the same in Python): a block of
+ * `data` data chunks in stripes of k data + m parity; stripe s holds the chunk ids s*n ..
+ * s*n + r_s + m - 1 (n = k + m, r_s = its data chunks: k, or fewer in the last), its data first.
+ * m = 0: no parity, chunk id = data index. */
+typedef struct {
+    uint32_t k, m, n;    /* n = k + m */
+    uint32_t data;       /* data chunks of the block */
+    uint32_t stripes;    /* ceil(data / k) */
+} skymem_stripe_layout_t;
+
+#define SKYMEM_STRIPE_NO_DATA 0xFFFFFFFFu /* skymem_stripe_data_index of a parity chunk */
+
+/* 0, or -1 when k, m or data are out of range (k >= 1, k + m <= SKYMEM_STRIPE_MAX_CHUNKS, data >= 1) or the
+ * wire's chunk count would not fit 32 bits. */
+int skymem_stripe_layout(uint32_t k, uint32_t m, uint32_t data, skymem_stripe_layout_t *out);
+/* Chunks the satellites hold: data + stripes * m. */
+uint32_t skymem_stripe_wire_chunks(const skymem_stripe_layout_t *l);
+/* Data chunks in stripe s (k, or fewer in the last). */
+uint32_t skymem_stripe_data_in(const skymem_stripe_layout_t *l, uint32_t s);
+/* The data index of wire chunk `cid`, or SKYMEM_STRIPE_NO_DATA for a parity chunk. */
+uint32_t skymem_stripe_data_index(const skymem_stripe_layout_t *l, uint32_t cid);
+/* The wire id of data chunk d. */
+uint32_t skymem_stripe_wire_id(const skymem_stripe_layout_t *l, uint32_t d);
+
 #endif

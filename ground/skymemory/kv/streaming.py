@@ -272,7 +272,7 @@ class PrefixStream:
         self.join(self.deadline_s)
         if self._thread is not None and self._thread.is_alive():
             return [False] * len(self.jobs)
-        return [job.block_hash != failure.block and bool(np.all(job.status == fastpath.OK)) and self._checks(job)
+        return [job.block_hash != failure.block and job.complete() and self._checks(job)
                 for job in self.jobs]
 
     def _checks(self, job) -> bool:

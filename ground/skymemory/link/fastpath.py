@@ -43,13 +43,15 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 import numpy as np
 
 from skymemory.protocol import auth, native, wire
+from skymemory.protocol.stripes import Stripes
 
 if TYPE_CHECKING:  # seal.py needs `cryptography`, which only a sealed call uses
     from skymemory.protocol.seal import Sealer
 
 Sat = tuple[int, int]
 
-PENDING, OK, NOT_FOUND, SEAL_FAILED = 0, 1, 2, 3
+PENDING, OK, NOT_FOUND, SEAL_FAILED, UNNEEDED, HELD = 0, 1, 2, 3, 4, 6
+REBUILT = 0x80  # a flag over a coded data chunk's status: rebuilt from its stripe (PENDING, NOT_FOUND or SEAL_FAILED)
 DONE, INCOMPLETE, REFUSED = 0, 1, 2
 E_CRYPTO = -4
 _ERRORS = {-1: "bad arguments", -2: "out of memory", -3: "socket error", E_CRYPTO: "libcrypto failed"}
@@ -84,15 +86,43 @@ class BlockJob:
     chunk_crcs: np.ndarray | None = None  # get, optional: uint32 per chunk, its verified CRC32C as it arrived
     # (sealed: as the satellite declares it; the seal, not the CRC, vouches for a chunk that opens)
     sealed: bool = False  # moved with a sealer: chunks sealed on the wire (see the module docstring)
+    # coded stripes (protocol.stripes): `parity` chunks per stripe of `stripe_data` data chunks; 0: none. Then
+    # chunk_count and status count the wire's chunks, data and parity, and buf holds the data's content only.
+    parity: int = 0
+    stripe_data: int = 0
 
     @property
     def plain_chunk_bytes(self) -> int:
-        """Content bytes per chunk (chunk i holds buf[i * plain_chunk_bytes:][:plain_chunk_bytes])."""
+        """Content bytes per chunk (data chunk i holds buf[i * plain_chunk_bytes:][:plain_chunk_bytes])."""
         return self.chunk_bytes - SEAL_OVERHEAD if self.sealed else self.chunk_bytes
 
     @property
-    def chunk_count(self) -> int:
+    def data_chunk_count(self) -> int:
         return max(1, -(-self.n_bytes // self.plain_chunk_bytes))
+
+    @property
+    def stripes(self) -> Stripes | None:
+        """The coded layout (None: every chunk is data, stored once)."""
+        return Stripes(self.stripe_data, self.parity, self.data_chunk_count) if self.parity else None
+
+    @property
+    def chunk_count(self) -> int:
+        """Chunks on the wire (coded: data and parity)."""
+        stripes = self.stripes
+        return self.data_chunk_count if stripes is None else stripes.wire_chunks
+
+    def data_status(self) -> np.ndarray:
+        """Each data chunk's status, in data order (coded: flagged REBUILT when rebuilt from its stripe's others)."""
+        stripes = self.stripes
+        if stripes is None:
+            return self.status[:self.chunk_count]
+        d = np.arange(stripes.data_chunks)
+        return self.status[(d // stripes.k) * stripes.n + d % stripes.k]
+
+    def complete(self) -> bool:
+        """Every byte of the block is in buf: each data chunk arrived intact, or was rebuilt from its stripe."""
+        data = self.data_status()
+        return bool(np.all((data == OK) | (data & REBUILT != 0)))
 
     def __post_init__(self) -> None:
         if len(self.block_hash) != wire.SKYMEM_BLOCK_HASH_LEN:
@@ -105,6 +135,10 @@ class BlockJob:
             raise ValueError("buffer shorter than n_bytes")
         if not self.servers:
             raise ValueError("a block needs at least one server")
+        if self.parity and len(self.servers) < self.parity + self.stripe_data:
+            raise ValueError(f"a stripe of {self.stripe_data} + {self.parity} chunks needs as many distinct servers, "
+                             f"the block has {len(self.servers)}")
+        self.stripes  # noqa: B018 -- raises StripeError for a layout that cannot be
         if self.status is None:
             self.status = np.zeros(self.chunk_count, dtype=np.uint8)
         if self.chunk_crcs is not None and (self.chunk_crcs.dtype != np.uint32 or len(self.chunk_crcs) < self.chunk_count
@@ -114,10 +148,13 @@ class BlockJob:
     def block_crc32c(self) -> int:
         """CRC32C of the whole block, folded from the chunks' CRCs (every chunk must have arrived).
 
-        Sealed: of the sealed chunks end to end, as they travel (the CRCs cover the ciphertext)."""
+        Sealed: of the sealed chunks end to end, as they travel (the CRCs cover the ciphertext).
+        Coded: of the content in buf, read once (a rebuilt chunk never travelled)."""
+        ffi, lib = require_native()
+        if self.parity:
+            return int(lib.skymem_bulk_crc32c(ffi.from_buffer(self.buf), self.n_bytes))
         if self.chunk_crcs is None:
             raise ValueError("the job was fetched without chunk_crcs")
-        ffi, lib = require_native()
         total = self.n_bytes + (SEAL_OVERHEAD * self.chunk_count if self.sealed else 0)
         return int(lib.skymem_crc32c_fold(ffi.from_buffer("uint32_t[]", self.chunk_crcs), self.chunk_count,
                                           self.chunk_bytes, total))
@@ -139,6 +176,8 @@ class TransferStats:
     replayed: int = 0  # replies with a right tag and a sequence their satellite used before (or too old)
     wrong_source: int = 0  # replies from another satellite than the one asked
     seal_failures: int = 0  # get, sealed: chunks that came intact and did not open (SEAL_FAILED)
+    rebuilt: int = 0  # get, coded: data chunks rebuilt from their stripes' other chunks
+    parity_asked: int = 0  # get, coded: parity chunks asked (a healthy constellation's get asks none)
 
     @property
     def outcome(self) -> str:
@@ -160,10 +199,15 @@ class BulkTransfer:
         deadline_s: float = 120.0,
         window_bytes: int | None = None,
         signer: auth.Signer | None = None,
+        hedge_s: float | None = None,
     ) -> None:
         self.ffi, self.lib = require_native()
         if rto_s <= 0 or deadline_s <= 0 or retries < 0 or (window_bytes is not None and window_bytes < 1):
             raise ValueError("rto_s and deadline_s must be > 0, retries >= 0, window_bytes >= 1 (or None)")
+        if hedge_s is not None and hedge_s < 0:
+            raise ValueError("hedge_s must be >= 0 (0: a coded get asks the parity with the data)")
+        # coded gets: a satellite silent this long has its stripes' parity asked (well before a resend would)
+        self.hedge_s = rto_s / 2 if hedge_s is None else hedge_s
         self.addresses = dict(addresses)
         self.via = via
         self.station_id = station_id
@@ -253,7 +297,7 @@ class BulkTransfer:
 
     def _run(self, fn_name: str, jobs: Sequence[BlockJob], prefix: np.ndarray | None, wave_chunks: int,
              deadline_s: float | None, pace_Bps: float = 0.0, window_bytes: int | None = None,
-             sealer: Sealer | None = None, wave_doubling: bool = False) -> TransferStats:
+             sealer: Sealer | None = None, wave_doubling: bool = False, hedge_s: float | None = None) -> TransferStats:
         ffi, lib = self.ffi, self.lib
         for job in jobs:
             if job.sealed != (sealer is not None):
@@ -279,6 +323,7 @@ class BulkTransfer:
             b.chunk_bytes, b.chunk_count = job.chunk_bytes, job.chunk_count
             b.server0, b.n_servers = firsts[i], len(job.servers)
             b.created_ms, b.status = job.created_ms, st
+            b.stripe_k, b.stripe_m = (job.stripe_data, job.parity) if job.parity else (0, 0)
             b.prefix = prefix_ptr + i if prefix is not None else ffi.NULL
             if job.chunk_crcs is not None:
                 crcs = ffi.from_buffer("uint32_t[]", job.chunk_crcs, require_writable=True)
@@ -294,6 +339,7 @@ class BulkTransfer:
         opts.rto_s = self.rto_s
         opts.deadline_s = deadline_s or self.deadline_s
         opts.max_retries = self.retries
+        opts.hedge_s = self.hedge_s if hedge_s is None else hedge_s
         seal_keys = self._seal_keys(sealer) if sealer is not None else None
         if seal_keys is not None:
             opts.seal = seal_keys
@@ -303,7 +349,9 @@ class BulkTransfer:
             opts.replies = self.signer.reply_window
             sends = (sum(job.chunk_count for job in jobs) if fn_name == "skymem_bulk_set"
                      else lib.skymem_bulk_get_requests(blocks, len(jobs), wave_chunks, int(wave_doubling)))
-            opts.auth_seq_count = max(1, sends) * (self.retries + 1)
+            # coded: a request reopened for parity (once per stripe of it at most) asks again without a retry
+            reopens = max((job.parity for job in jobs), default=0)
+            opts.auth_seq_count = max(1, sends) * (self.retries + 1 + reopens)
             opts.auth_seq_first = self.signer.reserve(opts.auth_seq_count)
         try:
             with self._socket() as sock:
@@ -319,12 +367,19 @@ class BulkTransfer:
             raise OSError(f"{fn_name}: {_ERRORS.get(rc, rc)}")
         return TransferStats(rc, opts.packets_rx, opts.packets_tx, opts.bytes_rx, opts.crc_failures,
                              opts.retransmits, opts.ignored, opts.nak_status, opts.window_bytes, opts.first_reply_s,
-                             opts.auth_failures, opts.replayed, opts.wrong_source, opts.seal_failures)
+                             opts.auth_failures, opts.replayed, opts.wrong_source, opts.seal_failures,
+                             opts.rebuilt, opts.parity_asked)
 
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
             wave_doubling: bool = False, deadline_s: float | None = None, pace_Bps: float = 0.0,
-            window_bytes: int | None = None, sealer: Sealer | None = None) -> TransferStats:
+            window_bytes: int | None = None, sealer: Sealer | None = None,
+            hedge_s: float | None = None) -> TransferStats:
         """Fill each job's buffer; `status` says which chunks came (OK) or are gone (NOT_FOUND).
+
+        A coded job (`parity` > 0) is whole when `complete()`: a stripe needs only as many of its
+        chunks as it has data chunks, the others rebuilt (REBUILT) and the rest not waited for
+        (UNNEEDED); its parity is asked only when a data chunk is gone or its satellite has been
+        silent for `hedge_s` (default: the transfer's; 0 asks the parity with the data).
 
         With `sealer` (a `skymemory.protocol.seal.Sealer`; every job `sealed=True`)
         each chunk is opened into the buffer, and one that came but does not open is
@@ -341,8 +396,10 @@ class BulkTransfer:
             raise ValueError("pace_Bps must be >= 0")
         if window_bytes is not None and window_bytes < 1:
             raise ValueError("window_bytes must be >= 1")
+        if hedge_s is not None and hedge_s < 0:
+            raise ValueError("hedge_s must be >= 0")
         return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps, window_bytes, sealer,
-                         wave_doubling)
+                         wave_doubling, hedge_s)
 
     def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None, pace_Bps: float = 0.0,
             sealer: Sealer | None = None) -> TransferStats:

@@ -12,7 +12,6 @@ objects        ObjectStore: named objects of any size (the paper's key-value sto
 object_homes   where a named object's metadata lives: three home satellites, planes and hosts apart
 routes         direct, relay, auto: which ground link a request goes up (the --route of every command)
 progress       chunks done while a fast-path call runs (put/get -v)
-stripes        coded stripes: k data + m parity chunks, any k give the data back (Reed-Solomon, Intel ISA-L)
 
 The public face: `from skymemory.store import ConstellationBlockStore` (and the names below). Inside
 the package, modules import each other by their own paths. Above skymemory.link; below skymemory.kv.

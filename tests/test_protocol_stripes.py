@@ -1,4 +1,4 @@
-"""store.stripes: the layout of coded stripes, and the Reed-Solomon code (Intel ISA-L through the C fast path)
+"""protocol.stripes: the layout of coded stripes, and the Reed-Solomon code (Intel ISA-L through the C fast path)
 that gives a stripe's data back from any k of its chunks."""
 
 import itertools
@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from skymemory.store.stripes import MAX_STRIPE_CHUNKS, StripeError, Stripes, decode, encode
+from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS, StripeError, Stripes, decode, encode
 
 
 def test_no_parity_is_todays_layout():
