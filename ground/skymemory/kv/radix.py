@@ -5,7 +5,7 @@ a tree: the root hash (model + tokenizer + encoding) at the top, each block a
 node whose parent is the block before it. A prompt's longest cached prefix is
 the walk down that tree along its hash list, with no round trip to the
 constellation. Each node keeps the BlockRecord (chunk count, byte size,
-creation time, strategy, centre, servers) so the blocks can be fetched
+creation time, strategy, centre, servers, parity) so the blocks can be fetched
 directly, how the payload is encoded (KV format, layout, tokens, position) and
 when it was last used.
 
@@ -33,7 +33,9 @@ that block and every block after it in its chains (they are unreachable as a
 prefix anyway).
 
 An older index (`kv-index.json`, the whole index rewritten after every change)
-in the same folder is imported once, then left as it was. `RadixIndex()`
+in the same folder is imported once, then left as it was. A file of an older
+schema version (1: blocks without `parity`) is upgraded in place at open, in one
+transaction; a file of any other version is refused (IndexVersionError). `RadixIndex()`
 with no folder keeps the index in this process's memory.
 
 The seal-failure ledger: beside the blocks, table `seal_failures` counts, per
@@ -84,6 +86,7 @@ from pathlib import Path
 
 from skymemory.orbit.placement import MAX_SERVERS, STRATEGIES
 from skymemory.protocol import wire
+from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS
 
 from .store import BlockRecord
 
@@ -91,7 +94,7 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = "kv-index.sqlite"
 JSON_FILE_NAME = "kv-index.json"  # the index before it moved to SQLite: imported once
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: blocks.parity
 META_KEYS = ("kv_format", "layout", "tokens", "position")  # what a block's `meta` may say
 DEFAULT_BUSY_TIMEOUT_S = 10.0
 
@@ -112,7 +115,8 @@ CREATE TABLE IF NOT EXISTS blocks (
     layout       TEXT,
     tokens       INTEGER,
     position     INTEGER,
-    last_used_ms INTEGER NOT NULL   -- wall clock of the insert or of the last fetch of this block
+    last_used_ms INTEGER NOT NULL,  -- wall clock of the insert or of the last fetch of this block
+    parity       INTEGER NOT NULL DEFAULT 0  -- BlockRecord's too; last, where version 1's upgrade adds it
 );
 CREATE INDEX IF NOT EXISTS blocks_by_parent ON blocks(parent);
 CREATE TABLE IF NOT EXISTS properties (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -128,8 +132,10 @@ CREATE TABLE IF NOT EXISTS seal_failures (  -- per satellite: KV blocks it serve
 """
 _SCHEMA += _LEDGER_SCHEMA  # a new file has it; a file made before it gets it at its first note
 _COLUMNS = ("hash, parent, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, centre_plane, "
-            "centre_sat, kv_format, layout, tokens, position, last_used_ms")
-_INSERT = f"INSERT OR REPLACE INTO blocks ({_COLUMNS}) VALUES ({', '.join('?' * 15)})"
+            "centre_sat, kv_format, layout, tokens, position, last_used_ms, parity")
+_INSERT = f"INSERT OR REPLACE INTO blocks ({_COLUMNS}) VALUES ({', '.join('?' * 16)})"
+# version v -> v + 1, run at open on an older skymemory's file (_upgrade)
+_UPGRADES = {1: "ALTER TABLE blocks ADD COLUMN parity INTEGER NOT NULL DEFAULT 0"}
 _NOTE_SEAL_FAILURES = """
 INSERT INTO seal_failures (plane, sat, count, last_unix) VALUES (?, ?, ?, ?)
 ON CONFLICT (plane, sat) DO UPDATE SET count = count + excluded.count, last_unix = max(last_unix, excluded.last_unix)
@@ -194,12 +200,13 @@ _MAX_CHUNK_COUNT = 2**32 - 1  # the chunk count is a u32 on the wire
 _MAX_SAT = wire.SKYMEM_NO_SAT - 1  # plane and sat are u16 on the wire, 0xFFFF meaning none
 _MAX_TEXT = 256  # kv_format, layout: short names
 _MAX_META_INT = 2**31 - 1  # tokens per block, position in a prompt
+_MAX_PARITY = MAX_STRIPE_CHUNKS - 1  # a stripe keeps at least one data chunk
 _STRATEGY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # placement strategy names ("rotation-hop", "explicit")
 _KNOWN_STRATEGIES = frozenset((*STRATEGIES, "explicit", "local"))  # the common ones, without the regex
 _HASH_LEN = wire.SKYMEM_BLOCK_HASH_LEN
 _MAX_CHUNK_DATA = wire.SKYMEM_MAX_CHUNK_DATA
 _FIELDS = ("hash", "parent", "n_bytes", "chunk_bytes", "chunk_count", "created_ms", "strategy", "n_servers",
-           "centre_plane", "centre_sat", "kv_format", "layout", "tokens", "position", "last_used_ms")
+           "centre_plane", "centre_sat", "kv_format", "layout", "tokens", "position", "last_used_ms", "parity")
 
 
 def _int_in(value, low: int, high: int) -> bool:
@@ -208,10 +215,10 @@ def _int_in(value, low: int, high: int) -> bool:
 
 def _sane(row: tuple) -> bool:
     """_bad_field(row) is None, in one expression: this runs for every row a lookup reads."""
-    if len(row) != 15:
+    if len(row) != 16:
         return False
     (block_hash, parent, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, plane, sat,
-     kv_format, layout, tokens, position, used_ms) = row
+     kv_format, layout, tokens, position, used_ms, parity) = row
     return (type(block_hash) is bytes and len(block_hash) == _HASH_LEN
             and type(parent) is bytes and len(parent) == _HASH_LEN
             and type(chunk_bytes) is int and 1 <= chunk_bytes <= _MAX_CHUNK_DATA
@@ -220,6 +227,7 @@ def _sane(row: tuple) -> bool:
             and type(created_ms) is int and created_ms >= 0
             and type(strategy) is str and (strategy in _KNOWN_STRATEGIES or _STRATEGY.fullmatch(strategy) is not None)
             and type(n_servers) is int and 1 <= n_servers <= MAX_SERVERS
+            and type(parity) is int and 0 <= parity < n_servers and parity <= _MAX_PARITY
             and type(plane) is int and 0 <= plane <= _MAX_SAT and type(sat) is int and 0 <= sat <= _MAX_SAT
             and (kv_format is None or type(kv_format) is str and len(kv_format) <= _MAX_TEXT)
             and (layout is None or type(layout) is str and len(layout) <= _MAX_TEXT)
@@ -235,7 +243,7 @@ def _bad_field(row: tuple) -> str | None:
     if len(row) != len(_FIELDS):
         return f"{len(row)} fields"
     (block_hash, parent, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, plane, sat,
-     kv_format, layout, tokens, position, used_ms) = row
+     kv_format, layout, tokens, position, used_ms, parity) = row
     checks = (
         ("hash", type(block_hash) is bytes and len(block_hash) == wire.SKYMEM_BLOCK_HASH_LEN),
         ("parent", type(parent) is bytes and len(parent) == wire.SKYMEM_BLOCK_HASH_LEN),
@@ -254,6 +262,8 @@ def _bad_field(row: tuple) -> str | None:
         ("tokens", tokens is None or _int_in(tokens, 1, _MAX_META_INT)),
         ("position", position is None or _int_in(position, 0, _MAX_META_INT)),
         ("last_used_ms", _int_in(used_ms, 0, _MAX_INT)),
+        # k = n_servers - parity data chunks per stripe: at least one
+        ("parity", type(n_servers) is int and _int_in(parity, 0, min(n_servers - 1, _MAX_PARITY))),
     )
     for name, ok in checks:
         if not ok:
@@ -348,6 +358,35 @@ def _check_schema(conn: sqlite3.Connection, where: str) -> None:
                              "skymemory's): refusing to open it; move it aside to start an empty index")
 
 
+def _version_error(where: str, version: int) -> IndexVersionError:
+    return IndexVersionError(f"{where} is a KV index of schema version {version}; this skymemory reads version "
+                             f"{SCHEMA_VERSION} (use another index folder, or this index's skymemory)")
+
+
+def _upgrade(conn: sqlite3.Connection, where: str, *, begun: bool = False) -> None:
+    """Bring the file to SCHEMA_VERSION in one transaction (all of it or nothing): an older skymemory's file, or a
+    new one whose tables were just made in the transaction `begun` (then ended here)."""
+    try:
+        if not begun:
+            conn.execute("BEGIN IMMEDIATE")
+        _check_schema(conn, where)  # under the write lock, as _writing does: nothing planted since the open's check
+        # read again under the lock: another opener (this skymemory or an older one) may have got here first
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        version = SCHEMA_VERSION if begun and found == 0 else found  # 0: the tables made just now are today's
+        while version in _UPGRADES:
+            conn.execute(_UPGRADES[version])
+            version += 1
+        if version != SCHEMA_VERSION:  # a newer skymemory's: never guessed at
+            raise _version_error(where, found)
+        if found != SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already, or BEGIN failed
+            conn.execute("ROLLBACK")
+        raise
+
+
 def _is_damage(exc: sqlite3.Error) -> bool:
     """SQLite says the file is damaged (or not a database at all)."""
     if isinstance(exc, sqlite3.OperationalError):
@@ -393,13 +432,14 @@ def _row(parent: bytes, record: BlockRecord, meta: dict | None, used_ms: int) ->
         raise ValueError(f"unknown block metadata {sorted(unknown)}; the index keeps {', '.join(META_KEYS)}")
     r = record
     return (r.block_hash, parent, r.n_bytes, r.chunk_bytes, r.chunk_count, r.created_ms, r.strategy, r.n_servers,
-            r.centre[0], r.centre[1], *(meta.get(k) for k in META_KEYS), used_ms)
+            r.centre[0], r.centre[1], *(meta.get(k) for k in META_KEYS), used_ms, r.parity)
 
 
 def _entry(row: tuple) -> IndexEntry:
     (block_hash, parent, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, plane, sat,
-     *meta_values, used_ms) = row
-    record = BlockRecord(block_hash, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, (plane, sat))
+     *meta_values, used_ms, parity) = row
+    record = BlockRecord(block_hash, n_bytes, chunk_bytes, chunk_count, created_ms, strategy, n_servers, (plane, sat),
+                         parity)
     meta = {k: v for k, v in zip(META_KEYS, meta_values) if v is not None}
     return IndexEntry(block_hash, parent, record, meta, used_ms)
 
@@ -452,11 +492,12 @@ class RadixIndex:
             conn.execute("PRAGMA journal_size_limit=67108864")  # the WAL shrinks back to 64 MiB after a big import
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:  # a new file (two processes may both get here: the schema is IF NOT EXISTS)
-                conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+                conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA}")  # the transaction stays open: _upgrade ends it
+                _upgrade(conn, where, begun=True)
+            elif version in _UPGRADES:  # an older skymemory's file
+                _upgrade(conn, where)
             elif version != SCHEMA_VERSION:
-                raise IndexVersionError(f"{where} is a KV index of schema version {version}; this skymemory reads "
-                                        f"version {SCHEMA_VERSION} (use another index folder, or this index's "
-                                        "skymemory)")
+                raise _version_error(where, version)
         except sqlite3.Error as exc:
             exc.radix_file_id = conn.file_id  # which file failed (_recover: moved aside since, or to move)
             conn.close()
@@ -799,7 +840,7 @@ def _json_index_rows(path: Path) -> list[tuple]:
     for item in document["entries"]:
         fields = dict(item["record"])
         fields["block_hash"] = bytes.fromhex(fields["block_hash"])
-        fields["centre"] = tuple(fields["centre"])
+        fields["centre"] = tuple(fields["centre"])  # "parity" absent (every file of that format): 0
         meta = {k: v for k, v in (item.get("meta") or {}).items() if k in META_KEYS}
         rows.append(_row(bytes.fromhex(item["parent"]), BlockRecord(**fields), meta, now))
     return rows

@@ -50,10 +50,12 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 import numpy as np
 
 from skymemory.link.client import SkyMemoryClient
-from skymemory.link.fastpath import NOT_FOUND, OK, SEAL_FAILED, SEAL_OVERHEAD, BlockJob, BulkTransfer, TransferStats
+from skymemory.link.fastpath import (NOT_FOUND, OK, REBUILT, SEAL_FAILED, SEAL_OVERHEAD, BlockJob, BulkTransfer,
+                                     TransferStats)
 from skymemory.link.loop_thread import LoopThread
 from skymemory.protocol import auth, native, wire
 from skymemory.protocol.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
+from skymemory.protocol.stripes import DEFAULT_DATA, DEFAULT_PARITY, MAX_STRIPE_CHUNKS, StripeError, Stripes
 from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, BulkBlockReads,
                                       BulkBlockWrites, Landed, Sat, StreamedBlockReads, TenantSealing, check_hash,
                                       land_one_by_one, split_chunks)
@@ -84,6 +86,30 @@ def stripe_width(asked: int, n_satellites: int, say: Callable[[str], None] | Non
     if say is not None:
         say(f"{asked} servers asked, the constellation has {n_satellites} satellites: striping over {n_satellites}")
     return n_satellites
+
+
+def default_parity(n_servers: int) -> int:
+    """Parity chunks a stripe over n_servers satellites gets unless asked: DEFAULT_PARITY, or fewer when there are
+    too few satellites for one data chunk beside them (a constellation of one: none)."""
+    return max(0, min(DEFAULT_PARITY, n_servers - 1))
+
+
+def check_parity(parity: int, n_servers: int, say: Callable[[str], None] | None = log.info) -> int:
+    """`parity` (m) for blocks striped over n_servers satellites: stripes of k = n_servers - m data chunks, each of
+    its k + m chunks on a satellite of its own. Fewer satellites than the default stripe wants give a smaller k
+    (said once through `say`); too few for one data chunk beside the parity is an error."""
+    if not 0 <= parity < MAX_STRIPE_CHUNKS:
+        raise ValueError(f"parity must be 0..{MAX_STRIPE_CHUNKS - 1}, got {parity}")
+    if parity and n_servers > MAX_STRIPE_CHUNKS:
+        raise ValueError(f"a coded stripe spans at most {MAX_STRIPE_CHUNKS} satellites, {n_servers} asked: "
+                         f"ask fewer servers")
+    if parity and n_servers <= parity:
+        raise ValueError(f"parity {parity} needs at least {parity + 1} satellites (one data chunk a stripe), "
+                         f"blocks are striped over {n_servers}")
+    if parity and say is not None and n_servers - parity < DEFAULT_DATA:
+        say(f"stripes of {n_servers - parity} data + {parity} parity chunks over {n_servers} satellites "
+            f"({DEFAULT_DATA} + {parity} needs {DEFAULT_DATA + parity})")
+    return parity
 
 
 def nearest_when_set(constellation) -> Locate:
@@ -120,6 +146,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         pace_Bps: float = 0.0,
         content_keys: "ContentKeys | ContentKeySource | None" = None,
         tenant: str | None = None,
+        parity: int = 0,
     ) -> None:
         if (servers is None) == (locate is None):
             raise ValueError("give exactly one of `servers` (a list of satellites) or `locate` (a placement)")
@@ -137,6 +164,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
             n_servers = stripe_width(n_servers, len(addresses), log.info)
         if not 1 <= chunk_bytes <= wire.SKYMEM_MAX_CHUNK_DATA:
             raise ValueError(f"chunk_bytes must be 1..{wire.SKYMEM_MAX_CHUNK_DATA}")
+        self.parity = check_parity(parity, n_servers)
         if content_keys is not None and chunk_bytes <= SEAL_OVERHEAD:
             raise ValueError(f"a sealed chunk needs more than {SEAL_OVERHEAD} bytes, got chunk_bytes {chunk_bytes}")
         # sealing: the content keys (or where to read them now) and the tenant this store seals for
@@ -231,17 +259,21 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         return view
 
     def chunk_count_of(self, n_bytes: int) -> int:
-        """How many chunks this store cuts a block of n_bytes into."""
-        if self.sealed:
-            return sealed_chunk_count(n_bytes, self.chunk_bytes)
-        return max(1, -(-n_bytes // self.chunk_bytes))
+        """How many chunks this store cuts a block of n_bytes into (with parity: the wire's, data and parity)."""
+        data = sealed_chunk_count(n_bytes, self.chunk_bytes) if self.sealed else max(1, -(-n_bytes // self.chunk_bytes))
+        return Stripes(self.n_servers - self.parity, self.parity, data).wire_chunks if self.parity else data
 
     def _check_layout(self, record: BlockRecord) -> None:
         """A record this store cannot read (sealed when it is not, or the other way): a miss that says so."""
         if record.n_bytes < 0:
             return
-        sealed = sealed_chunk_count(record.n_bytes, record.chunk_bytes) if record.chunk_bytes > SEAL_OVERHEAD else -1
-        plain = max(1, -(-record.n_bytes // record.chunk_bytes))
+
+        def on_wire(data: int) -> int:
+            return Stripes(record.stripe_data, record.parity, data).wire_chunks if record.parity else data
+
+        sealed = (on_wire(sealed_chunk_count(record.n_bytes, record.chunk_bytes)) if record.chunk_bytes > SEAL_OVERHEAD
+                  else -1)
+        plain = on_wire(max(1, -(-record.n_bytes // record.chunk_bytes)))
         fits = record.chunk_count == (sealed if self.sealed else plain)
         if not fits and sealed != plain:
             raise BlockMiss("format", f"block {record.block_hash.hex()[:16]} was stored "
@@ -250,7 +282,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
 
     def _seal_miss(self, job: BlockJob) -> BlockMiss | None:
         """A BlockMiss naming the satellites whose chunks of `job` did not open (counted), or None."""
-        bad = np.flatnonzero(job.status == SEAL_FAILED)
+        bad = np.flatnonzero(job.status & 0x7F == SEAL_FAILED)  # rebuilt around (REBUILT) or not: its satellite lied
         if not len(bad):
             return None
         n = len(job.servers)
@@ -365,8 +397,9 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         self.last_transfer = stats
         crcs = []
         for job in jobs:
-            if not bool(np.all(job.status == OK)):
+            if not job.complete():
                 return Landed(len(crcs), crcs, self._job_miss(job, stats), stats.first_reply_s or None, self.sealed)
+            self._seal_miss(job)  # coded: a chunk that did not open was rebuilt around, and its satellite named
             crcs.append(job.block_crc32c())
         return Landed(len(crcs), crcs, None, stats.first_reply_s or None, self.sealed)
 
@@ -376,12 +409,15 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         if sealed_miss is not None:
             return sealed_miss
         gone = int(np.count_nonzero(job.status == NOT_FOUND))
+        coded = f" (stripes of {job.stripe_data} + {job.parity}: more than {job.parity} of a stripe lost)" \
+            if job.parity else ""
         if gone:
             return BlockMiss("not-found", f"{gone} of {job.chunk_count} chunks of block "
-                             f"{job.block_hash.hex()[:16]} missing", block=job.block_hash)
+                             f"{job.block_hash.hex()[:16]} missing{coded}", block=job.block_hash)
         if stats.outcome == "refused":
             return BlockMiss("nak", "a satellite refused GET_CHUNKS")
-        missing = int(np.count_nonzero(job.status != OK))
+        data = job.data_status()
+        missing = int(np.count_nonzero((data != OK) & (data & REBUILT == 0)))
         if stats.auth_failures and stats.auth_failures >= stats.packets_rx:
             return BlockMiss("auth", f"{missing} chunks of block {job.block_hash.hex()[:16]} did not arrive: every "
                              f"reply failed authentication ({stats.auth_failures}): is this the constellation's key?",
@@ -409,9 +445,13 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
                 raise ValueError("the record does not know the block size (n_bytes = -1)")
             self._check_layout(r)
             buf = bytearray(r.n_bytes) if buffers is None else buffers[i]
-            jobs.append(BlockJob(r.block_hash, buf, r.n_bytes, r.chunk_bytes, self._servers(r, now),
-                                 sealed=self.sealed))
+            jobs.append(self._job(r, buf, self._servers(r, now)))
         return jobs
+
+    def _job(self, record: BlockRecord, buf, servers: Sequence[Sat], created_ms: int = 0) -> BlockJob:
+        """The fast path's job for `record`'s block, in the record's layout (its parity, not this store's)."""
+        return BlockJob(record.block_hash, buf, record.n_bytes, record.chunk_bytes, servers, created_ms=created_ms,
+                        sealed=self.sealed, parity=record.parity, stripe_data=record.stripe_data)
 
     def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None,
                    wave_chunks: int = 0, wave_doubling: bool = False, pace_Bps: float = 0.0,
@@ -426,8 +466,9 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
             self.in_flight = ()
         self.last_transfer = stats
         for job in jobs:
-            if not bool(np.all(job.status == OK)):
+            if not job.complete():
                 raise self._job_miss(job, stats)
+            self._seal_miss(job)  # coded: a chunk that did not open was rebuilt around, and its satellite named
         if stats.outcome == "refused":
             raise BlockMiss("nak", "a satellite refused GET_CHUNKS")
         return stats
@@ -443,10 +484,9 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
             check_hash(block_hash)
             payload = bytes(payload)
             record = BlockRecord(block_hash, len(payload), self.chunk_bytes, self.chunk_count_of(len(payload)), now,
-                                 self.strategy, self.n_servers, tuple(self.centre(now)))
+                                 self.strategy, self.n_servers, tuple(self.centre(now)), self.parity)
             records.append(record)
-            jobs.append(BlockJob(block_hash, payload, len(payload), self.chunk_bytes, self._servers(record, now),
-                                 created_ms=now, sealed=self.sealed))
+            jobs.append(self._job(record, payload, self._servers(record, now), created_ms=now))
         assert self.fast is not None
         self.in_flight = jobs
         t0 = time.monotonic()
@@ -471,6 +511,27 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
             raise RequestTimeout(f"SET_CHUNK: {missing} of {sum(j.chunk_count for j in jobs)} chunks "
                                  f"of block {names} not acknowledged {why} ({stats.retransmits} resends in all)")
         return records
+
+    def restore_chunks(self, record: BlockRecord, payload, chunk_ids) -> TransferStats:
+        """Store again the chunks `chunk_ids` (on the wire: data or parity) of `record`'s block, whose content is
+        `payload`, on this store's servers now: what a repair sends to satellites that lost their share (the
+        parity is computed again from the content; nothing else is sent). Raises like put_block."""
+        if self.fast is None:
+            raise RuntimeError("the fast path is off (fast=False)")
+        job = self._job(record, payload, self._servers(record, self.mission_ms()), created_ms=record.created_ms)
+        wanted = np.zeros(job.chunk_count, dtype=bool)
+        wanted[list(chunk_ids)] = True
+        job.status[~wanted] = OK  # the C set sends only what is not OK
+        self.in_flight = [job]
+        try:
+            stats = self.fast.set([job], pace_Bps=self.pace_Bps, sealer=self.sealer())
+        finally:
+            self.in_flight = ()
+        self.last_transfer = stats
+        if stats.outcome != "done":
+            raise RequestTimeout(f"SET_CHUNK: {int(np.count_nonzero(job.status != OK))} of {int(wanted.sum())} "
+                                 f"chunks of block {record.block_hash.hex()[:16]} not stored again ({stats.outcome})")
+        return stats
 
     def probe_block(self, block_hash: bytes) -> BlockRecord | None:
         return self._run(self._probe(block_hash))
@@ -502,8 +563,15 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
             raise ValueError(f"placement gave {len(servers)} satellites for {record.n_servers} servers")
         return servers[:record.n_servers]
 
+    def _no_stripes_here(self, parity: int) -> None:
+        """The asyncio path moves chunks one by one, and neither codes nor decodes a stripe."""
+        if parity:
+            raise ValueError("coded stripes (parity > 0) move only on the C fast path: build skymemory._native "
+                             "(`make native`), or store with parity=0")
+
     async def _put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
         check_hash(block_hash)
+        self._no_stripes_here(self.parity)
         sealer = self.sealer()
         chunks = (split_chunks(bytes(payload), self.chunk_bytes) if sealer is None
                   else sealer.seal_block(block_hash, bytes(payload), self.chunk_bytes))
@@ -522,6 +590,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
 
     async def _get(self, record: BlockRecord) -> bytes:
         self._check_layout(record)
+        self._no_stripes_here(record.parity)
         servers = self._servers(record, self.mission_ms())
         n = len(servers)
         count = record.chunk_count
@@ -588,25 +657,28 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         """
         now = self.mission_ms()
         guess = BlockRecord(block_hash, -1, self.chunk_bytes, 1, now, self.strategy, self.n_servers,
-                            tuple(self.centre(now)))
+                            tuple(self.centre(now)), self.parity)
         servers = self._servers(guess, now)
         try:
             desc, data = await self.client.get_chunk_desc(servers[0], block_hash, 0)
             count = desc.chunk_count
             if count < 1:
                 return None
+            # coded (this store's parity): the last data chunk is not the last on the wire
+            layout = Stripes.from_wire(count, self.n_servers - self.parity, self.parity) if self.parity else None
+            data_chunks = layout.data_chunks if layout else count
+            last = layout.wire_id(data_chunks - 1) if layout else count - 1
             last_len = len(data)
-            if count > 1:
-                last_len = len(await self.client.get_chunk(servers[(count - 1) % len(servers)], block_hash,
-                                                           count - 1))
-        except (ChunkNotFound, RequestTimeout, NakError):
+            if last > 0:
+                last_len = len(await self.client.get_chunk(servers[last % len(servers)], block_hash, last))
+        except (ChunkNotFound, RequestTimeout, NakError, StripeError):
             return None
-        chunk_bytes = len(data) if count > 1 else self.chunk_bytes
+        chunk_bytes = len(data) if data_chunks > 1 else self.chunk_bytes
         seal = SEAL_OVERHEAD if self.sealed else 0  # of every chunk (the content is the rest)
         if last_len < seal:
             return None
         return replace(guess, chunk_count=count, created_ms=desc.created_ms, chunk_bytes=chunk_bytes,
-                       n_bytes=(count - 1) * (chunk_bytes - seal) + last_len - seal)
+                       n_bytes=(data_chunks - 1) * (chunk_bytes - seal) + last_len - seal)
 
     async def _evict(self, record: BlockRecord) -> None:
         servers = self._servers(record, self.mission_ms())

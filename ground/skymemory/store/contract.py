@@ -52,6 +52,14 @@ class BlockRecord:
     strategy: str  # placement strategy name ("explicit" for a fixed server list)
     n_servers: int
     centre: tuple[int, int]  # (plane, sat) overhead at creation
+    # coded stripes (protocol.stripes): m parity chunks per stripe of k = n_servers - parity data chunks; chunk_count
+    # then counts the chunks the satellites hold, data and parity. 0: every chunk stored once, no parity.
+    parity: int = 0
+
+    @property
+    def stripe_data(self) -> int:
+        """k: data chunks per stripe (0 for a record without parity)."""
+        return self.n_servers - self.parity if self.parity else 0
 
 
 class BlockMiss(Exception):
