@@ -40,7 +40,8 @@ def test_put_on_a_small_constellation_stripes_over_all_and_warns_only_when_asked
     (tmp_path / "file.bin").write_bytes(os.urandom(50_000))
     with launched(tmp_path, 1, 3) as manifest:
         r = skymemory("put", "file.bin", "--manifest", str(manifest), cwd=tmp_path)
-        assert r.returncode == 0 and r.stderr.startswith("stored 'file.bin': 50000 bytes in 9 chunks on 3 satellites"), \
+        assert r.returncode == 0 and r.stderr.startswith(  # 9 data chunks, each its stripe with 2 parity chunks
+            "stored 'file.bin': 50000 bytes in 27 chunks (stripes of 1 data + 2 parity) on 3 satellites"), \
             r.stderr  # the key on stdout, the report on stderr, nothing before it
         r = skymemory("put", "file.bin", "--servers", "5", "--manifest", str(manifest), cwd=tmp_path)
         assert r.returncode == 0, r.stderr
@@ -52,7 +53,7 @@ def test_put_on_a_small_constellation_stripes_over_all_and_warns_only_when_asked
 def test_get_of_an_object_that_lost_chunks_says_it_is_stored_and_where_they_were(node_path, tmp_path):
     (tmp_path / "file.bin").write_bytes(os.urandom(50_000))
     with launched(tmp_path, 1, 3) as manifest:
-        r = skymemory("put", "file.bin", "--manifest", str(manifest), cwd=tmp_path)
+        r = skymemory("put", "file.bin", "--parity", "0", "--manifest", str(manifest), cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         victim = (0, 1)
         block = bytes.fromhex(ObjectStore(Manifest.load(manifest), 3).meta(key_of("file.bin"))["block"])

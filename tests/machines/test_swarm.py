@@ -161,7 +161,9 @@ def _cmdline(pid: int) -> str:
 
 def kill_one_satellite(nodes: SwarmNodes, m: Manifest, manifest, tmp_path) -> None:
     """Kill one satellite's container on its node: Swarm starts it again and it answers within the bound.
-    Data with no chunk on it stays byte-exact; data with chunks on it is a clean miss naming them."""
+    Data with no chunk on it stays byte-exact; data in coded stripes with chunks on it (the default for objects,
+    parity=2 for KV blocks) is rebuilt byte-exact from the others; uncoded data (parity 0) with chunks on it is a
+    clean miss naming them."""
     import torch
 
     from skymemory.kv.cache_arg import cache_arg
@@ -182,12 +184,15 @@ def kill_one_satellite(nodes: SwarmNodes, m: Manifest, manifest, tmp_path) -> No
 
     model, tokenizer = load_model("embedded-tiny", device="cpu", dtype="fp32")
     prompts = {"clear": [1] + [3 + (i * 7919) % 256 for i in range(128)],
-               "wide": [1] + [5 + (i * 104729) % 250 for i in range(128)]}
+               "wide": [1] + [5 + (i * 104729) % 250 for i in range(128)],
+               "uncoded": [1] + [7 + (i * 1299709) % 240 for i in range(128)]}
     stores = {"clear": ConstellationBlockStore.from_manifest(m, clear),
-              "wide": ConstellationBlockStore.from_manifest(m, wide)}
+              "wide": ConstellationBlockStore.from_manifest(m, wide, parity=2),
+              "uncoded": ConstellationBlockStore.from_manifest(m, wide, parity=0)}
     managers = {k: KVCManager(model, tokenizer, stores[k], block_tokens=128, kv_dtype="fp32", policy="fetch",
                               index_dir=tmp_path / f"index-{k}") for k in stores}
-    objects = {"clear": ObjectStore(m, len(clear)), "wide": ObjectStore(m, len(wide))}
+    objects = {"clear": ObjectStore(m, len(clear)), "wide": ObjectStore(m, len(wide)),
+               "uncoded": ObjectStore(m, len(wide), parity=0)}
     data = {k: os.urandom(1_000_000) for k in objects}
 
     def generate(result) -> list[int]:
@@ -243,10 +248,15 @@ def kill_one_satellite(nodes: SwarmNodes, m: Manifest, manifest, tmp_path) -> No
         assert failures == after.auth_failures + 1 and stats(m, victim).chunks == 0
 
         clear_data_exact()
-        # the object with chunks on the victim: exit 1, one line saying how many of its chunks are missing:
-        # exactly the victim's (chunk i is on the (i mod 10)-th nearest satellite)
+        # the coded object with chunks on the victim: rebuilt from the rest of each stripe, byte-exact, by the CLI
         out = tmp_path / "wide.bin"
         r = skymemory("get", "wide", "-o", str(out), "--manifest", str(manifest), "--timeout", "20")
+        print(show(r))
+        assert r.returncode == 0 and out.read_bytes() == data["wide"], r.stderr
+        # the uncoded object with chunks on the victim: exit 1, one line saying how many of its chunks are
+        # missing: exactly the victim's (chunk i is on the (i mod 10)-th nearest satellite)
+        out = tmp_path / "uncoded.bin"
+        r = skymemory("get", "uncoded", "-o", str(out), "--manifest", str(manifest), "--timeout", "20")
         print(show(r))
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 1 and len(lines) == 1 and "Traceback" not in r.stderr and not out.exists()
@@ -254,11 +264,16 @@ def kill_one_satellite(nodes: SwarmNodes, m: Manifest, manifest, tmp_path) -> No
         assert missing, lines[0]
         total = int(missing.group(2))
         assert int(missing.group(1)) == len(range(wide.index(victim), total, len(wide))), lines[0]
-        # the KV block with chunks on the victim: a miss, recomputed, the same tokens as before
+        # the coded KV block with chunks on the victim: a whole hit, nothing recomputed, the same tokens
         hit = managers["wide"].get_cache(prompts["wide"])
-        print(f"KV block with chunks on the victim: prefix {hit.prefix_tokens} tokens, miss {hit.miss_reason}")
-        assert hit.prefix_tokens == 0 and hit.miss_reason is not None
+        print(f"coded KV block with chunks on the victim: prefix {hit.prefix_tokens} tokens, miss {hit.miss_reason}")
+        assert hit.prefix_tokens == 128 and hit.miss_reason is None
         assert generate(hit) == reference["wide"]
+        # the uncoded one: a miss, recomputed, the same tokens as before
+        hit = managers["uncoded"].get_cache(prompts["uncoded"])
+        print(f"uncoded KV block with chunks on the victim: prefix {hit.prefix_tokens} tokens, miss {hit.miss_reason}")
+        assert hit.prefix_tokens == 0 and hit.miss_reason is not None
+        assert generate(hit) == reference["uncoded"]
         assert generate(managers["clear"].get_cache(prompts["clear"])) == reference["clear"]
     finally:
         for store in stores.values():

@@ -44,6 +44,7 @@ from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol import auth, wire
 from skymemory.protocol.errors import ChunkNotFound
+from skymemory.protocol.stripes import Stripes
 from skymemory.store.contract import BlockMiss
 from skymemory.store.objects import ObjectStore, key_of, meta_hash
 
@@ -202,10 +203,10 @@ def test_metadata_rewritten_at_every_home_and_a_chunk_fail_in_one_line_naming_th
 
 def test_a_rewritten_chunk_fails_naming_its_satellite_while_an_honest_home_answers(sky, tmp_path):
     """The captured satellite rewrites the metadata at one home (a copy that does not open: another home's
-    does) and one data chunk: the get fails in one line naming the chunk's satellite."""
+    does) and one data chunk of an uncoded object: the get fails in one line naming the chunk's satellite."""
     m = Manifest.load(sky)
     name = "victim-chunk.bin"
-    put(sky, tmp_path, name, os.urandom(30_000))
+    put(sky, tmp_path, name, os.urandom(30_000), "--parity", "0")
     meta = ObjectStore(m, SERVERS).meta(key_of(name))
     homes, servers, block = [tuple(h) for h in meta["homes"]], [tuple(s) for s in meta["servers"]], meta["block"]
     attacker = CapturedSatellite(m)
@@ -216,6 +217,26 @@ def test_a_rewritten_chunk_fails_naming_its_satellite_while_an_honest_home_answe
     line = assert_refused(sky, tmp_path, name, "seal", {held_by})
     assert f"from satellite {held_by} do not open" in line, line
     assert "nothing of them is used" in line
+
+
+def test_a_rewritten_chunk_of_a_coded_object_is_rebuilt_around_naming_its_satellite(sky, tmp_path):
+    """The same rewrite of a coded object (the default, stripes of 3 + 2 over 5 satellites): the chunk does not
+    open, is not used, and is rebuilt from the rest of its stripe; the get returns the object and warns naming
+    the satellite."""
+    m = Manifest.load(sky)
+    name = "victim-coded.bin"
+    data = os.urandom(30_000)
+    put(sky, tmp_path, name, data)
+    meta = ObjectStore(m, SERVERS).meta(key_of(name))
+    assert meta["parity"] == 2
+    servers, block = [tuple(s) for s in meta["servers"]], bytes.fromhex(meta["block"])
+    held_by = servers[1]
+    chunk = ground_read(m, held_by, block, 1)
+    CapturedSatellite(m).write(held_by, block, 1, meta["chunk_count"], os.urandom(len(chunk)))
+    r = skymemory("get", name, "-o", "copy.bin", "--manifest", str(sky), cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "copy.bin").read_bytes() == data, r.stderr
+    warning = next(line for line in r.stderr.splitlines() if "do not open" in line)
+    assert sats_named(warning) == {held_by} and "rebuilt from the rest of their stripes" in warning, r.stderr
 
 
 def test_metadata_rewritten_at_one_home_is_not_used_and_the_others_serve(sky, tmp_path):
@@ -242,13 +263,13 @@ def test_a_new_version_evicts_the_old_and_an_old_chunk_does_not_open_as_the_new(
     m = Manifest.load(sky)
     name = "versioned.bin"
     kv = ObjectStore(m, SERVERS)
-    put(sky, tmp_path, name, os.urandom(20_000))
+    put(sky, tmp_path, name, os.urandom(20_000), "--parity", "0")  # uncoded: the one chunk decides
     first = kv.meta(key_of(name))
     old_block = bytes.fromhex(first["block"])
     old_servers = [tuple(s) for s in first["servers"]]
     recorded = ground_read(m, old_servers[0], old_block, 0)
     new = os.urandom(20_000)
-    put(sky, tmp_path, name, new)
+    put(sky, tmp_path, name, new, "--parity", "0")
     second = kv.meta(key_of(name))
     assert second["version"] != first["version"] and second["block"] != first["block"]
     assert all(ground_read(m, s, old_block, i) is None for i, s in enumerate(old_servers[:first["chunk_count"]])), \
@@ -374,4 +395,9 @@ def test_a_put_of_a_text_file_leaves_none_of_its_text_at_rest(sky, tmp_path):
     held += [ground_read(m, tuple(h), meta_hash(key_of("notes-at-rest.txt")), 0) for h in meta["homes"]]
     assert all(c is not None for c in held)
     assert not any(leaks(c, secret) for c in held), "a satellite holds text of the file (or its name) in the clear"
-    assert sum(len(c) for c in held[:meta["chunk_count"]]) == len(text) + 32 * meta["chunk_count"]
+    # the data's chunks carry the text, the parity's (stripes of 3 + 2) a whole chunk each; every one sealed
+    layout = Stripes(SERVERS - meta["parity"], meta["parity"], -(-len(text) // (meta["chunk_bytes"] - 32)))
+    assert meta["chunk_count"] == layout.wire_chunks
+    parity_chunks = layout.wire_chunks - layout.data_chunks
+    assert sum(len(c) for c in held[:meta["chunk_count"]]) == (len(text) + 32 * layout.data_chunks
+                                                               + meta["chunk_bytes"] * parity_chunks)

@@ -1,4 +1,4 @@
-"""`skymemory put FILE` and `skymemory get KEY`: the general key-value store (paper §3.10).
+"""`skymemory put FILE`, `skymemory get KEY` and `skymemory repair KEY...`: the general key-value store (paper §3.10).
 
 See skymemory.store.objects for where objects and their metadata live: the chunks on the
 nearest satellites, the metadata on three home satellites in different planes (and hosts), so a
@@ -12,6 +12,12 @@ content key (the manifest's content_key_file), bound to the object's name and ve
 returns the bytes the ground put or fails in one line naming the satellite whose chunk or metadata did
 not open (and writes nothing). --no-seal stores and reads in the clear, as before sealing (for
 benchmarks that compare): a satellite could then read and rewrite the object and its SHA-256 alike.
+
+Coded by default (--parity, default 2): the data is stored in stripes of servers - parity data chunks and
+parity parity chunks, each on a satellite of its own, so a get rebuilds what up to `parity` dead, emptied,
+slow or lying satellites of a stripe no longer give, and says so. `repair` stores those chunks again (a dead
+satellite's on the nearest live one the object does not use, the metadata then naming it), so that as many
+more may be lost; `repair --every SECONDS` keeps doing it.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.argtypes import float_range, output_file, positive_float, positive_int
+from skymemory.argtypes import float_range, int_range, output_file, positive_float, positive_int
 from skymemory.cli._common import add_manifest_arg, load_manifest
 from skymemory.protocol.errors import SkyMemoryError
+from skymemory.protocol.stripes import DEFAULT_PARITY, MAX_STRIPE_CHUNKS
 from skymemory.store.contract import BlockMiss
 from skymemory.store.objects import DEFAULT_TIMEOUT_S, ObjectStore, PutFailed, parse_key
 from skymemory.store.constellation import stripe_width
@@ -41,6 +48,10 @@ def register(subparsers) -> None:
     p.add_argument("--servers", type=positive_int, default=None,
                    help=f"satellites to stripe over (default {DEFAULT_SERVERS}, or every satellite of a smaller "
                         "constellation; at most the constellation's satellites)")
+    p.add_argument("--parity", type=int_range(0, MAX_STRIPE_CHUNKS - 1), default=None,
+                   help=f"parity chunks per coded stripe (default {DEFAULT_PARITY}: stripes of servers - parity data "
+                        f"chunks, any that many of a stripe give its data back, so parity satellites may die, be slow "
+                        f"or lie; 0: every chunk stored once)")
     _add_client_args(p)
     p.set_defaults(func=run_put)
 
@@ -50,6 +61,14 @@ def register(subparsers) -> None:
                    help="write here (checked before the transfer; default: stdout)")
     _add_client_args(g)
     g.set_defaults(func=run_get)
+
+    r = subparsers.add_parser("repair", help="store again what dead or emptied satellites lost of coded objects")
+    r.add_argument("keys", nargs="+", metavar="key", help="object names, or keys as 64 hex digits")
+    r.add_argument("--every", type=positive_float, default=None, metavar="SECONDS",
+                   help="keep repairing, a round every SECONDS, until interrupted (in the background: with &, or "
+                        "as a service); without it, one round")
+    _add_client_args(r)
+    r.set_defaults(func=run_repair)
 
 
 def _add_client_args(p: argparse.ArgumentParser) -> None:
@@ -98,7 +117,9 @@ def run_put(args) -> int:
         print(f"skymemory put: {exc}", file=sys.stderr)
         return 1
     dt = time.perf_counter() - t0
-    print(f"stored {meta['name']!r}: {meta['size']} bytes in {meta['chunk_count']} chunks on "
+    coded = (f" (stripes of {len(meta['servers']) - meta['parity']} data + {meta['parity']} parity)"
+             if meta["parity"] else "")
+    print(f"stored {meta['name']!r}: {meta['size']} bytes in {meta['chunk_count']} chunks{coded} on "
           f"{len(meta['servers'])} satellites in {dt:.2f} s ({meta['size'] / dt / 1e6:.1f} MB/s), "
           f"{'sealed' if meta['sealed'] else 'unsealed (--no-seal)'}; "
           f"metadata on {', '.join(str(tuple(h)) for h in meta['homes'])}", file=sys.stderr)
@@ -113,7 +134,7 @@ def run_put(args) -> int:
 def _object_store(args, m, n_servers: int) -> ObjectStore:
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if args.verbose else None
     return ObjectStore(m, n_servers, capture=[] if args.capture else None, route=args.route, timeout_s=args.timeout,
-                       pace_mbps=args.pace_mbps, say=say, seal=not args.no_seal)
+                       pace_mbps=args.pace_mbps, say=say, seal=not args.no_seal, parity=getattr(args, "parity", None))
 
 
 def _counters(args, kv: ObjectStore) -> None:
@@ -124,6 +145,42 @@ def _counters(args, kv: ObjectStore) -> None:
               + (f"; the C fast path's {bulk} bulk packets are not captured" if bulk else ""), file=sys.stderr)
     if args.verbose:
         print("client counters: " + ", ".join(f"{k} {v}" for k, v in sorted(kv.counters.items())), file=sys.stderr)
+
+
+def run_repair(args) -> int:
+    """Each object: its chunks on satellites that no longer answer are stored again on live ones, those on
+    satellites that answer without them (restarted) on the same; exit 1 if any object could not be repaired."""
+    keys = [(text, parse_key(text)) for text in args.keys]
+    try:
+        m = load_manifest(args)
+        kv = _object_store(args, m, 1)
+    except (FileNotFoundError, ValueError, SkyMemoryError) as exc:
+        print(f"skymemory repair: {exc}", file=sys.stderr)
+        return 1
+    while True:
+        failed = 0
+        for text, key in keys:
+            t0 = time.perf_counter()
+            try:
+                with _seal_failures_said_once():
+                    report = kv.repair(key)
+            except (BlockMiss, SkyMemoryError, ValueError, OSError) as exc:
+                failed += 1
+                reason = f"miss ({exc.reason}): " if isinstance(exc, BlockMiss) else ""
+                print(f"skymemory repair: {text}: {reason}{exc}", file=sys.stderr)
+                continue
+            done = [f"{tuple(a)} -> {tuple(b)}" for a, b in report["moved"]] + \
+                   [f"{tuple(s)} refilled" for s in report["refilled"]]
+            print(f"{report['name']!r}: " + (f"{report['chunks']} chunks stored again ({', '.join(done)}) in "
+                                             f"{time.perf_counter() - t0:.2f} s" if done else "nothing lost"),
+                  file=sys.stderr, flush=True)
+        if args.every is None:
+            _counters(args, kv)
+            return 1 if failed else 0
+        try:
+            time.sleep(args.every)
+        except KeyboardInterrupt:
+            return 1 if failed else 0
 
 
 @contextlib.contextmanager
@@ -179,6 +236,13 @@ def run_get(args) -> int:
     print(f"read {meta['name']!r}: {len(data)} bytes from {len(meta['servers'])} satellites in {dt:.2f} s "
           f"({len(data) / dt / 1e6:.1f} MB/s), {check}; metadata from {tuple(meta['answered_by'])}",
           file=sys.stderr)
+    if meta.get("seal_failed_chunks_at"):
+        print(f"skymemory get: warning: chunks from satellite(s) "
+              f"{', '.join(str(tuple(h)) for h in meta['seal_failed_chunks_at'])} do not open (altered on the "
+              "satellite, or not this object's): not used, rebuilt from the rest of their stripes", file=sys.stderr)
+    if meta.get("rebuilt"):
+        print(f"skymemory get: note: {meta['rebuilt']} chunks rebuilt from parity (their satellites dead, emptied, "
+              f"slow or lying): `skymemory repair {meta['name']}` stores them again", file=sys.stderr)
     if meta.get("seal_failed_at"):
         print(f"skymemory get: warning: the metadata at home satellite(s) "
               f"{', '.join(str(tuple(h)) for h in meta['seal_failed_at'])} does not open (altered on the satellite, "

@@ -14,7 +14,7 @@ content_key_file, default tenant), so a satellite can neither read, alter nor sw
     metadata block hash = SHA-256(b"skymemory/meta\\0" + key)
     metadata = seal(chunk 0 of 1 of the metadata block,
                     {"v": 2, "name", "key", "version", "size", "sha256", "chunk_bytes", "chunk_count",
-                     "servers", "created_ms"})
+                     "parity", "servers", "created_ms"})
     data block hash = SHA-256(b"skymemory/object-data\\0" + key + version)
 
 The metadata chunk's associated data binds the metadata block hash, hence the key. `version` is 16
@@ -43,7 +43,10 @@ Requests take the route asked for (skymemory.store.routes: direct, relay, or aut
 default: each satellite's own ground link where the manifest gives it one, else up through
 the overhead satellite and on over ISL). So any ground host holding the manifest (and, sealed,
 the content key file) can get an object by name or key, without a local index. (Data does not
-migrate and is not replicated: the servers are where the object was put; a dead server is a miss.)
+migrate: the servers are where the object was put.) The data is stored in coded stripes (`parity`,
+skymemory.protocol.stripes; default DEFAULT_PARITY = 2): stripes of k = N - parity data chunks and
+`parity` parity chunks, each chunk of a stripe on a satellite of its own, so a get rebuilds what up
+to `parity` dead, emptied or lying satellites no longer give ("parity" in the metadata; absent: 0).
 
 Every operation has one deadline (`timeout_s`, the CLI's --timeout): it ends
 in time with the data or with a `BlockMiss` that names the satellites that did
@@ -77,7 +80,8 @@ from skymemory.link.fastpath import NOT_FOUND, SEAL_OVERHEAD
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import ChunkNotFound, SkyMemoryError
-from skymemory.store.constellation import ConstellationBlockStore, stripe_width
+from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS
+from skymemory.store.constellation import ConstellationBlockStore, check_parity, default_parity, stripe_width
 from skymemory.store.contract import BlockMiss, BlockRecord
 from skymemory.store.object_homes import DEFAULT_REPLICAS, home_satellites
 from skymemory.store.progress import watch
@@ -93,6 +97,10 @@ PLAIN_META_VERSION = 1  # in the clear (--no-seal, and everything stored before 
 VERSION_BYTES = 16
 DEFAULT_TIMEOUT_S = 30.0
 RTO_S = 0.2  # the fast path resends what is unanswered after this long; the deadline, not a count, ends it
+ALIVE_WAIT_S = 0.3  # a repair's wait for a satellite's NOOP (three tries) before it counts it dead
+# what a put writes in the metadata (a repair writes them again, with the servers it moved chunks to)
+META_FIELDS = ("v", "name", "key", "version", "size", "sha256", "chunk_bytes", "chunk_count", "parity", "servers",
+               "created_ms")
 CLEANUP_SHARE = 0.25  # of a put's deadline kept for evicting what a failed put stored (at most CLEANUP_MAX_S)
 CLEANUP_MAX_S = 1.0
 # Once one home's copy of the metadata opened, how long a get waits for the other homes' (for the newest
@@ -160,6 +168,13 @@ def _well_formed(meta: dict | None, key: bytes, v: int) -> bool:
     servers = meta.get("servers")
     if not isinstance(servers, list) or not servers or not all(
             isinstance(s, list) and len(s) == 2 and all(isinstance(x, int) for x in s) for s in servers):
+        return False
+    repaired = meta.get("repaired_ms", 0)  # when a repair moved chunks (absent: never)
+    if not isinstance(repaired, int) or isinstance(repaired, bool) or repaired < 0:
+        return False
+    parity = meta.get("parity", 0)  # coded stripes' m (metadata from before them has none: 0)
+    if not isinstance(parity, int) or isinstance(parity, bool) or not 0 <= parity < min(len(servers),
+                                                                                         MAX_STRIPE_CHUNKS):
         return False
     if v == META_VERSION:
         version = meta.get("version")
@@ -234,12 +249,15 @@ class ObjectStore:
                  capture: list[bytes] | None = None, *, route: str = DEFAULT_ROUTE,
                  timeout_s: float = DEFAULT_TIMEOUT_S, replicas: int = DEFAULT_REPLICAS,
                  pace_mbps: float | None = None, say: Callable[[str], None] | None = None,
-                 seal: bool = True) -> None:
+                 seal: bool = True, parity: int | None = None) -> None:
         """`pace_mbps`: each ground link's rate in Mbit/s (None: the manifest's emulated bandwidth, if any;
         0: unpaced). `say`: where progress and the reasons of failures go (the CLI's -v), or None.
         `seal`: data and metadata sealed under the manifest's content keys (False: in the clear, "v": 1, as
-        before sealing; for benchmarks that compare)."""
+        before sealing; for benchmarks that compare). `parity`: parity chunks per coded stripe of the data
+        (skymemory.protocol.stripes; None: DEFAULT_PARITY, fewer when too few satellites; 0: none)."""
         n_servers = stripe_width(n_servers, manifest.planes * manifest.sats, say)
+        parity = default_parity(n_servers) if parity is None else parity
+        self.parity = check_parity(parity, n_servers, say)
         if not timeout_s > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout_s}")
         if pace_mbps is not None and not pace_mbps >= 0:
@@ -289,13 +307,14 @@ class ObjectStore:
 
     # ---- the chunks: the block store's fast path, within the deadline -------------------------
     @contextlib.contextmanager
-    def _store(self, servers, deadline: Deadline):
+    def _store(self, servers, deadline: Deadline, parity: int = 0):
         left = deadline.left()
         # as many resends as fit in the deadline: a busy link must not run a fixed count out early
         fast = {"rto_s": RTO_S, "retries": min(1000, math.ceil(left / RTO_S) + 1)}
         store = ConstellationBlockStore.from_manifest(self.m, servers, route=self.route, seal=self.seal,
                                                       client_options=self.client_options, request_timeout_s=left,
-                                                      fast_options=fast, pace_Bps=self.pace_Bps(servers))
+                                                      fast_options=fast, pace_Bps=self.pace_Bps(servers),
+                                                      parity=parity)
         store.client.capture = self.capture
         try:
             yield store
@@ -350,6 +369,30 @@ class ObjectStore:
             outcome.setdefault(h, TimeoutError(f"{h} did not answer"))
         return outcome
 
+    def _write_meta(self, key: bytes, meta: dict, homes: list[Sat], deadline: Deadline, sealer,
+                    label: str) -> tuple[list[Sat], list[Sat]]:
+        """Store the metadata (sealed with `sealer`, unless None) on every home at once; (homes that took it,
+        homes that did not). BlockMiss("timeout") when none did."""
+        blob = json.dumps(meta, separators=(",", ":")).encode()
+        want = meta_hash(key)
+        if sealer is not None:
+            blob = sealer.seal_chunk(want, 0, 1, len(blob), blob)
+        if len(blob) > self.m.chunk_size:
+            raise ValueError(f"metadata of {len(blob)} bytes does not fit one {self.m.chunk_size}-byte chunk")
+
+        async def store_copy(client: SkyMemoryClient, home: Sat) -> None:
+            await client.set_chunk(home, want, 0, 1, blob, created_ms=meta["created_ms"])
+
+        outcome = asyncio.run(self._each_home(homes, store_copy, deadline, first_wins=False))
+        stored = [h for h in homes if not isinstance(outcome[h], BaseException)]
+        failed = [h for h in homes if h not in stored]
+        for h in failed:
+            self._tell(f"{label}: home {h} did not take the metadata: {outcome[h]}")
+        if not stored:
+            raise BlockMiss("timeout", f"the metadata could not be stored on any of its home satellites "
+                            f"{_sats(homes)} within {self.timeout_s:g} s")
+        return stored, failed
+
     # ---- put ---------------------------------------------------------------------------------
     def put(self, name: str, data: bytes) -> dict:
         """Store `data` under `name`; the metadata goes to every home. When the chunks or every copy of the
@@ -387,7 +430,7 @@ class ObjectStore:
         try:
             digest = pool.submit(lambda: hashlib.sha256(data).hexdigest())
             previous = pool.submit(self._previous, key, sealer, homes, work) if sealer is not None else None
-            with self._store(servers, work) as store, watch(store, "put", "acknowledged", self.say):
+            with self._store(servers, work, self.parity) as store, watch(store, "put", "acknowledged", self.say):
                 rec = store.put_block(block, data)
             sha256 = digest.result()
             old = previous.result() if previous is not None else None
@@ -398,27 +441,10 @@ class ObjectStore:
             self._tell(f"put: chunks stored ({stats.packets_tx} packets sent, {stats.retransmits} resends)")
         meta = {"v": PLAIN_META_VERSION if sealer is None else META_VERSION, "name": name, "key": key.hex(),
                 **({"version": version.hex()} if sealer is not None else {}), "size": len(data), "sha256": sha256,
-                "chunk_bytes": rec.chunk_bytes, "chunk_count": rec.chunk_count,
+                "chunk_bytes": rec.chunk_bytes, "chunk_count": rec.chunk_count, "parity": rec.parity,
                 "servers": [list(s) for s in servers], "created_ms": rec.created_ms}
-        blob = json.dumps(meta, separators=(",", ":")).encode()
-        want = meta_hash(key)
-        if sealer is not None:
-            blob = sealer.seal_chunk(want, 0, 1, len(blob), blob)
-        if len(blob) > self.m.chunk_size:
-            raise ValueError(f"metadata of {len(blob)} bytes does not fit one {self.m.chunk_size}-byte chunk")
-
-        async def store_copy(client: SkyMemoryClient, home: Sat) -> None:
-            await client.set_chunk(home, want, 0, 1, blob, created_ms=rec.created_ms)
-
         sent_meta.append(True)
-        outcome = asyncio.run(self._each_home(homes, store_copy, work, first_wins=False))
-        stored = [h for h in homes if not isinstance(outcome[h], BaseException)]
-        failed = [h for h in homes if h not in stored]
-        for h in failed:
-            self._tell(f"put: home {h} did not take the metadata: {outcome[h]}")
-        if not stored:
-            raise BlockMiss("timeout", f"the metadata could not be stored on any of its home satellites "
-                            f"{_sats(homes)} within {self.timeout_s:g} s")
+        stored, failed = self._write_meta(key, meta, homes, work, sealer, "put")
         meta["homes"] = [list(h) for h in stored]
         meta["homes_failed"] = [list(h) for h in failed]
         meta["sealed"] = sealer is not None
@@ -519,7 +545,8 @@ class ObjectStore:
         for h in bad_seal:
             self._tell(f"get: {outcome[h]}: not used")
         if opened:
-            home = max(opened, key=lambda h: outcome[h]["created_ms"])  # the first of the newest
+            # the first of the newest (a repair's rewrite, which names the satellites it moved chunks to, is newer)
+            home = max(opened, key=lambda h: (outcome[h]["created_ms"], outcome[h].get("repaired_ms", 0)))
             meta = outcome[home]
             meta["homes"] = [list(x) for x in homes]
             meta["answered_by"] = list(home)
@@ -572,7 +599,7 @@ class ObjectStore:
         servers = [tuple(s) for s in meta["servers"]]
         block = bytes.fromhex(meta["block"])
         rec = BlockRecord(block, meta["size"], meta["chunk_bytes"], meta["chunk_count"], meta["created_ms"],
-                          "explicit", len(servers), servers[0])
+                          "explicit", len(servers), servers[0], meta.get("parity", 0))
         pace = self.pace_Bps(servers)
         self._tell(f"get: {meta['size']} bytes from {len(servers)} satellites (metadata from "
                    f"{tuple(meta['answered_by'])}), route {self.route}, "
@@ -581,6 +608,9 @@ class ObjectStore:
         with self._store(servers, deadline) as store, watch(store, "get", "received", self.say):
             try:
                 data, sha256 = _fetch_hashing(store, rec)
+                # coded: what was rebuilt around (chunks that did not open, or never came), for the caller to say
+                meta["rebuilt"] = store.last_transfer.rebuilt if store.last_transfer is not None else 0
+                meta["seal_failed_chunks_at"] = [list(s) for s in store.seal_failures]
             except BlockMiss as exc:
                 stats = store.last_transfer
                 if stats is not None:
@@ -600,6 +630,99 @@ class ObjectStore:
         if sha256 != meta["sha256"]:
             raise BlockMiss("checksum", "object SHA-256 does not match its metadata")
         return data, meta
+
+    # ---- repair ------------------------------------------------------------------------------
+    def repair(self, key: bytes) -> dict:
+        """Rebuild, from the rest of each stripe, the chunks of a coded object that dead or emptied satellites
+        lost. A satellite that answers but no longer holds its chunks (restarted) is given them again; one that
+        does not answer is replaced by the nearest live satellite the object does not use, and the metadata on
+        every home then names it. Returns {"name", "moved": [[old, new], ...], "refilled": [sat, ...],
+        "chunks": written}; both lists empty when nothing was lost. BlockMiss when the object cannot be read
+        (more than `parity` of a stripe's satellites lost), is uncoded, or no live satellite is left to take
+        a dead one's share."""
+        deadline = Deadline(self.timeout_s)
+        meta = self.meta(key, deadline)
+        name, parity = meta["name"], meta.get("parity", 0)
+        if not parity:
+            raise BlockMiss("uncoded", f"{name!r} is stored without parity: nothing to rebuild lost chunks from "
+                            "(put it again with --parity)")
+        servers = [tuple(s) for s in meta["servers"]]
+        block = bytes.fromhex(meta["block"])
+        held = asyncio.run(self._holders(block, servers, meta["chunk_count"], deadline))
+        silent = [s for s in servers if held[s] is None]
+        emptied = [s for s in servers if held[s] is False]
+        report = {"name": name, "moved": [], "refilled": [list(s) for s in emptied], "chunks": 0}
+        if not silent and not emptied:
+            self._tell(f"repair: {name!r}: every satellite of it holds its chunks")
+            return report
+        spares = asyncio.run(self._live_spares(servers, len(silent), deadline)) if silent else []
+        if len(spares) < len(silent):
+            raise BlockMiss("no-spare", f"{name!r}: {len(silent)} of its satellites do not answer "
+                            f"({_sats(silent)}) and only {len(spares)} other satellites do")
+        self._tell(f"repair: {name!r}: silent {_sats(silent) or 'none'}, emptied {_sats(emptied) or 'none'}; "
+                   f"reading it from the rest of each stripe")
+        rec = BlockRecord(block, meta["size"], meta["chunk_bytes"], meta["chunk_count"], meta["created_ms"],
+                          "explicit", len(servers), servers[0], parity)
+        with self._store(servers, deadline) as store:
+            data, sha256 = _fetch_hashing(store, rec)
+        if sha256 != meta["sha256"]:
+            raise BlockMiss("checksum", "object SHA-256 does not match its metadata")
+        moved = dict(zip(silent, spares))
+        now_servers = [moved.get(s, s) for s in servers]
+        lost = {i for i, s in enumerate(servers) if s in moved or s in emptied}
+        ids = [c for c in range(rec.chunk_count) if c % len(servers) in lost]
+        with self._store(now_servers, deadline) as store:
+            store.restore_chunks(rec, data, ids)
+        report["chunks"], report["moved"] = len(ids), [[list(a), list(b)] for a, b in moved.items()]
+        if moved:  # the homes must name where the chunks are now
+            fields = {k: meta[k] for k in META_FIELDS if k in meta}
+            fields.update(servers=[list(s) for s in now_servers], repaired_ms=self.c.mission_ms())
+            self._write_meta(key, fields, self.homes(key), deadline, self.sealer(), "repair")
+        self._tell(f"repair: {name!r}: {len(ids)} chunks stored again "
+                   + ", ".join([f"{a} -> {b}" for a, b in moved.items()] + [f"on {s}" for s in emptied]))
+        return report
+
+    async def _holders(self, block: bytes, servers: list[Sat], chunk_count: int,
+                       deadline: Deadline) -> dict[Sat, bool | None]:
+        """Per server: True when it holds its chunks of the block, False when it answers without them, None when
+        it does not answer. A satellite keeps or drops a block's chunks whole, so its first one tells."""
+        async with self._client() as client:
+            async def one(j: int, sat: Sat) -> bool | None:
+                if not await self._answers(client, sat, deadline):
+                    return None
+                if j >= chunk_count:
+                    return True  # a block of fewer chunks than servers: nothing on this one
+                try:
+                    return await asyncio.wait_for(client.probe(sat, block, j), deadline.left()) is not None
+                except (asyncio.TimeoutError, SkyMemoryError):
+                    return None
+
+            answers = await asyncio.gather(*(one(j, s) for j, s in enumerate(servers)))
+            self._count(client.counters)
+        return dict(zip(servers, answers))
+
+    @staticmethod
+    async def _answers(client: SkyMemoryClient, sat: Sat, deadline: Deadline) -> bool:
+        """Whether `sat` answers a NOOP within a short wait (three tries): a dead satellite costs no more."""
+        try:
+            await client.noop(sat, timeout=min(ALIVE_WAIT_S, deadline.left()), retries=2)
+            return True
+        except SkyMemoryError:
+            return False
+
+    async def _live_spares(self, servers: list[Sat], n: int, deadline: Deadline) -> list[Sat]:
+        """Up to n satellites that answer and are not among `servers`, nearest first."""
+        others = [s for s in self.c.nearest(self.m.planes * self.m.sats) if s not in servers]
+        async with self._client() as client:
+            found: list[Sat] = []
+            for start in range(0, len(others), n + 2):  # a few at once, nearest first
+                batch = others[start:start + n + 2]
+                answers = await asyncio.gather(*(self._answers(client, s, deadline) for s in batch))
+                found += [s for s, ok in zip(batch, answers) if ok]
+                if len(found) >= n:
+                    break
+            self._count(client.counters)
+        return found[:n]
 
 
 def _fetch_hashing(store: ConstellationBlockStore, rec: BlockRecord) -> tuple[bytearray, str]:
