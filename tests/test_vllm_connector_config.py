@@ -138,8 +138,8 @@ def test_an_unknown_setting_is_refused_by_name(manifest, key, named):
         ConnectorConfig.from_extra({"manifest": str(manifest), key: 1}, served_model="m")
     message = str(err.value)
     assert message.startswith("unknown SkyMemory connector setting(s) ") and named in message
-    assert "known: host_tier_bytes, index_dir, kv_format, load_timeout_s, manifest, model, policy, route, seal, " \
-           "servers, station_id" in message and len(message) < 300, message
+    assert "known: host_tier_bytes, index_dir, kv_format, load_timeout_s, manifest, model, parity, policy, route, " \
+           "seal, servers, station_id" in message and len(message) < 300, message
 
 
 # ---- every setting's bad values ------------------------------------------------------------------------------
@@ -173,6 +173,7 @@ BAD = [
       for v in (0, 0.0, -1, -0.5, MAX_TIMEOUT_S + 0.001, 3601, 1e308, 10**400, NAN, INF, -INF, True, False, "10",
                 None, [10])],
     *[("seal", v, "seal must be true or false") for v in ("false", "true", "no", 0, 1, 0.0, None, [True], NAN)],
+    *[("parity", v, "parity must be a whole number 0..31") for v in (-1, 32, 1.5, True, "2", [2], NAN)],
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -65,8 +66,13 @@ def test_the_workers_stores_seal_as_the_setting_says(tmp_path, monkeypatch, seal
     opened = {}
     monkeypatch.setattr(ConstellationBlockStore, "nearest_from_manifest",
                         classmethod(lambda cls, manifest, n, **kw: opened.update(kw, n=n) or "store"))
-    assert worker.open_store(config, "the manifest", 77) == "store"
+    sky = SimpleNamespace(planes=2, sats=2)
+    assert worker.open_store(config, sky, 77) == "store"
     assert opened["seal"] is seal and opened["n"] == 3 and opened["client_options"] == {"station_id": 77}
+    assert opened["parity"] == 2  # the default: stripes of 1 + 2 over 3 satellites
+    config = ConnectorConfig.from_extra({"manifest": str(manifest), "parity": 0}, served_model="m")
+    worker.open_store(config, SimpleNamespace(planes=1, sats=2), 77)
+    assert opened["parity"] == 0 and opened["n"] == 10  # asked: none (the store stripes over the 2 there are)
     assert worker.SEALED is True  # the default, for code that names blocks without a connector's config
 
 

@@ -21,9 +21,14 @@
         "seal": true,                      # content sealed per tenant (AES-128-GCM, skymemory.protocol.seal);
                                            #   false keeps it in the clear, only so benchmarks can compare
                                            #   (its blocks are named apart: never mixed with sealed ones)
+        "parity": 2,                       # parity chunks per coded stripe of a block (skymemory.protocol.
+                                           #   stripes): any servers - parity chunks of a stripe give its data,
+                                           #   so that many satellites may die or lie and nothing is recomputed;
+                                           #   0: every chunk stored once. Default 2 (fewer when fewer than 3
+                                           #   satellites); blocks keep the layout they were stored with
     }
 
-The config itself must be a mapping (a JSON object); manifest, model and index_dir given as null take their
+The config itself must be a mapping (a JSON object); manifest, model, index_dir and parity given as null take their
 defaults (any other setting given as null is refused). Strings are
 strings (paths and the model non-empty), numbers whole or finite as said, within their bounds, and `seal` a
 JSON boolean: anything else is a ConfigError naming the setting, what it may be and the value it got.
@@ -40,6 +45,7 @@ from pathlib import Path
 from skymemory.kv.engine import KV_FORMATS, POLICIES, check_format, check_policy
 from skymemory.orbit.manifest import Manifest, ManifestError, default_manifest_path
 from skymemory.orbit.placement import MAX_SERVERS
+from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS
 from skymemory.store.routes import ROUTES, check_route
 
 DEFAULT_STATION_ID = 0x0B00  # away from the default client's 0 and the dashboard's 0x0DA5
@@ -49,7 +55,7 @@ MAX_HOST_TIER_BYTES = 1 << 40  # 1 TiB of host memory for blocks
 MAX_TIMEOUT_S = 3600.0  # a load waited for longer than an hour is not a cache hit
 MAX_TEXT = 4096  # a path (PATH_MAX) or a model name, at most this many characters
 SHOWN = 60  # characters of a bad value an error quotes
-OPTIONAL = frozenset({"manifest", "model", "index_dir"})  # null (None) for these: the default
+OPTIONAL = frozenset({"manifest", "model", "index_dir", "parity"})  # null (None) for these: the default
 
 
 log = logging.getLogger(__name__)
@@ -72,6 +78,7 @@ class ConnectorConfig:
     load_timeout_s: float = 10.0
     seal: bool = True  # both roles read it: the workers' stores seal, the roots and index entries say so
     host_tier_bytes: int = 0  # the worker's host tier (kv.tiers.HostTier), 0: none
+    parity: int | None = None  # coded stripes' m; None: store.constellation.default_parity of the stripe width
 
     @classmethod
     def from_extra(cls, extra: Mapping | None, *, served_model: str) -> "ConnectorConfig":
@@ -104,6 +111,7 @@ class ConnectorConfig:
                 load_timeout_s=_seconds(given.get("load_timeout_s", 10.0), "load_timeout_s", MAX_TIMEOUT_S),
                 seal=_flag(given.get("seal", True), "seal"),
                 host_tier_bytes=_whole(given.get("host_tier_bytes", 0), "host_tier_bytes", 0, MAX_HOST_TIER_BYTES),
+                parity=_whole(given["parity"], "parity", 0, MAX_STRIPE_CHUNKS - 1) if "parity" in given else None,
             )
         except ConfigError:
             raise

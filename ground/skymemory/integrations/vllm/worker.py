@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from skymemory.kv.engine import PagedWorker, ServedModel
 from skymemory.orbit.manifest import Manifest
-from skymemory.store.constellation import ConstellationBlockStore
+from skymemory.store.constellation import ConstellationBlockStore, default_parity, stripe_width
 
 from .config import ConnectorConfig
 
@@ -19,11 +19,13 @@ SEALED = ConnectorConfig.seal
 
 
 def open_store(config: ConnectorConfig, manifest: Manifest, station_id: int) -> ConstellationBlockStore:
-    """A store on the constellation of `manifest`, placing a block on the satellites nearest when it is set,
-    sealing what it stores unless `config.seal` is false."""
+    """A store on the constellation of `manifest`, placing a block on the satellites nearest when it is set, in
+    coded stripes of `config.parity` parity chunks, sealing what it stores unless `config.seal` is false."""
+    width = stripe_width(config.servers, manifest.planes * manifest.sats)
+    parity = default_parity(width) if config.parity is None else config.parity
     return ConstellationBlockStore.nearest_from_manifest(
         manifest, config.servers, route=config.route, seal=config.seal, client_options={"station_id": station_id},
-        request_timeout_s=config.load_timeout_s)
+        request_timeout_s=config.load_timeout_s, parity=parity)
 
 
 class ConstellationWorker(PagedWorker):
