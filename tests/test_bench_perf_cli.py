@@ -57,8 +57,8 @@ def test_defaults():
 
 def test_rounds_merge_into_one_row_per_measurement_over_all_runs():
     def row(auth, times, packets, retx):
-        return transfer._row("none", auth, "on", "auto", 6144, "16MB", "get", "C only", 16_000_000, times, packets,
-                             retx, 1)
+        return transfer._row("none", auth, "on", 0, "auto", 6144, "16MB", "get", "C only", 16_000_000, times,
+                             packets, retx, 1)
     rounds = [row("on", [0.02, 0.04], 100, 1), row("off", [0.01], 90, 0), row("on", [0.03], 120, 2)]
     merged = transfer.merge_rounds(rounds)
     assert [r["auth"] for r in merged] == ["on", "off"]
@@ -70,8 +70,8 @@ def test_rounds_merge_into_one_row_per_measurement_over_all_runs():
 
 def test_seal_costs_pair_each_sealed_measurement_with_the_same_one_in_the_clear():
     def row(seal, seconds):
-        return transfer._row("laser", "on", seal, "auto", 6144, "16MB", "get", "python+C", 16_000_000, [seconds], 10, 0,
-                             1)
+        return transfer._row("laser", "on", seal, 0, "auto", 6144, "16MB", "get", "python+C", 16_000_000, [seconds],
+                             10, 0, 1)
     table = transfer.seal_cost([row("on", 0.2), row("off", 0.16)])
     assert table.splitlines()[-1].endswith("| 100.0 | 80.0 | 80.0 % |")
     assert "openssl" not in table and transfer.seal_cost([row("on", 0.2)]) == ""
@@ -79,6 +79,23 @@ def test_seal_costs_pair_each_sealed_measurement_with_the_same_one_in_the_clear(
     assert parser().parse_args(["transfer", "--seal", "on,off"]).seal == ["on", "off"]
     with pytest.raises(SystemExit):
         parser().parse_args(["transfer", "--seal", "maybe"])
+
+
+def test_parity_costs_pair_each_coded_measurement_with_the_same_one_uncoded(tmp_path):
+    def row(parity, seconds):
+        return transfer._row("laser", "on", "on", parity, "auto", 6144, "16MB", "set", "python+C", 16_000_000,
+                             [seconds], 10, 0, 1)
+    table = transfer.parity_cost([row(2, 0.25), row(0, 0.2)])
+    assert table.splitlines()[-1].endswith("| 2 | 80.0 | 64.0 | 80.0 % |")
+    assert transfer.parity_cost([row(0, 0.2)]) == ""
+    assert parser().parse_args(["transfer"]).parity == [0]
+    assert parser().parse_args(["transfer", "--parity", "0,2"]).parity == [0, 2]
+    for bad in ("-1", "32", "2,2", "x"):
+        with pytest.raises(SystemExit):
+            parser().parse_args(["transfer", "--parity", bad])
+    a = parser().parse_args(["transfer", "--servers", "2", "--parity", "2", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="parity 2 needs at least 3 satellites"):
+        a.func(a)
 
 
 def test_one_fit_length_is_refused_before_any_work(tmp_path):

@@ -41,6 +41,10 @@ and in the clear, on the same constellation, alternating by round like --auth; t
 table gives sealed goodput as a share of unsealed, and the run prints `openssl speed -evp
 aes-128-gcm` on this CPU (one core) as the ceiling sealing cannot beat. The C-only ceiling
 (bench_transfer) moves unsealed chunks: it is measured with sealing off only.
+
+`--parity 0,2` measures each case uncoded and in coded stripes of servers - 2 data + 2 parity chunks
+(skymemory.protocol.stripes), alternating by round; the closing table gives coded goodput (of the data's
+bytes: a coded set sends the parity too) as a share of uncoded. The C-only ceiling is uncoded.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ from skymemory.argtypes import input_file, output_dir
 from skymemory.launcher import keys
 from skymemory.orbit import placement
 from skymemory.protocol.auth import signer_for_manifest
+from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS
+from skymemory.store.constellation import check_parity
 from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
 
 from .options import positive_int, route_list
@@ -91,9 +97,11 @@ def bench_binary(explicit: str | None) -> Path | None:
 PLACEMENTS = ("nearest", "rotation-hop")
 
 
-def _row(profile, auth, seal, route, chunk, case, op, path, n_bytes, times, packets, retransmits, window) -> dict:
+def _row(profile, auth, seal, parity, route, chunk, case, op, path, n_bytes, times, packets, retransmits,
+         window) -> dict:
     med = statistics.median(times)
-    return {"profile": profile, "auth": auth, "seal": seal, "route": route, "chunk_bytes": chunk, "case": case,
+    return {"profile": profile, "auth": auth, "seal": seal, "parity": parity, "route": route, "chunk_bytes": chunk,
+            "case": case,
             "op": op, "path": path,
             "bytes": n_bytes,
             "median_s": med, "min_s": min(times), "goodput_MBps": n_bytes / med / 1e6,
@@ -180,10 +188,10 @@ def pick_servers(manifest, n: int, how: str) -> list[tuple[int, int]]:
 
 
 def measure_route(manifest, servers, route: str, chunk: int, cases, repeats: int, binary: Path | None,
-                  tags: tuple[str, str, str], log=print) -> list[dict]:
+                  tags: tuple[str, str, str, int], log=print) -> list[dict]:
     """Every case over one route (store.routes) with one chunk size: the Python fast path, and the
     C-only ceiling where the route goes up each server's own ground link (bench_transfer has no relay)
-    and content travels unsealed. tags = (profile, auth, seal)."""
+    and content travels unsealed and uncoded. tags = (profile, auth, seal, parity)."""
     from skymemory.protocol.seal import content_keys_for_manifest
     from skymemory.store.constellation import ConstellationBlockStore
 
@@ -193,15 +201,15 @@ def measure_route(manifest, servers, route: str, chunk: int, cases, repeats: int
     with ConstellationBlockStore(manifest.ground_addresses(), servers, chunk_bytes=chunk,
                                  mission_ms=manifest.constellation().mission_ms,
                                  via=via, bind_host=manifest.ground_host, content_keys=keys,
-                                 client_options={"signer": signer_for_manifest(manifest)}) as store:
+                                 client_options={"signer": signer_for_manifest(manifest)}, parity=tags[3]) as store:
         for case, blocks in cases:
             windows = {}
             for op, *measured in measure_python(store, case, blocks, repeats):
                 rows.append(_row(*tags, route, chunk, case, op, "python+C", *measured))
                 windows[op] = measured[-1]
                 log(_line(rows[-1]))
-            if binary is not None and via is None and keys is None:  # direct (or auto where every server has
-                # its ground link), unsealed
+            if binary is not None and via is None and keys is None and not tags[3]:  # direct (or auto where
+                # every server has its ground link), unsealed, uncoded
                 for op, *measured in measure_c(binary, manifest, servers, len(blocks[0]), len(blocks), chunk,
                                                repeats, windows["set"], windows["get"]):
                     rows.append(_row(*tags, route, chunk, case, op, "C only", *measured))
@@ -246,12 +254,14 @@ def run(args, log=print) -> list[dict]:
                     for chunk in args.chunk_sizes:
                         for route in args.routes:
                             for seal in (args.seal if round_no % 2 == 0 else args.seal[::-1]):
-                                rows += measure_route(manifest, servers, route, chunk, cases, args.repeats, binary,
-                                                      (profile.name, auth, seal), log)
+                                for parity in (args.parity if round_no % 2 == 0 else args.parity[::-1]):
+                                    rows += measure_route(manifest, servers, route, chunk, cases, args.repeats,
+                                                          binary, (profile.name, auth, seal, parity), log)
     return merge_rounds(rows)
 
 
-ROW_KEY = ("profile", "auth", "seal", "route", "chunk_bytes", "case", "op", "path")  # what one measurement is of
+# what one measurement is of
+ROW_KEY = ("profile", "auth", "seal", "parity", "route", "chunk_bytes", "case", "op", "path")
 
 
 def _pairs(rows: list[dict], field: str, base: str, other: str):
@@ -295,6 +305,20 @@ def seal_cost(rows: list[dict]) -> str:
                    f"{r['goodput_MBps'] / o['goodput_MBps'] * 100:.1f} % |" for r, o in _pairs(rows, "seal", "off", "on")])
 
 
+def parity_cost(rows: list[dict]) -> str:
+    """Each coded measurement beside the same one uncoded (same run): goodput coded / uncoded (of the data's bytes:
+    a coded set also sends the parity)."""
+    coded = sorted({r["parity"] for r in rows if r["parity"]})
+    lines = []
+    for m in coded:
+        lines += [f"| {r['profile']} | {r['auth']} | {r['seal']} | {r['chunk_bytes']} | {r['case']} | {r['op']} | "
+                  f"{m} | {o['goodput_MBps']:.1f} | {r['goodput_MBps']:.1f} | "
+                  f"{r['goodput_MBps'] / o['goodput_MBps'] * 100:.1f} % |" for r, o in _pairs(rows, "parity", 0, m)]
+    return _table("| profile | auth | seal | chunk B | case | op | parity | uncoded MB/s | coded MB/s | "
+                  "coded / uncoded |",
+                  "| --- | --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |", lines)
+
+
 def openssl_speed(log=print) -> str:
     """`openssl speed -evp aes-128-gcm` on one core: the ceiling sealing cannot beat (its last lines)."""
     try:
@@ -307,7 +331,8 @@ def openssl_speed(log=print) -> str:
 
 
 def _line(r: dict) -> str:
-    return (f"  {r['profile']:6s} auth {r['auth']:3s} seal {r['seal']:3s} {r['route']:6s} chunk {r['chunk_bytes']:6d}  "
+    return (f"  {r['profile']:6s} auth {r['auth']:3s} seal {r['seal']:3s} parity {r['parity']} {r['route']:6s} "
+            f"chunk {r['chunk_bytes']:6d}  "
             f"{r['case']:16s} {r['op']:8s} "
             f"{r['path']:8s} "
             f"{r['goodput_MBps']:8.1f} MB/s  {r['packets_per_s']:9.0f} pkt/s  median {r['median_s'] * 1000:8.2f} ms"
@@ -315,11 +340,12 @@ def _line(r: dict) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| profile | auth | seal | route | chunk B | case | op | path | window MiB | goodput MB/s | packets/s | "
-             "median ms | retransmits |",
-             "| --- | --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| profile | auth | seal | parity | route | chunk B | case | op | path | window MiB | goodput MB/s | "
+             "packets/s | median ms | retransmits |",
+             "| --- | --- | --- | ---: | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        lines.append(f"| {r['profile']} | {r['auth']} | {r['seal']} | {r['route']} | {r['chunk_bytes']} | {r['case']} | "
+        lines.append(f"| {r['profile']} | {r['auth']} | {r['seal']} | {r['parity']} | {r['route']} | "
+                     f"{r['chunk_bytes']} | {r['case']} | "
                      f"{r['op']} | {r['path']} | "
                      f"{r.get('window_bytes', 0) / 2**20:.1f} | "
                      f"{r['goodput_MBps']:.1f} | {r['packets_per_s']:.0f} | {r['median_s'] * 1000:.2f} | "
@@ -360,8 +386,18 @@ def register(subparsers) -> None:
     p.add_argument("--seal", type=_auth_modes, default=["on"],
                    help="on (default), off or on,off: content sealed (AES-128-GCM, as every store seals it) and/or "
                         "in the clear; with both, the closing table compares them")
+    p.add_argument("--parity", type=_parity_list, default=[0],
+                   help="parity chunks per coded stripe, comma-separated (default 0: uncoded; e.g. 0,2): each case "
+                        "is measured with each, and with 0 and another a closing table compares them")
     p.add_argument("--out", type=output_dir, default="out/bench-transfer", help="output directory (JSON, markdown)")
     p.set_defaults(func=_main)
+
+
+def _parity_list(text: str) -> list[int]:
+    values = _int_list(text, 0, MAX_STRIPE_CHUNKS - 1, "--parity")
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"--parity: a value given twice in {text!r}")
+    return values
 
 
 def _auth_modes(text: str) -> list[str]:
@@ -384,6 +420,11 @@ def _main(args) -> int:
         args.profiles = parse_profiles(args.profiles)
     if args.servers > args.planes * args.sats:
         raise SystemExit(f"--servers {args.servers} exceeds the {args.planes * args.sats} satellites")
+    for parity in args.parity:
+        try:
+            check_parity(parity, args.servers, say=None)
+        except ValueError as exc:
+            raise SystemExit(f"--parity {parity}: {exc}") from None
     if args.placement != "nearest":
         try:
             placement.check_fits(args.placement, args.servers, args.planes, args.sats)
@@ -404,6 +445,9 @@ def _main(args) -> int:
     if sealed:
         table += ("\n\nContent sealed, as a share of the goodput in the clear (same run); `openssl speed -evp "
                   "aes-128-gcm` on one core of this CPU, the ceiling:\n\n```\n" + openssl_speed() + "\n```\n\n" + sealed)
+    coded = parity_cost(rows)
+    if coded:
+        table += "\n\nCoded stripes, as a share of the goodput uncoded (same run):\n\n" + coded
     (out / "transfer.md").write_text(regenerate(command_line()) + table + "\n")
     print(table)
     print(f"wrote {out / 'transfer.json'} and {out / 'transfer.md'}")
