@@ -69,6 +69,13 @@ def test_objects_and_kv_prefixes_survive_the_two_busiest_satellites_killed(sky, 
             for h in manager.add_blocks(prompt).hashes:
                 records.append(manager.index.get(h).record)
         assert all(r.parity == PARITY and r.stripe_data == 8 for r in records)
+        # a process without the index finds a block by probing it, in whatever layout it was stored
+        with ConstellationBlockStore.nearest_from_manifest(sky, 10, parity=0) as uncoded:
+            probed = uncoded.probe_block(records[0].block_hash)
+            assert (probed.parity, probed.n_bytes, probed.chunk_count) == (PARITY, records[0].n_bytes,
+                                                                           records[0].chunk_count)
+            plain = uncoded.put_block(os.urandom(32), os.urandom(50_000))
+            assert blocks.probe_block(plain.block_hash).parity == 0
         now = sky.constellation().mission_ms()
         count = holders([(m["chunk_count"], m["servers"]) for m in metas.values()]
                         + [(r.chunk_count, blocks._servers(r, now)) for r in records])

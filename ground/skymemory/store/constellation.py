@@ -652,33 +652,53 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         """Chunk 0 at the first server of the placement now (the nearest for ground strategies).
 
         Its descriptor gives the chunk count and creation time; for a block of several
-        chunks the last chunk is read too, which gives the exact size (and a block
+        chunks the last data chunk is read too, which gives the exact size (and a block
         whose last chunk is gone is reported absent, as it could not be read anyway).
+        The descriptor does not say whether the block was coded: the layouts it may have
+        (this store's parity, none, the default) are tried in turn, and sealed, the first
+        under which chunk 0 opens is the block's (the seal binds the chunk count and size).
         """
         now = self.mission_ms()
         guess = BlockRecord(block_hash, -1, self.chunk_bytes, 1, now, self.strategy, self.n_servers,
                             tuple(self.centre(now)), self.parity)
         servers = self._servers(guess, now)
+        sealer = self.sealer()
+        seal = SEAL_OVERHEAD if sealer is not None else 0  # of every chunk (the content is the rest)
         try:
             desc, data = await self.client.get_chunk_desc(servers[0], block_hash, 0)
             count = desc.chunk_count
             if count < 1:
                 return None
-            # coded (this store's parity): the last data chunk is not the last on the wire
-            layout = Stripes.from_wire(count, self.n_servers - self.parity, self.parity) if self.parity else None
-            data_chunks = layout.data_chunks if layout else count
-            last = layout.wire_id(data_chunks - 1) if layout else count - 1
-            last_len = len(data)
-            if last > 0:
-                last_len = len(await self.client.get_chunk(servers[last % len(servers)], block_hash, last))
-        except (ChunkNotFound, RequestTimeout, NakError, StripeError):
+            lengths = {0: len(data)}
+            for parity in dict.fromkeys([self.parity, 0, default_parity(self.n_servers)]):
+                try:
+                    layout = Stripes.from_wire(count, self.n_servers - parity, parity) if parity else None
+                except StripeError:
+                    continue
+                data_chunks = layout.data_chunks if layout else count
+                last = layout.wire_id(data_chunks - 1) if layout else count - 1
+                if last not in lengths:
+                    lengths[last] = len(await self.client.get_chunk(servers[last % len(servers)], block_hash, last))
+                chunk_bytes = len(data) if data_chunks > 1 else self.chunk_bytes
+                if lengths[last] < seal:
+                    continue
+                n_bytes = (data_chunks - 1) * (chunk_bytes - seal) + lengths[last] - seal
+                if sealer is None or self._opens(sealer, block_hash, count, n_bytes, data):
+                    return replace(guess, chunk_count=count, created_ms=desc.created_ms, chunk_bytes=chunk_bytes,
+                                   n_bytes=n_bytes, parity=parity)
+        except (ChunkNotFound, RequestTimeout, NakError):
             return None
-        chunk_bytes = len(data) if data_chunks > 1 else self.chunk_bytes
-        seal = SEAL_OVERHEAD if self.sealed else 0  # of every chunk (the content is the rest)
-        if last_len < seal:
-            return None
-        return replace(guess, chunk_count=count, created_ms=desc.created_ms, chunk_bytes=chunk_bytes,
-                       n_bytes=(data_chunks - 1) * (chunk_bytes - seal) + last_len - seal)
+        return None
+
+    @staticmethod
+    def _opens(sealer, block_hash: bytes, chunk_count: int, n_bytes: int, chunk0: bytes) -> bool:
+        from skymemory.protocol.seal import SealError
+
+        try:
+            sealer.open_chunk(block_hash, 0, chunk_count, n_bytes, chunk0)
+            return True
+        except SealError:
+            return False
 
     async def _evict(self, record: BlockRecord) -> None:
         servers = self._servers(record, self.mission_ms())
