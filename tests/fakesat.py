@@ -30,6 +30,7 @@ class FakeSatellite:
         self.duplicate_replies = False  # send every reply twice
         self.corrupt_replies = 0  # flip a data byte in the next N DATA replies
         self.busy_replies = 0  # answer NAK BUSY to the next N requests
+        self.reply_gap_s = 0.0  # pause before each reply (a slow satellite that still answers)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -54,6 +55,8 @@ class FakeSatellite:
                 self.drop_requests -= 1
                 continue
             for reply in self._answer(wire.decode_command(data)):
+                if self.reply_gap_s:  # a slow satellite: every reply after a pause
+                    self._stop.wait(self.reply_gap_s)
                 self.sock.sendto(reply, addr)
                 if self.duplicate_replies:
                     self.sock.sendto(reply, addr)

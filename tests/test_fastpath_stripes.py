@@ -33,7 +33,7 @@ def sats():
 
 
 def transfer(sats, **kw):
-    return BulkTransfer({s.me: s.address for s in sats}, rto_s=0.05, deadline_s=10, retries=4, **kw)
+    return BulkTransfer({s.me: s.address for s in sats}, **{"rto_s": 0.05, "deadline_s": 10, "retries": 4, **kw})
 
 
 def job(sats, payload, *, buf=None, sealed=False, chunk=CHUNK):
@@ -73,6 +73,7 @@ def test_a_healthy_get_asks_no_parity(sats):
     assert bytes(got.buf) == payload and got.complete()
     assert stats.parity_asked == 0 and stats.rebuilt == 0
     assert set(np.unique(got.status)) <= {OK, UNNEEDED}
+    assert stats.packets_tx == K  # one GET_CHUNKS per data satellite: none for the parity
 
 
 @pytest.mark.parametrize("dead", [(0, 1), (0, 4), (3, 4), (2,)])
@@ -83,7 +84,7 @@ def test_m_silent_satellites_cost_only_their_share(sats, dead):
         sats[i].drop_requests = 10**9  # alive on the socket, answering nothing
     got = job(sats, payload, buf=bytearray(len(payload)))
     prefix = np.zeros(1, dtype=np.uint32)
-    stats = transfer(sats).get([got], prefix=prefix)
+    stats = transfer(sats, rto_s=2.0, hedge_s=0.05).get([got], prefix=prefix)  # a resend would take 2 s
     assert bytes(got.buf) == payload and got.complete()
     assert int(prefix[0]) == got.data_chunk_count
     data_lost = [i for i in dead if i < K]
@@ -91,12 +92,25 @@ def test_m_silent_satellites_cost_only_their_share(sats, dead):
     assert stats.retransmits == 0  # parity asked on silence, before any resend was due
 
 
+def test_a_slow_satellite_is_not_waited_for(sats):
+    """Satellite 1 answers, but slowly (a pause before each reply: never silent); each stripe whose other chunks
+    came is completed from its parity rather than waiting for it."""
+    payload = os.urandom(20_500)
+    stored(sats, payload)
+    sats[1].reply_gap_s = 0.2  # its 7 chunks would take 1.4 s
+    got = job(sats, payload, buf=bytearray(len(payload)))
+    stats = transfer(sats, rto_s=2.0, hedge_s=0.02).get([got])
+    assert bytes(got.buf) == payload and got.complete()
+    assert stats.parity_asked > 0 and stats.rebuilt > 0 and stats.retransmits == 0
+    assert np.count_nonzero(got.status[1::K + M] == OK) < 7  # satellite 1's chunks were not all waited for
+
+
 def test_an_emptied_satellite_is_answered_by_parity_at_once(sats):
     payload = os.urandom(20_500)
     stored(sats, payload)
     sats[1].store.clear()  # restarted: answers NOT_FOUND
     got = job(sats, payload, buf=bytearray(len(payload)))
-    stats = transfer(sats, hedge_s=5.0).get([got])  # no silence: the refusals alone ask the parity
+    stats = transfer(sats, rto_s=2.0, hedge_s=5.0).get([got])  # no silence: the refusals alone ask the parity
     assert bytes(got.buf) == payload and got.complete()
     assert stats.rebuilt >= 7 and stats.retransmits == 0  # more when parity came before another data chunk
     assert list(got.data_status()).count(NOT_FOUND | REBUILT) == 7  # satellite 1's data chunks: one in each stripe

@@ -134,9 +134,13 @@ typedef struct {
     uint8_t *parity;  /* stripes * m chunks of content bytes: set's parity, where get's parity lands */
     uint8_t *tail;    /* the last data chunk padded to a whole chunk, when it is short */
     uint8_t *state;   /* get: per stripe, STRIPE_* */
+    double *arrived;  /* get: per stripe, when its latest chunk came (0: none yet) */
     uint32_t *req_of; /* get: per chunk on the wire, the request that asks it */
 } coded_t;
 
+/* A stripe waits at least this long after its latest chunk before it asks its parity: chunks of one stripe come
+ * from different satellites, and a healthy one a little behind the others must not cost a parity request. */
+#define STALL_MIN_S 0.02
 #define STRIPE_PARITY_ASKED 1u
 #define STRIPE_RESOLVED     2u /* complete (data all in, or rebuilt) or lost: nothing more waited for */
 
@@ -247,14 +251,15 @@ static coded_t *coded_new(const skymem_bulk_block_t *blocks, uint32_t n_blocks, 
         c[i].parity = malloc((uint64_t)c[i].l.stripes * c[i].l.m * per);
         c[i].tail = malloc(per);
         c[i].state = for_get ? calloc(c[i].l.stripes, 1) : NULL;
+        c[i].arrived = for_get ? calloc(c[i].l.stripes, sizeof *c[i].arrived) : NULL;
         c[i].req_of = for_get ? calloc(b->chunk_count, sizeof *c[i].req_of) : NULL;
-        ok = c[i].parity && c[i].tail && (!for_get || (c[i].state && c[i].req_of));
+        ok = c[i].parity && c[i].tail && (!for_get || (c[i].state && c[i].arrived && c[i].req_of));
     }
     *zeros = ok ? calloc(widest, 1) : NULL;
     if (ok && *zeros)
         return c;
     for (uint32_t i = 0; c && i < n_blocks; i++) {
-        free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].req_of);
+        free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].arrived); free(c[i].req_of);
     }
     free(c);
     return NULL;
@@ -263,7 +268,7 @@ static coded_t *coded_new(const skymem_bulk_block_t *blocks, uint32_t n_blocks, 
 static void coded_free(coded_t *c, uint32_t n_blocks, uint8_t *zeros)
 {
     for (uint32_t i = 0; c && i < n_blocks; i++) {
-        free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].req_of);
+        free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].arrived); free(c[i].req_of);
     }
     free(c);
     free(zeros);
@@ -433,6 +438,22 @@ typedef struct {
  * stream's first layers still come first, and its whole prefix takes a few waves of requests rather than one
  * per layer (a request per block per server per wave: one layer a wave asked 22 times as many as a fetch,
  * and streamed 1.3-1.4x slower; BENCHMARKS.md, "Streaming at fetch speed"). */
+static void add_req(get_req_t *out, uint32_t *n, uint32_t block, uint32_t server, uint32_t first, uint32_t count,
+                    uint32_t stride)
+{
+    if (out) {
+        get_req_t *r = &out[*n];
+        memset(r, 0, sizeof *r);
+        r->block = block;
+        r->server = server;
+        r->first = first;
+        r->count = count;
+        r->stride = stride;
+        r->missing = count;
+    }
+    (*n)++;
+}
+
 static uint32_t build_get_reqs(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave, int doubling,
                                get_req_t *out)
 {
@@ -444,25 +465,25 @@ static uint32_t build_get_reqs(const skymem_bulk_block_t *blocks, uint32_t n_blo
     for (uint32_t lo = 0; lo < max_chunks; lo += w, w = doubling && w < max_chunks ? 2 * w : w) { /* waves ... */
         for (uint32_t b = 0; b < n_blocks; b++) {                 /* ... then blocks ... */
             const skymem_bulk_block_t *bl = &blocks[b];
-            uint32_t hi = lo + w < bl->chunk_count ? lo + w : bl->chunk_count;
-            for (uint32_t k = 0; k < bl->n_servers && lo < hi; k++) { /* ... then servers */
-                uint32_t first = lo + (k + bl->n_servers - lo % bl->n_servers) % bl->n_servers;
-                while (first < hi) {
-                    uint32_t count = (hi - first + bl->n_servers - 1) / bl->n_servers;
-                    if (count > SKYMEM_MAX_GET_CHUNKS)
-                        count = SKYMEM_MAX_GET_CHUNKS;
-                    if (out) {
-                        get_req_t *r = &out[n];
-                        memset(r, 0, sizeof *r);
-                        r->block = b;
-                        r->server = bl->server0 + k;
-                        r->first = first;
-                        r->count = count;
-                        r->stride = bl->n_servers;
-                        r->missing = count;
+            skymem_stripe_layout_t l; /* coded: each parity chunk a request of its own, asked only when needed */
+            int parity_apart = coded(bl) && skymem_stripe_layout_wire(bl->stripe_k, bl->stripe_m, bl->chunk_count,
+                                                                      &l) == 0;
+            uint32_t hi = lo + w < bl->chunk_count ? lo + w : bl->chunk_count, stride = bl->n_servers;
+            for (uint32_t k = 0; k < stride && lo < hi; k++) { /* ... then servers */
+                uint32_t id = lo + (k + stride - lo % stride) % stride;
+                while (id < hi) {
+                    if (parity_apart && skymem_stripe_data_index(&l, id) == SKYMEM_STRIPE_NO_DATA) {
+                        add_req(out, &n, b, bl->server0 + k, id, 1, stride);
+                        id += stride;
+                        continue;
                     }
-                    n++;
-                    first += count * bl->n_servers;
+                    uint32_t first = id, count = 0;
+                    while (id < hi && count < SKYMEM_MAX_GET_CHUNKS &&
+                           !(parity_apart && skymem_stripe_data_index(&l, id) == SKYMEM_STRIPE_NO_DATA)) {
+                        count++;
+                        id += stride;
+                    }
+                    add_req(out, &n, b, bl->server0 + k, first, count, stride);
                 }
             }
         }
@@ -909,6 +930,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     o->first_reply_s = tr - start;
                 r->last = heard[r->server] = tr;
                 req_settled(&g, r, b->chunk_bytes);
+                if (coded(b))
+                    c->arrived[cid / c->l.n] = tr;
                 if (coded(b) && stripe_update(&g, b, c, zeros, cid / c->l.n, sealed,
                                               b->status[cid] != SKYMEM_BULK_OK, o) != 0) {
                     rc = SKYMEM_BULK_E_ARG;
@@ -934,6 +957,21 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 rc = SKYMEM_BULK_E_ARG;
                 goto out;
             }
+        }
+        /* ... and a stripe some of whose chunks came, then none for a few round trips (at most hedge_s): the
+         * rest are on a slow satellite (answering, so never silent) or lost on the way; its parity is asked
+         * rather than waited for */
+        double stall_s = 4 * o->first_reply_s < STALL_MIN_S ? STALL_MIN_S : 4 * o->first_reply_s;
+        stall_s = stall_s < o->hedge_s ? stall_s : o->hedge_s;
+        for (uint32_t b = 0; any_coded && o->hedge_s > 0 && b < n_blocks; b++) {
+            coded_t *c = &cod[b];
+            for (uint32_t s = 0; coded(&blocks[b]) && s < c->l.stripes; s++)
+                if (c->arrived[s] > 0 && t - c->arrived[s] >= stall_s &&
+                    !(c->state[s] & (STRIPE_RESOLVED | STRIPE_PARITY_ASKED)) &&
+                    stripe_update(&g, &blocks[b], c, zeros, s, sealed, 1, o) != 0) {
+                    rc = SKYMEM_BULK_E_ARG;
+                    goto out;
+                }
         }
         /* 5. re-ask for overdue requests (only their missing span), and at once for reopened ones */
         nt = 0;

@@ -26,9 +26,11 @@
  * a scratch buffer of its own, and a stripe is done as soon as its first r intact chunks are in (r: its
  * data chunks): any that are missing are rebuilt then (REBUILT), and the stripe's other chunks are no
  * longer waited for (UNNEEDED). A get asks a stripe's parity (HELD until then) only when one of its data
- * chunks is refused, fails its seal, or its request has gone hedge_s without an answer (hedge_s 0: with
- * the data, from the start): a healthy constellation sends no parity, and a dead or slow satellite costs
- * hedge_s and a round trip, not the retries of a timeout.
+ * chunks is refused or fails its seal, when the satellite of one has answered nothing for hedge_s while
+ * asked (dead), or when some of the stripe's chunks came and then none for four round trips (the first
+ * reply's time; at least 20 ms, at most hedge_s: the rest are on a slow satellite); hedge_s 0: with the data,
+ * from the start. Each parity chunk is a request of its own, so a stripe asks only its own. A healthy constellation is sent no parity request,
+ * and a dead or slow satellite costs hedge_s and a round trip, not the retries of a timeout.
  */
 #ifndef SKYMEM_BULK_H
 #define SKYMEM_BULK_H

@@ -115,3 +115,16 @@ uint32_t skymem_stripe_wire_id(const skymem_stripe_layout_t *l, uint32_t d)
 {
     return (d / l->k) * l->n + d % l->k;
 }
+
+int skymem_stripe_layout_wire(uint32_t k, uint32_t m, uint32_t wire, skymem_stripe_layout_t *out)
+{
+    if (k < 1 || (uint64_t)k + m > MAX_N)
+        return -1;
+    uint32_t n = k + m, full = wire / n, rest = wire % n;
+    if (rest != 0 && rest <= m)
+        return -1; /* a last stripe of parity only */
+    uint64_t data = (uint64_t)full * k + (rest ? rest - m : 0);
+    if (data > UINT32_MAX || skymem_stripe_layout(k, m, (uint32_t)data, out) != 0)
+        return -1;
+    return skymem_stripe_wire_chunks(out) == wire ? 0 : -1;
+}

@@ -48,6 +48,9 @@ typedef struct {
 /* 0, or -1 when k, m or data are out of range (k >= 1, k + m <= SKYMEM_STRIPE_MAX_CHUNKS, data >= 1) or the
  * wire's chunk count would not fit 32 bits. */
 int skymem_stripe_layout(uint32_t k, uint32_t m, uint32_t data, skymem_stripe_layout_t *out);
+/* The layout of a block the satellites hold as `wire` chunks (protocol/stripes.py's Stripes.from_wire): 0, or -1
+ * when no block in stripes of k + m has that many. */
+int skymem_stripe_layout_wire(uint32_t k, uint32_t m, uint32_t wire, skymem_stripe_layout_t *out);
 /* Chunks the satellites hold: data + stripes * m. */
 uint32_t skymem_stripe_wire_chunks(const skymem_stripe_layout_t *l);
 /* Data chunks in stripe s (k, or fewer in the last). */
