@@ -123,3 +123,18 @@ def test_after_a_repair_m_more_satellites_may_die(sky, tmp_path):
 
 def sats_named(line: str) -> set:
     return {(int(p), int(s)) for p, s in re.findall(r"\((\d+), (\d+)\)", line)}
+
+
+def test_bench_faults_stripe_cells_are_never_wrong(node_built):
+    """`skymemory bench faults --cells dead,slow10x` on a small constellation: coded blocks read whole with two
+    satellites dead and with one slow, uncoded ones whole or cleanly missed; nothing wrong, nothing hung."""
+    from skymemory.bench import stripe_faults
+
+    dead = stripe_faults.run_cell("dead", 2, 3, blocks=2, block_bytes=150_000, parity=2, repeats=1)
+    slow = stripe_faults.run_cell("slow10x", 2, 3, blocks=2, block_bytes=150_000, parity=2, repeats=2)
+    rows = {(r.cell, r.parity): r for r in dead + slow}
+    assert rows["dead", 2].exact == 2 and rows["dead", 2].rebuilt > 0
+    assert rows["dead", 0].miss == 2  # every uncoded block had chunks on the dead
+    assert rows["slow10x", 0].exact == rows["slow10x", 2].exact == 4
+    assert all(r.wrong == r.hung == 0 for r in rows.values())
+    assert "| dead | 2 | 2 | 2 | 0 | 0 | 0 |" in stripe_faults.table(dead + slow)

@@ -30,5 +30,6 @@ Modules (one idea each):
   auth          what command authentication costs: sets/s and gets/s with and without it
   dashboard     what the dashboard costs the satellites: each node's CPU time with and without it
   faults        the fault-injection matrix: every operation exact, cleanly missed or cleanly failed
+  stripe_faults  faults' block cells: coded stripes against uncoded with m satellites dead or one slow
   soak          a full constellation under mixed load for a fixed time, with rotation
 """

@@ -21,6 +21,9 @@ Outcomes:
     skymemory bench faults [--cells loss1,kill] [--blocks 24]
 
 prints one table row per cell; exits 1 if any cell has wrong > 0.
+
+The cells `dead` and `slow10x` are whole blocks in coded stripes against uncoded ones, through the C fast
+path: m (--parity) satellites killed, or one satellite ten times slower (bench.stripe_faults).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from skymemory.argtypes import int_range, nonnegative_int
 from skymemory.launcher.cluster import Cluster
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol import auth, wire
+
+from . import stripe_faults
 
 # name -> node flags
 CELLS: dict[str, list[str]] = {
@@ -247,14 +252,22 @@ def table(results: dict[str, tuple[Tally, float]]) -> str:
     return "\n".join("  ".join(str(v).rjust(w) for v, w in zip(r, widths)) for r in rows)
 
 
+ALL_CELLS = (*CELLS, *stripe_faults.CELLS)
+
+
 def _arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("--cells", default=",".join(CELLS), help=f"comma-separated, from {','.join(CELLS)}")
+    p.add_argument("--cells", default=",".join(ALL_CELLS), help=f"comma-separated, from {','.join(ALL_CELLS)}")
     p.add_argument("--planes", type=int_range(1, 1024), default=3)
     p.add_argument("--sats", type=int_range(1, 1024), default=3)
     p.add_argument("--blocks", type=int_range(1, 100_000), default=24)
     p.add_argument("--chunks", type=int_range(1, 4096), default=4)
     p.add_argument("--chunk-bytes", type=int_range(1, 60000), default=6144)
     p.add_argument("--seed", type=nonnegative_int, default=1)
+    p.add_argument("--parity", type=int_range(1, 8), default=2,
+                   help="dead and slow10x: parity chunks per stripe of the coded blocks (and satellites killed in dead)")
+    p.add_argument("--block-bytes", type=int_range(1, 64 << 20), default=2_000_000,
+                   help="dead and slow10x: bytes of each block (--blocks of them)")
+    p.add_argument("--repeats", type=int_range(1, 1000), default=5, help="slow10x: reads of every block")
     p.add_argument("--auth", choices=("on", "off"), default="on",
                    help="every cell with its satellites keyed and every request and reply signed (default on, as "
                         "the launcher starts a constellation)")
@@ -270,19 +283,32 @@ def register(subparsers) -> None:
 
 def _main(a, p: argparse.ArgumentParser) -> int:
     cells = [c for c in a.cells.split(",") if c]
-    unknown = [c for c in cells if c not in CELLS]
+    unknown = [c for c in cells if c not in ALL_CELLS]
     if unknown:
-        p.error(f"unknown cells {unknown}; choose from {list(CELLS)}")
+        p.error(f"unknown cells {unknown}; choose from {list(ALL_CELLS)}")
+    if a.parity >= a.planes * a.sats:
+        p.error(f"--parity {a.parity} needs more than {a.parity} satellites; the constellation has "
+                f"{a.planes * a.sats}")
     for name, v in (("--planes", a.planes), ("--sats", a.sats), ("--blocks", a.blocks), ("--chunks", a.chunks)):
         if v < 1:
             p.error(f"{name} must be >= 1")
     if not 1 <= a.chunk_bytes <= wire.SKYMEM_DEFAULT_CHUNK_DATA:
         p.error(f"--chunk-bytes must be 1..{wire.SKYMEM_DEFAULT_CHUNK_DATA}")
-    results = run_matrix(cells, a.planes, a.sats, a.blocks, a.chunks, a.chunk_bytes, a.seed, a.auth == "on")
-    print(f"authentication {a.auth} in every cell")
-    print(table(results))
+    chunk_cells = [c for c in cells if c in CELLS]
+    results = run_matrix(chunk_cells, a.planes, a.sats, a.blocks, a.chunks, a.chunk_bytes, a.seed, a.auth == "on")
     bad = {n: t.wrong_examples for n, (t, _) in results.items() if t.wrong}
+    if chunk_cells:
+        print(f"authentication {a.auth} in every cell")
+        print(table(results))
     for n, ex in bad.items():
         print(f"{n}: WRONG: {ex}")
-    return 1 if bad else 0
+    rows = []
+    for cell in (c for c in cells if c in stripe_faults.CELLS):  # always keyed and sealed, as stores are
+        rows += stripe_faults.run_cell(cell, a.planes, a.sats, a.blocks, a.block_bytes, a.parity, a.repeats)
+        print(f"{cell}: done", flush=True)
+    if rows:
+        print(f"\nblocks of {a.block_bytes} bytes striped over all {a.planes * a.sats} satellites, uncoded and "
+              f"in stripes of {a.planes * a.sats - a.parity} + {a.parity} (sealed, signed):\n")
+        print(stripe_faults.table(rows))
+    return 1 if bad or any(r.wrong or r.hung for r in rows) else 0
 

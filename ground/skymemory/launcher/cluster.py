@@ -25,11 +25,13 @@ Sat = tuple[int, int]
 
 
 class Cluster:
-    """planes x sats skymem_node processes; `node_args` go to every node. `keys`: a folder that
+    """planes x sats skymem_node processes; `node_args` go to every node, `node_args_for[sat]` to one more (a slow
+    satellite: its own --bandwidth-mbps). `keys`: a folder that
     skymemory.protocol.auth.write_key_files filled; each node gets its own key file from it."""
 
     def __init__(self, planes: int, sats: int, node_args: list[str] | None = None, *,
-                 env: dict[str, str] | None = None, log_dir: Path | None = None, keys: Path | None = None) -> None:
+                 env: dict[str, str] | None = None, log_dir: Path | None = None, keys: Path | None = None,
+                 node_args_for: dict[Sat, list[str]] | None = None) -> None:
         if planes < 1 or sats < 1:
             raise ValueError("planes and sats must be >= 1")
         self.planes, self.sats = planes, sats
@@ -37,6 +39,7 @@ class Cluster:
         self.isl_base, self.ground_base = free_port_bases(planes * sats)
         self.epoch_ms = int(time.time() * 1000)
         self.node_args = list(node_args or [])
+        self.node_args_for = {tuple(k): list(v) for k, v in (node_args_for or {}).items()}  # after node_args: win
         self.env = {**os.environ, **(env or {})}
         self.log_dir = log_dir
         self.keys = keys
@@ -62,7 +65,7 @@ class Cluster:
                 str(self.sats), "--isl-port-base", str(self.isl_base), "--ground-port-base", str(self.ground_base),
                 "--epoch-ms", str(self.epoch_ms), "--seed", str(p * self.sats + s + 1), "--log-level", "error",
                 *(["--auth-keys", str(satellite_key_file(self.keys, p, s))] if self.keys is not None else []),
-                *self.node_args]
+                *self.node_args, *self.node_args_for.get(sat, [])]
 
     # ---- processes -----------------------------------------------------------------
     def start(self, sat: Sat) -> None:
