@@ -830,6 +830,13 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
             }
             g.outstanding += bytes;
             g.open_reqs++;
+            if (coded(&blocks[r->block])) /* a stripe asked in two waves: its stall counts from its last ask */
+                for (uint32_t k = 0; k < r->count; k++) {
+                    coded_t *c = &cod[r->block];
+                    uint32_t s = (r->first + k * r->stride) / c->l.n;
+                    if (c->arrived[s] > 0)
+                        c->arrived[s] = t;
+                }
             nt++;
             g.next++;
         }
