@@ -16,6 +16,7 @@ import pytest
 
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.report import compare_generation
+from skymemory.kv.streaming import generate_streaming
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.objects import ObjectStore, key_of
@@ -90,6 +91,10 @@ def test_objects_and_kv_prefixes_survive_the_two_busiest_satellites_killed(sky, 
             assert comparison.prefix_tokens == 4 * BLOCK  # every block a hit: nothing recomputed
             assert comparison.cached == comparison.reference
         assert blocks.last_transfer.rebuilt > 0  # the dead satellites' chunks were rebuilt, not waited for
+        # the layer-streamed path reads the same way: the whole prefix streamed in, the same tokens
+        tokens, result, _stats, failure = generate_streaming(manager, prompts[0], max_new_tokens=6)
+        assert failure is None and result.prefix_tokens == 4 * BLOCK
+        assert tokens == compare_generation(manager, prompts[0], new_tokens=6).reference
 
 
 def test_after_a_repair_m_more_satellites_may_die(sky, tmp_path):
