@@ -21,6 +21,7 @@ class Record:  # the fields of skymemory.store.BlockRecord the planner reads
     strategy: str
     n_servers: int
     centre: tuple[int, int]
+    parity: int = 0
 
 
 ROT = placement.Rotation(planes=7, sats=9, step_ms=1000)
@@ -186,3 +187,18 @@ def test_candidate_times_cover_now_previous_and_a_lagging_driver():
     assert steps(candidate_times(rec, 3500, 1000, lambda h: None)) == [3, 2]
     # times are never before the block existed
     assert min(candidate_times(rec, 5500, 1000, lambda h: 0)) >= 500
+
+
+def test_a_sealed_block_whose_last_chunk_only_a_seal_explains_is_planned():
+    """43,000 bytes sealed in chunks of 6,144 (6,112 of content each) are 8 chunks: more than 7 of 6,144 would
+    need, and the planner once refused such a block, so it never migrated."""
+    block = fig7_block(n_bytes=43_000, chunk_bytes=6144, chunk_count=8)
+    migration.check_block(block)
+    assert 0 < migration.chunk_bytes_of(block, 7) <= 6144
+
+
+def test_a_coded_block_counts_its_parity_chunks():
+    coded = fig7_block(n_bytes=40_000, chunk_bytes=6144, chunk_count=9, n_servers=9, parity=2)  # 7 data + 2
+    migration.check_block(coded)
+    with pytest.raises(ValueError):
+        migration.check_block(fig7_block(n_bytes=50_000, chunk_bytes=6144, chunk_count=9, n_servers=9, parity=2))

@@ -20,12 +20,16 @@ from typing import Iterable, Protocol
 from skymemory.orbit import placement
 
 
+SEAL_OVERHEAD = 32  # protocol.seal.OVERHEAD: a sealed chunk's key id, nonce and tag (orbit is below protocol)
+
+
 class MigratableBlock(placement.PlacedBlock, Protocol):
     """A block record as kept by the ground index (skymemory.store.BlockRecord fits)."""
 
     block_hash: bytes
     n_bytes: int
     chunk_bytes: int
+    parity: int  # coded stripes (skymemory.protocol.stripes): parity chunks per stripe; 0: none
 
 
 @dataclass(frozen=True)
@@ -54,20 +58,35 @@ def check_block(block: MigratableBlock) -> None:
         raise ValueError(f"chunk_bytes must be >= 1, got {block.chunk_bytes}")
     if block.chunk_count < 1:
         raise ValueError(f"chunk_count must be >= 1, got {block.chunk_count}")
-    low = (block.chunk_count - 1) * block.chunk_bytes
-    if not (low < block.n_bytes <= block.chunk_count * block.chunk_bytes or (block.n_bytes == 0 and block.chunk_count == 1)):
+    if block.parity:  # the wire's chunks, data and parity: the data's must hold the block (the data chunks of a
+        # block of chunk_count on the wire, as protocol.stripes.Stripes.from_wire counts them; orbit is below it)
+        full, rest = divmod(block.chunk_count, block.n_servers)
+        data = full * (block.n_servers - block.parity) + max(0, rest - block.parity)
+        if data < 1 or block.n_bytes > data * block.chunk_bytes:
+            raise ValueError(f"block of {block.n_bytes} bytes cannot have {data} data chunks of {block.chunk_bytes} "
+                             "bytes")
+        return
+    # in the clear a chunk carries chunk_bytes of the block, sealed SEAL_OVERHEAD fewer (a block of 43,000 bytes is
+    # 7 chunks of 6,144, or 8 sealed ones): either count is a block's
+    fits = any((block.chunk_count - 1) * per < block.n_bytes <= block.chunk_count * per
+               for per in (block.chunk_bytes, block.chunk_bytes - SEAL_OVERHEAD))
+    if not (fits or (block.n_bytes == 0 and block.chunk_count == 1)):
         raise ValueError(
             f"block of {block.n_bytes} bytes cannot have {block.chunk_count} chunks of {block.chunk_bytes} bytes"
         )
 
 
 def chunk_bytes_of(block: MigratableBlock, chunk_id: int) -> int:
-    """Data bytes of one chunk: chunk_bytes, except the last chunk holds the remainder."""
+    """Data bytes of one chunk: chunk_bytes, except the last chunk holds the remainder (coded: chunk_bytes each,
+    parity chunks are whole and the short last data chunk is counted whole)."""
     if not 0 <= chunk_id < block.chunk_count:
         raise ValueError(f"chunk id {chunk_id} outside 0..{block.chunk_count - 1}")
-    if chunk_id < block.chunk_count - 1:
+    if chunk_id < block.chunk_count - 1 or block.parity:
         return block.chunk_bytes
-    return block.n_bytes - (block.chunk_count - 1) * block.chunk_bytes
+    rest = block.n_bytes - (block.chunk_count - 1) * block.chunk_bytes
+    if rest > 0:
+        return rest
+    return block.n_bytes - (block.chunk_count - 1) * (block.chunk_bytes - SEAL_OVERHEAD) + SEAL_OVERHEAD  # sealed
 
 
 def plan_block(block: MigratableBlock, step: int, rotation: placement.Rotation) -> list[MigrateOp]:
