@@ -2,11 +2,12 @@
 that gives a stripe's data back from any k of its chunks."""
 
 import itertools
+import os
 
 import numpy as np
 import pytest
 
-from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS, StripeError, Stripes, decode, encode
+from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS, StripeError, Stripes, cut, decode, encode, join
 
 
 def test_no_parity_is_todays_layout():
@@ -84,3 +85,22 @@ def test_the_stripes_benchmark_times_coding_beside_sealing_and_checks_what_it_de
     row = measure(512, 4, 1, repeats=2, rounds=1)
     assert row["encode_GBps"] > 0 and row["decode_GBps"] > 0 and row["seal_GBps"] > 0
     assert "| 512 | 4 + 1 |" in table([row])
+
+
+@pytest.mark.parametrize("size", [1, 999, 1000, 7_777, 20_000])
+def test_cut_and_join_give_the_block_back_from_any_r_of_each_stripe(size):
+    payload = os.urandom(size)
+    k, m, plain = 3, 2, 1000
+    contents = cut(payload, k, m, plain)
+    layout = Stripes(k, m, max(1, -(-size // plain)))
+    assert len(contents) == layout.wire_chunks
+    assert b"".join(contents[layout.wire_id(d)] for d in range(layout.data_chunks)) == payload
+    everything = dict(enumerate(contents))
+    assert join(layout, everything, plain, size) == payload
+    for stripe in range(layout.count):  # the first m chunks of every stripe lost (data first): rebuilt
+        for i in list(layout.members(stripe))[:m]:
+            del everything[i]
+    assert join(layout, everything, plain, size) == payload
+    del everything[list(layout.members(0))[m]]  # one more of stripe 0: fewer than its data count
+    with pytest.raises(StripeError):
+        join(layout, everything, plain, size)

@@ -54,3 +54,25 @@ def test_blocks_follow_the_rotation_through_the_block_store_contract(turning):
             store.get_block(rec1)
         assert miss.value.reason == "not-found"
         assert [r.block_hash for r in store.records()] == list(records)[2:]
+
+
+def test_coded_blocks_move_their_parity_with_their_data(turning):
+    """Stripes of 7 + 2 over the 9 rotation-hop servers: after three step boundaries (every chunk migrated, parity
+    and data alike), two of a block's satellites lose its chunks, and the block is rebuilt from the rest."""
+    with RotatingBlockStore(turning, strategy="rotation-hop", n_servers=9, parity=2) as store:
+        payloads = {block_hash_of(f"coded-{k}"): os.urandom(30_000 + 7_000 * k) for k in range(3)}
+        records = {h: store.put_block(h, p) for h, p in payloads.items()}
+        assert all(r.parity == 2 and r.stripe_data == 7 for r in records.values())
+        first_step = store.driver.current_step()
+        deadline = time.monotonic() + 4 * STEP_WALL_S + 5
+        while store.driver.current_step() < first_step + 3 or any(
+                store.driver.layout_step(h) != store.driver.current_step() for h in records):
+            assert time.monotonic() < deadline
+            for h, rec in records.items():
+                assert store.get_block(rec) == payloads[h]
+        for h, rec in records.items():  # two holders (the first data chunks' servers) lose the block
+            holders = store.store.servers_at(rec, turning.constellation().mission_ms())[:2]
+            for sat in holders:
+                store._run(store.client.evict_block(sat, h))
+            assert store.get_block(rec) == payloads[h]
+        assert store.store.counters["parity_fetches"] >= len(records)

@@ -117,6 +117,55 @@ def decode(chunks: Sequence[np.ndarray], present: Sequence[bool], k: int) -> Non
         raise StripeError(f"cannot decode a stripe of {k} data and {m} parity chunks")
 
 
+def cut(payload, k: int, m: int, plain: int) -> list[bytes]:
+    """The content of every chunk on the wire of `payload` coded in stripes of k + m, in wire order: each
+    stripe's data chunks as they are (`plain` bytes, the last maybe fewer), then its m parity chunks (`plain`
+    bytes each). What the C fast path sends, for code that moves chunks one by one (the rotating store)."""
+    view = memoryview(payload).cast("B")
+    layout = Stripes(k, m, max(1, -(-len(view) // plain)))
+    out: list[bytes] = []
+    for stripe in range(layout.count):
+        first = stripe * k * plain
+        data = [bytes(view[first + i * plain:first + (i + 1) * plain]) for i in range(layout.data_in(stripe))]
+        rows = [_padded(d, plain) for d in data] + [np.zeros(plain, dtype=np.uint8)] * (k - len(data))
+        out += data + [p.tobytes() for p in encode(rows, m)]
+    return out
+
+
+def join(layout: Stripes, contents: dict[int, bytes], plain: int, n_bytes: int | None) -> bytes:
+    """The block's content from the chunks that came (wire id -> content): a stripe whose data chunks did not all
+    come is rebuilt from any of its chunks, as many as it has data chunks. `n_bytes`: the block's size (None:
+    the last data chunk must have come, its length tells). StripeError when a stripe has too few."""
+    parts: list[bytes] = []
+    for stripe in range(layout.count):
+        ids = list(layout.members(stripe))
+        r = layout.data_in(stripe)
+        if all(i in contents for i in ids[:r]):
+            parts += [contents[i] for i in ids[:r]]
+            continue
+        if len(set(ids) & contents.keys()) < r:
+            raise StripeError(f"stripe {stripe}: {len(set(ids) & contents.keys())} of its {len(ids)} chunks came, "
+                              f"its data needs {r}")
+        rows = [_padded(contents.get(i, b""), plain) for i in ids[:r]]
+        rows += [np.zeros(plain, dtype=np.uint8) for _ in range(layout.k - r)]
+        rows += [_padded(contents.get(i, b""), plain) for i in ids[r:]]
+        present = [i in contents for i in ids[:r]] + [True] * (layout.k - r) + [i in contents for i in ids[r:]]
+        decode(rows, present, layout.k)
+        parts += [rows[i].tobytes() for i in range(r)]
+    last = layout.wire_id(layout.data_chunks - 1)
+    if n_bytes is None:
+        if last not in contents:
+            raise StripeError("the block's size is unknown and its last data chunk was rebuilt")
+        n_bytes = (layout.data_chunks - 1) * plain + len(contents[last])
+    return b"".join(parts)[:n_bytes]
+
+
+def _padded(chunk: bytes, plain: int) -> np.ndarray:
+    row = np.zeros(plain, dtype=np.uint8)
+    row[:len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+    return row
+
+
 def _one_length(chunks: Sequence[np.ndarray]) -> int:
     lengths = {len(c) for c in chunks}
     if len(lengths) != 1 or 0 in lengths:

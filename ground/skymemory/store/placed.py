@@ -42,7 +42,7 @@ from typing import Awaitable, Callable, Iterable
 from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit import placement
 from skymemory.orbit.constellation import Constellation
-from skymemory.protocol import wire
+from skymemory.protocol import stripes, wire
 from skymemory.protocol.errors import NakError, RequestTimeout
 from skymemory.store.contract import BlockMiss, BlockRecord, split_chunks
 
@@ -191,20 +191,28 @@ class PlacedStore:
 
     # ---- set -----------------------------------------------------------------------------
     async def put(self, block_hash: bytes, payload: bytes, *, strategy: str | None = None,
-                  n_servers: int | None = None, sealer=None) -> BlockRecord:
+                  n_servers: int | None = None, sealer=None, parity: int = 0) -> BlockRecord:
         """Store the block and add its record to the index (only once every chunk is acknowledged).
 
-        `sealer` (a skymemory.protocol.seal.Sealer): every chunk sealed under its tenant's key first."""
+        `sealer` (a skymemory.protocol.seal.Sealer): every chunk sealed under its tenant's key first.
+        `parity` > 0: in coded stripes of n_servers - parity data chunks and `parity` parity chunks
+        (skymemory.protocol.stripes), every chunk of a stripe on a server of its own."""
         strategy = strategy or self.strategy
         n = n_servers or self.n_servers
         placement.check_fits(strategy, n, self.rotation.planes, self.rotation.sats)
         if len(block_hash) != wire.SKYMEM_BLOCK_HASH_LEN:
             raise ValueError(f"block hash must be {wire.SKYMEM_BLOCK_HASH_LEN} bytes, got {len(block_hash)}")
-        chunks = (split_chunks(bytes(payload), self.chunk_bytes) if sealer is None
-                  else sealer.seal_block(block_hash, bytes(payload), self.chunk_bytes))
+        payload = bytes(payload)
+        if parity:
+            contents = stripes.cut(payload, n - parity, parity, self._plain(sealer))
+            chunks = contents if sealer is None else [
+                sealer.seal_chunk(block_hash, i, len(contents), len(payload), c) for i, c in enumerate(contents)]
+        else:
+            chunks = (split_chunks(payload, self.chunk_bytes) if sealer is None
+                      else sealer.seal_block(block_hash, payload, self.chunk_bytes))
         now = self.constellation.mission_ms()
         via = self.constellation.overhead(now)
-        record = BlockRecord(block_hash, len(payload), self.chunk_bytes, len(chunks), now, strategy, n, via)
+        record = BlockRecord(block_hash, len(payload), self.chunk_bytes, len(chunks), now, strategy, n, via, parity)
         servers = self.servers_at(record, now)
         radius = min(placement.gossip_radius(strategy, n), 255)
         await asyncio.gather(*(
@@ -272,13 +280,16 @@ class PlacedStore:
                             "block's): nothing of them is used", satellites=tuple(s for s in bad if s is not None))
         return opened
 
-    async def get(self, record: BlockRecord, *, sealer=None) -> bytes:
-        """The block's bytes; BlockMiss if a chunk is in none of the places it may be (candidate_times), or
-        (with `sealer`) one that came does not open: `BlockMiss("seal")` naming where it came from."""
+    def _plain(self, sealer) -> int:
+        """Content bytes a chunk carries (sealed: the seal's overhead less)."""
+        from skymemory.protocol.seal import OVERHEAD
+
+        return self.chunk_bytes - (OVERHEAD if sealer is not None else 0)
+
+    async def _fetch_wherever(self, record: BlockRecord, wanted: set[int], sources: dict[int, Sat]) -> dict[int, bytes]:
+        """The wanted chunks from every place they may be now (candidate_times), the likeliest first."""
         now = self.constellation.mission_ms()
-        wanted = set(range(record.chunk_count))
         times = candidate_times(record, now, self.rotation.step_ms, self.layout_step)
-        sources: dict[int, Sat] = {}
         try:
             chunks = await self._fetch(record, now, wanted, sources)
             missing = wanted - chunks.keys()
@@ -291,11 +302,68 @@ class PlacedStore:
             if missing:  # it may have moved while we looked elsewhere
                 self.counters["refetches"] += 1
                 chunks.update(await self._fetch(record, self.constellation.mission_ms(), missing, sources))
-                missing = wanted - chunks.keys()
         except RequestTimeout as exc:
             raise BlockMiss("timeout", str(exc)) from None
         except NakError as exc:
             raise BlockMiss(f"nak-{exc.reason_name.lower()}", str(exc)) from None
+        return chunks
+
+    async def _get_coded(self, record: BlockRecord, sealer) -> bytes:
+        """A coded block: its data chunks; the parity of the stripes missing some (not found, or not opening);
+        every stripe rebuilt from what came. A chunk that does not open is not used, and its satellite counted."""
+        layout = stripes.Stripes.from_wire(record.chunk_count, record.stripe_data, record.parity)
+        sources: dict[int, Sat] = {}
+        data_ids = {layout.wire_id(d) for d in range(layout.data_chunks)}
+        chunks = await self._fetch_wherever(record, data_ids, sources)
+        n_bytes = record.n_bytes if record.n_bytes >= 0 else None
+        opened = self._open_coded(sealer, record, chunks, sources, layout, n_bytes)
+        short = [s for s in range(layout.count) if any(i not in opened for i in layout.members(s)[:layout.data_in(s)])]
+        if short:
+            self.counters["parity_fetches"] += 1
+            parity_ids = {i for s in short for i in layout.members(s)[layout.data_in(s):]}
+            more = await self._fetch_wherever(record, parity_ids, sources)
+            opened.update(self._open_coded(sealer, record, more, sources, layout, n_bytes))
+        try:
+            return stripes.join(layout, opened, self._plain(sealer), n_bytes)
+        except stripes.StripeError as exc:
+            self.counters["misses"] += 1
+            if self.on_miss is not None:
+                await self.on_miss(record)
+            raise BlockMiss("not-found", f"block {record.block_hash.hex()[:16]}: {exc}") from None
+
+    def _open_coded(self, sealer, record: BlockRecord, chunks: dict[int, bytes], sources: dict[int, Sat],
+                    layout, n_bytes: int | None) -> dict[int, bytes]:
+        """The chunks that open (all of them unsealed); the others counted against their satellites."""
+        if sealer is None:
+            return dict(chunks)
+        from skymemory.protocol.seal import OVERHEAD, SealError
+
+        if n_bytes is None:  # a probed record: the size the chunks were sealed with, from the last data chunk
+            last = chunks.get(layout.wire_id(layout.data_chunks - 1))
+            n_bytes = -1 if last is None else (layout.data_chunks - 1) * self._plain(sealer) + len(last) - OVERHEAD
+        opened = {}
+        for cid, sealed in chunks.items():
+            try:
+                opened[cid] = sealer.open_chunk(record.block_hash, cid, record.chunk_count, n_bytes, sealed)
+            except SealError:
+                self.counters["seal_failures"] += 1
+                self.seal_failures[sources.get(cid)] += 1
+                log.warning("SkyMemory: chunk %d of block %s from satellite %s does not open: rebuilt around", cid,
+                            record.block_hash.hex()[:16], sources.get(cid))
+        return opened
+
+    async def get(self, record: BlockRecord, *, sealer=None) -> bytes:
+        """The block's bytes; BlockMiss if a chunk is in none of the places it may be (candidate_times), or
+        (with `sealer`) one that came does not open: `BlockMiss("seal")` naming where it came from. A coded
+        block (record.parity) needs only as many chunks of each stripe as it has data chunks."""
+        if record.parity:
+            data = await self._get_coded(record, sealer)
+            self.counters["gets"] += 1
+            return data
+        wanted = set(range(record.chunk_count))
+        sources: dict[int, Sat] = {}
+        chunks = await self._fetch_wherever(record, wanted, sources)
+        missing = wanted - chunks.keys()
         if missing:
             self.counters["misses"] += 1
             if self.on_miss is not None:

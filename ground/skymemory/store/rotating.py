@@ -40,6 +40,7 @@ from skymemory.protocol.errors import ChunkNotFound, RequestTimeout
 from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, EvictionNotices,
                                       TenantSealing)
 from skymemory.store.eviction import Evictions
+from skymemory.store.constellation import check_parity
 from skymemory.store.placed import BlockIndex, HopCountingClient, PlacedStore
 from skymemory.store.rotation import MigrationDriver
 
@@ -50,7 +51,10 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSea
     def __init__(self, manifest: Manifest, *, strategy: str = "rotation-hop", n_servers: int = 9,
                  on_evicted: Callable[[bytes], object] | None = None, cleaner_period_s: float = 0.0,
                  client_options: dict | None = None, request_timeout_s: float = 120.0, seal: bool = True,
-                 tenant: str | None = None) -> None:
+                 tenant: str | None = None, parity: int = 0) -> None:
+        """`parity` > 0: blocks in coded stripes of n_servers - parity data chunks and `parity` parity chunks
+        (skymemory.protocol.stripes): migration moves them as any chunks, and a get rebuilds what up to
+        `parity` satellites of a stripe no longer give."""
         if cleaner_period_s < 0:
             raise ValueError(f"cleaner period must be >= 0 (0 = no cleaner), got {cleaner_period_s}")
         if seal:
@@ -63,6 +67,7 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSea
         placement.check_fits(strategy, n_servers, self.constellation.planes, self.constellation.sats)
         self.strategy = strategy
         self.n_servers = n_servers
+        self.parity = check_parity(parity, n_servers)
         self.on_evicted = on_evicted
         # everyone told of an eviction: on_evicted first, then subscribe_evictions callbacks
         self._eviction_listeners: list[Callable[[bytes], object]] = [on_evicted] if on_evicted is not None else []
@@ -208,7 +213,7 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSea
 
     async def _put(self, block_hash: bytes, payload: bytes) -> BlockRecord:
         try:
-            return await self.store.put(block_hash, payload, sealer=self.sealer())
+            return await self.store.put(block_hash, payload, sealer=self.sealer(), parity=self.parity)
         except (RequestTimeout, ChunkNotFound) as exc:
             raise BlockMiss("timeout", f"put failed: {exc}") from None
 
@@ -236,7 +241,7 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSea
         for back in range(min(width, now_step + 1)):
             created = int(now - back * rot.step_ms)
             guess = BlockRecord(block_hash, -1, self.store.chunk_bytes, 1, created, self.strategy, self.n_servers,
-                                c.overhead(created))
+                                c.overhead(created), self.parity)
             guesses.setdefault(self.store.servers_at(guess, now)[0], guess)
 
         async def ask(sat):
@@ -250,9 +255,10 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSea
                 continue
             desc, data = found
             seal = OVERHEAD if self._seal else 0  # a sealed chunk carries that much besides its content
+            single = desc.chunk_count == 1 + self.parity  # one data chunk (and its stripe's parity, if coded)
             record = replace(next(iter(guesses.values())), chunk_count=desc.chunk_count, created_ms=desc.created_ms,
                              centre=c.overhead(desc.created_ms),
-                             n_bytes=len(data) - seal if desc.chunk_count == 1 else -1,
-                             chunk_bytes=max(len(data), 1) if desc.chunk_count > 1 else self.store.chunk_bytes)
+                             n_bytes=len(data) - seal if single else -1,
+                             chunk_bytes=max(len(data), 1) if not single else self.store.chunk_bytes)
             return record
         return None
