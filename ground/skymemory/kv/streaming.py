@@ -180,11 +180,14 @@ class PrefixStream:
             raise StreamFailed(exc.reason, str(exc), block=exc.block) from None
         for job in self.jobs:
             job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
-        self.chunk_count = self.jobs[0].chunk_count
+        self.chunk_count = self.jobs[0].data_chunk_count  # what `prefix` counts (coded: data chunks only)
         # content bytes per chunk: a layer's bytes are in once the chunks up to its end are (a sealed chunk
         # carries 32 bytes fewer of them, and is opened, so authenticated, as it lands)
         self.chunk_bytes = self.jobs[0].plain_chunk_bytes
         self.wave_chunks = max(1, -(-wave_layers * self.layer_bytes // self.chunk_bytes))
+        layout = self.jobs[0].stripes
+        if layout is not None:  # waves count chunk ids on the wire, where each stripe's parity follows its data
+            self.wave_chunks = -(-self.wave_chunks * layout.n // layout.k)
         self.wave_doubling = wave_doubling
         self.error: StreamFailed | None = None
         self.done = threading.Event()  # transfer over (success or error), blocks checked
