@@ -842,6 +842,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         }
         if (nt)
             send_batch(o->fd, tx, nt, o);
+        if (g.done_reqs == g.n_req)
+            break; /* the last requests had nothing to ask (held parity): no reply to wait for */
 
         /* 2. wait for replies */
         if (wait_readable(o->fd, reply_wait_s(o, nt == TX_BATCH, pace_wait, any_coded)) < 0 && errno != EINTR) {
