@@ -184,3 +184,15 @@ def test_sealed_stripes_open_every_chunk_and_rebuild_around_one_that_does_not(sa
     got = job(sats, payload, buf=bytearray(len(payload)), sealed=True)
     transfer(sats).get([got], sealer=other)
     assert not got.complete() and REBUILT not in got.status
+
+
+@pytest.mark.parametrize("silent", [(), (0,)])
+def test_a_coded_blocks_crc_is_its_contents_whether_folded_or_read(sats, silent):
+    payload = os.urandom(20_500)
+    stored(sats, payload)
+    for i in silent:
+        sats[i].drop_requests = 10**9
+    got = job(sats, payload, buf=bytearray(len(payload)))
+    got.chunk_crcs = np.zeros(got.chunk_count, dtype=np.uint32)
+    transfer(sats).get([got])
+    assert got.complete() and got.block_crc32c() == native.crc32c(payload)

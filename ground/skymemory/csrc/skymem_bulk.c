@@ -195,11 +195,12 @@ static void encode_parity(const skymem_bulk_block_t *b, coded_t *c, const uint8_
 {
     uint8_t *rows[SKYMEM_STRIPE_MAX_CHUNKS];
     uint32_t ids[SKYMEM_STRIPE_MAX_CHUNKS];
+    skymem_stripe_encoder_t e; /* the tables once for the block */
+    skymem_stripe_encoder((int)c->l.k, (int)c->l.m, &e);
     fill_tail(b, c, sealed);
     for (uint32_t s = 0; s < c->l.stripes; s++) {
         stripe_rows(b, c, zeros, s, sealed, rows, ids);
-        skymem_stripe_encode((int)c->l.k, (int)c->l.m, plain_bytes(b, sealed), (const uint8_t *const *)rows,
-                             rows + c->l.k);
+        skymem_stripe_encode_with(&e, plain_bytes(b, sealed), (const uint8_t *const *)rows, rows + c->l.k);
     }
 }
 

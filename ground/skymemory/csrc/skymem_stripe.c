@@ -20,20 +20,39 @@ static void encoding_matrix(int k, int m, unsigned char *a)
     gf_gen_cauchy1_matrix(a, k + m, k);
 }
 
-int skymem_stripe_encode(int k, int m, size_t len, const uint8_t *const *data, uint8_t *const *parity)
+int skymem_stripe_encoder(int k, int m, skymem_stripe_encoder_t *e)
 {
     unsigned char a[MAX_N * MAX_N];
-    unsigned char tables[MAX_N * MAX_N * 32];
 
-    if (!args_ok(k, m, len) || data == NULL || (m > 0 && parity == NULL))
+    if (e == NULL || !args_ok(k, m, 1))
         return -1;
-    if (m == 0)
-        return 0;
-    encoding_matrix(k, m, a);
-    ec_init_tables(k, m, &a[k * k], tables);
-    /* ISA-L takes the pointer arrays as non-const; it only reads data[] */
-    ec_encode_data((int)len, k, m, tables, (unsigned char **)data, (unsigned char **)parity);
+    e->k = k;
+    e->m = m;
+    if (m > 0) {
+        encoding_matrix(k, m, a);
+        ec_init_tables(k, m, &a[k * k], e->tables);
+    }
     return 0;
+}
+
+int skymem_stripe_encode_with(const skymem_stripe_encoder_t *e, size_t len, const uint8_t *const *data,
+                              uint8_t *const *parity)
+{
+    if (e == NULL || !args_ok(e->k, e->m, len) || data == NULL || (e->m > 0 && parity == NULL))
+        return -1;
+    if (e->m > 0) /* ISA-L takes the pointer arrays as non-const; it only reads data[] */
+        ec_encode_data((int)len, e->k, e->m, (unsigned char *)e->tables, (unsigned char **)data,
+                       (unsigned char **)parity);
+    return 0;
+}
+
+int skymem_stripe_encode(int k, int m, size_t len, const uint8_t *const *data, uint8_t *const *parity)
+{
+    skymem_stripe_encoder_t e;
+
+    if (skymem_stripe_encoder(k, m, &e) != 0)
+        return -1;
+    return skymem_stripe_encode_with(&e, len, data, parity);
 }
 
 int skymem_stripe_decode(int k, int m, size_t len, uint8_t *const *chunks, const uint8_t *present)

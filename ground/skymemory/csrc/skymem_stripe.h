@@ -27,6 +27,16 @@
 /* parity[0..m) of data[0..k), each len bytes. 0, or -1 for arguments out of range. */
 int skymem_stripe_encode(int k, int m, size_t len, const uint8_t *const *data, uint8_t *const *parity);
 
+/* The same, its tables made once for many stripes (a block's): ISA-L's tables cost about as much to make as
+ * coding a stripe of small chunks. */
+typedef struct {
+    int k, m;
+    unsigned char tables[SKYMEM_STRIPE_MAX_CHUNKS * SKYMEM_STRIPE_MAX_CHUNKS * 32];
+} skymem_stripe_encoder_t;
+int skymem_stripe_encoder(int k, int m, skymem_stripe_encoder_t *e); /* 0, or -1 for k, m out of range */
+int skymem_stripe_encode_with(const skymem_stripe_encoder_t *e, size_t len, const uint8_t *const *data,
+                              uint8_t *const *parity);
+
 /* chunks[0..k+m): the data chunks, then the parity ones, len bytes each; present[i] != 0
  * where chunk i is intact. Every data chunk that is not present is rebuilt in place from
  * the first k that are (absent parity chunks are left as they are: encode again to

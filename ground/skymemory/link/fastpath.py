@@ -113,11 +113,15 @@ class BlockJob:
 
     def data_status(self) -> np.ndarray:
         """Each data chunk's status, in data order (coded: flagged REBUILT when rebuilt from its stripe's others)."""
-        stripes = self.stripes
-        if stripes is None:
+        if not self.parity:
             return self.status[:self.chunk_count]
+        return self.status[self._data_ids()]
+
+    def _data_ids(self) -> np.ndarray:
+        """The wire ids of a coded job's data chunks, in data order."""
+        stripes = self.stripes
         d = np.arange(stripes.data_chunks)
-        return self.status[(d // stripes.k) * stripes.n + d % stripes.k]
+        return (d // stripes.k) * stripes.n + d % stripes.k
 
     def complete(self) -> bool:
         """Every byte of the block is in buf: each data chunk arrived intact, or was rebuilt from its stripe."""
@@ -149,15 +153,18 @@ class BlockJob:
         """CRC32C of the whole block, folded from the chunks' CRCs (every chunk must have arrived).
 
         Sealed: of the sealed chunks end to end, as they travel (the CRCs cover the ciphertext).
-        Coded: of the content in buf, read once (a rebuilt chunk never travelled)."""
+        Coded: folded from the data chunks', in data order; with a chunk rebuilt (it never travelled: it has
+        no CRC), of the content in buf, read once (sealed too: the content, then, not the ciphertext)."""
         ffi, lib = require_native()
-        if self.parity:
+        data = self.data_status()
+        if self.parity and not bool(np.all(data == OK)):
             return int(lib.skymem_bulk_crc32c(ffi.from_buffer(self.buf), self.n_bytes))
         if self.chunk_crcs is None:
             raise ValueError("the job was fetched without chunk_crcs")
-        total = self.n_bytes + (SEAL_OVERHEAD * self.chunk_count if self.sealed else 0)
-        return int(lib.skymem_crc32c_fold(ffi.from_buffer("uint32_t[]", self.chunk_crcs), self.chunk_count,
-                                          self.chunk_bytes, total))
+        count = len(data)
+        crcs = self.chunk_crcs if not self.parity else np.ascontiguousarray(self.chunk_crcs[self._data_ids()])
+        total = self.n_bytes + (SEAL_OVERHEAD * count if self.sealed else 0)
+        return int(lib.skymem_crc32c_fold(ffi.from_buffer("uint32_t[]", crcs), count, self.chunk_bytes, total))
 
 
 @dataclass
