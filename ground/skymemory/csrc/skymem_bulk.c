@@ -141,6 +141,7 @@ typedef struct {
 /* A stripe waits at least this long after its latest chunk before it asks its parity: chunks of one stripe come
  * from different satellites, and a healthy one a little behind the others must not cost a parity request. */
 #define STALL_MIN_S 0.02
+#define SCAN_EVERY_S 0.002 /* how often a get looks for silent satellites and stalled stripes */
 #define STRIPE_PARITY_ASKED 1u
 #define STRIPE_RESOLVED     2u /* complete (data all in, or rebuilt) or lost: nothing more waited for */
 
@@ -605,6 +606,7 @@ static int make_get_pkt(uint8_t *pkt, const get_req_t *r, uint32_t rid, const sk
 typedef struct {
     get_req_t *reqs;
     uint32_t n_req, next;   /* requests; the next never sent */
+    uint32_t low;           /* requests below it are done (or given up on): the scans start there */
     uint32_t open_reqs;     /* sent, with chunks pending, not given up on */
     uint32_t done_reqs;     /* nothing pending, or given up on */
     uint64_t outstanding;   /* chunk bytes asked and not answered */
@@ -627,6 +629,8 @@ static void req_settled(get_run_t *g, get_req_t *r, uint32_t chunk_bytes)
 static void req_wanted(get_run_t *g, get_req_t *r, uint32_t chunk_bytes)
 {
     r->missing++;
+    if ((uint32_t)(r - g->reqs) < g->low)
+        g->low = (uint32_t)(r - g->reqs);
     if (!r->sent)
         return; /* it leaves in its turn */
     if (r->abandoned || r->missing == 1) { /* given up on, or done: open again */
@@ -795,7 +799,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
 
     struct mmsghdr tx[TX_BATCH];
     struct iovec txiov[TX_BATCH];
-    double start = now_s();
+    double start = now_s(), last_scan = start;
     int refused = 0;
     skymem_msg_t m;
 
@@ -957,7 +961,10 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
          * not merely slow to answer this request: a busy satellite answers its requests one after the other,
          * and the later ones wait without it being late. */
         t = now_s();
-        for (uint32_t i = 0; any_coded && o->hedge_s > 0 && i < g.next; i++) {
+        int scan = any_coded && o->hedge_s > 0 && t - last_scan >= SCAN_EVERY_S; /* every few ms is enough */
+        if (scan)
+            last_scan = t;
+        for (uint32_t i = g.low; scan && i < g.next; i++) {
             get_req_t *r = &g.reqs[i];
             if (!r->missing || r->abandoned || !coded(&blocks[r->block]) || t - r->last < o->hedge_s ||
                 t - heard[r->server] < o->hedge_s || r->hedged_at == heard[r->server])
@@ -973,7 +980,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
          * rather than waited for */
         double stall_s = 4 * o->first_reply_s < STALL_MIN_S ? STALL_MIN_S : 4 * o->first_reply_s;
         stall_s = stall_s < o->hedge_s ? stall_s : o->hedge_s;
-        for (uint32_t b = 0; any_coded && o->hedge_s > 0 && b < n_blocks; b++) {
+        for (uint32_t b = 0; scan && b < n_blocks; b++) {
             coded_t *c = &cod[b];
             for (uint32_t s = 0; coded(&blocks[b]) && s < c->l.stripes; s++)
                 if (c->arrived[s] > 0 && t - c->arrived[s] >= stall_s &&
@@ -985,7 +992,9 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         }
         /* 5. re-ask for overdue requests (only their missing span), and at once for reopened ones */
         nt = 0;
-        for (uint32_t i = 0; i < g.next && nt < TX_BATCH; i++) {
+        while (g.low < g.next && (!g.reqs[g.low].missing || g.reqs[g.low].abandoned))
+            g.low++; /* requests done for now (req_wanted moves it back for one it opens again) */
+        for (uint32_t i = g.low; i < g.next && nt < TX_BATCH; i++) {
             get_req_t *r = &g.reqs[i];
             if (!r->missing || r->abandoned || (!r->now && t - r->last < o->rto_s))
                 continue;
