@@ -100,6 +100,7 @@ class _DrawBlock:
     block_hash = b"\x00" * 32
     created_ms = 0
     chunk_bytes = 1
+    parity = 0  # uncoded
 
     def __init__(self, n_servers: int, strategy: str, centre: placement.Satellite, chunk_count: int) -> None:
         self.n_servers = n_servers
