@@ -174,7 +174,8 @@ def kill_one_satellite(nodes: SwarmNodes, m: Manifest, manifest, tmp_path) -> No
 
     c = m.constellation()
     nearest = c.nearest(10)
-    victim = next(s for s in reversed(nearest) if s != c.overhead())  # a chunk server of the wide data only
+    # a chunk server of the wide data only, and of a coded stripe's data (stripes of 8 + 2: servers 0-7 hold data)
+    victim = next(s for s in reversed(nearest[4:8]) if s != c.overhead())
     clear, wide = nearest[:4], nearest
     assert victim not in clear
     e = m.entry(*victim)
@@ -253,6 +254,7 @@ def kill_one_satellite(nodes: SwarmNodes, m: Manifest, manifest, tmp_path) -> No
         r = skymemory("get", "wide", "-o", str(out), "--manifest", str(manifest), "--timeout", "20")
         print(show(r))
         assert r.returncode == 0 and out.read_bytes() == data["wide"], r.stderr
+        assert "chunks rebuilt from parity" in r.stderr, r.stderr  # the victim's data chunks, rebuilt
         # the uncoded object with chunks on the victim: exit 1, one line saying how many of its chunks are
         # missing: exactly the victim's (chunk i is on the (i mod 10)-th nearest satellite)
         out = tmp_path / "uncoded.bin"
