@@ -234,6 +234,15 @@ static int rebuild_stripe(skymem_bulk_block_t *b, coded_t *c, const uint8_t *zer
     return (int)rebuilt;
 }
 
+static void coded_free(coded_t *c, uint32_t n_blocks, uint8_t *zeros)
+{
+    for (uint32_t i = 0; c && i < n_blocks; i++) {
+        free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].arrived); free(c[i].req_of);
+    }
+    free(c);
+    free(zeros);
+}
+
 /* The calls' per-block state: NULL when out of memory. Coded blocks get their parity room, tail and (get) their
  * stripe states and chunk -> request map; *zeros (the largest chunk's worth) stands for a short stripe's
  * absent data. */
@@ -260,20 +269,9 @@ static coded_t *coded_new(const skymem_bulk_block_t *blocks, uint32_t n_blocks, 
     *zeros = ok ? calloc(widest, 1) : NULL;
     if (ok && *zeros)
         return c;
-    for (uint32_t i = 0; c && i < n_blocks; i++) {
-        free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].arrived); free(c[i].req_of);
-    }
-    free(c);
+    coded_free(c, n_blocks, *zeros);
+    *zeros = NULL;
     return NULL;
-}
-
-static void coded_free(coded_t *c, uint32_t n_blocks, uint8_t *zeros)
-{
-    for (uint32_t i = 0; c && i < n_blocks; i++) {
-        free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].arrived); free(c[i].req_of);
-    }
-    free(c);
-    free(zeros);
 }
 
 /* Moves b's prefix past the chunks in (coded: data chunks, in or rebuilt). NOT_FOUND, SEAL_FAILED stop it. */
@@ -720,19 +718,16 @@ static void coded_plan(get_run_t *g, skymem_bulk_block_t *blocks, coded_t *cod, 
         for (uint32_t k = 0; k < r->count; k++) {
             uint32_t cid = r->first + k * r->stride;
             c->req_of[cid] = i;
-            if (o->hedge_s > 0 && skymem_stripe_data_index(&c->l, cid) == SKYMEM_STRIPE_NO_DATA &&
-                b->status[cid] == SKYMEM_BULK_PENDING) {
-                b->status[cid] = SKYMEM_BULK_HELD;
-                r->missing--;
+            if (skymem_stripe_data_index(&c->l, cid) != SKYMEM_STRIPE_NO_DATA || b->status[cid] != SKYMEM_BULK_PENDING)
+                continue;
+            if (o->hedge_s == 0) { /* every parity chunk asked with the data */
+                o->parity_asked++;
+                continue;
             }
+            b->status[cid] = SKYMEM_BULK_HELD;
+            r->missing--;
         }
     }
-    if (o->hedge_s == 0)
-        for (uint32_t i = 0; i < g->n_req; i++) /* every parity chunk asked with the data */
-            for (uint32_t k = 0; coded(&blocks[g->reqs[i].block]) && k < g->reqs[i].count; k++)
-                o->parity_asked += skymem_stripe_data_index(&cod[g->reqs[i].block].l,
-                                                            g->reqs[i].first + k * g->reqs[i].stride) ==
-                                   SKYMEM_STRIPE_NO_DATA;
 }
 
 /* Fills tx slot nt with the GET_CHUNKS of request i (its pending span) for server addr; 0 when nothing to ask. */

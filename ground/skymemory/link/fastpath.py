@@ -142,7 +142,8 @@ class BlockJob:
         if self.parity and len(self.servers) < self.parity + self.stripe_data:
             raise ValueError(f"a stripe of {self.stripe_data} + {self.parity} chunks needs as many distinct servers, "
                              f"the block has {len(self.servers)}")
-        self.stripes  # noqa: B018 -- raises StripeError for a layout that cannot be
+        if self.parity:  # a layout that cannot be is a StripeError here, not bad arguments in C
+            Stripes(self.stripe_data, self.parity, self.data_chunk_count)
         if self.status is None:
             self.status = np.zeros(self.chunk_count, dtype=np.uint8)
         if self.chunk_crcs is not None and (self.chunk_crcs.dtype != np.uint32 or len(self.chunk_crcs) < self.chunk_count
