@@ -10,6 +10,8 @@ the other.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +42,7 @@ P4 = random_prompt(3 * BLOCK + 20, seed=4)  # 3 blocks: the failure test's
 P5 = random_prompt(290, seed=5)  # 2 blocks: stored by vLLM, read by KVCManager
 P6 = random_prompt(2 * BLOCK + 30, seed=6)  # 2 blocks and P7's 3: the partial failure test's (stored by no other)
 P7 = random_prompt(3 * BLOCK + 40, seed=7)
+P8 = random_prompt(2 * BLOCK + 50, seed=8)  # 2 blocks: the dead satellites test's
 NEW_TOKENS = 16
 
 
@@ -80,7 +83,7 @@ def baseline(model_dir, tmp_path_factory) -> dict:
     """vLLM without the connector: the tokens every cached run must give."""
     tmp = tmp_path_factory.mktemp("baseline")
     out = run_job(tmp, model_dir, [{"name": "plain", "connector": None, "requests": requests(
-        P1=P1, P2=P2, P3=P3, P4=P4, P5=P5, P6=P6, P7=P7)}], "baseline")
+        P1=P1, P2=P2, P3=P3, P4=P4, P5=P5, P6=P6, P7=P7, P8=P8)}], "baseline")
     return {name: r["tokens"] for name, r in out["plain"].items()}
 
 
@@ -177,3 +180,34 @@ def test_a_failed_block_costs_only_its_own_request(model_dir, sky, baseline, tmp
     log = (tmp_path / "T.log").read_text()
     assert "loading 2 blocks failed" in log and "loading 5 blocks failed" not in log  # P7's second and third only
     assert "Recovered from KV load failure" in log
+
+
+def test_blocks_in_coded_stripes_load_whole_with_two_satellites_dead(model_dir, node_path, baseline, tmp_path):
+    """The connector's default stripes (8 + 2 over the 10 nearest of a 4x4): engine A stores P8's blocks, the two
+    satellites holding most of their chunks are killed, and engine B, a fresh process, still loads both blocks
+    (nothing recomputed) and gives plain vLLM's tokens."""
+    index = tmp_path / "index"
+    (tmp_path / "sky").mkdir()
+    path = launch(tmp_path / "sky", 4, 4)
+    try:
+        stored = run_job(tmp_path, model_dir, [{"name": "A", "connector": connector(path, index, servers=None),
+                                                "requests": requests(P8=P8)}], "A")["A"]
+        assert stored["P8"]["tokens"] == baseline["P8"]
+        records = [e.record for e in RadixIndex(index).newest(2)]
+        assert [(r.parity, r.stripe_data) for r in records] == [(2, 8)] * 2
+        m = Manifest.load(path)
+        held: dict = {}
+        for r in records:  # chunk c on the c mod n-th nearest satellite when the block was set
+            servers = m.constellation().nearest(r.n_servers, r.created_ms)
+            for c in range(r.chunk_count):
+                held[servers[c % r.n_servers]] = held.get(servers[c % r.n_servers], 0) + 1
+        pids = {(e.plane, e.sat): e.pid for e in m.satellites}
+        for sat in sorted(held, key=held.get, reverse=True)[:2]:
+            os.kill(pids[sat], signal.SIGKILL)
+        found = run_job(tmp_path, model_dir, [{"name": "B", "connector": connector(path, index, servers=None),
+                                               "requests": requests(P8=P8)}], "B")["B"]["P8"]
+    finally:
+        stop(path)
+    assert found["num_cached_tokens"] == 2 * BLOCK and found["tokens"] == baseline["P8"], found
+    said = found["kv_transfer_params"]["skymemory"]
+    assert said["fetched_blocks"] == 2 and "the load failed" not in said["decision"], said  # uncoded, it fails
