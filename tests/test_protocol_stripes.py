@@ -15,12 +15,14 @@ def test_no_parity_is_todays_layout():
     assert layout.wire_chunks == 23 and [layout.wire_id(d) for d in range(23)] == list(range(23))
 
 
-def test_stripes_hold_their_data_then_their_parity_on_distinct_servers():
-    layout = Stripes(k=8, m=2, data_chunks=20)  # stripes of 8, 8 and 4 data chunks
+def test_stripes_hold_their_data_then_their_parity_rotated_over_distinct_servers():
+    layout = Stripes(k=8, m=2, data_chunks=20)  # stripes of 8, 8 and 4 data chunks, shifted by 0, 3 and 6
     assert (layout.count, layout.n, layout.wire_chunks) == (3, 10, 26)
-    assert [list(layout.members(s)) for s in range(3)] == [list(range(10)), list(range(10, 20)),
-                                                           list(range(20, 26))]
-    assert [layout.wire_id(d) for d in (0, 7, 8, 16, 19)] == [0, 7, 10, 20, 23]
+    assert [layout.shift(s) for s in range(3)] == [0, 3, 6]
+    assert layout.members(0) == list(range(10))
+    assert layout.members(1) == [13, 14, 15, 16, 17, 18, 19, 10, 11, 12]  # data at 3..10, parity at 0..2
+    assert layout.members(2) == [20, 21, 22, 23, 24, 25]  # 4 data + 2 parity: shift 6 mod 6
+    assert [layout.wire_id(d) for d in (0, 7, 8, 16, 19)] == [0, 7, 13, 20, 23]
     for k, m in [(8, 2), (4, 1), (3, 3), (1, 2)]:
         for data_chunks in range(1, 40):
             layout = Stripes(k, m, data_chunks)
@@ -29,8 +31,34 @@ def test_stripes_hold_their_data_then_their_parity_on_distinct_servers():
             for s in range(layout.count):  # a stripe never has two chunks on one server (id mod n)
                 assert len({w % layout.n for w in layout.members(s)}) == len(layout.members(s))
             data_ids = [layout.wire_id(d) for d in range(data_chunks)]
-            assert all(w % layout.n < k for w in data_ids[:data_chunks - data_chunks % k])  # servers 0..k-1
+            assert list(layout.wire_ids()) == data_ids
             assert Stripes.from_wire(layout.wire_chunks, k, m) == layout
+
+
+def test_parity_rotates_so_every_server_holds_data_in_few_runs():
+    """A healthy get reads no parity: with the parity on the same satellites in every stripe, it would read from k
+    of the n (measured: 8% slower than from all 10). Rotated, each server holds about as much data, in at most two
+    runs of stripes (its parity in one run between them), so a get asks each for few spans."""
+    layout = Stripes(k=8, m=2, data_chunks=472)  # a KV block of TinyLlama's: 59 stripes
+    per_server = [[d for d in range(472) if layout.wire_id(d) % 10 == server] for server in range(10)]
+    assert max(map(len, per_server)) - min(map(len, per_server)) <= 8
+    for ids in per_server:
+        stripes = [d // 8 for d in ids]
+        runs = 1 + sum(b - a > 1 for a, b in zip(stripes, stripes[1:]))
+        assert runs <= 2
+
+
+def test_c_and_python_place_every_chunk_alike():
+    from skymemory.protocol.native import ffi, lib
+    c_layout = ffi.new("skymem_stripe_layout_t *")
+    for k, m in [(8, 2), (4, 1), (3, 3), (1, 2), (7, 2), (10, 0)]:
+        for data_chunks in list(range(1, 45)) + [472, 2731]:
+            layout = Stripes(k, m, data_chunks)
+            assert lib.skymem_stripe_layout(k, m, data_chunks, c_layout) == 0
+            assert [lib.skymem_stripe_wire_id(c_layout, d) for d in range(data_chunks)] == list(layout.wire_ids())
+            data_of = {w: d for d, w in enumerate(layout.wire_ids())}
+            assert [lib.skymem_stripe_data_index(c_layout, w) for w in range(layout.wire_chunks)] == \
+                [data_of.get(w, 0xFFFFFFFF) for w in range(layout.wire_chunks)]
 
 
 def test_a_chunk_count_no_layout_makes_is_refused():

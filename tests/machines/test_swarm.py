@@ -174,7 +174,7 @@ def kill_one_satellite(nodes: SwarmNodes, m: Manifest, manifest, tmp_path) -> No
 
     c = m.constellation()
     nearest = c.nearest(10)
-    # a chunk server of the wide data only, and of a coded stripe's data (stripes of 8 + 2: servers 0-7 hold data)
+    # a chunk server of the wide data only (stripes of 8 + 2, their parity rotated: each of the ten holds data)
     victim = next(s for s in reversed(nearest[4:8]) if s != c.overhead())
     clear, wide = nearest[:4], nearest
     assert victim not in clear

@@ -131,11 +131,13 @@ static int coded(const skymem_bulk_block_t *b) { return b->stripe_m > 0; }
 /* A coded block's layout, and what a call keeps for it (zeroed for an uncoded block). */
 typedef struct {
     skymem_stripe_layout_t l;
-    uint8_t *parity;  /* stripes * m chunks of content bytes: set's parity, where get's parity lands */
+    uint8_t *parity;  /* get: stripes * m chunks, where its parity lands (made when first asked); set: one stripe's */
     uint8_t *tail;    /* the last data chunk padded to a whole chunk, when it is short */
     uint8_t *state;   /* get: per stripe, STRIPE_* */
     double *arrived;  /* get: per stripe, when its latest chunk came (0: none yet) */
     uint32_t *req_of; /* get: per chunk on the wire, the request that asks it */
+    skymem_stripe_encoder_t *encoder; /* set: ISA-L's tables, made once for the block */
+    uint32_t encoded; /* set: the stripe whose parity is in parity (SKYMEM_STRIPE_NO_DATA: none yet) */
 } coded_t;
 
 /* A stripe waits at least this long after its latest chunk before it asks its parity: chunks of one stripe come
@@ -152,6 +154,12 @@ static uint32_t data_chunks(const skymem_bulk_block_t *b, int sealed)
     return n == 0 ? 1u : n > UINT32_MAX ? 0u : (uint32_t)n;
 }
 
+/* Where parity chunk j of stripe s is: a get keeps every stripe's, a set only the one it is sending. */
+static uint8_t *parity_at(const coded_t *c, uint32_t s, uint32_t j, uint32_t per)
+{
+    return c->parity == NULL ? NULL : c->parity + ((c->encoder ? 0 : (uint64_t)s * c->l.m) + j) * per;
+}
+
 /* Where wire chunk cid's content is (set: read from; get: lands), and its length. */
 static uint8_t *content_at(const skymem_bulk_block_t *b, const coded_t *c, uint32_t cid, int sealed, uint32_t *len)
 {
@@ -160,9 +168,9 @@ static uint8_t *content_at(const skymem_bulk_block_t *b, const coded_t *c, uint3
         *len = content_len(b, d, sealed);
         return b->buf + (uint64_t)d * per;
     }
-    uint32_t s = cid / c->l.n, j = cid % c->l.n - skymem_stripe_data_in(&c->l, s);
+    uint32_t s = cid / c->l.n, j = skymem_stripe_role(&c->l, cid) - skymem_stripe_data_in(&c->l, s);
     *len = per;
-    return c->parity + ((uint64_t)s * c->l.m + j) * per;
+    return parity_at(c, s, j, per);
 }
 
 /* The last data chunk, padded with zeros to a whole chunk in c->tail (the codec takes whole chunks). */
@@ -181,28 +189,28 @@ static void stripe_rows(const skymem_bulk_block_t *b, const coded_t *c, const ui
     uint32_t per = plain_bytes(b, sealed), r = skymem_stripe_data_in(&c->l, s);
     for (uint32_t i = 0; i < c->l.k; i++) {
         uint32_t d = s * c->l.k + i;
-        ids[i] = i < r ? s * c->l.n + i : SKYMEM_STRIPE_NO_DATA;
+        ids[i] = i < r ? skymem_stripe_member(&c->l, s, i) : SKYMEM_STRIPE_NO_DATA;
         rows[i] = i >= r ? (uint8_t *)zeros
                 : content_len(b, d, sealed) < per ? c->tail : b->buf + (uint64_t)d * per;
     }
     for (uint32_t j = 0; j < c->l.m; j++) {
-        ids[c->l.k + j] = s * c->l.n + r + j;
-        rows[c->l.k + j] = c->parity + ((uint64_t)s * c->l.m + j) * per;
+        ids[c->l.k + j] = skymem_stripe_member(&c->l, s, r + j);
+        rows[c->l.k + j] = parity_at(c, s, j, per);
     }
 }
 
-/* Set: every stripe's parity, from the content. */
-static void encode_parity(const skymem_bulk_block_t *b, coded_t *c, const uint8_t *zeros, int sealed)
+/* Set: stripe s's parity, in c->parity (one stripe's worth). A set sends a stripe's parity right after its data,
+ * so it is coded while that data is still in the cache, and 25 % of the block's size is never held at once; a
+ * resend of an older stripe's parity codes that stripe again. */
+static void encode_stripe(const skymem_bulk_block_t *b, coded_t *c, const uint8_t *zeros, int sealed, uint32_t s)
 {
     uint8_t *rows[SKYMEM_STRIPE_MAX_CHUNKS];
     uint32_t ids[SKYMEM_STRIPE_MAX_CHUNKS];
-    skymem_stripe_encoder_t e; /* the tables once for the block */
-    skymem_stripe_encoder((int)c->l.k, (int)c->l.m, &e);
-    fill_tail(b, c, sealed);
-    for (uint32_t s = 0; s < c->l.stripes; s++) {
-        stripe_rows(b, c, zeros, s, sealed, rows, ids);
-        skymem_stripe_encode_with(&e, plain_bytes(b, sealed), (const uint8_t *const *)rows, rows + c->l.k);
-    }
+    if (c->encoded == s)
+        return;
+    stripe_rows(b, c, zeros, s, sealed, rows, ids);
+    skymem_stripe_encode_with(c->encoder, plain_bytes(b, sealed), (const uint8_t *const *)rows, rows + c->l.k);
+    c->encoded = s;
 }
 
 /* Get: rebuilds stripe s's data chunks that are not in from those that are (at least its data count are
@@ -238,6 +246,7 @@ static void coded_free(coded_t *c, uint32_t n_blocks, uint8_t *zeros)
 {
     for (uint32_t i = 0; c && i < n_blocks; i++) {
         free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].arrived); free(c[i].req_of);
+        free(c[i].encoder);
     }
     free(c);
     free(zeros);
@@ -259,12 +268,18 @@ static coded_t *coded_new(const skymem_bulk_block_t *blocks, uint32_t n_blocks, 
         uint32_t per = plain_bytes(b, sealed);
         skymem_stripe_layout(b->stripe_k, b->stripe_m, data_chunks(b, sealed), &c[i].l); /* checked by check_args */
         widest = per > widest ? per : widest;
-        c[i].parity = malloc((uint64_t)c[i].l.stripes * c[i].l.m * per);
+        c[i].parity = for_get ? NULL : malloc((uint64_t)c[i].l.m * per);
         c[i].tail = malloc(per);
         c[i].state = for_get ? calloc(c[i].l.stripes, 1) : NULL;
         c[i].arrived = for_get ? calloc(c[i].l.stripes, sizeof *c[i].arrived) : NULL;
         c[i].req_of = for_get ? calloc(b->chunk_count, sizeof *c[i].req_of) : NULL;
-        ok = c[i].parity && c[i].tail && (!for_get || (c[i].state && c[i].arrived && c[i].req_of));
+        c[i].encoder = for_get ? NULL : malloc(sizeof *c[i].encoder);
+        ok = c[i].tail && (for_get ? c[i].state && c[i].arrived && c[i].req_of : c[i].parity && c[i].encoder);
+        if (ok && !for_get) {
+            skymem_stripe_encoder((int)c[i].l.k, (int)c[i].l.m, c[i].encoder);
+            c[i].encoded = SKYMEM_STRIPE_NO_DATA;
+            fill_tail(b, &c[i], sealed);
+        }
     }
     *zeros = ok ? calloc(widest, 1) : NULL;
     if (ok && *zeros)
@@ -277,7 +292,9 @@ static coded_t *coded_new(const skymem_bulk_block_t *blocks, uint32_t n_blocks, 
 /* Moves b's prefix past the chunks in (coded: data chunks, in or rebuilt). NOT_FOUND, SEAL_FAILED stop it. */
 static void advance_prefix(skymem_bulk_block_t *b, const coded_t *c)
 {
-    uint32_t p = b->prefix ? *b->prefix : 0;
+    if (!b->prefix)
+        return; /* not streamed: no one reads it */
+    uint32_t p = *b->prefix;
     if (coded(b)) {
         for (uint8_t st; p < c->l.data; p++)
             if ((st = b->status[skymem_stripe_wire_id(&c->l, p)]) != SKYMEM_BULK_OK && !(st & SKYMEM_BULK_REBUILT))
@@ -286,8 +303,7 @@ static void advance_prefix(skymem_bulk_block_t *b, const coded_t *c)
         while (p < b->chunk_count && b->status[p] == SKYMEM_BULK_OK)
             p++;
     }
-    if (b->prefix)
-        __atomic_store_n(b->prefix, p, __ATOMIC_RELEASE);
+    __atomic_store_n(b->prefix, p, __ATOMIC_RELEASE);
 }
 
 static skymem_route_t route_to(const skymem_bulk_server_t *s, uint16_t station, uint32_t rid)
@@ -645,10 +661,19 @@ static void req_wanted(get_run_t *g, get_req_t *r, uint32_t chunk_bytes)
     r->now = 1;
 }
 
+/* Get: room for b's parity, made when the first is asked: a healthy get asks none, and 25 % of the blocks' size in
+ * fresh memory each call cost it page faults (measured: 2 ms of an 8-block get). 0, or SKYMEM_BULK_E_NOMEM. */
+static int parity_room(const skymem_bulk_block_t *b, coded_t *c, int sealed)
+{
+    if (c->parity == NULL)
+        c->parity = malloc((uint64_t)c->l.stripes * c->l.m * plain_bytes(b, sealed));
+    return c->parity ? 0 : SKYMEM_BULK_E_NOMEM;
+}
+
 /* Coded block b's stripe s after one of its chunks was answered (or its data's request overdue): complete once
  * as many of its chunks are in as it has data chunks (any data chunk not in is rebuilt), lost once more than m
  * failed -- either way nothing more of it is waited for; otherwise, with ask_parity, its held parity is asked.
- * Returns 0, or -1 when a decode fails (it cannot with enough chunks in). */
+ * Returns 0, SKYMEM_BULK_E_ARG when a decode fails (it cannot with enough chunks in), or SKYMEM_BULK_E_NOMEM. */
 static int stripe_update(get_run_t *g, skymem_bulk_block_t *b, coded_t *c, const uint8_t *zeros, uint32_t s,
                          int sealed, int ask_parity, skymem_bulk_opts_t *o)
 {
@@ -667,7 +692,7 @@ static int stripe_update(get_run_t *g, skymem_bulk_block_t *b, coded_t *c, const
         if (in >= r) {
             int rebuilt = rebuild_stripe(b, c, zeros, s, sealed);
             if (rebuilt < 0)
-                return -1;
+                return SKYMEM_BULK_E_ARG;
             o->rebuilt += (uint64_t)rebuilt;
         }
         for (uint32_t i = 0; i < members; i++) {
@@ -679,8 +704,10 @@ static int stripe_update(get_run_t *g, skymem_bulk_block_t *b, coded_t *c, const
         return 0;
     }
     if (ask_parity && !(c->state[s] & STRIPE_PARITY_ASKED)) {
+        if (parity_room(b, c, sealed) != 0)
+            return SKYMEM_BULK_E_NOMEM;
         c->state[s] |= STRIPE_PARITY_ASKED;
-        for (uint32_t i = r; i < members; i++)
+        for (uint32_t i = 0; i < members; i++) /* only parity chunks are held */
             if (b->status[first + i] == SKYMEM_BULK_HELD) {
                 b->status[first + i] = SKYMEM_BULK_PENDING;
                 req_wanted(g, &g->reqs[c->req_of[first + i]], b->chunk_bytes);
@@ -691,23 +718,24 @@ static int stripe_update(get_run_t *g, skymem_bulk_block_t *b, coded_t *c, const
 }
 
 /* Request r's pending data chunks of a coded block have waited too long (hedge_s, or r was given up on):
- * their stripes' parity is asked. */
+ * their stripes' parity is asked. 0, or stripe_update's error. */
 static int hedge(get_run_t *g, get_req_t *r, skymem_bulk_block_t *blocks, coded_t *cod, const uint8_t *zeros,
                  int sealed, skymem_bulk_opts_t *o)
 {
     skymem_bulk_block_t *b = &blocks[r->block];
     coded_t *c = &cod[r->block];
-    for (uint32_t i = 0; i < r->count; i++) {
+    int rc = 0;
+    for (uint32_t i = 0; i < r->count && rc == 0; i++) {
         uint32_t cid = r->first + i * r->stride;
-        if (b->status[cid] == SKYMEM_BULK_PENDING && skymem_stripe_data_index(&c->l, cid) != SKYMEM_STRIPE_NO_DATA &&
-            stripe_update(g, b, c, zeros, cid / c->l.n, sealed, 1, o) != 0)
-            return -1;
+        if (b->status[cid] == SKYMEM_BULK_PENDING && skymem_stripe_data_index(&c->l, cid) != SKYMEM_STRIPE_NO_DATA)
+            rc = stripe_update(g, b, c, zeros, cid / c->l.n, sealed, 1, o);
     }
-    return 0;
+    return rc;
 }
 
-/* Coded blocks: which request asks each chunk, and (hedge_s > 0) every parity chunk HELD until needed. */
-static void coded_plan(get_run_t *g, skymem_bulk_block_t *blocks, coded_t *cod, skymem_bulk_opts_t *o)
+/* Coded blocks: which request asks each chunk, and (hedge_s > 0) every parity chunk HELD until needed.
+ * 0, or SKYMEM_BULK_E_NOMEM. */
+static int coded_plan(get_run_t *g, skymem_bulk_block_t *blocks, coded_t *cod, int sealed, skymem_bulk_opts_t *o)
 {
     for (uint32_t i = 0; i < g->n_req; i++) {
         get_req_t *r = &g->reqs[i];
@@ -721,6 +749,8 @@ static void coded_plan(get_run_t *g, skymem_bulk_block_t *blocks, coded_t *cod, 
             if (skymem_stripe_data_index(&c->l, cid) != SKYMEM_STRIPE_NO_DATA || b->status[cid] != SKYMEM_BULK_PENDING)
                 continue;
             if (o->hedge_s == 0) { /* every parity chunk asked with the data */
+                if (parity_room(b, c, sealed) != 0)
+                    return SKYMEM_BULK_E_NOMEM;
                 o->parity_asked++;
                 continue;
             }
@@ -728,6 +758,7 @@ static void coded_plan(get_run_t *g, skymem_bulk_block_t *blocks, coded_t *cod, 
             r->missing--;
         }
     }
+    return 0;
 }
 
 /* Fills tx slot nt with the GET_CHUNKS of request i (its pending span) for server addr; 0 when nothing to ask. */
@@ -782,7 +813,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         return SKYMEM_BULK_E_NOMEM;
     }
     build_get_reqs(blocks, n_blocks, o->wave_chunks, o->wave_doubling, g.reqs);
-    coded_plan(&g, blocks, cod, o);
+    if ((rc = coded_plan(&g, blocks, cod, sealed, o)) != 0)
+        goto out;
     uint64_t first_wave_bytes = 0; /* asked at once; with pacing the rest follows at pace_Bps */
     for (uint32_t b = 0; b < n_blocks; b++) {
         any_coded |= coded(&blocks[b]);
@@ -941,11 +973,9 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 req_settled(&g, r, b->chunk_bytes);
                 if (coded(b))
                     c->arrived[cid / c->l.n] = tr;
-                if (coded(b) && stripe_update(&g, b, c, zeros, cid / c->l.n, sealed,
-                                              b->status[cid] != SKYMEM_BULK_OK, o) != 0) {
-                    rc = SKYMEM_BULK_E_ARG;
+                if (coded(b) && (rc = stripe_update(&g, b, c, zeros, cid / c->l.n, sealed,
+                                                    b->status[cid] != SKYMEM_BULK_OK, o)) != 0)
                     goto out;
-                }
                 if (coded(b) || (b->prefix && *b->prefix == cid))
                     advance_prefix(b, c);
             }
@@ -965,10 +995,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 t - heard[r->server] < o->hedge_s || r->hedged_at == heard[r->server])
                 continue;
             r->hedged_at = heard[r->server]; /* once per silence: again only after the server answers something */
-            if (hedge(&g, r, blocks, cod, zeros, sealed, o) != 0) {
-                rc = SKYMEM_BULK_E_ARG;
+            if ((rc = hedge(&g, r, blocks, cod, zeros, sealed, o)) != 0)
                 goto out;
-            }
         }
         /* ... and a stripe some of whose chunks came, then none for a few round trips (at most hedge_s): the
          * rest are on a slow satellite (answering, so never silent) or lost on the way; its parity is asked
@@ -980,10 +1008,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
             for (uint32_t s = 0; coded(&blocks[b]) && s < c->l.stripes; s++)
                 if (c->arrived[s] > 0 && t - c->arrived[s] >= stall_s &&
                     !(c->state[s] & (STRIPE_RESOLVED | STRIPE_PARITY_ASKED)) &&
-                    stripe_update(&g, &blocks[b], c, zeros, s, sealed, 1, o) != 0) {
-                    rc = SKYMEM_BULK_E_ARG;
+                    (rc = stripe_update(&g, &blocks[b], c, zeros, s, sealed, 1, o)) != 0)
                     goto out;
-                }
         }
         /* 5. re-ask for overdue requests (only their missing span), and at once for reopened ones */
         nt = 0;
@@ -998,10 +1024,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 g.done_reqs++;
                 g.open_reqs--;
                 g.outstanding -= (uint64_t)r->missing * blocks[r->block].chunk_bytes;
-                if (coded(&blocks[r->block]) && hedge(&g, r, blocks, cod, zeros, sealed, o) != 0) {
-                    rc = SKYMEM_BULK_E_ARG;
+                if (coded(&blocks[r->block]) && (rc = hedge(&g, r, blocks, cod, zeros, sealed, o)) != 0)
                     goto out;
-                }
                 continue;
             }
             if (!queue_get(tx, txiov, txbuf, nt, &g, i, blocks, servers, addrs, o))
@@ -1081,9 +1105,6 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         skymem_seal_ctx_free(seal); free(scratch); coded_free(cod, n_blocks, zeros);
         return SKYMEM_BULK_E_NOMEM;
     }
-    for (uint32_t b = 0; b < n_blocks; b++) /* the parity first: chunks leave in wire order, data and parity */
-        if (coded(&blocks[b]))
-            encode_parity(&blocks[b], &cod[b], zeros, sealed);
     uint64_t g = 0;
     for (uint32_t b = 0; b < n_blocks; b++)
         for (uint32_t c = 0; c < blocks[b].chunk_count; c++)
@@ -1109,6 +1130,8 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     do {                                                                                                       \
         const skymem_bulk_block_t *b_ = &blocks[refs[gi].block];                                               \
         uint32_t c_ = refs[gi].chunk, plain_ = 0;                                                              \
+        if (coded(b_) && skymem_stripe_data_index(&cod[refs[gi].block].l, c_) == SKYMEM_STRIPE_NO_DATA)         \
+            encode_stripe(b_, &cod[refs[gi].block], zeros, sealed, c_ / cod[refs[gi].block].l.n);            \
         const uint8_t *d_ = content_at(b_, &cod[refs[gi].block], c_, sealed, &plain_);                         \
         uint32_t len_ = plain_ + (sealed ? SKYMEM_SEAL_OVERHEAD : 0u);                                         \
         if (seal) {                                                                                            \

@@ -124,15 +124,35 @@ uint32_t skymem_stripe_data_in(const skymem_stripe_layout_t *l, uint32_t s)
     return first >= l->data ? 0 : (l->data - first < l->k ? (uint32_t)(l->data - first) : l->k);
 }
 
+/* Stripe s's rotation: the position of its role-0 chunk. It steps by one n times over the block, so that every
+ * satellite of the stripes holds parity in m n-ths of them and data in the rest (no satellite only parity, idle on
+ * a healthy get), and in long runs of consecutive stripes (a get asks each satellite for few spans). */
+static uint32_t shift_of(const skymem_stripe_layout_t *l, uint32_t s)
+{
+    return l->m == 0 ? 0 : (uint32_t)((uint64_t)s * l->n / l->stripes);
+}
+
+uint32_t skymem_stripe_member(const skymem_stripe_layout_t *l, uint32_t s, uint32_t role)
+{
+    uint32_t width = skymem_stripe_data_in(l, s) + l->m;
+    return s * l->n + (role + shift_of(l, s)) % width;
+}
+
+uint32_t skymem_stripe_role(const skymem_stripe_layout_t *l, uint32_t cid)
+{
+    uint32_t s = cid / l->n, width = skymem_stripe_data_in(l, s) + l->m;
+    return (cid % l->n + width - shift_of(l, s) % width) % width;
+}
+
 uint32_t skymem_stripe_data_index(const skymem_stripe_layout_t *l, uint32_t cid)
 {
-    uint32_t s = cid / l->n, j = cid % l->n;
-    return j < skymem_stripe_data_in(l, s) ? s * l->k + j : SKYMEM_STRIPE_NO_DATA;
+    uint32_t s = cid / l->n, role = skymem_stripe_role(l, cid);
+    return role < skymem_stripe_data_in(l, s) ? s * l->k + role : SKYMEM_STRIPE_NO_DATA;
 }
 
 uint32_t skymem_stripe_wire_id(const skymem_stripe_layout_t *l, uint32_t d)
 {
-    return (d / l->k) * l->n + d % l->k;
+    return skymem_stripe_member(l, d / l->k, d % l->k);
 }
 
 int skymem_stripe_layout_wire(uint32_t k, uint32_t m, uint32_t wire, skymem_stripe_layout_t *out)

@@ -45,7 +45,10 @@ int skymem_stripe_decode(int k, int m, size_t len, uint8_t *const *chunks, const
 
 /* Where a block's chunks go on the wire (protocol/stripes.py says the same in Python): a block of
  * `data` data chunks in stripes of k data + m parity; stripe s holds the chunk ids s*n ..
- * s*n + r_s + m - 1 (n = k + m, r_s = its data chunks: k, or fewer in the last), its data first.
+ * s*n + w - 1 (n = k + m; w = r_s + m, r_s = its data chunks: k, or fewer in the last). A stripe's chunks have
+ * roles: 0 .. r_s - 1 its data, in order, then r_s .. w - 1 its parity. Role i is at position (i + shift) mod w,
+ * where shift = floor(s * n / stripes) steps by one n times over the block: parity rotates over the positions
+ * (so over the satellites, chunk c going to server c mod n) as RAID 5 rotates it, in long runs of stripes.
  * m = 0: no parity, chunk id = data index. */
 typedef struct {
     uint32_t k, m, n;    /* n = k + m */
@@ -65,6 +68,10 @@ int skymem_stripe_layout_wire(uint32_t k, uint32_t m, uint32_t wire, skymem_stri
 uint32_t skymem_stripe_wire_chunks(const skymem_stripe_layout_t *l);
 /* Data chunks in stripe s (k, or fewer in the last). */
 uint32_t skymem_stripe_data_in(const skymem_stripe_layout_t *l, uint32_t s);
+/* The wire id of the chunk with role `role` (0 .. r_s - 1: data, then parity) in stripe s. */
+uint32_t skymem_stripe_member(const skymem_stripe_layout_t *l, uint32_t s, uint32_t role);
+/* The role of wire chunk `cid` in its stripe (cid / n). */
+uint32_t skymem_stripe_role(const skymem_stripe_layout_t *l, uint32_t cid);
 /* The data index of wire chunk `cid`, or SKYMEM_STRIPE_NO_DATA for a parity chunk. */
 uint32_t skymem_stripe_data_index(const skymem_stripe_layout_t *l, uint32_t cid);
 /* The wire id of data chunk d. */

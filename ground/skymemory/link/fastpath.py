@@ -115,13 +115,7 @@ class BlockJob:
         """Each data chunk's status, in data order (coded: flagged REBUILT when rebuilt from its stripe's others)."""
         if not self.parity:
             return self.status[:self.chunk_count]
-        return self.status[self._data_ids()]
-
-    def _data_ids(self) -> np.ndarray:
-        """The wire ids of a coded job's data chunks, in data order."""
-        stripes = self.stripes
-        d = np.arange(stripes.data_chunks)
-        return (d // stripes.k) * stripes.n + d % stripes.k
+        return self.status[self.stripes.wire_ids()]
 
     def complete(self) -> bool:
         """Every byte of the block is in buf: each data chunk arrived intact, or was rebuilt from its stripe."""
@@ -163,7 +157,7 @@ class BlockJob:
         if self.chunk_crcs is None:
             raise ValueError("the job was fetched without chunk_crcs")
         count = len(data)
-        crcs = self.chunk_crcs if not self.parity else np.ascontiguousarray(self.chunk_crcs[self._data_ids()])
+        crcs = self.chunk_crcs if not self.parity else np.ascontiguousarray(self.chunk_crcs[self.stripes.wire_ids()])
         total = self.n_bytes + (SEAL_OVERHEAD * count if self.sealed else 0)
         return int(lib.skymem_crc32c_fold(ffi.from_buffer("uint32_t[]", crcs), count, self.chunk_bytes, total))
 

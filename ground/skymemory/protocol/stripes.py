@@ -3,10 +3,13 @@
 A block of C data chunks stored with parity m is cut into stripes of k data chunks (the last may have
 fewer) and each stripe gets m parity chunks; any k chunks of a stripe give its data back (the C fast
 path's skymem_stripe.c: Intel ISA-L's Cauchy Reed-Solomon). On the wire a stripe's chunks are consecutive
-chunk ids: stripe s holds ids s*n .. s*n + r_s + m - 1 (n = k + m), its r_s data chunks first, then its
-parity. Chunk id c goes to server c mod n, as every chunk does today (store.contract), so:
-- a full stripe's n chunks are on n distinct servers: its data on servers 0..k-1, where an uncoded block
-  of k servers has them, and its parity on servers k..n-1, the strategy's next ones;
+chunk ids: stripe s holds ids s*n .. s*n + w - 1 (n = k + m, w = r_s + m). Their roles are its r_s data
+chunks in order, then its parity, rotated: role i is at position (i + shift) mod w, the shift stepping by
+one n times over the block (skymem_stripe.h). Chunk id c goes to server c mod n, as every chunk does today
+(store.contract), so:
+- a full stripe's n chunks are on n distinct servers, the strategy's first n;
+- every one of them holds parity in m n-ths of the stripes and data in the rest, in long runs: a healthy get
+  (which asks no parity) reads from all n, not k of them, and asks each for a few spans;
 - the satellites see ordinary chunks (a block of W chunks: `Stripes.wire_chunks`), and GET_CHUNKS,
   MIGRATE and EVICT_BLOCK need no change;
 - m = 0 is today's layout exactly (one "stripe" per chunk, nothing added).
@@ -66,14 +69,30 @@ class Stripes:
         """Chunks the satellites hold: the data's and the parity's."""
         return self.data_chunks + self.count * self.m
 
+    def shift(self, stripe: int) -> int:
+        """Stripe `stripe`'s rotation: the position of its first data chunk."""
+        return stripe * self.n // self.count if self.m else 0
+
+    def member(self, stripe: int, role: int) -> int:
+        """The wire id of the chunk with role `role` in stripe `stripe` (its data chunks in order, then parity)."""
+        width = self.data_in(stripe) + self.m
+        return stripe * self.n + (role + self.shift(stripe)) % width
+
     def wire_id(self, data_chunk: int) -> int:
         """The chunk id on the wire of data chunk `data_chunk`."""
-        return (data_chunk // self.k) * self.n + data_chunk % self.k
+        return self.member(data_chunk // self.k, data_chunk % self.k)
 
-    def members(self, stripe: int) -> range:
-        """The wire ids of stripe `stripe`: its data chunks, then its m parity chunks."""
-        first = stripe * self.n
-        return range(first, first + self.data_in(stripe) + self.m)
+    def wire_ids(self) -> np.ndarray:
+        """Every data chunk's wire id, in data order (wire_id of each, at once)."""
+        d = np.arange(self.data_chunks, dtype=np.int64)
+        stripe, role = d // self.k, d % self.k
+        width = np.minimum(self.k, self.data_chunks - stripe * self.k) + self.m
+        shift = stripe * self.n // self.count if self.m else 0
+        return stripe * self.n + (role + shift) % width
+
+    def members(self, stripe: int) -> list[int]:
+        """The wire ids of stripe `stripe`, by role: its data chunks, then its m parity chunks."""
+        return [self.member(stripe, role) for role in range(self.data_in(stripe) + self.m)]
 
     @classmethod
     def from_wire(cls, wire_chunks: int, k: int, m: int) -> "Stripes":
@@ -128,7 +147,11 @@ def cut(payload, k: int, m: int, plain: int) -> list[bytes]:
         first = stripe * k * plain
         data = [bytes(view[first + i * plain:first + (i + 1) * plain]) for i in range(layout.data_in(stripe))]
         rows = [_padded(d, plain) for d in data] + [np.zeros(plain, dtype=np.uint8)] * (k - len(data))
-        out += data + [p.tobytes() for p in encode(rows, m)]
+        by_role = data + [p.tobytes() for p in encode(rows, m)]
+        in_place: list[bytes] = [b""] * len(by_role)
+        for role, content in enumerate(by_role):
+            in_place[layout.member(stripe, role) - stripe * layout.n] = content
+        out += in_place
     return out
 
 
