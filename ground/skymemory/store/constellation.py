@@ -32,7 +32,8 @@ is missing (fast=False selects the pure-Python asyncio client instead, for
 comparison). `from_manifest(route=...)` picks the ground links (skymemory.store.routes;
 default auto); `pace_Bps` paces put and get to the link. Probe and evict use
 `SkyMemoryClient` on a private event-loop thread; `aput_block` / `aget_block` / ...
-can be awaited from any event loop.
+can be awaited from any event loop. Small one-chunk records (the KV index in orbit, kv.orbit_records) are kept
+in copies on home satellites (store.record_copies; from_manifest gives the homes).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ from skymemory.protocol.stripes import DEFAULT_DATA, DEFAULT_PARITY, MAX_STRIPE_
 from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, BulkBlockReads,
                                       BulkBlockWrites, Landed, Sat, StreamedBlockReads, TenantSealing, check_hash,
                                       land_one_by_one, split_chunks)
+from skymemory.store.object_homes import home_satellites
+from skymemory.store.record_copies import RecordCopies
 from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
 
 if TYPE_CHECKING:  # seal.py needs `cryptography`, which only a sealed store uses
@@ -123,7 +126,7 @@ def nearest_when_set(constellation) -> Locate:
 
 
 class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, StreamedBlockReads, AsyncBlockStore,
-                              TenantSealing):
+                              TenantSealing, RecordCopies):
     """Blocks striped over satellites: chunk i -> servers[i % n]."""
 
     def __init__(
@@ -147,6 +150,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         content_keys: "ContentKeys | ContentKeySource | None" = None,
         tenant: str | None = None,
         parity: int = 0,
+        homes: Callable[[bytes], list[Sat]] | None = None,
     ) -> None:
         if (servers is None) == (locate is None):
             raise ValueError("give exactly one of `servers` (a list of satellites) or `locate` (a placement)")
@@ -174,6 +178,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         self.seal_failures: Counter[Sat] = Counter()  # chunks that came intact and did not open, per satellite
         self._owner = True  # False for a for_tenant view: closing it closes nothing shared
         self.locate = locate
+        self._homes = homes  # a record's home satellites (store.record_copies); None: no records kept
         self.strategy = strategy
         self.n_servers = n_servers
         self.centre = centre or (lambda _now: (0, 0))
@@ -224,6 +229,7 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         kw.setdefault("chunk_bytes", manifest.chunk_size)
         if "via" not in kw:
             kw["via"] = via_for_route(route or DEFAULT_ROUTE, manifest)
+        kw.setdefault("homes", lambda key: home_satellites(key, manifest))
         return cls(manifest.ground_addresses(), servers, mission_ms=c.mission_ms, centre=c.overhead,
                    bind_host=manifest.ground_host, **kw)
 

@@ -210,6 +210,31 @@ class AsyncBlockStore(Protocol):
 
 
 @runtime_checkable
+class RecordKeeping(Protocol):
+    """A store that keeps small one-chunk blocks (records: kv.orbit_records) on named satellites, a copy on each.
+
+    record_homes(key): the satellites a record for `key` lives on (None: this store does not know the
+    constellation well enough to say, and keeps no records). put_copies: every copy at once, each a one-chunk
+    block (sealed or not: the caller's). first_copies: for each key, its copies asked at once, the first that
+    `accept(key, home, chunk)` takes (it returns a value, not None) wins. evict_copies: drop them. Each call
+    ends by `timeout_s`; what did not answer by then is a TimeoutError in its place.
+    """
+
+    @abstractmethod
+    def record_homes(self, key: bytes) -> "list[Sat] | None": ...
+
+    @abstractmethod
+    def put_copies(self, items: "Sequence[tuple[bytes, bytes]]", timeout_s: float) -> "list[list[Sat]]": ...
+
+    @abstractmethod
+    def first_copies(self, keys: "Sequence[bytes]", accept: "Callable[[bytes, Sat, bytes], object]",
+                     timeout_s: float) -> list: ...
+
+    @abstractmethod
+    def evict_copies(self, keys: "Sequence[bytes]", timeout_s: float) -> int: ...
+
+
+@runtime_checkable
 class TenantSealing(Protocol):
     """A store that may seal what it keeps (skymemory.protocol.seal: under a ground key per tenant).
 
