@@ -244,7 +244,7 @@ def test_a_streamed_prefix_that_does_not_open_is_noted_against_its_satellites():
     index = RadixIndex()
     record = BlockRecord(b"\5" * 32, 100, 6144, 1, 0, "explicit", 4, (0, 0))
     index.insert(b"\0" * 32, record)
-    manager = SimpleNamespace(index=index, store=MemoryBlockStore())
+    manager = SimpleNamespace(index=index, store=MemoryBlockStore(), orbit=None)
     result = SimpleNamespace(cache=None, blocks=[record.block_hash], prefix_tokens=16, miss_reason=None)
     failure = StreamFailed("seal", "from satellite (2, 5) do not open", satellites=((2, 5),))
     evict_after_failure(manager, result, failure)

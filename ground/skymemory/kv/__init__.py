@@ -8,6 +8,7 @@ Modules (one idea each):
   extra_keys   what a block is keyed by besides its tokens: cache salt, adapter, media, prompt embeddings
   identity     those fingerprints for an engine that does not hold the transformers model (vLLM)
   radix        the ground index of cached blocks: one SQLite file every process shares
+  orbit_records  the index in orbit: each block's record on home satellites, so any ground host finds any block
   codec        KV cache <-> per-block bytes (layer-major, fp16 / int8, CRC32C)
   store        the block-store contract types (+ an in-process store)
   landing      the host buffers a prefix's blocks land in

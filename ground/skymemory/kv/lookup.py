@@ -9,7 +9,11 @@ miss.
 
   hashes(root, tokens, keys)   the chained hashes of the prompt's full blocks,
                                keyed to its tenant and adapter (kv.extra_keys)
-  lookup(root, hashes)         the longest prefix the ground index holds; when
+  lookup(root, hashes)         the longest prefix the ground index holds, and past
+                               it, with records in orbit (kv.orbit_records), the
+                               blocks other ground hosts stored: read through and
+                               learnt into the index (wait=False: on a worker
+                               thread, the answer "pending" until it is in); when
                                the index knows nothing of this root and a probe
                                store is given, the paper's binary search over
                                probe_block (§3.8 Get KVC 3-6), learnt into the index
@@ -27,7 +31,8 @@ from .blocks import chain_hashes, split_blocks
 from .costmodel import Decision
 from .extra_keys import RequestKeys
 from .policy import FetchPolicy, LinkEstimate
-from .radix import RadixIndex
+from .orbit_records import OrbitRecords
+from .radix import IndexEntry, RadixIndex
 from .saving import BlockFormat
 from .store import BlockRecord, BlockStore
 
@@ -36,9 +41,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Found:
-    """The records of a prompt's longest cached prefix, and where they were found ("index", "probe" or "none")."""
+    """The records of a prompt's longest cached prefix, and where they were found ("index", "orbit", "probe" or
+    "none"). pending: an orbit lookup of the blocks after them runs (wait=False): ask again shortly."""
     records: list[BlockRecord]
     source: str
+    pending: bool = False
 
 
 NOTHING = Found([], "none")
@@ -49,7 +56,7 @@ class PrefixFinder:
 
     def __init__(self, index: RadixIndex, *, block_tokens: int, block_bytes: int, layers: int, policy: str = "auto",
                  link_name: str = "skymemory", probe: BlockStore | None = None,
-                 form: BlockFormat | None = None) -> None:
+                 form: BlockFormat | None = None, orbit: OrbitRecords | None = None) -> None:
         if probe is not None and form is None:
             raise ValueError("a probe store needs the block format its findings are indexed with (form=)")
         self.index = index
@@ -60,6 +67,7 @@ class PrefixFinder:
         self.link = LinkEstimate(link_name)  # learns from the transfers its engine reports
         self.probe = probe  # a store to binary-search when the index knows nothing of a root (None: never)
         self.form = form  # what the index says of a block a probe found
+        self.orbit = orbit  # records in orbit: the blocks other ground hosts stored (None: this index only)
 
     def hashes(self, root: bytes, tokens: list[int], keys: RequestKeys, n_blocks: int | None = None) -> list[bytes]:
         """The chain hashes of the first `n_blocks` full blocks of `tokens` (all of them by default), with the
@@ -70,14 +78,17 @@ class PrefixFinder:
         return chain_hashes(root, blocks, keys.per_block(len(blocks), self.block_tokens))
 
     def lookup(self, root: bytes, hashes: list[bytes], *, readable: Callable[[BlockRecord], bool] | None = None,
-               strict: bool = False, what: str = "KV lookup") -> Found:
+               strict: bool = False, what: str = "KV lookup", tenant: str | None = None, wait: bool = True,
+               orbit: bool = True) -> Found:
         """The longest cached prefix of `hashes`, ended before the first record `readable` refuses (a record
         the caller's store cannot read: its prefix stops there). A failure (an unreadable index, a probe that
-        timed out) is a miss, logged as `what` failing; strict raises it instead."""
+        timed out) is a miss, logged as `what` failing; strict raises it instead. tenant: whose records (they
+        are sealed under its key). wait=False: never wait on the orbit (Found.pending instead). orbit=False:
+        this host's index only."""
         if not hashes:
             return NOTHING
         try:
-            found = self._lookup(root, hashes)
+            found = self._lookup(root, hashes, tenant, wait, orbit)
         except Exception as exc:  # noqa: BLE001 - an unreadable index is a miss, never a stalled engine
             if strict:
                 raise
@@ -85,14 +96,29 @@ class PrefixFinder:
             return NOTHING
         if readable is not None:
             end = next((i for i, r in enumerate(found.records) if not readable(r)), len(found.records))
-            found = Found(found.records[:end], found.source if end else "none")
+            found = Found(found.records[:end], found.source if end else "none", found.pending)
         return found
 
-    def _lookup(self, root: bytes, hashes: list[bytes]) -> Found:
+    def _lookup(self, root: bytes, hashes: list[bytes], tenant: str | None, wait: bool, orbit: bool) -> Found:
         entries = self.index.longest_prefix(root, hashes)
+        if orbit and self.orbit is not None and len(entries) < len(hashes):
+            parent = entries[-1].block_hash if entries else root
+            rest = hashes[len(entries):]
+            if not wait:
+                pending = self.orbit.find_later(parent, rest, tenant, self._learn)
+                return Found([e.record for e in entries], "index" if entries else "none", pending)
+            more = self.orbit.find(parent, rest, tenant)
+            if more:
+                self._learn(more)
+                return Found([e.record for e in entries + more], "orbit")
         if entries or self.probe is None or self.index.knows_root(root):
             return Found([e.record for e in entries], "index" if entries else "none")
         return self._probe_search(root, hashes)
+
+    def _learn(self, entries: list[IndexEntry]) -> None:
+        """Blocks found in orbit go into the local index: the next lookup of them is local."""
+        if entries:
+            self.index.insert_entries(entries)
 
     def _probe_search(self, root: bytes, hashes: list[bytes]) -> Found:
         """Binary search for the last block whose chunk 0 answers a probe; what it finds goes into the index."""

@@ -21,10 +21,10 @@ log = logging.getLogger(__name__)
 
 
 def forget_from(store, index, records: Sequence[BlockRecord], position: int, reason: str,
-                satellites: Sequence[tuple[int, int]] = ()) -> None:
-    """records[position] failed: it and the records after it leave `store` and `index`; nothing here raises (the
-    caller goes on without the cache). store None: the caller evicts them itself, later (`evict`: the vLLM
-    worker does it off the engine's step)."""
+                satellites: Sequence[tuple[int, int]] = (), orbit=None) -> None:
+    """records[position] failed: it and the records after it leave `store` and `index` (and their records leave
+    orbit: kv.orbit_records, when `orbit` is given); nothing here raises (the caller goes on without the cache).
+    store None: the caller evicts them itself, later (`evict`: the vLLM worker does it off the engine's step)."""
     if reason == "seal" and satellites:
         index.note_seal_failures({tuple(sat): 1 for sat in satellites})  # best effort: never raises
     if store is not None:
@@ -34,6 +34,8 @@ def forget_from(store, index, records: Sequence[BlockRecord], position: int, rea
     except Exception as exc:  # noqa: BLE001 - the index is a hint; whoever failed goes on without it
         log.warning("SkyMemory: block %s could not leave the ground index: %r",
                     records[position].block_hash.hex()[:16], exc)
+    if orbit is not None:  # never raises: best effort, as every eviction
+        orbit.forget([r.block_hash for r in records[position:]])
 
 
 def evict(store, records: Sequence[BlockRecord]) -> None:

@@ -29,9 +29,11 @@ missing, late, truncated or corrupt ends the prefix there, is logged, evicted
 from the constellation (lazy eviction, §3.9) and dropped from the local index
 together with the blocks after it; the model then computes what is missing.
 
-Lookup order (§3.8, §3.10): the local radix index first (no round trip); when
-it knows nothing about this model's chains, the paper's binary search over
-`probe_block` of the hash list finds the longest cached prefix.
+Lookup order (§3.8, §3.10): the local radix index first (no round trip); past
+what it holds, the blocks' records in orbit (kv.orbit_records: what any other
+ground host stored, one round trip to their home satellites, then learnt into
+the local index); when it knows nothing about this model's chains, the paper's
+binary search over `probe_block` of the hash list finds the longest cached prefix.
 
 Tenants and adapters (kv.extra_keys): `cache_salt=` on get_cache / add_blocks /
 generate_with_cache keys a prompt's blocks to that tenant, as vLLM's
@@ -60,6 +62,7 @@ from .calibration import DeviceRates, disagrees, load_or_calibrate
 from .costmodel import Decision
 from .extra_keys import RequestKeys, Unkeyable, active_adapter, base_model, say_once
 from .lookup import PrefixFinder
+from .orbit_records import OrbitRecords
 from .lost import forget_from
 from .models import cache_dir
 from .radix import RadixIndex
@@ -111,6 +114,10 @@ class KVCManager:
     strict         raise BlockMiss instead of returning a shorter cache
     probe          binary-search the store with probe_block when the index knows
                    nothing about this model's chains
+    orbit          keep every stored block's record in orbit and read through to the
+                   records other ground hosts stored (kv.orbit_records): None (default)
+                   when the store can keep them (ConstellationBlockStore.from_manifest),
+                   False never, or an OrbitRecords to share
     device_rates   the calibration to decide with (default: kv.calibration.load_or_calibrate,
                    measured at the first decision and kept on disk)
     device_tier_bytes, host_tier_bytes
@@ -147,6 +154,7 @@ class KVCManager:
         device_rates: DeviceRates | None = None,
         device_tier_bytes: int = 0,
         host_tier_bytes: int = 0,
+        orbit: "OrbitRecords | bool | None" = None,
     ):
         if block_tokens <= 0:
             raise ValueError("block_tokens must be positive")
@@ -177,10 +185,13 @@ class KVCManager:
         self.index = index if index is not None else RadixIndex(index_dir if index_dir is not None else cache_dir() / "index")
         self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
         self.block_bytes = codec.block_bytes(self.geometry, self.kv_format)
+        # records in orbit: what other ground hosts stored is found here too
+        self.orbit = orbit if isinstance(orbit, OrbitRecords) else None if orbit is False else (
+            OrbitRecords.for_store(store))
         # naming, finding and pricing a prefix: kv.lookup, as the vLLM connector does it
         self.finder = PrefixFinder(self.index, block_tokens=block_tokens, block_bytes=self.block_bytes,
                                    layers=self.geometry.layers, policy=policy, link_name=type(store).__name__,
-                                   probe=store if probe else None, form=self.block_format)
+                                   probe=store if probe else None, form=self.block_format, orbit=self.orbit)
         self.policy, self.link = self.finder.policy, self.finder.link
         self.landing = landing.LandingBuffers(pin=torch.device(model.device).type == "cuda")
         # a split joins computed and loaded K/V by concatenation: right for full-attention layers only
@@ -246,7 +257,7 @@ class KVCManager:
                 raise
             say_once(exc, "a prompt with ")
             hashes = []
-        found = self.finder.lookup(self.root, hashes, strict=self.strict)
+        found = self.finder.lookup(self.root, hashes, strict=self.strict, tenant=cache_salt or None)
         input_ids = torch.tensor([token_ids], dtype=torch.long, device=self.model.device)
         return PrefixLookup(input_ids, n_usable, found.records, found.source, time.perf_counter() - started,
                             tenant=cache_salt or None)
@@ -517,7 +528,7 @@ class KVCManager:
         failed = records[position]
         log.warning("KV block %s (position %d) missing: %s %s", failed.block_hash.hex()[:16], position, reason, detail)
         satellites = detail.satellites if isinstance(detail, BlockMiss) else ()
-        forget_from(self.store, self.index, records, position, reason, satellites)
+        forget_from(self.store, self.index, records, position, reason, satellites, self.orbit)
         if self.strict:
             raise make_miss(reason, f"block {failed.block_hash.hex()[:16]}: {reason} {detail}")
         return reason
@@ -545,8 +556,8 @@ class KVCManager:
         result = AddResult(blocks_total=len(hashes), blocks_cached_before=0, blocks_stored=0, hashes=hashes)
         if not hashes:
             return result
-        first_new = len(self.finder.lookup(self.root, hashes, strict=self.strict,
-                                           what="KV lookup before add").records)
+        first_new = len(self.finder.lookup(self.root, hashes, strict=self.strict, what="KV lookup before add",
+                                           tenant=cache_salt or None).records)
         result.blocks_cached_before = first_new
         if first_new == len(hashes):
             return result
@@ -576,7 +587,8 @@ class KVCManager:
                  for position, payload in enumerate(payloads, start=first_new)]
         started = time.perf_counter()
         try:  # sealed under this tenant's key where the store seals
-            saving.save_blocks(self.store_for(cache_salt), self.index, saves, self.block_format, self.tiers)
+            saving.save_blocks(self.store_for(cache_salt), self.index, saves, self.block_format, self.tiers,
+                               self.orbit, cache_salt or None)
             result.blocks_stored = len(saves)
         except SaveFailed as exc:  # later blocks are useless without this one: stop
             if self.strict:

@@ -272,6 +272,16 @@ def _bad_field(row: tuple) -> str | None:
     return "out of bounds"  # _sane and the checks above disagree: never expected
 
 
+def entry_fault(entry: IndexEntry) -> str | None:
+    """What makes an entry from elsewhere (a record read from orbit) one the index would refuse to return: its
+    first field out of bounds, as `name=value`, or metadata the index does not keep; None for a sane one."""
+    try:
+        row = _row(entry.parent, entry.record, entry.meta, entry.last_used_ms)
+    except ValueError as exc:
+        return str(exc)
+    return _bad_field(row)
+
+
 def _bad_ledger_field(row: tuple) -> str | None:
     """The first field of a seal_failures row (plane, sat, count, last_unix) out of bounds; None for a sane row."""
     plane, sat, count, last_unix = row

@@ -25,7 +25,7 @@ class CacheResult:
     blocks: list[bytes]  # hashes of the blocks in `cache`, in order
     usable_blocks: int  # full blocks the prompt could have used
     miss_reason: str | None  # None: every usable block was found
-    source: str  # "index", "probe" or "none"
+    source: str  # "index", "orbit" (another ground host stored it), "probe" or "none"
     lookup_s: float = 0.0
     retrieval_s: float = 0.0
     # a split (decision "split"): the first `recomputed_tokens` of `cache` were computed here, taking
@@ -68,6 +68,6 @@ class PrefixLookup:
     input_ids: torch.Tensor  # [1, n] the whole prompt, on the model's device
     usable_blocks: int  # full blocks the prompt could use
     records: list[BlockRecord]  # the longest cached prefix, in order
-    source: str  # "index", "probe" or "none"
+    source: str  # "index", "orbit" (another ground host stored it), "probe" or "none"
     lookup_s: float
     tenant: str | None = None  # the cache salt the blocks are keyed to (kv.extra_keys): whose blocks they are

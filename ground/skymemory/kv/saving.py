@@ -3,7 +3,8 @@
 Both engines save a block alike, so that either finds what the other stored: its bytes (kv.codec) are stored
 on the constellation as its tenant writes them (sealed under that tenant's key where the store seals: the
 caller passes the tenant's store), it is indexed below its parent with the metadata its `BlockFormat` gives,
-and it is written through to the host and device tiers when there are any. A store with bulk writes takes
+its record goes to orbit for other ground hosts (kv.orbit_records, when the caller keeps records there), and
+it is written through to the host and device tiers when there are any. A store with bulk writes takes
 all the blocks in one call (their chunks in flight together) and they are indexed in one transaction after
 it; another takes them one by one, and those stored before a failure stay indexed.
 
@@ -16,6 +17,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .orbit_records import OrbitRecords
 from .radix import IndexEntry, RadixIndex
 from .store import BlockRecord, BlockStore, BulkBlockWrites
 
@@ -53,10 +55,11 @@ class SaveFailed(RuntimeError):
 
 
 def save_blocks(store: BlockStore, index: RadixIndex, saves: Sequence[BlockSave], form: BlockFormat,
-                tiers=None) -> list[BlockRecord]:
+                tiers=None, orbit: OrbitRecords | None = None, tenant: str | None = None) -> list[BlockRecord]:
     """Store, index and keep near `saves` (one chain's or several); their records, in order.
 
     store: the tenant's (BlockStore.for_tenant where it seals). tiers: a kv.tiers.BlockTiers or None.
+    orbit: where the blocks' records are published (sealed under `tenant`'s key), or None.
     Raises SaveFailed (with how many were saved) when a block could not be stored.
     """
     if not saves:
@@ -66,7 +69,7 @@ def save_blocks(store: BlockStore, index: RadixIndex, saves: Sequence[BlockSave]
             records = store.put_blocks([(s.block_hash, s.payload) for s in saves])
         except Exception as exc:  # noqa: BLE001 - said with how many were saved
             raise SaveFailed(0, exc) from exc
-        _indexed(index, saves, records, form, tiers)
+        _indexed(index, saves, records, form, tiers, orbit, tenant)
         return records
     records = []
     for save in saves:  # one by one: those stored before a failure stay indexed
@@ -74,15 +77,17 @@ def save_blocks(store: BlockStore, index: RadixIndex, saves: Sequence[BlockSave]
             record = store.put_block(save.block_hash, save.payload)
         except Exception as exc:  # noqa: BLE001 - said with how many were saved
             raise SaveFailed(len(records), exc) from exc
-        _indexed(index, [save], [record], form, tiers)
+        _indexed(index, [save], [record], form, tiers, orbit, tenant)
         records.append(record)
     return records
 
 
 def _indexed(index: RadixIndex, saves: Sequence[BlockSave], records: Sequence[BlockRecord], form: BlockFormat,
-             tiers) -> None:
-    index.insert_entries(IndexEntry(s.block_hash, s.parent, record, form.meta(s.position))
-                         for s, record in zip(saves, records))
+             tiers, orbit: OrbitRecords | None, tenant: str | None) -> None:
+    entries = [IndexEntry(s.block_hash, s.parent, record, form.meta(s.position)) for s, record in zip(saves, records)]
+    index.insert_entries(entries)
+    if orbit is not None:  # best effort: a record no home took leaves the block found here only
+        orbit.publish(entries, tenant)
     if tiers is not None and tiers.enabled:  # write-through: the next load finds them near the model
         tiers.put([s.block_hash for s in saves], host_rows=[s.payload for s in saves])
 

@@ -493,7 +493,8 @@ def evict_after_failure(manager, result, failure: StreamFailed) -> None:
         records = [e.record for e in map(manager.index.get, result.blocks) if e is not None]
         position = 0 if records else None
     if position is not None:
-        forget_from(manager.store, manager.index, records, position, failure.reason, failure.satellites)
+        forget_from(manager.store, manager.index, records, position, failure.reason, failure.satellites,
+                    manager.orbit)
     result.prefix_tokens, result.blocks, result.miss_reason = 0, [], f"stream failed: {failure.reason}"
 
 
