@@ -43,6 +43,9 @@ P5 = random_prompt(290, seed=5)  # 2 blocks: stored by vLLM, read by KVCManager
 P6 = random_prompt(2 * BLOCK + 30, seed=6)  # 2 blocks and P7's 3: the partial failure test's (stored by no other)
 P7 = random_prompt(3 * BLOCK + 40, seed=7)
 P8 = random_prompt(2 * BLOCK + 50, seed=8)  # 2 blocks: the dead satellites test's
+P9 = random_prompt(2 * BLOCK + 40, seed=9)  # 2 blocks each: the index in orbit's (servers with their own indexes)
+P10 = random_prompt(2 * BLOCK + 41, seed=10)
+P11 = random_prompt(2 * BLOCK + 42, seed=11)
 NEW_TOKENS = 16
 
 
@@ -83,13 +86,22 @@ def baseline(model_dir, tmp_path_factory) -> dict:
     """vLLM without the connector: the tokens every cached run must give."""
     tmp = tmp_path_factory.mktemp("baseline")
     out = run_job(tmp, model_dir, [{"name": "plain", "connector": None, "requests": requests(
-        P1=P1, P2=P2, P3=P3, P4=P4, P5=P5, P6=P6, P7=P7, P8=P8)}], "baseline")
+        P1=P1, P2=P2, P3=P3, P4=P4, P5=P5, P6=P6, P7=P7, P8=P8, P9=P9, P10=P10, P11=P11)}], "baseline")
     return {name: r["tokens"] for name, r in out["plain"].items()}
 
 
 def kvc_manager(manifest: Path, index: Path, store: ConstellationBlockStore) -> KVCManager:
     model, tokenizer = load_model("embedded-small", "cpu", "fp32")
     return KVCManager(model, tokenizer, store, kv_dtype="fp16", index=RadixIndex(index), policy="fetch")
+
+
+def generated(manager: KVCManager, hit) -> list[int]:
+    """The tokens Hugging Face generates from a cache hit (greedy, NEW_TOKENS of them)."""
+    model = manager.model
+    with torch.no_grad():
+        out = model.generate(hit.input_ids, attention_mask=hit.attention_mask, **cache_arg(model, hit.cache),
+                             max_new_tokens=NEW_TOKENS, do_sample=False)
+    return out[0, hit.input_ids.shape[1]:].tolist()
 
 
 def test_a_fresh_process_finds_the_prefix_another_served_and_generates_the_same_tokens(
@@ -124,11 +136,7 @@ def test_one_cache_for_both_engines(model_dir, sky, baseline, tmp_path):
         assert out["P5"]["num_cached_tokens"] == 0  # stored by vLLM ...
         hit = manager.get_cache(P5)  # ... hit through Hugging Face
         assert hit.source == "index" and hit.prefix_tokens == 2 * BLOCK
-        model = manager.model
-        with torch.no_grad():
-            tokens = model.generate(hit.input_ids, attention_mask=hit.attention_mask, **cache_arg(model, hit.cache),
-                                    max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(P5):].tolist()
-        assert tokens == baseline["P5"]
+        assert generated(manager, hit) == baseline["P5"]
 
 
 def test_satellites_killed_during_a_load_give_a_recompute_not_wrong_tokens(model_dir, node_path, baseline,
@@ -211,3 +219,30 @@ def test_blocks_in_coded_stripes_load_whole_with_two_satellites_dead(model_dir, 
     assert found["num_cached_tokens"] == 2 * BLOCK and found["tokens"] == baseline["P8"], found
     said = found["kv_transfer_params"]["skymemory"]
     assert said["fetched_blocks"] == 2 and "the load failed" not in said["decision"], said  # uncoded, it fails
+
+
+def test_servers_with_their_own_indexes_share_one_cache_through_records_in_orbit(model_dir, sky, baseline, tmp_path):
+    """Server A stores P9's prefix; server B, a fresh process with its own ground index (as on another host), loads
+    it through the blocks' records in orbit. The same between Hugging Face and vLLM, both ways: each with an index
+    of its own, each hits what the other stored, with plain vLLM's tokens."""
+    a = run_job(tmp_path, model_dir, [{"name": "A", "connector": connector(sky, tmp_path / "index-a"),
+                                       "requests": requests(P9=P9)}], "A")["A"]
+    assert a["P9"]["num_cached_tokens"] == 0 and a["P9"]["tokens"] == baseline["P9"]
+    m = Manifest.load(sky)
+    with ConstellationBlockStore.nearest_from_manifest(m, SERVERS, client_options={"station_id": 57}) as store:
+        hf = kvc_manager(sky, tmp_path / "index-hf", store)
+        assert hf.add_blocks(P10).blocks_stored == 2
+        b = run_job(tmp_path, model_dir, [{"name": "B", "connector": connector(sky, tmp_path / "index-b"),
+                                           "requests": requests(P9=P9, P10=P10, P11=P11)}], "B")["B"]
+        assert len(RadixIndex(tmp_path / "index-b")) == 6  # P9's and P10's learnt from orbit, P11's its own
+        for name in ("P9", "P10"):
+            assert b[name]["num_cached_tokens"] == 2 * BLOCK, (name, b[name])
+            assert b[name]["tokens"] == baseline[name]
+        assert b["P11"]["num_cached_tokens"] == 0  # stored by B ...
+        hit = hf.get_cache(P11)  # ... found by Hugging Face, whose index never saw it
+        assert hit.source == "orbit" and hit.prefix_tokens == 2 * BLOCK
+        assert generated(hf, hit) == baseline["P11"]
+    off = run_job(tmp_path, model_dir, [{"name": "C", "connector": connector(sky, tmp_path / "index-c",
+                                                                           orbit_index=False),
+                                         "requests": requests(P9=P9)}], "C")["C"]
+    assert off["P9"]["num_cached_tokens"] == 0  # without records in orbit: its own index only

@@ -88,8 +88,15 @@ def run_job(tmp: Path, model: Path, engines: list[dict], name: str) -> dict:
     return json.loads((tmp / f"{name}.out.json").read_text())
 
 
-def connector(manifest: Path, index: Path) -> dict:
-    return {"manifest": str(manifest), "model": "embedded-small", "index_dir": str(index), "servers": SERVERS}
+def connector(manifest: Path, index: Path, orbit_index: bool = True) -> dict:
+    return {"manifest": str(manifest), "model": "embedded-small", "index_dir": str(index), "servers": SERVERS,
+            "orbit_index": orbit_index}
+
+
+# The tests below that count a request of no tenant and no adapter as a miss keep to their own index
+# (orbit_index false, orbit=False): the OpenAI test stores P for no tenant on this module's constellation, and
+# the records in orbit would rightly lead them to it.
+OWN_INDEX = False
 
 
 def request(name: str, ids: list[int], *, salt: str | None = None, adapter: list | None = None) -> dict:
@@ -222,7 +229,7 @@ def test_adapters_never_share_blocks_and_each_gives_its_own_tokens(model_dir, sk
     index = tmp_path / "index"
     want = baseline["lora"]
     assert len({tuple(want[name]) for name in ("P", "P-a1", "P-a2")}) == 3  # each adapter changes the tokens
-    stored = run_job(tmp_path, model_dir, [{"name": "X", "lora": True, "connector": connector(sky, index),
+    stored = run_job(tmp_path, model_dir, [{"name": "X", "lora": True, "connector": connector(sky, index, OWN_INDEX),
                                             "requests": [request("P-a1", P, adapter=lora("a1", adapters))]}], "X")
     assert stored["X"]["P-a1"]["num_cached_tokens"] == 0 and stored["X"]["P-a1"]["tokens"] == want["P-a1"]
     assert len(RadixIndex(index)) == 2
@@ -231,9 +238,10 @@ def test_adapters_never_share_blocks_and_each_gives_its_own_tokens(model_dir, sk
     with ConstellationBlockStore.nearest_from_manifest(m, SERVERS, client_options={"station_id": 65}) as store:
         model, tokenizer = load_model("embedded-small", "cpu", "fp32")
         manager = KVCManager(PeftModel.from_pretrained(model, adapters["a2"]), tokenizer, store, kv_dtype="fp16",
-                             index=RadixIndex(index), policy="fetch")
+                             index=RadixIndex(index), policy="fetch", orbit=OWN_INDEX)
         assert manager.add_blocks(S).blocks_stored == 2
-    out = run_job(tmp_path, model_dir, [{"name": "Y", "lora": True, "connector": connector(sky, index), "requests": [
+    out = run_job(tmp_path, model_dir, [{"name": "Y", "lora": True, "connector": connector(sky, index, OWN_INDEX),
+                                         "requests": [
         request("P-a2", P, adapter=lora("a2", adapters)),  # a1's blocks are not a2's
         request("P", P),  # nor the base model's
         request("P-a1-copy", P, adapter=lora("a1-copy", adapters)),  # a1 under another name, id and folder
@@ -254,9 +262,10 @@ def test_both_engines_share_a_tenants_blocks_and_only_that_tenants(model_dir, sk
     # whose index knows nothing of this model asks the satellites (probe_block), where it would find them
     with ConstellationBlockStore.nearest_from_manifest(m, SERVERS, client_options={"station_id": 67}) as store:
         model, tokenizer = load_model("embedded-small", "cpu", "fp32")
-        manager = KVCManager(model, tokenizer, store, kv_dtype="fp16", index=RadixIndex(index), policy="fetch")
+        manager = KVCManager(model, tokenizer, store, kv_dtype="fp16", index=RadixIndex(index), policy="fetch",
+                             orbit=OWN_INDEX)
         assert manager.add_blocks(P, cache_salt="hA").blocks_stored == 2  # tenant A, through Hugging Face
-        out = run_job(tmp_path, model_dir, [{"name": "Z", "connector": connector(sky, index), "requests": [
+        out = run_job(tmp_path, model_dir, [{"name": "Z", "connector": connector(sky, index, OWN_INDEX), "requests": [
             request("P-hA", P, salt="hA"), request("P-hB", P, salt="hB"), request("P", P),
             request("S-hB", S, salt="hB")]}], "Z")["Z"]
         assert out["P-hA"]["num_cached_tokens"] == 2 * BLOCK  # hit in vLLM with the same salt

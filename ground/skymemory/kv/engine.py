@@ -9,6 +9,7 @@ from kv/.
 
   ServedModel        a served model as the cache names its blocks: geometry, format, chain root
   open_index         the ground index (KVCManager's, unless a folder is named)
+  OrbitRecords       the index's records in orbit (kv.orbit_records): what other ground hosts stored
   PagedScheduler, PagedWorker, PagedLayout         the two sides, and an engine's page layout
   StepPlan, SavePlan, WorkerReport                 what they tell each other
   RequestKeys, Media, Unkeyable, adapter_dir_fingerprint, embeds_hashes
@@ -26,6 +27,7 @@ from .device import dtype_name
 from .extra_keys import Media, RequestKeys, Unkeyable, adapter_dir_fingerprint, embeds_hashes
 from .identity import model_identity
 from .models import cache_dir
+from .orbit_records import OrbitRecords
 from .paged import PagedLayout
 from .paged_scheduler import PagedScheduler
 from .paged_steps import SavePlan, StepPlan, WorkerReport
@@ -34,7 +36,8 @@ from .policy import POLICIES, check_policy
 from .radix import RadixIndex
 from .saving import BlockFormat
 
-__all__ = ["KV_FORMATS", "POLICIES", "Media", "PagedLayout", "PagedScheduler", "PagedWorker", "RequestKeys",
+__all__ = ["KV_FORMATS", "POLICIES", "Media", "OrbitRecords", "PagedLayout", "PagedScheduler", "PagedWorker",
+           "RequestKeys",
            "SavePlan", "ServedModel", "StepPlan", "Unkeyable", "WorkerReport", "adapter_dir_fingerprint",
            "check_format", "check_policy", "embeds_hashes", "open_index"]
 
@@ -66,9 +69,10 @@ class ServedModel:
         return model_identity(self.name, dtype_name(dtype)).root(
             kv_format=self.form.kv_format, block_tokens=self.form.block_tokens, sealed=self.sealed)
 
-    def scheduler(self, dtype, index: RadixIndex, policy: str) -> PagedScheduler:
+    def scheduler(self, dtype, index: RadixIndex, policy: str, orbit: OrbitRecords | None = None) -> PagedScheduler:
         return PagedScheduler(root=self.root(dtype), block_tokens=self.form.block_tokens,
-                              block_bytes=self.block_bytes, layers=self.geometry.layers, index=index, policy=policy)
+                              block_bytes=self.block_bytes, layers=self.geometry.layers, index=index, policy=policy,
+                              orbit=orbit)
 
 
 def open_index(directory: str | Path | None = None) -> RadixIndex:

@@ -5,7 +5,10 @@ connector (integrations.vllm) is an adapter that maps vLLM's scheduler calls ont
 
 It never waits on the network: a request's cached prefix is named, found in
 the ground index (one SQLite query) and priced by the same PrefixFinder as
-KVCManager's (kv.lookup; the model identity is kv.identity's), and the
+KVCManager's (kv.lookup; the model identity is kv.identity's). Blocks past
+what the index holds are looked up in orbit (kv.orbit_records: what other
+ground hosts stored) on a worker thread: until that lookup is in (bounded by
+its timeout), `match` answers None, "not yet", and the engine asks again. The
 fetch-or-recompute decision runs on rates this engine measured:
 the transfers and page writes its worker timed, and its own forwards (a
 step that runs one request is a sample of T(new, context)). Until the
@@ -43,6 +46,7 @@ from skymemory.store.contract import BlockRecord
 from .costmodel import FREE_REBUILD, RebuildModel
 from .extra_keys import RequestKeys, Unkeyable, say_once
 from .lookup import PrefixFinder
+from .orbit_records import OrbitRecords
 from .paged_steps import LoadPlan, SavePlan, StepPlan, WorkerReport
 from .policy import EngineRates, ForwardEstimate, check_policy
 from .radix import RadixIndex
@@ -73,7 +77,7 @@ class TrackedRequest:
 
 class PagedScheduler:
     def __init__(self, *, root: bytes, block_tokens: int, block_bytes: int, layers: int, index: RadixIndex,
-                 policy: str = "auto") -> None:
+                 policy: str = "auto", orbit: OrbitRecords | None = None) -> None:
         self.root = root
         self.block_tokens = block_tokens
         self.block_bytes = block_bytes
@@ -81,7 +85,7 @@ class PagedScheduler:
         self.index = index
         # naming, finding and pricing a prefix: kv.lookup, as KVCManager does it
         self.finder = PrefixFinder(index, block_tokens=block_tokens, block_bytes=block_bytes, layers=layers,
-                                   policy=policy)
+                                   policy=policy, orbit=orbit)
         self.policy, self.link = self.finder.policy, self.finder.link
         self.forwards = ForwardEstimate()
         self.near: set[bytes] = set()  # blocks the worker's host tier holds (its reports): loads priced as copies
@@ -108,8 +112,9 @@ class PagedScheduler:
         return tracked
 
     def match(self, req_id: str, prompt: list[int], computed_tokens: int, policy: str | None = None,
-              keys: RequestKeys | Callable[[], RequestKeys] | None = None) -> int:
-        """Tokens past `computed_tokens` to load for this request: whole cached blocks worth fetching.
+              keys: RequestKeys | Callable[[], RequestKeys] | None = None) -> int | None:
+        """Tokens past `computed_tokens` to load for this request: whole cached blocks worth fetching; None while
+        the blocks past the index's prefix are being looked up in orbit (ask again).
 
         keys: what its blocks are keyed by besides their tokens (None: nothing), or a function that says it
         (called once per request; it may raise Unkeyable: then the request is neither loaded nor stored).
@@ -121,8 +126,11 @@ class PagedScheduler:
         usable = max(0, (len(prompt) - 1) // self.block_tokens)
         # the worker's store finds a block from its record only when it was placed as that store places
         # blocks (a RotatingBlockStore's rotating layouts are not): the prefix ends before any other
-        entries = self.finder.lookup(self.root, tracked.hashes[:usable], readable=_findable,
-                                     what=f"SkyMemory: request {req_id}'s lookup").records
+        found = self.finder.lookup(self.root, tracked.hashes[:usable], readable=_findable, tenant=tracked.tenant,
+                                   wait=False, what=f"SkyMemory: request {req_id}'s lookup")
+        if found.pending:
+            return None
+        entries = found.records
         tracked.cached = len(entries)
         tracked.local = local = computed_tokens // self.block_tokens
         tracked.to_load = []
@@ -215,7 +223,7 @@ class PagedScheduler:
             return []
         tracked.next_save = full
         # an unreadable index: nothing is known to be saved, so the blocks are saved anyway
-        indexed = len(self.finder.lookup(self.root, tracked.hashes[:full],
+        indexed = len(self.finder.lookup(self.root, tracked.hashes[:full], orbit=False,
                                          what=f"SkyMemory: request {req_id}'s lookup before saving").records)
         now = time.monotonic()
         for block_hash, started in list(self._saving.items()):

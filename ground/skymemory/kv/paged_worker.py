@@ -43,6 +43,7 @@ from . import codec
 from .affinity import unpin_current_thread
 from .landing import LandingBuffers
 from .lost import evict
+from .orbit_records import OrbitRecords
 from .page_loads import PageLoads
 from .paged import CopiedPages, PagedLayout
 from .paged_steps import LoadPlan, SavePlan, StepPlan, WorkerReport
@@ -68,11 +69,12 @@ class EvictJob:
 
 
 class BlockSaver:
-    """Encodes, stores and indexes copied-out blocks on a thread of its own; evicts failed ones there too."""
+    """Encodes, stores and indexes copied-out blocks on a thread of its own (and publishes their records in orbit,
+    kv.orbit_records, when `orbit` is given); evicts failed ones there too (their records with them)."""
 
     def __init__(self, store: BlockStore, index: RadixIndex, form: BlockFormat,
-                 tiers: BlockTiers | None = None) -> None:
-        self.store, self.index, self.form = store, index, form
+                 tiers: BlockTiers | None = None, orbit: OrbitRecords | None = None) -> None:
+        self.store, self.index, self.form, self.orbit = store, index, form, orbit
         self.tiers = tiers  # the worker's host tier: what is saved is kept there too (write-through)
         self._queue: queue.Queue[SaveJob | EvictJob | None] = queue.Queue()
         self._pending = 0  # blocks queued or being stored
@@ -101,6 +103,8 @@ class BlockSaver:
         while (job := self._queue.get()) is not None:
             if isinstance(job, EvictJob):
                 evict(self.store, job.records)  # best effort: never raises
+                if self.orbit is not None:
+                    self.orbit.forget([r.block_hash for r in job.records])  # never raises either
                 continue
             try:
                 self._store(job)
@@ -120,7 +124,7 @@ class BlockSaver:
                  for i, plan in enumerate(job.plans)]
         for tenant in dict.fromkeys(t for t, _ in saves):  # one put per tenant: under its own key
             save_blocks(self.store.for_tenant(tenant), self.index, [s for t, s in saves if t == tenant], self.form,
-                        self.tiers)
+                        self.tiers, self.orbit, tenant)
 
     def close(self, timeout_s: float = SHUTDOWN_SAVE_WAIT_S) -> None:
         """Store what is queued (up to `timeout_s`), then stop."""
@@ -135,10 +139,12 @@ class PagedWorker:
     """load_store, save_store: the stores blocks are loaded from and saved to (a tenant's through for_tenant
     where they seal: store.contract.TenantSealing). host_tier_bytes: a host tier (kv.tiers, LRU) in front of
     them, 0 for none: saves write through it, loads of the blocks it holds come from it. load_timeout_s: how
-    long a step's loads may take before what has not arrived is a failure."""
+    long a step's loads may take before what has not arrived is a failure. orbit: publish the saved blocks'
+    records in orbit (kv.orbit_records), for other ground hosts to find, when the save store can keep them."""
 
     def __init__(self, load_store: BlockStore, save_store: BlockStore, *, geometry: codec.BlockGeometry,
-                 index: RadixIndex, form: BlockFormat, host_tier_bytes: int = 0, load_timeout_s: float) -> None:
+                 index: RadixIndex, form: BlockFormat, host_tier_bytes: int = 0, load_timeout_s: float,
+                 orbit: bool = True) -> None:
         self.geometry = geometry
         self.index = index
         self.form = form
@@ -148,7 +154,8 @@ class PagedWorker:
         # journal: the scheduler hears what the tier holds (take_report), to price its blocks' loads as near
         self.tiers = (BlockTiers(self.block_bytes, "cpu", host_bytes=host_tier_bytes, journal=True)
                       if host_tier_bytes else None)
-        self.saver = BlockSaver(save_store, index, form, self.tiers)
+        self.saver = BlockSaver(save_store, index, form, self.tiers,
+                                OrbitRecords.for_store(save_store) if orbit else None)
         self.caches: list[torch.Tensor] = []
         self.layout: PagedLayout | None = None
         self.loads: PageLoads | None = None  # made when the engine's caches are known (register)

@@ -13,8 +13,9 @@
                                            #   satellites, the store's rule, stripe_width)
         "index_dir": "~/.cache/skymemory/index",   # the ground index shared with every other process
         "station_id": 2816,                # this engine's ground-station ids: station_id + 2 * rank (loads)
-                                           #   and + 1 (saves); apart from other clients' (0, the dashboard's);
-                                           #   0..0xFFFF - 64, room for 32 ranks
+                                           #   and + 1 (saves), + 64 the scheduler's (its orbit lookups);
+                                           #   apart from other clients' (0, the dashboard's);
+                                           #   0..0xFFFF - 65, room for 32 ranks
         "load_timeout_s": 10.0,            # a load not in by then is a load error: vLLM recomputes (0 < s <= 3600)
         "host_tier_bytes": 0,              # blocks kept in this engine's host memory in front of the
                                            #   constellation (kv.tiers' host tier, LRU; 0: none; at most 1 TiB)
@@ -26,6 +27,10 @@
                                            #   so that many satellites may die or lie and nothing is recomputed;
                                            #   0: every chunk stored once. Default 2 (fewer when fewer than 3
                                            #   satellites); blocks keep the layout they were stored with
+        "orbit_index": true,               # every saved block's record kept in orbit (skymemory.kv.
+                                           #   orbit_records), and the blocks other ground hosts stored found
+                                           #   through theirs: servers with their own index_dir share one
+                                           #   cache; false: this index_dir's blocks only
     }
 
 The config itself must be a mapping (a JSON object); manifest, model, index_dir and parity given as null take their
@@ -49,8 +54,9 @@ from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS
 from skymemory.store.routes import ROUTES, check_route
 
 DEFAULT_STATION_ID = 0x0B00  # away from the default client's 0 and the dashboard's 0x0DA5
-# station_id + 2 * rank (loads) and + 1 (saves) stay in a u16 for 32 ranks
-MAX_STATION_ID = 0xFFFF - 64
+# station_id + 2 * rank (loads) and + 1 (saves) stay in a u16 for 32 ranks, and so does the scheduler's + 64
+MAX_STATION_ID = 0xFFFF - 65
+SCHEDULER_STATION = 64  # the scheduler's station id, past its ranks': station_id + this
 MAX_HOST_TIER_BYTES = 1 << 40  # 1 TiB of host memory for blocks
 MAX_TIMEOUT_S = 3600.0  # a load waited for longer than an hour is not a cache hit
 MAX_TEXT = 4096  # a path (PATH_MAX) or a model name, at most this many characters
@@ -79,6 +85,7 @@ class ConnectorConfig:
     seal: bool = True  # both roles read it: the workers' stores seal, the roots and index entries say so
     host_tier_bytes: int = 0  # the worker's host tier (kv.tiers.HostTier), 0: none
     parity: int | None = None  # coded stripes' m; None: store.constellation.default_parity of the stripe width
+    orbit_index: bool = True  # records in orbit (kv.orbit_records): both roles read it
 
     @classmethod
     def from_extra(cls, extra: Mapping | None, *, served_model: str) -> "ConnectorConfig":
@@ -112,6 +119,7 @@ class ConnectorConfig:
                 seal=_flag(given.get("seal", True), "seal"),
                 host_tier_bytes=_whole(given.get("host_tier_bytes", 0), "host_tier_bytes", 0, MAX_HOST_TIER_BYTES),
                 parity=_whole(given["parity"], "parity", 0, MAX_STRIPE_CHUNKS - 1) if "parity" in given else None,
+                orbit_index=_flag(given.get("orbit_index", True), "orbit_index"),
             )
         except ConfigError:
             raise

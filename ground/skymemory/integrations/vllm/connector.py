@@ -54,7 +54,7 @@ from skymemory.kv.engine import (
 )
 
 from .config import ConfigError, ConnectorConfig
-from .worker import open_worker
+from .worker import open_orbit, open_worker
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,12 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         self._layer_of: dict[str, int] = {}  # worker: vLLM's layer names -> layer numbers
         self._layer_names: list[str] = []
         self._caches: list = []
+        self._orbit_store = None  # the scheduler's store for its orbit lookups (open_orbit), closed at shutdown
         if role == KVConnectorRole.SCHEDULER:
-            self._scheduler = served.scheduler(model.dtype, index, self.config.policy)
+            orbit = open_orbit(self.config)
+            if orbit is not None:
+                orbit, self._orbit_store = orbit
+            self._scheduler = served.scheduler(model.dtype, index, self.config.policy, orbit)
         else:
             self._worker = open_worker(self.config, served, index)
         log.info("SkyMemory connector (%s): constellation %s, model %s, policy %s, KV %s, index %s", role.name,
@@ -240,3 +244,5 @@ class SkyMemoryConnector(KVConnectorBase_V1):
     def shutdown(self) -> None:
         if self._worker is not None:
             self._worker.close()
+        if self._orbit_store is not None:
+            self._orbit_store.close()

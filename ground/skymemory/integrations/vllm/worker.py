@@ -6,11 +6,11 @@ has its own socket, and a satellite answers a station at the address it last hea
 
 from __future__ import annotations
 
-from skymemory.kv.engine import PagedWorker, ServedModel
+from skymemory.kv.engine import OrbitRecords, PagedWorker, ServedModel
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore, default_parity, stripe_width
 
-from .config import ConnectorConfig
+from .config import SCHEDULER_STATION, ConnectorConfig
 
 # open_store's stores seal what they store unless the connector's "seal" is false (ConnectorConfig.seal), and
 # KVCManager names a sealed store's blocks in the sealed layout: the connector's roots and index entries name them
@@ -44,4 +44,14 @@ def open_worker(config: ConnectorConfig, model: ServedModel, index, rank: int = 
     station = config.station_id + 2 * rank
     return ConstellationWorker(open_store(config, manifest, station), open_store(config, manifest, station + 1),
                                geometry=model.geometry, index=index, form=model.form,
-                               host_tier_bytes=config.host_tier_bytes, load_timeout_s=config.load_timeout_s)
+                               host_tier_bytes=config.host_tier_bytes, load_timeout_s=config.load_timeout_s,
+                               orbit=config.orbit_index)
+
+
+def open_orbit(config: ConnectorConfig) -> tuple[OrbitRecords, ConstellationBlockStore] | None:
+    """The scheduler's records in orbit (kv.orbit_records), on a store of its own (station_id + 64: its lookups
+    run beside the workers' transfers), or None when the config keeps the index on this host only."""
+    if not config.orbit_index:
+        return None
+    store = open_store(config, Manifest.load(config.manifest), config.station_id + SCHEDULER_STATION)
+    return OrbitRecords(store), store
