@@ -26,6 +26,7 @@ Modules (one idea each):
   stripes       what coding a stripe (Reed-Solomon, ISA-L) costs on this CPU, beside sealing the same bytes
   roundtrip     a named object and a real KV block round-tripped byte-exact through a launched constellation
   index         the ground KV index: inserts, lookups, removals at 10k-1M blocks, one process and several
+  orbit_index   the KV index in orbit: records published, hit and miss lookups per link profile, lookups/s
   boot          the launcher: boot a grid detached, measure, round-trip an object, stop, verify
   auth          what command authentication costs: sets/s and gets/s with and without it
   dashboard     what the dashboard costs the satellites: each node's CPU time with and without it
