@@ -145,3 +145,17 @@ def test_a_scheduler_that_must_not_wait_is_told_pending_then_finds_it_in_its_ind
         threading.Event().wait(0.05)
     assert [r.block_hash for r in found.records] == hashes and found.source == "index"
     assert len(keeper.asked) == 3  # one lookup of the three records
+
+
+def test_an_orbit_that_fails_is_a_miss_not_a_lookup_asked_for_ever():
+    class Broken(ScriptedKeeper):
+        def first_copies(self, keys, accept, timeout_s):
+            self.asked += list(keys)
+            raise OSError("the store is closed")
+
+    keeper = Broken()
+    finder = PrefixFinder(RadixIndex(), block_tokens=16, block_bytes=1000, layers=2, orbit=OrbitRecords(keeper))
+    hashes = [e.block_hash for e in chain(2)]
+    assert finder.lookup(ROOT, hashes).records == []  # a miss, said in the log
+    found = finder.lookup(ROOT, hashes, wait=False)  # remembered: a scheduler is not told "not yet" again
+    assert not found.pending and found.records == [] and len(keeper.asked) == 2

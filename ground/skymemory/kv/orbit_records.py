@@ -159,6 +159,7 @@ class OrbitRecords:
                                               self._opener(sealer, asked), self.timeout_s)
         except Exception as exc:  # noqa: BLE001 - an unreachable orbit is a miss, never a stalled engine
             log.warning("SkyMemory: looking %d KV block records up in orbit failed: %r", len(asked), exc)
+            self._note_absent(asked[0], timed_out=True)  # not asked again at once (a scheduler would wait on it)
             return []
         found: list[IndexEntry] = []
         for block_hash, answer in zip(asked, answers):
@@ -231,7 +232,7 @@ class OrbitRecords:
             def run() -> None:
                 try:
                     found(self.find(parent, hashes, tenant))
-                except Exception as exc:  # noqa: BLE001 - a lookup that failed is a miss
+                except Exception as exc:  # noqa: BLE001 - what it found could not be learnt: a miss
                     log.warning("SkyMemory: an orbit lookup failed: %r", exc)
                     self._note_absent(hashes[0], timed_out=True)  # not asked again at once: the caller goes on
 
