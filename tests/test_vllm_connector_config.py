@@ -56,14 +56,15 @@ def refused(manifest: Path, extra: dict) -> str:
 def test_defaults(manifest):
     c = config(manifest)
     assert (c.manifest, c.model, c.policy, c.route, c.kv_format, c.servers, c.index_dir, c.station_id,
-            c.load_timeout_s, c.seal) == (manifest, "/models/served", "auto", "auto", "fp16", 10, None,
-                                          DEFAULT_STATION_ID, 10.0, True)
+            c.load_timeout_s, c.seal, c.orbit_index) == (manifest, "/models/served", "auto", "auto", "fp16", 10, None,
+                                                         DEFAULT_STATION_ID, 10.0, True, True)
 
 
 def test_every_setting_at_its_bounds_is_taken(manifest, tmp_path):
     c = config(manifest, model="embedded-tinyllama", policy="recompute", route="relay", kv_format="int8",
                servers=PLANES * SATS, index_dir=str(tmp_path / "index"), station_id=MAX_STATION_ID,
-               load_timeout_s=MAX_TIMEOUT_S, seal=False, host_tier_bytes=MAX_HOST_TIER_BYTES)
+               load_timeout_s=MAX_TIMEOUT_S, seal=False, host_tier_bytes=MAX_HOST_TIER_BYTES, orbit_index=False)
+    assert c.orbit_index is False
     assert c.host_tier_bytes == MAX_HOST_TIER_BYTES and config(manifest).host_tier_bytes == 0
     assert (c.model, c.policy, c.route, c.kv_format, c.servers, c.index_dir, c.station_id, c.load_timeout_s,
             c.seal) == ("embedded-tinyllama", "recompute", "relay", "int8", 20, tmp_path / "index",
@@ -138,8 +139,8 @@ def test_an_unknown_setting_is_refused_by_name(manifest, key, named):
         ConnectorConfig.from_extra({"manifest": str(manifest), key: 1}, served_model="m")
     message = str(err.value)
     assert message.startswith("unknown SkyMemory connector setting(s) ") and named in message
-    assert "known: host_tier_bytes, index_dir, kv_format, load_timeout_s, manifest, model, parity, policy, route, " \
-           "seal, servers, station_id" in message and len(message) < 300, message
+    assert "known: host_tier_bytes, index_dir, kv_format, load_timeout_s, manifest, model, orbit_index, parity, " \
+           "policy, route, seal, servers, station_id" in message and len(message) < 300, message
 
 
 # ---- every setting's bad values ------------------------------------------------------------------------------
@@ -173,6 +174,7 @@ BAD = [
       for v in (0, 0.0, -1, -0.5, MAX_TIMEOUT_S + 0.001, 3601, 1e308, 10**400, NAN, INF, -INF, True, False, "10",
                 None, [10])],
     *[("seal", v, "seal must be true or false") for v in ("false", "true", "no", 0, 1, 0.0, None, [True], NAN)],
+    *[("orbit_index", v, "orbit_index must be true or false") for v in ("true", 1, None)],
     *[("parity", v, "parity must be a whole number 0..31") for v in (-1, 32, 1.5, True, "2", [2], NAN)],
 ]
 
