@@ -2,8 +2,9 @@
 first, on the 3x3 with the connector's default settings (issue 38).
 
 The first server takes 8 users' prompts at once and stores their blocks; a second server, a new process with
-nothing in its memory, takes 16 requests at once (the same prompts and the same prompts grown by a turn): every
-one hits its stored blocks, and every text is what vLLM without the connector generates.
+nothing in its memory and a ground index of its own (as on another host: it finds the blocks through their
+records in orbit, kv.orbit_records), takes 16 requests at once (the same prompts and the same prompts grown by a
+turn): every one hits its stored blocks, and every text is what vLLM without the connector generates.
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ def test_a_second_server_serves_concurrent_clients_from_what_the_first_stored(mo
         stored = all_at_once(first, FIRST)
         assert [r.tokens for r in stored] == [w.tokens for w in want[:USERS]]
         wait_for_blocks(index, 2 * USERS)
-    with OpenAIServer(model_dir, tmp_path / "second.log", connector=settings) as second:
+    own_index = {**settings, "index_dir": str(tmp_path / "index-second")}
+    with OpenAIServer(model_dir, tmp_path / "second.log", connector=own_index) as second:
         served = all_at_once(second, FIRST + GROWN)
+    assert len(RadixIndex(tmp_path / "index-second")) == 2 * USERS  # every block learnt from its record in orbit
     for i, (got, expected) in enumerate(zip(served, want)):
         assert got.cached_tokens == 2 * BLOCK and got.said["fetched_blocks"] == 2, (i, got)
         assert got.tokens == expected.tokens, i
