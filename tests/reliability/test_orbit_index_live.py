@@ -23,7 +23,7 @@ from skymemory.protocol.auth import signer_for_manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt, tiny
-from live import REPO, launch, stop
+from live import REPO, launch, launch_netns, stop
 
 BLOCK = 16
 
@@ -84,6 +84,35 @@ def test_a_second_ground_host_finds_the_blocks_the_first_stored(sky, tmp_path):
         assert seen["source"] == "orbit" and seen["then"] == "index"  # learnt into its own index
         assert seen["prefix_tokens"] == 4 * BLOCK  # every block a hit
         assert seen["cached"] == seen["reference"]  # the tokens of no cache
+
+
+def test_a_ground_host_in_another_network_namespace_finds_what_this_one_stored(node_built, tmp_path):
+    """The satellites on three emulated hosts (--netns 3); this process stores from the ground address, and a
+    second ground host, a process in another network namespace at another address with an index of its own,
+    finds every block through the records in orbit."""
+    path = launch_netns(tmp_path, 3, 3, 3)
+    try:
+        m = Manifest.load(path)
+        first, store = manager(m, tmp_path / "host-a")
+        prompts = [random_prompt(3 * BLOCK + 5, seed=137)]
+        with store:
+            assert first.add_blocks(prompts[0]).blocks_stored == 3
+        namespace = m.backend["namespaces"][-1]
+        elsewhere = json.loads(path.read_text())
+        elsewhere["ground_host"] = next(e.host for e in m.satellites if e.netns == namespace)  # its own address
+        other = tmp_path / "manifest-elsewhere.json"
+        other.write_text(json.dumps(elsewhere))
+        r = subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-c", SECOND_HOST, str(other),
+                            str(tmp_path / "host-b"), str(REPO / "tests")], input=json.dumps(prompts),
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "ground")},
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        (seen,) = json.loads(r.stdout)
+        assert seen["source"] == "orbit" and seen["prefix_tokens"] == 3 * BLOCK
+        assert seen["cached"] == seen["reference"]
+    finally:
+        r = stop(path)
+        assert r.returncode == 0, r.stderr
 
 
 def test_a_record_is_found_while_one_home_lives(sky, tmp_path):
