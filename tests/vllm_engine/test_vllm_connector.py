@@ -28,7 +28,7 @@ from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt
-from live import launch, stop
+from live import launch, launch_netns, stop
 
 SERVE_JOB = Path(__file__).with_name("serve_job.py")
 BLOCK = 128
@@ -46,15 +46,18 @@ P8 = random_prompt(2 * BLOCK + 50, seed=8)  # 2 blocks: the dead satellites test
 P9 = random_prompt(2 * BLOCK + 40, seed=9)  # 2 blocks each: the index in orbit's (servers with their own indexes)
 P10 = random_prompt(2 * BLOCK + 41, seed=10)
 P11 = random_prompt(2 * BLOCK + 42, seed=11)
+P12 = random_prompt(2 * BLOCK + 43, seed=12)  # 2 blocks: stored on one ground host, found from another's namespace
 NEW_TOKENS = 16
 
 
-def run_job(tmp: Path, model: Path, engines: list[dict], name: str, wait: bool = True):
-    """Run engines in a fresh process; returns their results (or the Popen, with wait=False)."""
+def run_job(tmp: Path, model: Path, engines: list[dict], name: str, wait: bool = True, netns: str | None = None):
+    """Run engines in a fresh process (in network namespace `netns`, if given); returns their results (or the
+    Popen, with wait=False)."""
     job = {"model": str(model), "out": str(tmp / f"{name}.out.json"), "engines": engines}
     (tmp / f"{name}.json").write_text(json.dumps(job))
     log = open(tmp / f"{name}.log", "w")
-    process = subprocess.Popen([sys.executable, str(SERVE_JOB), str(tmp / f"{name}.json")], stdout=log,
+    where = ["ip", "netns", "exec", netns] if netns else []
+    process = subprocess.Popen([*where, sys.executable, str(SERVE_JOB), str(tmp / f"{name}.json")], stdout=log,
                                stderr=subprocess.STDOUT)
     if not wait:
         return process
@@ -86,7 +89,7 @@ def baseline(model_dir, tmp_path_factory) -> dict:
     """vLLM without the connector: the tokens every cached run must give."""
     tmp = tmp_path_factory.mktemp("baseline")
     out = run_job(tmp, model_dir, [{"name": "plain", "connector": None, "requests": requests(
-        P1=P1, P2=P2, P3=P3, P4=P4, P5=P5, P6=P6, P7=P7, P8=P8, P9=P9, P10=P10, P11=P11)}], "baseline")
+        P1=P1, P2=P2, P3=P3, P4=P4, P5=P5, P6=P6, P7=P7, P8=P8, P9=P9, P10=P10, P11=P11, P12=P12)}], "baseline")
     return {name: r["tokens"] for name, r in out["plain"].items()}
 
 
@@ -246,3 +249,28 @@ def test_servers_with_their_own_indexes_share_one_cache_through_records_in_orbit
                                                                            orbit_index=False),
                                          "requests": requests(P9=P9)}], "C")["C"]
     assert off["P9"]["num_cached_tokens"] == 0  # without records in orbit: its own index only
+
+
+def test_a_server_on_another_host_finds_through_records_in_orbit_what_this_one_stored(model_dir, node_path, baseline,
+                                                                                       tmp_path):
+    """The satellites on three emulated hosts (--netns 3). Server A, at the ground address, stores P12; server B
+    runs in another network namespace, at that host's own address, with its own ground index, and loads P12's
+    blocks through their records in orbit, with plain vLLM's tokens."""
+    (tmp_path / "sky").mkdir()
+    path = launch_netns(tmp_path / "sky", 3, 3, 3)
+    try:
+        a = run_job(tmp_path, model_dir, [{"name": "A", "connector": connector(path, tmp_path / "index-a"),
+                                           "requests": requests(P12=P12)}], "A")["A"]
+        assert a["P12"]["num_cached_tokens"] == 0 and a["P12"]["tokens"] == baseline["P12"]
+        m = Manifest.load(path)
+        namespace = m.backend["namespaces"][-1]
+        elsewhere = json.loads(path.read_text())
+        elsewhere["ground_host"] = next(e.host for e in m.satellites if e.netns == namespace)
+        other = tmp_path / "manifest-elsewhere.json"
+        other.write_text(json.dumps(elsewhere))
+        b = run_job(tmp_path, model_dir, [{"name": "B", "connector": connector(other, tmp_path / "index-b"),
+                                           "requests": requests(P12=P12)}], "B", netns=namespace)["B"]["P12"]
+    finally:
+        stop(path)
+    assert b["num_cached_tokens"] == 2 * BLOCK and b["tokens"] == baseline["P12"], b
+    assert b["kv_transfer_params"]["skymemory"]["fetched_blocks"] == 2
