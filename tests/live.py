@@ -63,6 +63,21 @@ def launch_netns(tmp: Path, planes: int, sats: int, hosts: int) -> Path:
         raise
 
 
+def ground_host_elsewhere(manifest: Path, out: Path) -> tuple[str, Path]:
+    """A --netns constellation's manifest for a second ground host: the last emulated host's namespace, and a
+    copy of the manifest (written to `out`) whose ground address is that host's own."""
+    import json
+
+    from skymemory.orbit.manifest import Manifest
+
+    m = Manifest.load(manifest)
+    namespace = m.backend["namespaces"][-1]
+    elsewhere = json.loads(manifest.read_text())
+    elsewhere["ground_host"] = next(e.host for e in m.satellites if e.netns == namespace)
+    out.write_text(json.dumps(elsewhere))
+    return namespace, out
+
+
 def free_first_cpuid(n: int) -> str:
     """A --cfs-first-cpuid whose n CI_LAB ports (1234 + cpuid - 1) are free on every address right now."""
     from skymemory.launcher.processes import busy_udp_port

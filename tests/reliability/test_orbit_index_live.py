@@ -16,14 +16,13 @@ import pytest
 
 from skymemory.kv.manager import KVCManager
 from skymemory.kv.orbit_records import OrbitRecords, record_key
-from skymemory.kv.report import compare_generation
 from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt, tiny
-from live import REPO, launch, launch_netns, stop
+from live import REPO, ground_host_elsewhere, launch, launch_netns, stop
 
 BLOCK = 16
 
@@ -97,11 +96,7 @@ def test_a_ground_host_in_another_network_namespace_finds_what_this_one_stored(n
         prompts = [random_prompt(3 * BLOCK + 5, seed=137)]
         with store:
             assert first.add_blocks(prompts[0]).blocks_stored == 3
-        namespace = m.backend["namespaces"][-1]
-        elsewhere = json.loads(path.read_text())
-        elsewhere["ground_host"] = next(e.host for e in m.satellites if e.netns == namespace)  # its own address
-        other = tmp_path / "manifest-elsewhere.json"
-        other.write_text(json.dumps(elsewhere))
+        namespace, other = ground_host_elsewhere(path, tmp_path / "manifest-elsewhere.json")
         r = subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-c", SECOND_HOST, str(other),
                             str(tmp_path / "host-b"), str(REPO / "tests")], input=json.dumps(prompts),
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "ground")},

@@ -28,7 +28,7 @@ from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt
-from live import launch, launch_netns, stop
+from live import ground_host_elsewhere, launch, launch_netns, stop
 
 SERVE_JOB = Path(__file__).with_name("serve_job.py")
 BLOCK = 128
@@ -262,12 +262,7 @@ def test_a_server_on_another_host_finds_through_records_in_orbit_what_this_one_s
         a = run_job(tmp_path, model_dir, [{"name": "A", "connector": connector(path, tmp_path / "index-a"),
                                            "requests": requests(P12=P12)}], "A")["A"]
         assert a["P12"]["num_cached_tokens"] == 0 and a["P12"]["tokens"] == baseline["P12"]
-        m = Manifest.load(path)
-        namespace = m.backend["namespaces"][-1]
-        elsewhere = json.loads(path.read_text())
-        elsewhere["ground_host"] = next(e.host for e in m.satellites if e.netns == namespace)
-        other = tmp_path / "manifest-elsewhere.json"
-        other.write_text(json.dumps(elsewhere))
+        namespace, other = ground_host_elsewhere(path, tmp_path / "manifest-elsewhere.json")
         b = run_job(tmp_path, model_dir, [{"name": "B", "connector": connector(other, tmp_path / "index-b"),
                                            "requests": requests(P12=P12)}], "B", netns=namespace)["B"]["P12"]
     finally:
