@@ -26,11 +26,10 @@ import threading
 import time
 from pathlib import Path
 
-from skymemory.argtypes import input_file, output_dir
+from skymemory.argtypes import float_range, output_dir
 
-from .options import positive_int
+from .options import existing_file, grid_size, positive_int, profile_list
 from .report import run_and_write
-from .transfer import parse_profiles_arg
 
 ROOT = hashlib.sha256(b"skymemory bench orbit-index root").digest()
 
@@ -156,28 +155,18 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("orbit-index", help="the KV index in orbit: publish, hit and miss lookups per "
                                                       "link profile, lookups/s", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profiles", type=parse_profiles_arg, default="none,laser,rf",
+    parser.add_argument("--profiles", type=profile_list, default="none,laser,rf",
                         help="link profiles, comma-separated (none, laser, rf); default all three")
     parser.add_argument("--prompts", type=positive_int, default=40, help="prompts published and looked up (40)")
     parser.add_argument("--prompt-blocks", type=positive_int, default=8, help="blocks per prompt (8)")
     parser.add_argument("--threads", type=positive_int, default=4, help="threads of the lookups/s run (4)")
-    parser.add_argument("--seconds", type=_seconds, default=5.0, help="length of the lookups/s run (5)")
-    parser.add_argument("--planes", type=positive_int, default=5)
-    parser.add_argument("--sats", type=positive_int, default=5)
-    parser.add_argument("--node", type=input_file, default=None,
+    parser.add_argument("--seconds", type=float_range(0.1, 600), default=5.0, help="length of the lookups/s run (5)")
+    parser.add_argument("--planes", type=grid_size, default=5)
+    parser.add_argument("--sats", type=grid_size, default=5)
+    parser.add_argument("--node", type=existing_file, default=None,
                         help="skymem_node binary (default: SKYMEM_NODE or build/)")
     parser.add_argument("--out", type=output_dir, default=Path("out/bench-orbit-index"), help="output directory")
     parser.set_defaults(func=_main)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"want seconds, got {text!r}") from None
-    if not 0.1 <= value <= 600:
-        raise argparse.ArgumentTypeError(f"seconds must be 0.1..600, got {text}")
-    return value
 
 
 def _main(args) -> int:
