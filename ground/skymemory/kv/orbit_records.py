@@ -90,12 +90,17 @@ def decode(blob: bytes, block_hash: bytes) -> IndexEntry | None:
     return None if entry_fault(entry) else entry
 
 
+def _keeps_records(store) -> bool:
+    """Whether `store` can keep records: RecordKeeping, and it knows the homes (a manifest's constellation)."""
+    return isinstance(store, RecordKeeping) and store.record_homes(bytes(wire.SKYMEM_BLOCK_HASH_LEN)) is not None
+
+
 class OrbitRecords:
     """Records of KV blocks on their home satellites, through a store that keeps records (store.record_copies)."""
 
     def __init__(self, store: "ConstellationBlockStore", *, timeout_s: float = TIMEOUT_S,
                  negative_s: float = NEGATIVE_S) -> None:
-        if not isinstance(store, RecordKeeping) or store.record_homes(bytes(wire.SKYMEM_BLOCK_HASH_LEN)) is None:
+        if not _keeps_records(store):
             raise ValueError("records in orbit need a store that keeps them (ConstellationBlockStore.from_manifest)")
         if not timeout_s > 0 or not negative_s >= 0:
             raise ValueError(f"timeout_s must be > 0 and negative_s >= 0, got {timeout_s}, {negative_s}")
@@ -113,9 +118,7 @@ class OrbitRecords:
     @classmethod
     def for_store(cls, store, **kw) -> "OrbitRecords | None":
         """Records in orbit through `store` when it can keep them (built from a manifest); None otherwise."""
-        if isinstance(store, RecordKeeping) and store.record_homes(bytes(wire.SKYMEM_BLOCK_HASH_LEN)) is not None:
-            return cls(store, **kw)
-        return None
+        return cls(store, **kw) if _keeps_records(store) else None
 
     def _sealer(self, tenant: str | None):
         return self.store.for_tenant(tenant).sealer()
