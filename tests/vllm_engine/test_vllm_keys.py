@@ -199,10 +199,10 @@ def test_one_tenants_prompt_never_serves_another_through_the_openai_server(model
     index = tmp_path / "index"
     want = baseline["plain"]["P"]
 
-    def server(name: str) -> OpenAIServer:
+    def server(name: str, index: Path) -> OpenAIServer:
         return OpenAIServer(model_dir, tmp_path / f"{name}.log", connector=connector(sky, index))
 
-    with server("server1") as first_server:
+    with server("server1", index) as first_server:
         first = first_server.complete(P, NEW_TOKENS, salt="tA")
         assert first.cached_tokens == 0 and first.tokens == want
         wait_for_blocks(index, 2)  # tenant A's two blocks, stored in the background
@@ -212,7 +212,9 @@ def test_one_tenants_prompt_never_serves_another_through_the_openai_server(model
         other = first_server.complete(P, NEW_TOKENS, salt="tB")  # the same prompt, another tenant: not A's blocks
         assert other.cached_tokens == 0 and not other.said and other.tokens == want
         wait_for_blocks(index, 4)  # B's blocks are its own chain, beside A's
-    with server("server2") as fresh_server:  # a fresh server
+    # a fresh server with an index of its own (as on another host): each tenant's blocks are found through their
+    # records in orbit, each sealed under that tenant's key
+    with server("server2", tmp_path / "index-2") as fresh_server:
         for salt in ("tC", None):  # a tenant that stored nothing, and no tenant
             fresh = fresh_server.complete(P, NEW_TOKENS, salt=salt)
             assert fresh.cached_tokens == 0 and fresh.tokens == want, (salt, fresh)
