@@ -25,6 +25,9 @@ from skymemory.store.contract import RecordKeeping, Sat
 # make every lookup of a block no one stored wait out the timeout.
 GRACE_TIMES = 3.0
 GRACE_MIN_S = 0.02
+# A read's timeout stretches to this many of the client's resend timers when that is longer: on a loaded host or
+# link the round trips the client measures grow, and a record that is there must not look absent for it.
+RTO_TIMES = 4.0
 
 
 class RecordCopies(RecordKeeping):
@@ -69,7 +72,9 @@ class RecordCopies(RecordKeeping):
         """For each key, its homes asked at once; the first copy `accept(key, home, chunk)` turns into a value (not
         None) wins. In key order: that value; or None when the homes answered without one (none holds a copy,
         or none it accepts; once one had, the silent ones get GRACE_TIMES its time); or a TimeoutError when no
-        home had answered by `timeout_s`."""
+        home had answered by `timeout_s` (or RTO_TIMES the client's resend timer, when longer)."""
+        timeout_s = max(timeout_s, RTO_TIMES * self.client.rto)
+
         async def ask(home: Sat, key: bytes) -> object:
             try:
                 return accept(key, home, await self.client.get_chunk(home, key, 0))
