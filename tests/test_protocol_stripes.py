@@ -57,8 +57,11 @@ def test_c_and_python_place_every_chunk_alike():
             assert lib.skymem_stripe_layout(k, m, data_chunks, c_layout) == 0
             assert [lib.skymem_stripe_wire_id(c_layout, d) for d in range(data_chunks)] == list(layout.wire_ids())
             data_of = {w: d for d, w in enumerate(layout.wire_ids())}
-            assert [lib.skymem_stripe_data_index(c_layout, w) for w in range(layout.wire_chunks)] == \
-                [data_of.get(w, 0xFFFFFFFF) for w in range(layout.wire_chunks)]
+            expected = [data_of.get(w, 0xFFFFFFFF) for w in range(layout.wire_chunks)]
+            assert [lib.skymem_stripe_data_index(c_layout, w) for w in range(layout.wire_chunks)] == expected
+            every = ffi.new("uint32_t[]", layout.wire_chunks)  # the one-pass table a get classifies chunks by
+            lib.skymem_stripe_data_indexes(c_layout, every)
+            assert list(every) == expected
 
 
 def test_a_chunk_count_no_layout_makes_is_refused():

@@ -166,6 +166,7 @@ int skymem_stripe_decode(int k, int m, size_t len, uint8_t *const *chunks, const
 typedef struct { uint32_t k, m, n, data, stripes; } skymem_stripe_layout_t;
 int skymem_stripe_layout(uint32_t k, uint32_t m, uint32_t data, skymem_stripe_layout_t *out);
 uint32_t skymem_stripe_wire_id(const skymem_stripe_layout_t *l, uint32_t d);
+void skymem_stripe_data_indexes(const skymem_stripe_layout_t *l, uint32_t *out);
 uint32_t skymem_stripe_data_index(const skymem_stripe_layout_t *l, uint32_t cid);
 void skymem_seal_ctx_free(skymem_seal_ctx_t *c);
 int skymem_seal_keys_check(const skymem_seal_keys_t *keys);

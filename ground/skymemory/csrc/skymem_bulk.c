@@ -136,6 +136,7 @@ typedef struct {
     uint8_t *state;   /* get: per stripe, STRIPE_* */
     double *arrived;  /* get: per stripe, when its latest chunk came (0: none yet) */
     uint32_t *req_of; /* get: per chunk on the wire, the request that asks it */
+    uint32_t *data_of; /* per chunk on the wire, its data index (SKYMEM_STRIPE_NO_DATA: parity), made once */
     skymem_stripe_encoder_t *encoder; /* set: ISA-L's tables, made once for the block */
     uint32_t encoded; /* set: the stripe whose parity is in parity (SKYMEM_STRIPE_NO_DATA: none yet) */
 } coded_t;
@@ -163,7 +164,7 @@ static uint8_t *parity_at(const coded_t *c, uint32_t s, uint32_t j, uint32_t per
 /* Where wire chunk cid's content is (set: read from; get: lands), and its length. */
 static uint8_t *content_at(const skymem_bulk_block_t *b, const coded_t *c, uint32_t cid, int sealed, uint32_t *len)
 {
-    uint32_t per = plain_bytes(b, sealed), d = coded(b) ? skymem_stripe_data_index(&c->l, cid) : cid;
+    uint32_t per = plain_bytes(b, sealed), d = coded(b) ? c->data_of[cid] : cid;
     if (d != SKYMEM_STRIPE_NO_DATA) {
         *len = content_len(b, d, sealed);
         return b->buf + (uint64_t)d * per;
@@ -246,7 +247,7 @@ static void coded_free(coded_t *c, uint32_t n_blocks, uint8_t *zeros)
 {
     for (uint32_t i = 0; c && i < n_blocks; i++) {
         free(c[i].parity); free(c[i].tail); free(c[i].state); free(c[i].arrived); free(c[i].req_of);
-        free(c[i].encoder);
+        free(c[i].encoder); free(c[i].data_of);
     }
     free(c);
     free(zeros);
@@ -274,7 +275,11 @@ static coded_t *coded_new(const skymem_bulk_block_t *blocks, uint32_t n_blocks, 
         c[i].arrived = for_get ? calloc(c[i].l.stripes, sizeof *c[i].arrived) : NULL;
         c[i].req_of = for_get ? calloc(b->chunk_count, sizeof *c[i].req_of) : NULL;
         c[i].encoder = for_get ? NULL : malloc(sizeof *c[i].encoder);
-        ok = c[i].tail && (for_get ? c[i].state && c[i].arrived && c[i].req_of : c[i].parity && c[i].encoder);
+        c[i].data_of = malloc((uint64_t)skymem_stripe_wire_chunks(&c[i].l) * sizeof *c[i].data_of);
+        ok = c[i].tail && c[i].data_of &&
+             (for_get ? c[i].state && c[i].arrived && c[i].req_of : c[i].parity && c[i].encoder);
+        if (ok)
+            skymem_stripe_data_indexes(&c[i].l, c[i].data_of);
         if (ok && !for_get) {
             skymem_stripe_encoder((int)c[i].l.k, (int)c[i].l.m, c[i].encoder);
             c[i].encoded = SKYMEM_STRIPE_NO_DATA;
@@ -470,8 +475,8 @@ static void add_req(get_req_t *out, uint32_t *n, uint32_t block, uint32_t server
     (*n)++;
 }
 
-static uint32_t build_get_reqs(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave, int doubling,
-                               get_req_t *out)
+static uint32_t build_get_reqs(const skymem_bulk_block_t *blocks, const coded_t *cod, uint32_t n_blocks,
+                               uint32_t wave, int doubling, get_req_t *out)
 {
     uint32_t max_chunks = 0, n = 0;
     for (uint32_t b = 0; b < n_blocks; b++)
@@ -484,18 +489,20 @@ static uint32_t build_get_reqs(const skymem_bulk_block_t *blocks, uint32_t n_blo
             skymem_stripe_layout_t l; /* coded: each parity chunk a request of its own, asked only when needed */
             int parity_apart = coded(bl) && skymem_stripe_layout_wire(bl->stripe_k, bl->stripe_m, bl->chunk_count,
                                                                       &l) == 0;
+            const uint32_t *data_of = parity_apart && cod ? cod[b].data_of : NULL; /* NULL: the per-chunk form */
+#define IS_PARITY(id) \
+    (parity_apart && (data_of ? data_of[id] : skymem_stripe_data_index(&l, id)) == SKYMEM_STRIPE_NO_DATA)
             uint32_t hi = lo + w < bl->chunk_count ? lo + w : bl->chunk_count, stride = bl->n_servers;
             for (uint32_t k = 0; k < stride && lo < hi; k++) { /* ... then servers */
                 uint32_t id = lo + (k + stride - lo % stride) % stride;
                 while (id < hi) {
-                    if (parity_apart && skymem_stripe_data_index(&l, id) == SKYMEM_STRIPE_NO_DATA) {
+                    if (IS_PARITY(id)) {
                         add_req(out, &n, b, bl->server0 + k, id, 1, stride);
                         id += stride;
                         continue;
                     }
                     uint32_t first = id, count = 0;
-                    while (id < hi && count < SKYMEM_MAX_GET_CHUNKS &&
-                           !(parity_apart && skymem_stripe_data_index(&l, id) == SKYMEM_STRIPE_NO_DATA)) {
+                    while (id < hi && count < SKYMEM_MAX_GET_CHUNKS && !IS_PARITY(id)) {
                         count++;
                         id += stride;
                     }
@@ -505,12 +512,23 @@ static uint32_t build_get_reqs(const skymem_bulk_block_t *blocks, uint32_t n_blo
         }
     }
     return n;
+#undef IS_PARITY
 }
 
 uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks,
                                    int wave_doubling)
 {
-    return blocks ? build_get_reqs(blocks, n_blocks, wave_chunks, wave_doubling, NULL) : 0;
+    if (!blocks)
+        return 0;
+    coded_t *cod = calloc(n_blocks ? n_blocks : 1, sizeof *cod); /* only each coded block's chunk table */
+    for (uint32_t i = 0; cod && i < n_blocks; i++)
+        if (coded(&blocks[i]) && skymem_stripe_layout_wire(blocks[i].stripe_k, blocks[i].stripe_m,
+                                                           blocks[i].chunk_count, &cod[i].l) == 0 &&
+            (cod[i].data_of = malloc((uint64_t)blocks[i].chunk_count * sizeof *cod[i].data_of)) != NULL)
+            skymem_stripe_data_indexes(&cod[i].l, cod[i].data_of);
+    uint32_t n = build_get_reqs(blocks, cod, n_blocks, wave_chunks, wave_doubling, NULL); /* a NULL table: slow */
+    coded_free(cod, n_blocks, NULL);
+    return n;
 }
 
 /* Signs pkt (len bytes, room for the trailer) with the next reserved sequence when the call is keyed.
@@ -727,7 +745,7 @@ static int hedge(get_run_t *g, get_req_t *r, skymem_bulk_block_t *blocks, coded_
     int rc = 0;
     for (uint32_t i = 0; i < r->count && rc == 0; i++) {
         uint32_t cid = r->first + i * r->stride;
-        if (b->status[cid] == SKYMEM_BULK_PENDING && skymem_stripe_data_index(&c->l, cid) != SKYMEM_STRIPE_NO_DATA)
+        if (b->status[cid] == SKYMEM_BULK_PENDING && c->data_of[cid] != SKYMEM_STRIPE_NO_DATA)
             rc = stripe_update(g, b, c, zeros, cid / c->l.n, sealed, 1, o);
     }
     return rc;
@@ -746,7 +764,7 @@ static int coded_plan(get_run_t *g, skymem_bulk_block_t *blocks, coded_t *cod, i
         for (uint32_t k = 0; k < r->count; k++) {
             uint32_t cid = r->first + k * r->stride;
             c->req_of[cid] = i;
-            if (skymem_stripe_data_index(&c->l, cid) != SKYMEM_STRIPE_NO_DATA || b->status[cid] != SKYMEM_BULK_PENDING)
+            if (c->data_of[cid] != SKYMEM_STRIPE_NO_DATA || b->status[cid] != SKYMEM_BULK_PENDING)
                 continue;
             if (o->hedge_s == 0) { /* every parity chunk asked with the data */
                 if (parity_room(b, c, sealed) != 0)
@@ -796,13 +814,13 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     const int sealed = o->seal != NULL;
     get_run_t g;
     memset(&g, 0, sizeof g);
-    g.n_req = build_get_reqs(blocks, n_blocks, o->wave_chunks, o->wave_doubling, NULL);
+    uint8_t *zeros = NULL;
+    coded_t *cod = coded_new(blocks, n_blocks, sealed, 1, &zeros);
+    g.n_req = cod ? build_get_reqs(blocks, cod, n_blocks, o->wave_chunks, o->wave_doubling, NULL) : 0;
     g.reqs = calloc(g.n_req ? g.n_req : 1, sizeof *g.reqs);
     struct sockaddr_in *addrs = make_addrs(servers, n_servers_total);
     uint8_t *txbuf = malloc((size_t)TX_BATCH * GET_PKT_CAP);
     skymem_seal_ctx_t *seal = sealed ? skymem_seal_ctx_new(o->seal) : NULL; /* one cipher context per call */
-    uint8_t *zeros = NULL;
-    coded_t *cod = coded_new(blocks, n_blocks, sealed, 1, &zeros);
     double *heard = calloc(n_servers_total ? n_servers_total : 1, sizeof *heard); /* last reply from each server */
     int any_coded = 0;
     rx_t rx;
@@ -812,7 +830,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
         coded_free(cod, n_blocks, zeros);
         return SKYMEM_BULK_E_NOMEM;
     }
-    build_get_reqs(blocks, n_blocks, o->wave_chunks, o->wave_doubling, g.reqs);
+    build_get_reqs(blocks, cod, n_blocks, o->wave_chunks, o->wave_doubling, g.reqs);
     if ((rc = coded_plan(&g, blocks, cod, sealed, o)) != 0)
         goto out;
     uint64_t first_wave_bytes = 0; /* asked at once; with pacing the rest follows at pace_Bps */
@@ -1130,7 +1148,7 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     do {                                                                                                       \
         const skymem_bulk_block_t *b_ = &blocks[refs[gi].block];                                               \
         uint32_t c_ = refs[gi].chunk, plain_ = 0;                                                              \
-        if (coded(b_) && skymem_stripe_data_index(&cod[refs[gi].block].l, c_) == SKYMEM_STRIPE_NO_DATA)         \
+        if (coded(b_) && cod[refs[gi].block].data_of[c_] == SKYMEM_STRIPE_NO_DATA)                            \
             encode_stripe(b_, &cod[refs[gi].block], zeros, sealed, c_ / cod[refs[gi].block].l.n);            \
         const uint8_t *d_ = content_at(b_, &cod[refs[gi].block], c_, sealed, &plain_);                         \
         uint32_t len_ = plain_ + (sealed ? SKYMEM_SEAL_OVERHEAD : 0u);                                         \

@@ -155,6 +155,17 @@ uint32_t skymem_stripe_wire_id(const skymem_stripe_layout_t *l, uint32_t d)
     return skymem_stripe_member(l, d / l->k, d % l->k);
 }
 
+void skymem_stripe_data_indexes(const skymem_stripe_layout_t *l, uint32_t *out)
+{
+    for (uint32_t s = 0; s < l->stripes; s++) {
+        uint32_t r = skymem_stripe_data_in(l, s), width = r + l->m, pos = shift_of(l, s) % width;
+        for (uint32_t role = 0; role < width; role++) { /* role i sits at position (i + shift) mod width */
+            out[s * l->n + pos] = role < r ? s * l->k + role : SKYMEM_STRIPE_NO_DATA;
+            pos = pos + 1 == width ? 0 : pos + 1;
+        }
+    }
+}
+
 int skymem_stripe_layout_wire(uint32_t k, uint32_t m, uint32_t wire, skymem_stripe_layout_t *out)
 {
     if (k < 1 || (uint64_t)k + m > MAX_N)

@@ -76,5 +76,8 @@ uint32_t skymem_stripe_role(const skymem_stripe_layout_t *l, uint32_t cid);
 uint32_t skymem_stripe_data_index(const skymem_stripe_layout_t *l, uint32_t cid);
 /* The wire id of data chunk d. */
 uint32_t skymem_stripe_wire_id(const skymem_stripe_layout_t *l, uint32_t d);
+/* skymem_stripe_data_index of every wire chunk at once, into out[0 .. wire chunks): one pass over the stripes, no
+ * division per chunk (a get classifies each chunk several times, and the per-chunk form divides five times). */
+void skymem_stripe_data_indexes(const skymem_stripe_layout_t *l, uint32_t *out);
 
 #endif
