@@ -20,6 +20,7 @@ opens every chunk it decodes from (protocol.seal), so what a decode gives back i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -83,12 +84,9 @@ class Stripes:
         return self.member(data_chunk // self.k, data_chunk % self.k)
 
     def wire_ids(self) -> np.ndarray:
-        """Every data chunk's wire id, in data order (wire_id of each, at once)."""
-        d = np.arange(self.data_chunks, dtype=np.int64)
-        stripe, role = d // self.k, d % self.k
-        width = np.minimum(self.k, self.data_chunks - stripe * self.k) + self.m
-        shift = stripe * self.n // self.count if self.m else 0
-        return stripe * self.n + (role + shift) % width
+        """Every data chunk's wire id, in data order (wire_id of each, at once). Read-only: one array per layout,
+        kept (a get reads it a few times per block, and a block's layout recurs)."""
+        return _wire_ids(self.k, self.m, self.data_chunks)
 
     def members(self, stripe: int) -> list[int]:
         """The wire ids of stripe `stripe`, by role: its data chunks, then its m parity chunks."""
@@ -101,6 +99,18 @@ class Stripes:
         if rest and rest <= m:
             raise StripeError(f"{wire_chunks} chunks cannot be a block in stripes of {k} + {m}")
         return cls(k, m, full * k + (rest - m if rest else 0))
+
+
+@functools.lru_cache(maxsize=256)
+def _wire_ids(k: int, m: int, data_chunks: int) -> np.ndarray:
+    d = np.arange(data_chunks, dtype=np.int64)
+    stripe, role = d // k, d % k
+    width = np.minimum(k, data_chunks - stripe * k) + m
+    stripes = -(-data_chunks // k)
+    shift = stripe * (k + m) // stripes if m else 0
+    ids = stripe * (k + m) + (role + shift) % width
+    ids.flags.writeable = False
+    return ids
 
 
 def _pointers(rows: Sequence[np.ndarray]):
