@@ -12,7 +12,7 @@ import pytest
 
 from skymemory.bench import serve as bench_serve
 from skymemory.bench.chat import ChatWorkload, Turn, replay
-from skymemory.bench.openai_server import Reply
+from skymemory.bench.openai_server import Reply, RoundRobin
 
 
 def test_every_prompt_is_the_system_prompt_the_history_and_a_new_message():
@@ -106,7 +106,7 @@ def parser():
     ["serve", "--users", "0"], ["serve", "--turns", "x"], ["serve", "--concurrency", "4,4"],
     ["serve", "--concurrency", "0"], ["serve", "--think-s", "-1"], ["serve", "--kv-fraction", "0"],
     ["serve", "--kv-fraction", "1.5"], ["serve", "--kv-blocks", "0"], ["serve", "--profiles", "moon"],
-    ["serve", "--servers", "0"],
+    ["serve", "--servers", "0"], ["serve", "--replicas", "0"],
 ])
 def test_bad_arguments_are_rejected(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -149,3 +149,50 @@ def test_a_failed_conversation_stops_the_others_before_their_next_turn():
     after = len(sent)
     time.sleep(0.3)  # several turns' think time: no conversation starts another turn
     assert len(sent) == after < 200
+
+
+class _Replica:
+    """A server in a front's list: notes what it was sent (the front is the unit here)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.sent = name, []
+
+    def stream(self, ids, max_tokens=16, salt=None):
+        self.sent.append((tuple(ids), max_tokens, salt))
+        return Reply([1], len(ids), 0, 0.0, 0.0, {"by": self.name})
+
+
+def test_a_round_robin_front_sends_request_i_to_server_i_mod_n_with_its_salt():
+    a, b, c = _Replica("a"), _Replica("b"), _Replica("c")
+    front = RoundRobin([a, b, c])
+    said = [front.stream([i], 4, "t").said["by"] for i in range(7)]
+    assert said == ["a", "b", "c", "a", "b", "c", "a"]
+    assert a.sent == [((0,), 4, "t"), ((3,), 4, "t"), ((6,), 4, "t")]
+    with pytest.raises(ValueError, match="at least one server"):
+        RoundRobin([])
+
+
+def test_a_user_s_turns_land_on_every_replica_in_turn():
+    """Through the replay: one user's consecutive turns go to different servers, so a replica meets histories
+    another one computed (what records in orbit are for)."""
+    w = ChatWorkload(users=1, turns=4, system_tokens=8, message_tokens=2, reply_tokens=1, think_s=0, vocab=50)
+    a, b = _Replica("a"), _Replica("b")
+    front = RoundRobin([a, b])
+    replay(w, lambda ids, n: front.stream(ids, n, "s"), concurrency=1)
+    assert [len(p) for p, _, _ in a.sent] == [10, 16] and [len(p) for p, _, _ in b.sent] == [13, 19]
+
+
+def test_every_mode_has_a_tenant_of_its_own():
+    modes = ["vllm", "sky-laser", "sky-rf", "sky-laser-host", "sky-laser-per-host"]
+    assert len({bench_serve.mode_salt(m) for m in modes}) == len(modes)
+
+
+def test_replicas_are_said_in_the_table():
+    result = {"config": {"model": "m", "users": 2, "turns": 2, "system_tokens": 8, "message_tokens": 2,
+                         "reply_tokens": 1, "think_s": 0, "concurrency": [4], "kv_blocks": 3,
+                         "working_set_tokens": 40, "kv": "fp16", "servers": 10, "planes": 5, "sats": 5,
+                         "replicas": 2},
+              "environment": {"vllm": "v", "torch": "t", "cpu": "c", "cpu_count": 2}, "wall_s": 1.0,
+              "cells": [], "comparisons": []}
+    assert "2 servers per mode, each with a ground index of its own, behind a round-robin front" in \
+        bench_serve.markdown(result)

@@ -4,6 +4,12 @@
         reply = server.stream(prompt_ids, max_tokens=32)   # TTFT from the first streamed token
         tokens, cached = reply.tokens, reply.cached_tokens
 
+Several servers behind one front, as a round-robin load balancer spreads requests over replicas:
+
+    with OpenAIServer(...) as a, OpenAIServer(...) as b:
+        front = RoundRobin([a, b])          # request i goes to server i mod 2
+        reply = front.stream(prompt_ids, max_tokens=32)
+
 The server is `<this virtualenv>/bin/vllm serve MODEL ...` in a process group of its own on a free port; `with`
 waits (bounded) until /health answers and stops it with SIGINT, then SIGKILL, on the way out. Every request is
 greedy, on token ids, with the prompt's cached tokens reported (--enable-prompt-tokens-details). Used by
@@ -13,12 +19,14 @@ greedy, on token ids, with the prompt's cached tokens reported (--enable-prompt-
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -188,3 +196,22 @@ class OpenAIServer:
             raise RuntimeError("vllm serve's stream ended without its usage (stream_options.include_usage)")
         return Reply(tokens, usage["prompt_tokens"], (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
                      or 0, (first or ended) - started, ended - started, said)
+
+
+class RoundRobin:
+    """Servers behind one front that sends request i to server i mod N (a round-robin load balancer): a user's
+    next turn lands on another server than the last, so it finds its history's KV only in a cache they share."""
+
+    def __init__(self, servers: list[OpenAIServer]) -> None:
+        if not servers:
+            raise ValueError("a front needs at least one server")
+        self.servers = list(servers)
+        self._turn = itertools.count()
+        self._lock = threading.Lock()
+
+    def _next(self) -> OpenAIServer:
+        with self._lock:
+            return self.servers[next(self._turn) % len(self.servers)]
+
+    def stream(self, ids: list[int], max_tokens: int = 16, salt: str | None = None) -> Reply:
+        return self._next().stream(ids, max_tokens, salt)

@@ -16,6 +16,18 @@ against `vllm serve`, at each --concurrency level in turn, on one server per mod
                  MultiConnector) is refused by its CPU build: "CPU Offloading is currently only supported on
                  CUDA-alike and XPU GPUs" (docs/PERFORMANCE.md)
 
+With --replicas N (N > 1) every mode runs N servers at once, each with a ground index of its own (as on N
+hosts), behind a round-robin front (request i to server i mod N: a user's next turn lands on another server).
+The sky modes find what another replica stored through the records in orbit (kv.orbit_records), and one more
+mode measures without them:
+
+  sky-<profile>-per-host
+                 the same servers with "orbit_index" off: each replica finds only what it stored itself (on
+                 the first profile's constellation)
+
+Every mode's requests carry a cache salt of its own (a tenant: blocks sealed and hashed under it), so modes that
+share a constellation never find each other's blocks.
+
 Per mode and concurrency: TTFT p50 and p99, latency p50 (request to last token), output tokens/s (every reply
 token over the level's wall time),
 hit rate (prompt tokens served from a cache, the engine's or the connector's, over all prompt tokens), and
@@ -101,13 +113,19 @@ def comparisons(cells: list[dict]) -> list[dict]:
     return out
 
 
-def warm(server, vocab: int, log) -> None:
+def warm(server, vocab: int, salt: str, log) -> None:
     from .chat import FIRST_ID
 
     for n in WARMUP_TOKENS:
         ids = [FIRST_ID + (7 * i + n) % (vocab - FIRST_ID) for i in range(n)]
-        server.stream(ids, max_tokens=1)
+        server.stream(ids, max_tokens=1, salt=salt)
     log(f"  warmed up ({len(WARMUP_TOKENS)} short prompts)")
+
+
+def mode_salt(mode: str) -> str:
+    """The cache salt (tenant) of every request of a mode: modes sharing a constellation find none of each
+    other's blocks, in orbit or not."""
+    return f"bench-serve-{mode}"
 
 
 def run(args, log) -> dict:
@@ -115,7 +133,7 @@ def run(args, log) -> dict:
     from skymemory.kv.models import load_config
 
     from .launch import boot_per_profile
-    from .openai_server import BLOCK_TOKENS, OpenAIServer
+    from .openai_server import BLOCK_TOKENS, OpenAIServer, RoundRobin
     from .vllm import served_model, set_engine_environment
 
     set_engine_environment(args)
@@ -139,28 +157,45 @@ def run(args, log) -> dict:
     with contextlib.ExitStack() as stack:
         work_dir = Path(args.work_dir) if args.work_dir else Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="skymemory-bench-serve-")))
-        # the first profile's constellation serves two modes when the host tier is measured
-        budget = satellite_budget(workloads, block_bytes, BLOCK_TOKENS, args.servers) * (2 if args.host_tier_mib else 1)
+        # the first profile's constellation also serves the host-tier and per-host modes
+        shared = 1 + bool(args.host_tier_mib) + (args.replicas > 1)
+        budget = satellite_budget(workloads, block_bytes, BLOCK_TOKENS, args.servers) * shared
         skies = boot_per_profile(args.profiles, planes=args.planes, sats=args.sats, work_dir=work_dir, stack=stack,
                                  log=log, node=args.node, chunk_size=args.chunk_size, memory_budget=budget)
         model = served_model(spec, work_dir, log)
-        modes = [("vllm", None, 0)] + [(f"sky-{p.name}", sky, 0) for p, sky in skies]
+        modes = [("vllm", None, 0, False)] + [(f"sky-{p.name}", sky, 0, True) for p, sky in skies]
+        first, first_sky = skies[0]
         if args.host_tier_mib:
-            profile, sky = skies[0]
-            modes.append((f"sky-{profile.name}-host", sky, args.host_tier_mib << 20))
-        for mode, sky, tier_bytes in modes:
-            connector = None if sky is None else {
-                "manifest": str(sky.manifest_path), "model": spec, "policy": "auto", "kv_format": args.kv,
-                "servers": args.servers, "host_tier_bytes": tier_bytes,
-                # an index of its own per mode: each starts from an empty cache, as the plain one does
-                "index_dir": str(work_dir / f"index-{mode}")}
-            log(f"{mode}: vllm serve{' with the SkyMemory connector' if connector else ''} ...")
-            with OpenAIServer(model, work_dir / f"{mode}.log", connector=connector, prefix_caching=True,
-                              kv_blocks=blocks, max_model_len=max_len) as server:
-                warm(server, config.vocab_size, log)
+            modes.append((f"sky-{first.name}-host", first_sky, args.host_tier_mib << 20, True))
+        if args.replicas > 1:
+            modes.append((f"sky-{first.name}-per-host", first_sky, 0, False))
+        for mode, sky, tier_bytes, orbit in modes:
+            salt = mode_salt(mode)
+            log(f"{mode}: {args.replicas} x vllm serve{' with the SkyMemory connector' if sky else ''} ...")
+            with contextlib.ExitStack() as replicas:
+                servers = []
+                for r in range(args.replicas):  # every replica's process starts at once ...
+                    connector = None if sky is None else {
+                        "manifest": str(sky.manifest_path), "model": spec, "policy": "auto", "kv_format": args.kv,
+                        "servers": args.servers, "host_tier_bytes": tier_bytes, "orbit_index": orbit,
+                        # an index of its own per mode and replica: each starts from an empty cache, as the plain
+                        # one does, and knows only what it stored (or finds in orbit)
+                        "index_dir": str(work_dir / f"index-{mode}-{r}")}
+                    servers.append(OpenAIServer(model, work_dir / f"{mode}-{r}.log", connector=connector,
+                                                prefix_caching=True, kv_blocks=blocks, max_model_len=max_len))
+                    replicas.push(servers[-1])  # stopped on the way out, started or not
+                for server in servers:  # ... and each is waited for in turn
+                    server.__enter__()
+                for server in servers:
+                    warm(server, config.vocab_size, salt, log)
+                front = RoundRobin(servers)
+
+                def send(ids: list[int], max_tokens: int):
+                    return front.stream(ids, max_tokens, salt)
+
                 for workload, concurrency in zip(workloads, args.concurrency):
                     log(f"  concurrency {concurrency} ...")
-                    turns, wall = replay(workload, server.stream, concurrency, say=log)
+                    turns, wall = replay(workload, send, concurrency, say=log)
                     cells.append(cell(mode, concurrency, turns, wall))
                     requests += [{"mode": mode, "concurrency": concurrency, **asdict(t)} for t in turns]
                     c = cells[-1]
@@ -175,7 +210,7 @@ def run(args, log) -> dict:
                        "think_s": args.think_s, "concurrency": list(args.concurrency), "kv_blocks": blocks,
                        "kv_fraction": args.kv_fraction, "working_set_tokens": workloads[0].working_set_tokens(),
                        "max_model_len": max_len, "profiles": [p.name for p in args.profiles], "kv": args.kv,
-                       "host_tier_mib": args.host_tier_mib,
+                       "host_tier_mib": args.host_tier_mib, "replicas": args.replicas,
                        "servers": args.servers, "planes": args.planes, "sats": args.sats,
                        "VLLM_CPU_NUM_OF_RESERVED_CPU": os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU")},
             "environment": environment(), "cells": cells, "comparisons": comparisons(cells), "requests": requests}
@@ -191,7 +226,10 @@ def markdown(result: dict) -> str:
         f"{cfg['system_tokens']}-token system prompt, {cfg['message_tokens']}-token messages, "
         f"{cfg['reply_tokens']}-token greedy replies, {cfg['think_s']} s mean think time. SkyMemory: policy auto, "
         f"KV {cfg['kv']}, blocks striped over {cfg['servers']} satellites of a {cfg['planes']}x{cfg['sats']} "
-        f"constellation per link profile. Wall time {result['wall_s']:.0f} s.",
+        f"constellation per link profile. "
+        + (f"{cfg['replicas']} servers per mode, each with a ground index of its own, behind a round-robin front; "
+           f"-per-host: without the records in orbit. " if cfg.get("replicas", 1) > 1 else "")
+        + f"Wall time {result['wall_s']:.0f} s.",
         "",
         "| mode | concurrency | requests | TTFT p50 ms | TTFT p99 ms | latency p50 ms | output tokens/s | hit rate |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -245,6 +283,10 @@ def register(subparsers) -> None:
                         help="link profiles for the SkyMemory modes, comma-separated (default laser,rf)")
     parser.add_argument("--host-tier-mib", type=options.nonnegative_int, default=1024,
                         help="the sky-<first profile>-host mode's host tier, MiB (default 1024; 0: no such mode)")
+    parser.add_argument("--replicas", type=options.positive_int, default=1,
+                        help="servers per mode at once, each with a ground index of its own, behind a round-robin "
+                             "front (default 1); above 1, a sky-<first profile>-per-host mode runs them without "
+                             "the records in orbit")
     parser.add_argument("--kv", choices=KV_FORMATS, default="fp16", help="KV format on the constellation "
                                                                          "(default fp16)")
     parser.add_argument("--kvcache-gib", type=options.positive_int, default=None,
