@@ -30,6 +30,19 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def stop(self) -> None:
+        """Cancel what still runs on the loop (a caller waiting on it from another thread is told at once, not
+        left to its timeout), then stop and close it."""
+        async def cancel_the_rest() -> None:
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        if self.loop.is_running():
+            try:
+                asyncio.run_coroutine_threadsafe(cancel_the_rest(), self.loop).result(10)
+            except (TimeoutError, RuntimeError):  # a task that will not end: the loop stops under it
+                pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
