@@ -6,9 +6,11 @@ constellation has them; the same choice as named objects' metadata). Every copy 
 at once: the first copy the caller accepts wins, so a dead home costs nothing while one answers, and a home
 whose copy does not open (altered) is outvoted by any other.
 
-Mixed into ConstellationBlockStore, whose asyncio client and loop carry the requests (route and signing as
-for every other request). The homes come from the launch manifest (`homes=`, set by from_manifest); a store
-built without one keeps no records (record_homes is None).
+Mixed into ConstellationBlockStore and RotatingBlockStore, whose asyncio client and loop carry the requests
+(signed as every other request; routed as the store routes: ConstellationBlockStore by its route, the rotating
+store through the satellite overhead now, so a record is reached however far the constellation has turned).
+The homes come from the launch manifest (ConstellationBlockStore: `homes=`, set by from_manifest; a store built
+without one keeps no records, record_homes is None).
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class RecordCopies(RecordKeeping):
 
     _homes: Callable[[bytes], list[Sat]] | None = None
 
+    def _record_via(self) -> Sat | None:
+        """The satellite a record request goes up to (None: as the client routes it)."""
+        return None
+
     def record_homes(self, key: bytes) -> list[Sat] | None:
         return None if self._homes is None else self._homes(key)
 
@@ -49,10 +55,11 @@ class RecordCopies(RecordKeeping):
         """Store each (key, chunk) as a one-chunk block on every home of key, all at once; for each item, the
         homes that took it by `timeout_s`."""
         placed = [(key, blob, self._homes_of(key)) for key, blob in items]
+        via = self._record_via()
 
         async def one(key: bytes, blob: bytes, home: Sat) -> bool:
             try:
-                await asyncio.wait_for(self.client.set_chunk(home, key, 0, 1, blob), timeout_s)
+                await asyncio.wait_for(self.client.set_chunk(home, key, 0, 1, blob, via=via), timeout_s)
                 return True
             except (TimeoutError, SkyMemoryError):
                 return False
@@ -73,11 +80,11 @@ class RecordCopies(RecordKeeping):
         None) wins. In key order: that value; or None when the homes answered without one (none holds a copy,
         or none it accepts; once one had, the silent ones get GRACE_TIMES its time); or a TimeoutError when no
         home had answered by `timeout_s` (or RTO_TIMES the client's resend timer, when longer)."""
-        timeout_s = max(timeout_s, RTO_TIMES * self.client.rto)
+        via = self._record_via()
 
         async def ask(home: Sat, key: bytes) -> object:
             try:
-                return accept(key, home, await self.client.get_chunk(home, key, 0))
+                return accept(key, home, await self.client.get_chunk(home, key, 0, via=via))
             except (ChunkNotFound, SkyMemoryError):
                 return None
 
@@ -101,22 +108,25 @@ class RecordCopies(RecordKeeping):
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
 
-        async def bounded(key: bytes) -> object:
+        async def bounded(key: bytes, limit_s: float) -> object:
             try:
-                return await asyncio.wait_for(first(key), timeout_s)
+                return await asyncio.wait_for(first(key), limit_s)
             except TimeoutError:
-                return TimeoutError(f"no home of record {key.hex()[:16]} answered within {timeout_s:g} s")
+                return TimeoutError(f"no home of record {key.hex()[:16]} answered within {limit_s:g} s")
 
-        async def every() -> list:
-            return list(await asyncio.gather(*(bounded(key) for key in keys)))
+        async def every() -> list:  # the client exists once the store's loop runs (a rotating store starts it)
+            limit_s = max(timeout_s, RTO_TIMES * self.client.rto)
+            return list(await asyncio.gather(*(bounded(key, limit_s) for key in keys)))
 
         return self._run(every())
 
     def evict_copies(self, keys: Sequence[bytes], timeout_s: float) -> int:
         """Drop every copy of these keys' blocks, at once and best effort; how many homes dropped one."""
+        via = self._record_via()
+
         async def one(key: bytes, home: Sat) -> int:
             try:
-                return 1 if await asyncio.wait_for(self.client.evict_block(home, key), timeout_s) else 0
+                return 1 if await asyncio.wait_for(self.client.evict_block(home, key, via=via), timeout_s) else 0
             except (TimeoutError, SkyMemoryError):
                 return 0
 

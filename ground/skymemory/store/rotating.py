@@ -17,6 +17,10 @@ client:
 
 Only blocks set through this store are migrated (they are in its index).
 
+It keeps records too (store.record_copies: the KV index in orbit, kv.orbit_records), on the home satellites the
+manifest gives each record key. Records do not migrate: a home is found from the key alone by any ground host,
+wherever that host is, and each request goes up to the satellite overhead now and over the ISLs to the home.
+
 Content is sealed by default (skymemory.protocol.seal: every chunk under the tenant's key, from the
 manifest's content keys; `seal=False` for benchmarks that compare), as ConstellationBlockStore seals it;
 `for_tenant(salt)` is this store sealing for another tenant.
@@ -37,17 +41,19 @@ from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.seal import OVERHEAD, content_keys_for_manifest
 from skymemory.protocol.errors import ChunkNotFound, RequestTimeout
-from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, EvictionNotices,
+from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, EvictionNotices, Sat,
                                       TenantSealing)
 from skymemory.store.eviction import Evictions
 from skymemory.store.constellation import check_parity
+from skymemory.store.object_homes import home_satellites
 from skymemory.store.placed import BlockIndex, HopCountingClient, PlacedStore
+from skymemory.store.record_copies import RecordCopies
 from skymemory.store.rotation import MigrationDriver
 
 log = logging.getLogger(__name__)
 
 
-class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSealing):
+class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSealing, RecordCopies):
     def __init__(self, manifest: Manifest, *, strategy: str = "rotation-hop", n_servers: int = 9,
                  on_evicted: Callable[[bytes], object] | None = None, cleaner_period_s: float = 0.0,
                  client_options: dict | None = None, request_timeout_s: float = 120.0, seal: bool = True,
@@ -64,6 +70,7 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSea
         self._owner = True  # False for a for_tenant view: closing it closes nothing shared
         self.manifest = manifest
         self.constellation = manifest.constellation()
+        self._homes = lambda key: home_satellites(key, manifest)  # a record's (store.record_copies)
         placement.check_fits(strategy, n_servers, self.constellation.planes, self.constellation.sats)
         self.strategy = strategy
         self.n_servers = n_servers
@@ -120,6 +127,10 @@ class RotatingBlockStore(BlockStore, EvictionNotices, AsyncBlockStore, TenantSea
         view = copy.copy(self)
         view.tenant, view._owner = tenant, False
         return view
+
+    def _record_via(self) -> Sat:
+        """Records go up to the satellite overhead now, as every request of this store does."""
+        return self.constellation.overhead(self.constellation.mission_ms())
 
     # ---- private loop with the client, driver and eviction tasks --------------------------------
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
