@@ -49,6 +49,7 @@ class ScriptedKeeper(RecordKeeping):
         return out
 
     def evict_copies(self, keys, timeout_s):
+        self.gate.wait(5)
         gone = [k for k in list(self.copies) if k[1] in keys]
         for k in gone:
             del self.copies[k]
@@ -125,6 +126,21 @@ def test_silent_homes_are_a_miss_and_a_forgotten_block_leaves_its_homes():
     assert not any(key == record_key(entries[1].block_hash) for _, key in keeper.copies)
     assert [e.block_hash for e in OrbitRecords(keeper).find(ROOT, [e.block_hash for e in entries])] == \
         [entries[0].block_hash]
+
+
+def test_forget_later_removes_the_records_off_the_caller_s_thread():
+    keeper = ScriptedKeeper()
+    orbit = OrbitRecords(keeper)
+    entries = chain(2)
+    orbit.publish(entries)
+    keeper.gate.clear()  # the keeper blocks: forget_later must still return at once
+    done = orbit.forget_later([entries[0].block_hash])
+    assert not done.done()
+    keeper.gate.set()
+    done.result(5)
+    assert not any(key == record_key(entries[0].block_hash) for _, key in keeper.copies)
+    assert any(key == record_key(entries[1].block_hash) for _, key in keeper.copies)
+    orbit.close()
 
 
 def test_a_scheduler_that_must_not_wait_is_told_pending_then_finds_it_in_its_index():

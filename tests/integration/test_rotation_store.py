@@ -76,3 +76,48 @@ def test_coded_blocks_move_their_parity_with_their_data(turning):
                 store._run(store.client.evict_block(sat, h))
             assert store.get_block(rec) == payloads[h]
         assert store.store.counters["parity_fetches"] >= len(records)
+
+
+def test_another_ground_host_finds_kv_blocks_through_their_records_after_the_sky_turned(turning, tmp_path):
+    """Records in orbit through the rotating store (issue 37): host A stores a prompt's blocks and their records;
+    after two step boundaries (A's chunks migrated, the record homes carried along their orbits), host B, a fresh
+    store with an empty index, finds every block through its record (asked up the satellite overhead now), loads
+    the blocks where the rotation has put them, and generates the tokens of no cache. A block evicted through the
+    store takes its record out of orbit with it."""
+    from skymemory.kv.manager import KVCManager
+    from skymemory.kv.orbit_records import OrbitRecords
+    from skymemory.kv.report import compare_generation
+
+    from kv_support import random_prompt, tiny
+
+    model, tokenizer = tiny("fp32")
+    prompt = random_prompt(3 * 16 + 5, seed=211)
+
+    def host(store, name):
+        return KVCManager(model, tokenizer, store, block_tokens=16, kv_dtype="fp32", index_dir=tmp_path / name,
+                          policy="fetch")
+
+    with RotatingBlockStore(turning, strategy="rotation-hop", n_servers=9) as store_a:
+        a = host(store_a, "host-a")
+        stored = a.add_blocks(prompt)
+        assert stored.blocks_stored == 3 and a.orbit.counters["published"] == 3
+        first_step = store_a.driver.current_step()
+        deadline = time.monotonic() + 4 * STEP_WALL_S + 5
+        while store_a.driver.current_step() < first_step + 2 or any(
+                store_a.driver.layout_step(h) != store_a.driver.current_step() for h in stored.hashes):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        with RotatingBlockStore(turning, strategy="rotation-hop", n_servers=9) as store_b:
+            b = host(store_b, "host-b")
+            assert b.find_prefix(prompt).source == "orbit"
+            c = compare_generation(b, prompt, new_tokens=6)
+            assert c.prefix_tokens == 3 * 16 and c.cached == c.reference
+            assert b.find_prefix(prompt).source == "index"  # learnt into B's own index
+        # evicted (through the store, as an LRU notice or a failed get ends): its record leaves its homes too
+        first = next(r for r in store_a.records() if r.block_hash == stored.hashes[0])
+        store_a.evict_block(first)
+        fresh = OrbitRecords(store_a, negative_s=0)
+        deadline = time.monotonic() + 30
+        while fresh.find(a.root, stored.hashes[:1]):
+            assert time.monotonic() < deadline, "the evicted block's record is still in orbit"
+            time.sleep(0.05)

@@ -212,6 +212,8 @@ class KVCManager:
         removed = self.index.remove(block_hash)
         if removed:
             log.info("KV block %s evicted by the store: %d index entries dropped", block_hash.hex()[:16], removed)
+            if self.orbit is not None:  # its record leaves its homes too (on a worker: this is the store's loop)
+                self.orbit.forget_later([block_hash])
 
     # ------------------------------------------------------------------ hashing
 

@@ -24,8 +24,9 @@ The local index is a cache of it:
                                  get_num_new_matched_tokens answers "not yet" and is asked again)
   forget(hashes)                 a block that failed to load (kv.lost): its record leaves its homes too
 
-Records do not migrate: a home is a satellite, reached from any ground station over its own link or over ISLs
-(store.routes), wherever it is in its orbit. A satellite's own LRU eviction drops a block's chunks and not its
+Records do not migrate: a home is a satellite named by the record key alone (so any ground host, wherever it is,
+finds it), reached over its own link or over ISLs (store.routes; the rotating store goes up to the satellite
+overhead now), wherever it is in its orbit. A satellite's own LRU eviction drops a block's chunks and not its
 record: the record then leads to a clean miss, and the host that meets it forgets it (kv.lost).
 """
 
@@ -101,7 +102,8 @@ class OrbitRecords:
     def __init__(self, store: "ConstellationBlockStore", *, timeout_s: float = TIMEOUT_S,
                  negative_s: float = NEGATIVE_S) -> None:
         if not _keeps_records(store):
-            raise ValueError("records in orbit need a store that keeps them (ConstellationBlockStore.from_manifest)")
+            raise ValueError("records in orbit need a store that keeps them (ConstellationBlockStore.from_manifest, "
+                             "RotatingBlockStore)")
         if not timeout_s > 0 or not negative_s >= 0:
             raise ValueError(f"timeout_s must be > 0 and negative_s >= 0, got {timeout_s}, {negative_s}")
         self.store = store
@@ -110,6 +112,7 @@ class OrbitRecords:
         # block hash -> when it is asked again (a block's hash already names its tenant: kv.extra_keys)
         self._absent: dict[bytes, float] = {}
         self._lock = threading.Lock()
+        self._pool_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._later: dict[bytes, Future] = {}  # find_later's lookups, by their first hash
         self.counters = {"published": 0, "publish_failed": 0, "asked": 0, "found": 0, "absent": 0, "timeouts": 0,
@@ -229,8 +232,6 @@ class OrbitRecords:
             running = self._later.get(key)
             if running is not None and not running.done():
                 return True
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="skymemory-orbit-lookup")
 
             def run() -> None:
                 try:
@@ -239,9 +240,16 @@ class OrbitRecords:
                     log.warning("SkyMemory: an orbit lookup failed: %r", exc)
                     self._note_absent(hashes[0], timed_out=True)  # not asked again at once: the caller goes on
 
-            self._later[key] = self._pool.submit(run)
+            self._later[key] = self._worker().submit(run)
             self._later = {k: f for k, f in self._later.items() if not f.done() or k == key}
         return True
+
+    def _worker(self) -> ThreadPoolExecutor:
+        """The threads lookups and removals run on when their caller must not wait (made on first use)."""
+        with self._pool_lock:  # its own lock: find_later asks for it holding self._lock
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="skymemory-orbit")
+            return self._pool
 
     # ---- removal ----------------------------------------------------------------------------------------
     def forget(self, hashes: Sequence[bytes]) -> None:
@@ -254,6 +262,11 @@ class OrbitRecords:
             self.store.evict_copies([record_key(h) for h in hashes], PUBLISH_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - best effort, as every eviction
             log.info("SkyMemory: evicting %d KV block records failed: %r", len(hashes), exc)
+
+    def forget_later(self, hashes: Sequence[bytes]) -> Future:
+        """forget() on a worker thread: for a caller on the store's own loop (an eviction notice), which a
+        synchronous call back into the store would deadlock."""
+        return self._worker().submit(self.forget, list(hashes))
 
     def close(self) -> None:
         if self._pool is not None:
