@@ -35,6 +35,8 @@ def parser():
     ["streaming", "--stream-windows", "big"],
     ["streaming", "--stream-windows", "0"],
     ["streaming", "--stream-windows", "get,get"],
+    ["streaming", "--layer-waits", "maybe"],
+    ["streaming", "--layer-waits", ""],
 ])
 def test_bad_arguments_are_rejected(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -50,7 +52,8 @@ def test_defaults():
     assert b.prefix_blocks == 8 and b.kv == "fp16" and [p.name for p in b.profiles] == ["none", "laser"]
     assert b.pace == [0.0] and b.wave_layers == 1
     assert parser().parse_args(["streaming", "--pace", "off,800"]).pace == [0.0, 800e6]
-    assert b.stream_windows == [None] and not b.transfer_only
+    assert b.stream_windows == [None] and not b.transfer_only and b.layer_waits == ["on"]
+    assert parser().parse_args(["streaming", "--layer-waits", "off,on,off"]).layer_waits == ["off", "on"]
     assert parser().parse_args(["streaming", "--stream-windows", "get,8,link"]).stream_windows == [
         None, 8 * 2**20, "link"]
 
@@ -119,3 +122,14 @@ def test_streaming_runs_against_a_keyed_constellation(node_path, tmp_path):
     assert a.func(a) == 0
     modes = json.loads((tmp_path / "streaming.json").read_text())["modes"]
     assert modes["sky-none"]["first_token_equal"] and modes["sky-none-stream"]["first_token_equal"]
+
+
+def test_a_stream_no_reader_waited_on_has_no_layer_0_time_in_the_table():
+    fetch = {"transfer_ms": 38.0, "vs_fetch": 1.0, "window_MiB": 24, "retransmits": 0}
+    waited = dict(fetch, transfer_ms=41.8, vs_fetch=1.1, first_layer_ms=19.6, bytes_in_ms=41.2, last_layer_ms=42.1)
+    nowait = dict(fetch, transfer_ms=39.2, vs_fetch=1.03, bytes_in_ms=39.4, last_layer_ms=39.4)
+    table = streaming.markdown_transfer({"prefix_bytes": 46e6, "config": {"repeats": 25}, "transfers": {
+        "sky-none": fetch, "sky-none-stream": waited, "sky-none-stream-nowait": nowait}})
+    assert "| sky-none | 24 | 38.0 | 1.00 |  | |  | 0 |" in table
+    assert "| sky-none-stream | 24 | 41.8 | 1.10 | 19.6 | 41.2 | 42.1 | 0 |" in table
+    assert "| sky-none-stream-nowait | 24 | 39.2 | 1.03 |  | 39.4 | 39.4 | 0 |" in table

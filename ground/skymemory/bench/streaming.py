@@ -27,7 +27,10 @@ GPU forward waits for; its rebuild runs on the device): transfer time, when
 layer 0 and every byte were in, when the last layer was released (after the
 block checks). `--waves doubling,uniform` sets a stream's waves as it asks
 them today (each twice as wide as the one before) beside one wave per
---wave-layers (the "-uniform" modes).
+--wave-layers (the "-uniform" modes). `--layer-waits on,off` adds, beside each
+stream whose reader waits for every layer (on), the same stream with no reader
+until its end (the "-nowait" modes): the transfer alone, without the reader's
+wake-ups competing for the CPU with it (on a host of few cores they do).
 """
 
 from __future__ import annotations
@@ -272,27 +275,32 @@ def run_transfer(args, log=print) -> dict:
                 rows.setdefault(f"sky-{profile.name}", []).append(
                     {"transfer_s": time.perf_counter() - started, "retransmits": t.retransmits,
                      "window_bytes": t.window_bytes})
-                for window, waves in ((w, v) for w in args.stream_windows for v in args.waves):
+                for window, waves, waits in ((w, v, l) for w in args.stream_windows for v in args.waves
+                                             for l in args.layer_waits):
                     sized = window == "link"  # None: a plain get's window; link: kv.streaming.stream_window
                     stream = PrefixStream(store, records, geometry, args.kv, dtype=source, device="cpu",
                                           landing=landing, wave_layers=args.wave_layers,
                                           wave_doubling=waves == "doubling",
                                           window_bytes=None if sized else window, link=link if sized else None)
                     stream.start()
-                    for layer in range(geometry.layers - 1):
-                        stream.wait_layer(layer)
-                    while int(stream.prefix.min()) < stream.chunk_count and not stream.done.is_set():
-                        time.sleep(0.0002)
+                    if waits == "on":  # a reader waiting for each layer in turn, as a forward does
+                        for layer in range(geometry.layers - 1):
+                            stream.wait_layer(layer)
+                        while int(stream.prefix.min()) < stream.chunk_count and not stream.done.is_set():
+                            time.sleep(0.0002)
+                    else:  # none until the end: nothing else on the CPU while the bytes come
+                        stream.done.wait(600)
                     bytes_in = time.perf_counter() - stream.stats.started
                     stream.wait_layer(geometry.layers - 1)
                     stream.close()
                     st = stream.stats
-                    mode = f"sky-{profile.name}-stream{_window_suffix(window)}{'' if waves == 'doubling' else '-uniform'}"
-                    rows.setdefault(mode, []).append(
-                        {"transfer_s": st.transfer_s, "retransmits": st.retransmits,
-                         "first_layer_s": st.layer_ready_s[0], "bytes_in_s": bytes_in,
-                         "last_layer_s": st.layer_ready_s[-1],
-                         "window_bytes": store.last_transfer.window_bytes})
+                    mode = (f"sky-{profile.name}-stream{_window_suffix(window)}"
+                            f"{'' if waves == 'doubling' else '-uniform'}{'' if waits == 'on' else '-nowait'}")
+                    row = {"transfer_s": st.transfer_s, "retransmits": st.retransmits, "bytes_in_s": bytes_in,
+                           "last_layer_s": st.layer_ready_s[-1], "window_bytes": store.last_transfer.window_bytes}
+                    if waits == "on":  # no reader waited for layer 0 otherwise
+                        row["first_layer_s"] = st.layer_ready_s[0]
+                    rows.setdefault(mode, []).append(row)
         finally:
             if store is not None:
                 store.close()
@@ -317,9 +325,8 @@ def markdown_transfer(results: dict) -> str:
              "| mode | window MiB | transfer ms | vs fetch | layer 0 ready ms | all bytes in ms | last layer ready ms "
              "| retransmits |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, s in results["transfers"].items():
-        stream = "first_layer_ms" in s
-        extra = (f"{s['first_layer_ms']:.1f} | {s['bytes_in_ms']:.1f} | {s['last_layer_ms']:.1f}" if stream
-                 else " | | ")
+        first = f"{s['first_layer_ms']:.1f}" if "first_layer_ms" in s else ""
+        extra = f"{first} | {s['bytes_in_ms']:.1f} | {s['last_layer_ms']:.1f}" if "bytes_in_ms" in s else " | | "
         lines.append(f"| {name} | {s['window_MiB']:.0f} | {s['transfer_ms']:.1f} | {s['vs_fetch']:.2f} | {extra} "
                      f"| {s['retransmits']} |")
     return "\n".join(lines) + "\n"
@@ -373,6 +380,9 @@ def register(subparsers) -> None:
     p.add_argument("--waves", type=_waves, default=["doubling"],
                    help="with --transfer-only, one streamed mode each: 'doubling' (each wave twice as wide as the "
                         "one before, what a stream asks) or 'uniform' (every wave --wave-layers wide)")
+    p.add_argument("--layer-waits", type=_layer_waits, default=["on"],
+                   help="with --transfer-only, one streamed mode each: 'on' (the default: a reader waits for each "
+                        "layer in turn) or 'off' (no reader until the end: the '-nowait' modes)")
     p.add_argument("--node", type=input_file, default=None)
     p.add_argument("--out", type=output_dir, default="out/bench-streaming")
     p.set_defaults(func=_main)
@@ -389,6 +399,15 @@ def _waves(text: str) -> list[str]:
     if not waves or bad:
         raise argparse.ArgumentTypeError(f"waves are 'doubling' and/or 'uniform', got {text!r}")
     return list(dict.fromkeys(waves))
+
+
+def _layer_waits(text: str) -> list[str]:
+    """'on,off' -> ['on', 'off']."""
+    waits = [w.strip() for w in text.split(",") if w.strip()]
+    bad = [w for w in waits if w not in ("on", "off")]
+    if not waits or bad:
+        raise argparse.ArgumentTypeError(f"--layer-waits takes 'on' and/or 'off', got {text!r}")
+    return list(dict.fromkeys(waits))
 
 
 def _window_suffix(window: int | str | None) -> str:
