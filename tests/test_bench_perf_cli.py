@@ -37,6 +37,7 @@ def parser():
     ["streaming", "--stream-windows", "get,get"],
     ["streaming", "--layer-waits", "maybe"],
     ["streaming", "--layer-waits", ""],
+    ["streaming", "--layer-waits", "off,on,off"],
 ])
 def test_bad_arguments_are_rejected(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -52,8 +53,8 @@ def test_defaults():
     assert b.prefix_blocks == 8 and b.kv == "fp16" and [p.name for p in b.profiles] == ["none", "laser"]
     assert b.pace == [0.0] and b.wave_layers == 1
     assert parser().parse_args(["streaming", "--pace", "off,800"]).pace == [0.0, 800e6]
-    assert b.stream_windows == [None] and not b.transfer_only and b.layer_waits == ["on"]
-    assert parser().parse_args(["streaming", "--layer-waits", "off,on,off"]).layer_waits == ["off", "on"]
+    assert b.stream_windows == [None] and not b.transfer_only and b.layer_waits == ("on",)
+    assert parser().parse_args(["streaming", "--layer-waits", "off,on"]).layer_waits == ("off", "on")
     assert parser().parse_args(["streaming", "--stream-windows", "get,8,link"]).stream_windows == [
         None, 8 * 2**20, "link"]
 

@@ -46,7 +46,7 @@ from pathlib import Path
 from skymemory.argtypes import input_file, nonnegative_int, output_dir
 from skymemory.kv.cache_arg import cache_arg, cache_of
 
-from .options import positive_int
+from .options import positive_int, seal_list
 from .profiles import parse_profiles
 from .report import command_line, regenerate
 
@@ -380,7 +380,7 @@ def register(subparsers) -> None:
     p.add_argument("--waves", type=_waves, default=["doubling"],
                    help="with --transfer-only, one streamed mode each: 'doubling' (each wave twice as wide as the "
                         "one before, what a stream asks) or 'uniform' (every wave --wave-layers wide)")
-    p.add_argument("--layer-waits", type=_layer_waits, default=["on"],
+    p.add_argument("--layer-waits", type=seal_list, default=("on",), metavar="on|off|on,off",
                    help="with --transfer-only, one streamed mode each: 'on' (the default: a reader waits for each "
                         "layer in turn) or 'off' (no reader until the end: the '-nowait' modes)")
     p.add_argument("--node", type=input_file, default=None)
@@ -399,15 +399,6 @@ def _waves(text: str) -> list[str]:
     if not waves or bad:
         raise argparse.ArgumentTypeError(f"waves are 'doubling' and/or 'uniform', got {text!r}")
     return list(dict.fromkeys(waves))
-
-
-def _layer_waits(text: str) -> list[str]:
-    """'on,off' -> ['on', 'off']."""
-    waits = [w.strip() for w in text.split(",") if w.strip()]
-    bad = [w for w in waits if w not in ("on", "off")]
-    if not waits or bad:
-        raise argparse.ArgumentTypeError(f"--layer-waits takes 'on' and/or 'off', got {text!r}")
-    return list(dict.fromkeys(waits))
 
 
 def _window_suffix(window: int | str | None) -> str:
