@@ -79,8 +79,17 @@ def test_a_workload_that_cannot_run_is_refused(kw):
 
 def test_the_figures():
     turns = [Turn(0, t, 100, c, 10, s, s + 1, 0.0) for t, (c, s) in enumerate([(0, 0.1), (50, 0.2), (100, 0.3)])]
-    c = bench_serve.cell("vllm", 4, turns, wall_s=2.0)
+    engine = {"queue_s": 3.0, "prefill_s": 1.5, "decode_s": 6.0, "preemptions": 2.0}
+    c = bench_serve.cell("vllm", 4, turns, wall_s=2.0, engine=engine)
     assert (c["requests"], c["ttft_p50_s"], c["output_tokens_per_s"], c["hit_rate"]) == (3, 0.2, 15.0, 0.5)
+    assert (c["engine_queue_s_mean"], c["engine_prefill_s_mean"], c["engine_decode_s_mean"]) == (1.0, 0.5, 2.0)
+    assert c["preemptions"] == 2
+    assert "| 1.0 / 0.5 / 2.0 | 2 |" in bench_serve.markdown(
+        {"config": {**dict.fromkeys(("model", "users", "turns", "system_tokens", "message_tokens", "reply_tokens",
+                                     "think_s", "kv", "servers", "planes", "sats"), 1), "kv_blocks": 8,
+                    "working_set_tokens": 64},
+         "environment": dict.fromkeys(("vllm", "torch", "cpu", "cpu_count"), "x"), "wall_s": 1.0, "cells": [c],
+         "comparisons": []})
     assert c["ttft_p99_s"] == pytest.approx(0.298)
     sky = dict(c, mode="sky-laser", ttft_p50_s=0.1, ttft_p99_s=0.298, output_tokens_per_s=30.0)
     (vs,) = bench_serve.comparisons([c, sky])

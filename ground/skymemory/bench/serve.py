@@ -88,10 +88,26 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def cell(mode: str, concurrency: int, turns: list[Turn], wall_s: float) -> dict:
+# where a request's time went, as the engine counts it (vLLM's /metrics, summed over a level's requests): waiting
+# for a place in the batch (with the connector, its loads too), prefill, decode
+ENGINE_TIMES = {"queue_s": "vllm:request_queue_time_seconds_sum",
+                "prefill_s": "vllm:request_prefill_time_seconds_sum",
+                "decode_s": "vllm:request_decode_time_seconds_sum",
+                "preemptions": "vllm:num_preemptions_total"}
+
+
+def engine_times(servers) -> dict[str, float]:
+    """ENGINE_TIMES' running sums over every server of a mode."""
+    return {key: sum(server.metric(name) for server in servers) for key, name in ENGINE_TIMES.items()}
+
+
+def cell(mode: str, concurrency: int, turns: list[Turn], wall_s: float, engine: dict[str, float]) -> dict:
+    """One mode at one concurrency; engine: ENGINE_TIMES' sums over the level (after minus before)."""
     ttft = [t.ttft_s for t in turns]
     prompt = sum(t.prompt_tokens for t in turns)
+    per_request = {f"engine_{key}_mean": value / len(turns) for key, value in engine.items() if key != "preemptions"}
     return {"mode": mode, "concurrency": concurrency, "requests": len(turns), "wall_s": wall_s,
+            **per_request, "preemptions": int(engine["preemptions"]),
             "ttft_p50_s": statistics.median(ttft), "ttft_p99_s": percentile(ttft, 99),
             "latency_p50_s": statistics.median(t.total_s for t in turns),
             "output_tokens_per_s": sum(t.reply_tokens for t in turns) / wall_s,
@@ -195,13 +211,16 @@ def run(args, log) -> dict:
 
                 for workload, concurrency in zip(workloads, args.concurrency):
                     log(f"  concurrency {concurrency} ...")
+                    before = engine_times(servers)
                     turns, wall = replay(workload, send, concurrency, say=log)
-                    cells.append(cell(mode, concurrency, turns, wall))
+                    after = engine_times(servers)
+                    cells.append(cell(mode, concurrency, turns, wall, {k: after[k] - before[k] for k in after}))
                     requests += [{"mode": mode, "concurrency": concurrency, **asdict(t)} for t in turns]
                     c = cells[-1]
                     log(f"  {mode} at {concurrency}: TTFT p50 {c['ttft_p50_s'] * 1e3:.0f} ms, p99 "
                         f"{c['ttft_p99_s'] * 1e3:.0f} ms, {c['output_tokens_per_s']:.1f} tokens/s, hit rate "
-                        f"{c['hit_rate']:.0%}")
+                        f"{c['hit_rate']:.0%}; per request in the engine: queue {c['engine_queue_s_mean']:.1f} s, "
+                        f"prefill {c['engine_prefill_s_mean']:.1f} s, decode {c['engine_decode_s_mean']:.1f} s")
     from .vllm import environment
 
     return {"benchmark": "serve", "created_unix": time.time(), "wall_s": time.perf_counter() - started,
@@ -231,13 +250,16 @@ def markdown(result: dict) -> str:
            f"-per-host: without the records in orbit. " if cfg.get("replicas", 1) > 1 else "")
         + f"Wall time {result['wall_s']:.0f} s.",
         "",
-        "| mode | concurrency | requests | TTFT p50 ms | TTFT p99 ms | latency p50 ms | output tokens/s | hit rate |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| mode | concurrency | requests | TTFT p50 ms | TTFT p99 ms | latency p50 ms | output tokens/s | hit rate "
+        "| engine queue / prefill / decode s | preemptions |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in result["cells"]:
+        engine = (f"{c['engine_queue_s_mean']:.1f} / {c['engine_prefill_s_mean']:.1f} / {c['engine_decode_s_mean']:.1f}"
+                  if "engine_queue_s_mean" in c else "-")
         lines.append(f"| {c['mode']} | {c['concurrency']} | {c['requests']} | {c['ttft_p50_s'] * 1e3:.0f} | "
                      f"{c['ttft_p99_s'] * 1e3:.0f} | {c['latency_p50_s'] * 1e3:.0f} | "
-                     f"{c['output_tokens_per_s']:.1f} | {c['hit_rate']:.0%} |")
+                     f"{c['output_tokens_per_s']:.1f} | {c['hit_rate']:.0%} | {engine} | {c.get('preemptions', '-')} |")
     if result["comparisons"]:
         lines += ["", "| mode | concurrency | TTFT p50 vs vllm | TTFT p99 vs vllm | throughput vs vllm |",
                   "|---|---:|---:|---:|---:|"]
