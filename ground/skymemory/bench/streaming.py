@@ -21,9 +21,11 @@ decision of skymemory.kv.costmodel for a table of prefix lengths.
 
 With --transfer-only no forward runs (a CPU forward of seconds hides any
 transfer): random blocks of the model's geometry are stored, and each round
-times a plain fetch of the prefix, then one stream per --stream-windows and
---waves entry whose reader only waits for each layer's bytes in order (what a
-GPU forward waits for; its rebuild runs on the device): transfer time, when
+times a plain fetch of the prefix and one stream per --stream-windows and
+--waves entry (each round starting one mode later than the round before: no
+mode always runs right after the same one), whose reader only waits for each
+layer's bytes in order (what a GPU forward waits for; its rebuild runs on the
+device): transfer time, when
 layer 0 and every byte were in, when the last layer was released (after the
 block checks). `--waves doubling,uniform` sets a stream's waves as it asks
 them today (each twice as wide as the one before) beside one wave per
@@ -268,39 +270,48 @@ def run_transfer(args, log=print) -> dict:
             records = store.put_blocks(blocks)
             buffers = [bytearray(r.n_bytes) for r in records]
             link = LinkEstimate(profile.name)  # as a KVCManager's: fed by the fetches and the streams
-            for _ in range(args.repeats):
+
+            def time_fetch() -> None:
                 started = time.perf_counter()
                 t = store.fetch_jobs(store.block_jobs(records, buffers))
                 link.observe(prefix_bytes, time.perf_counter() - started, t.first_reply_s or None)
                 rows.setdefault(f"sky-{profile.name}", []).append(
                     {"transfer_s": time.perf_counter() - started, "retransmits": t.retransmits,
                      "window_bytes": t.window_bytes})
-                for window, waves, waits in ((w, v, l) for w in args.stream_windows for v in args.waves
-                                             for l in args.layer_waits):
-                    sized = window == "link"  # None: a plain get's window; link: kv.streaming.stream_window
-                    stream = PrefixStream(store, records, geometry, args.kv, dtype=source, device="cpu",
-                                          landing=landing, wave_layers=args.wave_layers,
-                                          wave_doubling=waves == "doubling",
-                                          window_bytes=None if sized else window, link=link if sized else None)
-                    stream.start()
-                    if waits == "on":  # a reader waiting for each layer in turn, as a forward does
-                        for layer in range(geometry.layers - 1):
-                            stream.wait_layer(layer)
-                        while int(stream.prefix.min()) < stream.chunk_count and not stream.done.is_set():
-                            time.sleep(0.0002)
-                    else:  # none until the end: nothing else on the CPU while the bytes come
-                        stream.done.wait(600)
-                    bytes_in = time.perf_counter() - stream.stats.started
-                    stream.wait_layer(geometry.layers - 1)
-                    stream.close()
-                    st = stream.stats
-                    mode = (f"sky-{profile.name}-stream{_window_suffix(window)}"
-                            f"{'' if waves == 'doubling' else '-uniform'}{'' if waits == 'on' else '-nowait'}")
-                    row = {"transfer_s": st.transfer_s, "retransmits": st.retransmits, "bytes_in_s": bytes_in,
-                           "last_layer_s": st.layer_ready_s[-1], "window_bytes": store.last_transfer.window_bytes}
-                    if waits == "on":  # no reader waited for layer 0 otherwise
-                        row["first_layer_s"] = st.layer_ready_s[0]
-                    rows.setdefault(mode, []).append(row)
+
+            def time_stream(window, waves: str, waits: str) -> None:
+                sized = window == "link"  # None: a plain get's window; link: kv.streaming.stream_window
+                stream = PrefixStream(store, records, geometry, args.kv, dtype=source, device="cpu",
+                                      landing=landing, wave_layers=args.wave_layers, wave_doubling=waves == "doubling",
+                                      window_bytes=None if sized else window, link=link if sized else None)
+                stream.start()
+                if waits == "on":  # a reader waiting for each layer in turn, as a forward does
+                    for layer in range(geometry.layers - 1):
+                        stream.wait_layer(layer)
+                    while int(stream.prefix.min()) < stream.chunk_count and not stream.done.is_set():
+                        time.sleep(0.0002)
+                else:  # none until the end: nothing else on the CPU while the bytes come
+                    stream.done.wait(600)
+                bytes_in = time.perf_counter() - stream.stats.started
+                stream.wait_layer(geometry.layers - 1)
+                stream.close()
+                st = stream.stats
+                mode = (f"sky-{profile.name}-stream{_window_suffix(window)}"
+                        f"{'' if waves == 'doubling' else '-uniform'}{'' if waits == 'on' else '-nowait'}")
+                row = {"transfer_s": st.transfer_s, "retransmits": st.retransmits, "bytes_in_s": bytes_in,
+                       "last_layer_s": st.layer_ready_s[-1], "window_bytes": store.last_transfer.window_bytes}
+                if waits == "on":  # no reader waited for layer 0 otherwise
+                    row["first_layer_s"] = st.layer_ready_s[0]
+                rows.setdefault(mode, []).append(row)
+
+            kinds = [()] + [(w, v, l) for w in args.stream_windows for v in args.waves for l in args.layer_waits]
+            for round_no in range(args.repeats):
+                # each round starts one mode later than the last: no mode always runs right after the same one
+                for kind in kinds[round_no % len(kinds):] + kinds[:round_no % len(kinds)]:
+                    if kind:
+                        time_stream(*kind)
+                    else:
+                        time_fetch()
         finally:
             if store is not None:
                 store.close()
