@@ -29,15 +29,15 @@ Every mode's requests carry a cache salt of its own (a tenant: blocks sealed and
 share a constellation never find each other's blocks.
 
 Per mode and concurrency: TTFT p50 and p99, latency p50 (request to last token), output tokens/s (every reply
-token over the level's wall time),
-hit rate (prompt tokens served from a cache, the engine's or the connector's, over all prompt tokens), where a
-request's time went as the engine counts it (vLLM's own queue, prefill and decode times from /metrics, means per
-request, and its preemptions), and each mode against vllm. TTFT is what a client sees: on vLLM's CPU build a server with any KV connector (ours,
-or vLLM's own ExampleConnector) streams a request's tokens in bursts, often all at its end, where the plain
-server streams them one by one (docs/PERFORMANCE.md, "Serving"); the connector modes' TTFT then holds some of
-their decoding, and latency p50 compares whole requests. Every server answers a few short prompts first (its first-request costs, and the
-forwards `auto` times). Outputs: serve.json (every request) and serve.md (the table; its first line says how
-to make it again) under --out.
+token over the level's wall time), hit rate (prompt tokens served from a cache, the engine's or the connector's,
+over all prompt tokens), where a request's time went as the engine counts it (vLLM's own queue, prefill and
+decode times from /metrics, means per request, and its preemptions), and each mode against vllm. TTFT is what a
+client sees: on vLLM's CPU build a server with any KV connector (ours, or vLLM's own ExampleConnector) streams a
+request's tokens in bursts, often all at its end, where the plain server streams them one by one
+(docs/PERFORMANCE.md, "Serving"); the connector modes' TTFT then holds some of their decoding, and latency p50
+compares whole requests. Every server answers a few short prompts first (its first-request costs, and the
+forwards `auto` times). Outputs: serve.json (every request) and serve.md (the table; its first line says how to
+make it again) under --out.
 """
 
 from __future__ import annotations

@@ -25,14 +25,14 @@ times a plain fetch of the prefix and one stream per --stream-windows and
 --waves entry (each round starting one mode later than the round before: no
 mode always runs right after the same one), whose reader only waits for each
 layer's bytes in order (what a GPU forward waits for; its rebuild runs on the
-device): transfer time, when
-layer 0 and every byte were in, when the last layer was released (after the
-block checks). `--waves doubling,uniform` sets a stream's waves as it asks
-them today (each twice as wide as the one before) beside one wave per
---wave-layers (the "-uniform" modes). `--layer-waits on,off` adds, beside each
-stream whose reader waits for every layer (on), the same stream with no reader
-until its end (the "-nowait" modes): the transfer alone, without the reader's
-wake-ups competing for the CPU with it (on a host of few cores they do).
+device): transfer time, when layer 0 and every byte were in, when the last
+layer was released (after the block checks). `--waves doubling,uniform` sets a
+stream's waves as it asks them today (each twice as wide as the one before)
+beside one wave per --wave-layers (the "-uniform" modes).
+`--layer-waits on,off` adds, beside each stream whose reader waits for every
+layer (on), the same stream with no reader until its end (the "-nowait" modes): the transfer
+alone, without the reader's wake-ups competing for the CPU with it (on a host
+of few cores they do).
 """
 
 from __future__ import annotations
