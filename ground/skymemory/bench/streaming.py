@@ -30,9 +30,9 @@ layer was released (after the block checks). `--waves doubling,uniform` sets a
 stream's waves as it asks them today (each twice as wide as the one before)
 beside one wave per --wave-layers (the "-uniform" modes).
 `--layer-waits on,off` adds, beside each stream whose reader waits for every
-layer (on), the same stream with no reader until its end (the "-nowait" modes): the transfer
-alone, without the reader's wake-ups competing for the CPU with it (on a host
-of few cores they do).
+layer (on), the same stream with no reader until its end (the "-nowait"
+modes): the transfer alone, without the reader's wake-ups competing for the
+CPU with it (on a host of few cores they do).
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def run_transfer(args, log=print) -> dict:
     from skymemory.kv.landing import LandingBuffers
     from skymemory.kv.models import load_model
     from skymemory.kv.policy import LinkEstimate
-    from skymemory.kv.streaming import PrefixStream
+    from skymemory.kv.streaming import POLL_S, PrefixStream
     from skymemory.store.constellation import ConstellationBlockStore
 
     from .launch import LocalConstellation, free_port_offset
@@ -289,7 +289,7 @@ def run_transfer(args, log=print) -> dict:
                     for layer in range(geometry.layers - 1):
                         stream.wait_layer(layer)
                     while int(stream.prefix.min()) < stream.chunk_count and not stream.done.is_set():
-                        time.sleep(0.0002)
+                        time.sleep(POLL_S)  # as wait_layer polls
                 else:  # none until the end: nothing else on the CPU while the bytes come
                     stream.done.wait(600)
                 bytes_in = time.perf_counter() - stream.stats.started
