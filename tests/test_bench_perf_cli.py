@@ -125,12 +125,27 @@ def test_streaming_runs_against_a_keyed_constellation(node_path, tmp_path):
     assert modes["sky-none"]["first_token_equal"] and modes["sky-none-stream"]["first_token_equal"]
 
 
-def test_a_stream_no_reader_waited_on_has_no_layer_0_time_in_the_table():
+def test_a_stream_no_reader_waited_on_has_no_layer_0_time_nor_sleeps_in_the_table():
     fetch = {"transfer_ms": 38.0, "vs_fetch": 1.0, "window_MiB": 24, "retransmits": 0}
-    waited = dict(fetch, transfer_ms=41.8, vs_fetch=1.1, first_layer_ms=19.6, bytes_in_ms=41.2, last_layer_ms=42.1)
+    waited = dict(fetch, transfer_ms=41.8, vs_fetch=1.1, first_layer_ms=19.6, bytes_in_ms=41.2, last_layer_ms=42.1,
+                  reader_sleeps=6)
     nowait = dict(fetch, transfer_ms=39.2, vs_fetch=1.03, bytes_in_ms=39.4, last_layer_ms=39.4)
     table = streaming.markdown_transfer({"prefix_bytes": 46e6, "config": {"repeats": 25}, "transfers": {
         "sky-none": fetch, "sky-none-stream": waited, "sky-none-stream-nowait": nowait}})
-    assert "| sky-none | 24 | 38.0 | 1.00 |  | |  | 0 |" in table
-    assert "| sky-none-stream | 24 | 41.8 | 1.10 | 19.6 | 41.2 | 42.1 | 0 |" in table
-    assert "| sky-none-stream-nowait | 24 | 39.2 | 1.03 |  | 39.4 | 39.4 | 0 |" in table
+    assert "| sky-none | 24 | 38.0 | 1.00 |  | |  |  | 0 |" in table
+    assert "| sky-none-stream | 24 | 41.8 | 1.10 | 19.6 | 41.2 | 42.1 | 6 | 0 |" in table
+    assert "| sky-none-stream-nowait | 24 | 39.2 | 1.03 |  | 39.4 | 39.4 |  | 0 |" in table
+
+
+def test_transfer_only_times_a_checked_fetch_beside_streams_with_and_without_a_reader(node_path, tmp_path):
+    """End to end on the test model's geometry: every mode of every round timed, the reader's sleeps counted."""
+    a = parser().parse_args(["streaming", "--transfer-only", "--model", "embedded-tiny", "--profiles", "none",
+                             "--planes", "3", "--sats", "3", "--servers", "4", "--prefix-blocks", "2",
+                             "--block-tokens", "16", "--repeats", "2", "--layer-waits", "on,off",
+                             "--node", str(node_path), "--out", str(tmp_path)])
+    assert a.func(a) == 0
+    transfers = json.loads((tmp_path / "transfer.json").read_text())["transfers"]
+    assert set(transfers) == {"sky-none", "sky-none-stream", "sky-none-stream-nowait"}
+    assert all(t["runs"] == 2 and t["transfer_ms"] > 0 for t in transfers.values())
+    assert transfers["sky-none-stream"]["reader_sleeps"] >= 0 and "reader_sleeps" not in transfers["sky-none"]
+    assert "| sky-none-stream |" in (tmp_path / "transfer.md").read_text()

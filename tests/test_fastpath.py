@@ -9,6 +9,7 @@ import socket
 import numpy as np
 import pytest
 
+from skymemory.link.bell import ProgressBell
 from skymemory.link.fastpath import NOT_FOUND, OK, BlockJob, BulkTransfer, require_native
 from skymemory.protocol import native, wire
 from skymemory.store.constellation import ConstellationBlockStore
@@ -77,6 +78,36 @@ def test_several_blocks_in_waves_fill_prefix_and_buffers(sats):
         assert all((j.status == OK).all() for j in jobs)
         buffers = [bytearray(len(b)) for b in blocks]  # caller-provided buffers are filled in place
         assert store.get_blocks(records, buffers) is not None and buffers == [bytearray(b) for b in blocks]
+
+
+def _rings(bell) -> int:
+    """How many times the bell was rung since last read (0: never): the eventfd's counter, consumed."""
+    try:
+        return os.eventfd_read(bell.fd)
+    except BlockingIOError:
+        return 0
+
+
+def test_the_bell_rings_once_when_every_prefix_reaches_what_its_reader_waits_for(sats):
+    """A streamed get's reader sleeps on an eventfd (link/bell.py): the C get writes it once every block's prefix
+    has reached the armed count, once for that count; never for a count not reached, nor when unarmed."""
+    blocks = [os.urandom(7_777 + i) for i in range(4)]  # 8 chunks each
+    with store_for(sats) as store:
+        records = [store.put_block(hashlib.sha256(b).digest(), b) for b in blocks]
+        for want, rings in ((5, 1), (8, 1), (9, 0), (0, 0)):
+            bell = ProgressBell()
+            bell.arm(want)
+            jobs = store.block_jobs(records)
+            prefix = np.zeros(len(jobs), dtype=np.uint32)
+            store.fetch_jobs(jobs, prefix=prefix, wave_chunks=2, bell=bell)
+            assert [bytes(j.buf) for j in jobs] == blocks
+            assert _rings(bell) == rings, f"armed at {want} chunks"
+            bell.ring()  # what the transfer's thread does at its end: a reader of the last layer wakes
+            bell.wait(10.0)
+            assert _rings(bell) == 0  # wait consumed the ring
+            bell.close()
+        with pytest.raises(ValueError, match="pass prefix"):
+            store.fast.get(store.block_jobs(records), bell=ProgressBell())
 
 
 def test_doubling_waves_ask_the_first_chunks_first_then_ever_wider_waves(sats):

@@ -188,11 +188,13 @@ typedef struct { int fd; uint16_t station_id; uint32_t request_id; uint32_t wind
                  double first_reply_s;
                  skymem_reply_window_t *replies; uint64_t replayed; uint64_t wrong_source;
                  const skymem_seal_keys_t *seal; uint64_t seal_failures;
-                 double hedge_s; uint64_t rebuilt; uint64_t parity_asked; }
+                 double hedge_s; uint64_t rebuilt; uint64_t parity_asked;
+                 const uint32_t *progress_want; int progress_fd; }
     skymem_bulk_opts_t;
 const char *skymem_sha256_impl(void);
 int skymem_sha256_use_accel(int on);
 void skymem_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *data, size_t len, uint8_t out[32]);
+void skymem_bulk_want(uint32_t *want, uint32_t chunks);
 uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks,
                                    int wave_doubling);
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,

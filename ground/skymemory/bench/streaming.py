@@ -21,18 +21,18 @@ decision of skymemory.kv.costmodel for a table of prefix lengths.
 
 With --transfer-only no forward runs (a CPU forward of seconds hides any
 transfer): random blocks of the model's geometry are stored, and each round
-times a plain fetch of the prefix and one stream per --stream-windows and
---waves entry (each round starting one mode later than the round before: no
-mode always runs right after the same one), whose reader only waits for each
-layer's bytes in order (what a GPU forward waits for; its rebuild runs on the
-device): transfer time, when layer 0 and every byte were in, when the last
-layer was released (after the block checks). `--waves doubling,uniform` sets a
-stream's waves as it asks them today (each twice as wide as the one before)
-beside one wave per --wave-layers (the "-uniform" modes).
+times a plain fetch of the prefix (and its block checks, as a stream's and
+KVCManager's) and one stream per --stream-windows and --waves entry (each round
+in an order of its own, seeded: no mode always runs right after the same one),
+whose reader only waits for each layer's bytes in order (what a GPU forward
+waits for; its rebuild runs on the device): transfer time, when layer 0 and
+every byte were in, when the last layer was released (after the block checks),
+how often the reader slept. `--waves doubling,uniform` sets a stream's waves
+as it asks them today (each twice as wide as the one before) beside one wave
+per --wave-layers (the "-uniform" modes).
 `--layer-waits on,off` adds, beside each stream whose reader waits for every
 layer (on), the same stream with no reader until its end (the "-nowait"
-modes): the transfer alone, without the reader's wake-ups competing for the
-CPU with it (on a host of few cores they do).
+modes): the transfer alone, nothing else on the CPU while it runs.
 """
 
 from __future__ import annotations
@@ -232,13 +232,14 @@ def run_transfer(args, log=print) -> dict:
     """--transfer-only: fetch vs stream of one stored prefix per profile, the modes alternating each round."""
     import hashlib
 
+    import numpy as np
     import torch
 
     from skymemory.kv import codec
     from skymemory.kv.landing import LandingBuffers
     from skymemory.kv.models import load_model
     from skymemory.kv.policy import LinkEstimate
-    from skymemory.kv.streaming import POLL_S, PrefixStream
+    from skymemory.kv.streaming import PrefixStream
     from skymemory.store.constellation import ConstellationBlockStore
 
     from .launch import LocalConstellation, free_port_offset
@@ -273,7 +274,13 @@ def run_transfer(args, log=print) -> dict:
 
             def time_fetch() -> None:
                 started = time.perf_counter()
-                t = store.fetch_jobs(store.block_jobs(records, buffers))
+                jobs = store.block_jobs(records, buffers)
+                for job in jobs:  # each chunk's CRC kept as it lands, as a stream's are: the block checks need them
+                    job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
+                t = store.fetch_jobs(jobs)
+                for job in jobs:  # checked as a stream's blocks are before its last layer (and KVCManager's are)
+                    codec.check_block(job.buf, block_crc32c=job.block_crc32c(), expect=geometry, kv_format=args.kv,
+                                      authenticated=job.sealed)
                 link.observe(prefix_bytes, time.perf_counter() - started, t.first_reply_s or None)
                 rows.setdefault(f"sky-{profile.name}", []).append(
                     {"transfer_s": time.perf_counter() - started, "retransmits": t.retransmits,
@@ -288,8 +295,7 @@ def run_transfer(args, log=print) -> dict:
                 if waits == "on":  # a reader waiting for each layer in turn, as a forward does
                     for layer in range(geometry.layers - 1):
                         stream.wait_layer(layer)
-                    while int(stream.prefix.min()) < stream.chunk_count and not stream.done.is_set():
-                        time.sleep(POLL_S)  # as wait_layer polls
+                    stream.wait_chunks(stream.chunk_count)
                 else:  # none until the end: nothing else on the CPU while the bytes come
                     stream.done.wait(600)
                 bytes_in = time.perf_counter() - stream.stats.started
@@ -302,12 +308,15 @@ def run_transfer(args, log=print) -> dict:
                        "last_layer_s": st.layer_ready_s[-1], "window_bytes": store.last_transfer.window_bytes}
                 if waits == "on":  # no reader waited for layer 0 otherwise
                     row["first_layer_s"] = st.layer_ready_s[0]
+                    row["sleeps"] = st.sleeps
                 rows.setdefault(mode, []).append(row)
 
             kinds = [()] + [(w, v, l) for w in args.stream_windows for v in args.waves for l in args.layer_waits]
-            for round_no in range(args.repeats):
-                # each round starts one mode later than the last: no mode always runs right after the same one
-                for kind in kinds[round_no % len(kinds):] + kinds[:round_no % len(kinds)]:
+            order = random.Random(args.seed)
+            for _ in range(args.repeats):
+                # each round in an order of its own (seeded): a mode that always ran right after the same one
+                # would carry what that one left behind (a rotation keeps the cycle: the fetch, then the stream)
+                for kind in order.sample(kinds, len(kinds)):
                     if kind:
                         time_stream(*kind)
                     else:
@@ -324,6 +333,8 @@ def run_transfer(args, log=print) -> dict:
         s["vs_fetch"] = s["transfer_ms"] / (statistics.median(r["transfer_s"] for r in fetch) * 1e3)
         s.update(runs=len(runs), retransmits=sum(r["retransmits"] for r in runs),
                  window_MiB=statistics.median(r["window_bytes"] for r in runs) / 2**20)
+        if "sleeps" in runs[0]:  # how often the reader slept waiting for the bytes, per stream
+            s["reader_sleeps"] = statistics.median(r["sleeps"] for r in runs)
         summary[name] = s
     return {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
                        if k not in ("func", "profiles")},
@@ -334,12 +345,13 @@ def markdown_transfer(results: dict) -> str:
     lines = [f"{results['prefix_bytes'] / 1e6:.1f} MB prefix; medians of {results['config']['repeats']} rounds, "
              "the modes alternating in each", "",
              "| mode | window MiB | transfer ms | vs fetch | layer 0 ready ms | all bytes in ms | last layer ready ms "
-             "| retransmits |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| reader sleeps | retransmits |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, s in results["transfers"].items():
         first = f"{s['first_layer_ms']:.1f}" if "first_layer_ms" in s else ""
         extra = f"{first} | {s['bytes_in_ms']:.1f} | {s['last_layer_ms']:.1f}" if "bytes_in_ms" in s else " | | "
+        sleeps = f"{s['reader_sleeps']:g}" if "reader_sleeps" in s else ""
         lines.append(f"| {name} | {s['window_MiB']:.0f} | {s['transfer_ms']:.1f} | {s['vs_fetch']:.2f} | {extra} "
-                     f"| {s['retransmits']} |")
+                     f"| {sleeps} | {s['retransmits']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "skymem_auth.h"
 #include "skymem_sat.h"
@@ -309,6 +310,31 @@ static void advance_prefix(skymem_bulk_block_t *b, const coded_t *c)
             p++;
     }
     __atomic_store_n(b->prefix, p, __ATOMIC_RELEASE);
+}
+
+void skymem_bulk_want(uint32_t *want, uint32_t chunks)
+{
+    __atomic_store_n(want, chunks, __ATOMIC_SEQ_CST);
+}
+
+/* Rings the reader's eventfd once every block's prefix has reached what it wants (skymem_bulk_opts_t.progress_want);
+ * `rung`: the want last rung for, not rung again. The fence pairs with skymem_bulk_want's store: the prefixes
+ * written before it are seen by a reader that arms after it, or this sees the reader's new want. */
+static void ring_reader(const skymem_bulk_opts_t *o, const skymem_bulk_block_t *blocks, uint32_t n_blocks,
+                        uint32_t *rung)
+{
+    if (!o->progress_want)
+        return;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    uint32_t want = __atomic_load_n(o->progress_want, __ATOMIC_RELAXED);
+    if (want == 0 || want == *rung)
+        return;
+    for (uint32_t b = 0; b < n_blocks; b++)
+        if (!blocks[b].prefix || __atomic_load_n(blocks[b].prefix, __ATOMIC_RELAXED) < want)
+            return;
+    uint64_t one = 1;
+    if (write(o->progress_fd, &one, sizeof one) == (ssize_t)sizeof one || errno == EAGAIN)
+        *rung = want; /* EAGAIN: the counter is full, so the reader is woken anyway */
 }
 
 static skymem_route_t route_to(const skymem_bulk_server_t *s, uint16_t station, uint32_t rid)
@@ -846,6 +872,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
     struct iovec txiov[TX_BATCH];
     double start = now_s(), last_scan = start;
     int refused = 0;
+    uint32_t rung = 0; /* the reader's want last rung for (ring_reader) */
     skymem_msg_t m;
 
     while (g.done_reqs < g.n_req && !refused) {
@@ -997,6 +1024,7 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 if (coded(b) || (b->prefix && *b->prefix == cid))
                     advance_prefix(b, c);
             }
+            ring_reader(o, blocks, n_blocks, &rung); /* each batch: a busy socket keeps this loop going for long */
             if (k < RX_BATCH)
                 break;
         }

@@ -157,6 +157,13 @@ typedef struct {
                               * (0: parity asked with the data) */
     uint64_t rebuilt;        /* result, get: data chunks rebuilt from parity (SKYMEM_BULK_REBUILT) */
     uint64_t parity_asked;   /* result, get: parity chunks asked */
+    /* get, streamed (blocks with a prefix): with progress_want set, the call writes 1 to the eventfd progress_fd
+     * once every block's prefix has reached *progress_want chunks (0: nothing wanted), so that one reader
+     * waiting for the first layers sleeps until they are in instead of polling the prefixes (each wake-up of a
+     * poll takes CPU from the transfer). The reader sets it with skymem_bulk_want, then reads the prefixes,
+     * then waits on the fd; NULL: no bell. */
+    const uint32_t *progress_want;
+    int progress_fd;
 } skymem_bulk_opts_t;
 
 /* Return values (negative: error before/while moving data). */
@@ -186,6 +193,10 @@ typedef struct {
  * replies arrive in the order they were asked. */
 int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_total,
                     skymem_bulk_block_t *blocks, uint32_t n_blocks, skymem_bulk_opts_t *opts);
+/* The reader of a streamed get asks to be woken once every block's prefix reaches `chunks` (opts.progress_want):
+ * a store with a full barrier, so that either the reader then sees the prefixes that meet it, or the call sees
+ * the new want and rings. */
+void skymem_bulk_want(uint32_t *want, uint32_t chunks);
 /* How many GET_CHUNKS requests skymem_bulk_get makes for these blocks before any resend (a
  * caller reserves (max_retries + 1) times as many sequences when it signs). */
 uint32_t skymem_bulk_get_requests(const skymem_bulk_block_t *blocks, uint32_t n_blocks, uint32_t wave_chunks,

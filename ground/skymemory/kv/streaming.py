@@ -28,7 +28,12 @@ layer-major order and each satellite answers in that order, so with any
 window layer 0 is asked and answered first.
 
 A layer waits only for its own bytes (`_layer_in`: every block's received
-prefix covers it). The last layer also waits for the transfer's end and the
+prefix covers it), asleep: the C transfer rings an eventfd once every prefix
+reaches the chunks the waiting layer needs (link/bell.py), so a forward that
+is ahead of the bytes sleeps 5-6 times per 22-layer prefix (layers come in
+bursts), where polling every 0.2 ms woke it some 200 times and took CPU from
+the transfer on a host of two cores (BENCHMARKS.md, "A stream's reader
+asleep on a bell"). The last layer also waits for the transfer's end and the
 blocks' checks: its chunks are the last asked, so that end is when its own
 bytes are in, plus a fold of the chunk CRCs (the last layer is released
 within a millisecond of the last byte, same table). The check stays: it is
@@ -85,10 +90,10 @@ from .lost import forget_from
 from .result import CacheResult
 from .store import BlockMiss, StreamedBlockReads, streams
 from ..link import fastpath
+from ..link.bell import ProgressBell
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.0002  # how often a waiting layer looks at the transfer's progress
 STREAM_WINDOW_MIN = 8 * 1024 * 1024  # the least bytes in flight while streaming (see stream_window)
 
 
@@ -127,6 +132,7 @@ class StreamStats:
     packets_rx: int = 0
     retransmits: int = 0
     first_reply_s: float = 0.0  # start -> the first chunk (a round trip)
+    sleeps: int = 0  # times a waiting layer slept on the bell (each ended by a ring or the deadline)
 
     @property
     def hidden_share(self) -> float | None:
@@ -191,6 +197,7 @@ class PrefixStream:
         self.wave_doubling = wave_doubling
         self.error: StreamFailed | None = None
         self.done = threading.Event()  # transfer over (success or error), blocks checked
+        self.bell = ProgressBell()  # wakes a waiting layer: rung by the transfer (link/bell.py)
         self.stats = StreamStats(layer_ready_s=[0.0] * geometry.layers, layer_wait_s=[0.0] * geometry.layers,
                                  pace_Bps=pace_Bps)
         self._header_checked = False
@@ -223,7 +230,7 @@ class PrefixStream:
         try:
             t = self.store.fetch_jobs(self.jobs, prefix=self.prefix, wave_chunks=self.wave_chunks,
                                       wave_doubling=self.wave_doubling, pace_Bps=self.pace_Bps,
-                                      window_bytes=self.window_bytes)
+                                      window_bytes=self.window_bytes, bell=self.bell)
             self.stats.packets_rx, self.stats.retransmits = t.packets_rx, t.retransmits
             self.stats.first_reply_s = t.first_reply_s
             for job in self.jobs:  # the last layer waits for these
@@ -240,6 +247,7 @@ class PrefixStream:
         finally:
             self.stats.transfer_s = time.perf_counter() - self.stats.started
             self.done.set()
+            self.bell.ring()  # a reader waiting for the last layer, or for chunks that will not come
 
     def _check(self, job) -> None:
         """Block `job`, arrived whole, is the block that was stored (its header, and its CRC folded from its
@@ -263,6 +271,7 @@ class PrefixStream:
         if self._thread is not None and self._thread.is_alive():
             return  # still writing into the buffer: let it be collected with this stream instead
         self._closed = True
+        self.bell.close()
         event = None
         if self._on_device and self._copied:
             event = self._copied[-1]
@@ -314,15 +323,31 @@ class PrefixStream:
                                    block=job.block_hash)
         self._header_checked = True
 
+    def _wait(self, ready, chunks: int, what: str) -> None:
+        """Until ready() (which the transfer's first `chunks` chunks of every block, or its end, make true),
+        asleep on the bell: woken once, when they are in or the transfer ends."""
+        while not ready():
+            if self.error is not None:
+                raise self.error
+            if self.done.is_set():  # a whole transfer has every chunk: only a fault of this code gets here
+                raise StreamFailed("incomplete", f"the transfer ended without {what}")
+            left = self.deadline_s - (time.perf_counter() - self.stats.started)
+            if left <= 0:
+                raise StreamFailed("timeout", f"{what} not in after {self.deadline_s:.0f} s")
+            self.bell.arm(chunks)
+            if not ready() and not self.done.is_set():  # looked at after arming: a ring is not missed
+                self.stats.sleeps += 1
+                self.bell.wait(left)
+
+    def wait_chunks(self, chunks: int) -> None:
+        """Until the first `chunks` chunks of every block are in (the transfer's end: at most all of them)."""
+        self._wait(lambda: int(self.prefix.min()) >= chunks or self.done.is_set(), chunks, f"{chunks} chunks")
+
     def wait_layer(self, layer: int) -> None:
         """Until layer `layer` of every block is in (the last layer: and every block checked)."""
         started = time.perf_counter()
-        while not self._layer_in(layer):
-            if self.error is not None:
-                raise self.error
-            if time.perf_counter() - self.stats.started > self.deadline_s:
-                raise StreamFailed("timeout", f"layer {layer} not in after {self.deadline_s:.0f} s")
-            time.sleep(POLL_S)
+        last = layer == self.geometry.layers - 1
+        self._wait(lambda: self._layer_in(layer), 0 if last else self._chunks_for(layer), f"layer {layer}")
         now = time.perf_counter()
         self.stats.exposed_s += now - started
         self.stats.layer_wait_s[layer] = now - started

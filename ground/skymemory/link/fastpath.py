@@ -48,6 +48,8 @@ from skymemory.protocol.stripes import Stripes
 if TYPE_CHECKING:  # seal.py needs `cryptography`, which only a sealed call uses
     from skymemory.protocol.seal import Sealer
 
+    from .bell import ProgressBell
+
 Sat = tuple[int, int]
 
 PENDING, OK, NOT_FOUND, SEAL_FAILED, UNNEEDED, HELD = 0, 1, 2, 3, 4, 6
@@ -299,7 +301,8 @@ class BulkTransfer:
 
     def _run(self, fn_name: str, jobs: Sequence[BlockJob], prefix: np.ndarray | None, wave_chunks: int,
              deadline_s: float | None, pace_Bps: float = 0.0, window_bytes: int | None = None,
-             sealer: Sealer | None = None, wave_doubling: bool = False, hedge_s: float | None = None) -> TransferStats:
+             sealer: Sealer | None = None, wave_doubling: bool = False, hedge_s: float | None = None,
+             bell: ProgressBell | None = None) -> TransferStats:
         ffi, lib = self.ffi, self.lib
         for job in jobs:
             if job.sealed != (sealer is not None):
@@ -342,6 +345,8 @@ class BulkTransfer:
         opts.deadline_s = deadline_s or self.deadline_s
         opts.max_retries = self.retries
         opts.hedge_s = self.hedge_s if hedge_s is None else hedge_s
+        if bell is not None:
+            opts.progress_want, opts.progress_fd = bell.opts()
         seal_keys = self._seal_keys(sealer) if sealer is not None else None
         if seal_keys is not None:
             opts.seal = seal_keys
@@ -375,7 +380,7 @@ class BulkTransfer:
     def get(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
             wave_doubling: bool = False, deadline_s: float | None = None, pace_Bps: float = 0.0,
             window_bytes: int | None = None, sealer: Sealer | None = None,
-            hedge_s: float | None = None) -> TransferStats:
+            hedge_s: float | None = None, bell: ProgressBell | None = None) -> TransferStats:
         """Fill each job's buffer; `status` says which chunks came (OK) or are gone (NOT_FOUND).
 
         A coded job (`parity` > 0) is whole when `complete()`: a stripe needs only as many of its
@@ -387,7 +392,9 @@ class BulkTransfer:
         each chunk is opened into the buffer, and one that came but does not open is
         SEAL_FAILED (zeros in the buffer; `seal_failures` counts them).
         `prefix[i]` (optional) is advanced, while the call runs, to the number of
-        chunks of block i received (and opened) contiguously from chunk 0; `wave_chunks` > 0
+        chunks of block i received (and opened) contiguously from chunk 0, and `bell` (a
+        link.bell.ProgressBell, with `prefix`) rung once every prefix reaches what its reader waits for;
+        `wave_chunks` > 0
         asks chunk ids in waves across blocks (chunks 0..wave-1 of every block first),
         each twice as wide as the one before with `wave_doubling`;
         `pace_Bps` > 0 asks the waves after the first no faster than that many
@@ -400,8 +407,10 @@ class BulkTransfer:
             raise ValueError("window_bytes must be >= 1")
         if hedge_s is not None and hedge_s < 0:
             raise ValueError("hedge_s must be >= 0")
+        if bell is not None and prefix is None:
+            raise ValueError("a bell rings for the prefixes: pass prefix with it")
         return self._run("skymem_bulk_get", jobs, prefix, wave_chunks, deadline_s, pace_Bps, window_bytes, sealer,
-                         wave_doubling, hedge_s)
+                         wave_doubling, hedge_s, bell)
 
     def set(self, jobs: Sequence[BlockJob], *, deadline_s: float | None = None, pace_Bps: float = 0.0,
             sealer: Sealer | None = None) -> TransferStats:

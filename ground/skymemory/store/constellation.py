@@ -65,6 +65,7 @@ from skymemory.store.record_copies import RecordCopies
 from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
 
 if TYPE_CHECKING:  # seal.py needs `cryptography`, which only a sealed store uses
+    from skymemory.link.bell import ProgressBell
     from skymemory.protocol.seal import ContentKeys
 
 Locate = Callable[[BlockRecord, int], Sequence[Sat]]
@@ -461,13 +462,13 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
 
     def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None,
                    wave_chunks: int = 0, wave_doubling: bool = False, pace_Bps: float = 0.0,
-                   window_bytes: int | None = None) -> TransferStats:
+                   window_bytes: int | None = None, bell: ProgressBell | None = None) -> TransferStats:
         """Run the C get for `jobs`; raises BlockMiss unless every chunk of every block arrived intact."""
         assert self.fast is not None
         self.in_flight = jobs
         try:
             stats = self.fast.get(jobs, prefix=prefix, wave_chunks=wave_chunks, wave_doubling=wave_doubling,
-                                  pace_Bps=pace_Bps, window_bytes=window_bytes, sealer=self.sealer())
+                                  pace_Bps=pace_Bps, window_bytes=window_bytes, sealer=self.sealer(), bell=bell)
         finally:
             self.in_flight = ()
         self.last_transfer = stats

@@ -35,6 +35,7 @@ from skymemory.protocol import wire
 if TYPE_CHECKING:  # only for annotations: the fast path's types, without loading it
     import numpy as np
 
+    from skymemory.link.bell import ProgressBell
     from skymemory.link.fastpath import BlockJob, TransferStats
 
 Sat = tuple[int, int]
@@ -160,11 +161,12 @@ class StreamedBlockReads(Protocol):
         `streams(store)` rather than isinstance alone.
     block_jobs(records, buffers=None) -> list[BlockJob]: one job per record (skymemory.link.fastpath),
         filling `buffers` (one per record) or new ones; ValueError for a record of unknown size.
-    fetch_jobs(jobs, *, prefix=None, wave_chunks=0, wave_doubling=False, pace_Bps=0.0, window_bytes=None)
-        -> TransferStats:
+    fetch_jobs(jobs, *, prefix=None, wave_chunks=0, wave_doubling=False, pace_Bps=0.0, window_bytes=None,
+               bell=None) -> TransferStats:
         runs the transfer on the calling thread; while it runs `prefix[i]` (uint32 per job) counts
         the chunks of block i received contiguously from chunk 0 and each job's `status` fills in,
-        so another thread can use a layer as soon as it is in. `wave_chunks` asks chunk ids in
+        so another thread can use a layer as soon as it is in (`bell`, a link.bell.ProgressBell, wakes
+        that thread when the prefixes reach what it waits for). `wave_chunks` asks chunk ids in
         waves across blocks (`wave_doubling`: each twice as wide as the one before), `pace_Bps`
         paces the waves, `window_bytes` caps the bytes in flight.
         Raises BlockMiss unless every chunk of every block arrived intact.
@@ -181,7 +183,7 @@ class StreamedBlockReads(Protocol):
     @abstractmethod
     def fetch_jobs(self, jobs: Sequence[BlockJob], *, prefix: np.ndarray | None = None, wave_chunks: int = 0,
                    wave_doubling: bool = False, pace_Bps: float = 0.0,
-                   window_bytes: int | None = None) -> TransferStats: ...
+                   window_bytes: int | None = None, bell: ProgressBell | None = None) -> TransferStats: ...
 
 
 @runtime_checkable
