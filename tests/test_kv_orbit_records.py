@@ -12,6 +12,7 @@ import pytest
 from skymemory.kv.orbit_records import OrbitRecords, decode, encode, record_key
 from skymemory.kv.radix import IndexEntry, RadixIndex
 from skymemory.kv.lookup import PrefixFinder
+from skymemory.kv.paged_scheduler import PagedScheduler
 from skymemory.store.contract import BlockRecord, RecordKeeping
 
 ROOT = hashlib.sha256(b"root").digest()
@@ -175,3 +176,25 @@ def test_an_orbit_that_fails_is_a_miss_not_a_lookup_asked_for_ever():
     assert finder.lookup(ROOT, hashes).records == []  # a miss, said in the log
     found = finder.lookup(ROOT, hashes, wait=False)  # remembered: a scheduler is not told "not yet" again
     assert not found.pending and found.records == [] and len(keeper.asked) == 2
+
+
+def test_a_request_waiting_in_the_engine_is_looked_up_in_orbit_once():
+    """vLLM matches a request waiting for KV memory again every step: once its orbit lookup has answered, it asks
+    this host's index only, and is never told "not yet" again when the absences it learnt expire."""
+    keeper = ScriptedKeeper()  # no records: every block of the prompt is absent in orbit
+    orbit = OrbitRecords(keeper, negative_s=0.05)
+    scheduler = PagedScheduler(root=ROOT, block_tokens=4, block_bytes=1000, layers=2, index=RadixIndex(),
+                               policy="fetch", orbit=orbit)
+    prompt = list(range(10, 23))  # 3 whole blocks before the last token
+    assert scheduler.match("a", prompt, 0) is None  # looked up in orbit on a worker thread: ask again
+    for _ in range(100):
+        matched = scheduler.match("a", prompt, 0)
+        if matched is not None:
+            break
+        threading.Event().wait(0.05)
+    assert matched == 0
+    asked = len(keeper.asked)
+    threading.Event().wait(0.1)  # the absences it learnt have expired
+    assert scheduler.match("a", prompt, 0) == 0 and len(keeper.asked) == asked
+    assert scheduler.match("b", prompt, 0) is None  # another request asks the orbit afresh
+    orbit.close()

@@ -73,6 +73,7 @@ class TrackedRequest:
     to_load: list[BlockRecord] = field(default_factory=list)  # the blocks after those that were decided fetched
     block_ids: list[int] = field(default_factory=list)  # the request's pages, in order
     next_save: int = 0  # first block not yet considered for saving
+    orbit_asked: bool = False  # its lookup in orbit answered: matched again, it asks this host's index only
 
 
 class PagedScheduler:
@@ -126,10 +127,14 @@ class PagedScheduler:
         usable = max(0, (len(prompt) - 1) // self.block_tokens)
         # the worker's store finds a block from its record only when it was placed as that store places
         # blocks (a RotatingBlockStore's rotating layouts are not): the prefix ends before any other
+        # the orbit is asked once per request: one waiting for KV memory is matched again every step, and asking
+        # again once the absences it learnt expire (NEGATIVE_S) would skip it a step each time
         found = self.finder.lookup(self.root, tracked.hashes[:usable], readable=_findable, tenant=tracked.tenant,
-                                   wait=False, what=f"SkyMemory: request {req_id}'s lookup")
+                                   wait=False, orbit=not tracked.orbit_asked,
+                                   what=f"SkyMemory: request {req_id}'s lookup")
         if found.pending:
             return None
+        tracked.orbit_asked = True  # what it found is in this host's index now (PrefixFinder._learn)
         entries = found.records
         tracked.cached = len(entries)
         tracked.local = local = computed_tokens // self.block_tokens
