@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import socket
 import threading
 import time
 
@@ -12,7 +13,7 @@ import pytest
 
 from skymemory.bench import serve as bench_serve
 from skymemory.bench.chat import ChatWorkload, Turn, replay
-from skymemory.bench.openai_server import Reply, RoundRobin
+from skymemory.bench.openai_server import OpenAIServer, Reply, RoundRobin
 
 
 def test_every_prompt_is_the_system_prompt_the_history_and_a_new_message():
@@ -115,7 +116,7 @@ def parser():
     ["serve", "--users", "0"], ["serve", "--turns", "x"], ["serve", "--concurrency", "4,4"],
     ["serve", "--concurrency", "0"], ["serve", "--think-s", "-1"], ["serve", "--kv-fraction", "0"],
     ["serve", "--kv-fraction", "1.5"], ["serve", "--kv-blocks", "0"], ["serve", "--profiles", "moon"],
-    ["serve", "--servers", "0"], ["serve", "--replicas", "0"],
+    ["serve", "--servers", "0"], ["serve", "--replicas", "0"], ["serve", "--request-timeout-s", "0"],
 ])
 def test_bad_arguments_are_rejected(argv, capsys):
     with pytest.raises(SystemExit) as e:
@@ -127,7 +128,19 @@ def test_defaults():
     a = parser().parse_args(["serve"])
     assert (a.users, a.turns, a.system_tokens, a.message_tokens, a.reply_tokens) == (16, 4, 512, 64, 32)
     assert a.concurrency == (1, 4, 16) and a.kv_fraction == 0.25 and [p.name for p in a.profiles] == ["laser", "rf"]
-    assert str(a.out) == "docs/results/serve" and a.model == "embedded-tinyllama"
+    assert str(a.out) == "docs/results/serve" and a.model == "embedded-tinyllama" and a.request_timeout_s == 300
+
+
+def test_a_server_that_answers_nothing_in_time_is_a_timeout_naming_the_bound_and_its_log(tmp_path):
+    """The client's wait for the next byte is bounded (--request-timeout-s), and saying so names what to raise."""
+    with socket.socket() as silent:  # accepts the request and never answers it
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        server = OpenAIServer.__new__(OpenAIServer)  # the client half only: no `vllm serve` behind this port
+        server.port, server.model, server.log_path = silent.getsockname()[1], "m", tmp_path / "vllm.log"
+        server.request_timeout_s = 0.5
+        with pytest.raises(TimeoutError, match=r"sent nothing for 0.5 s on a request of 3 tokens .*vllm\.log"):
+            server.stream([1, 2, 3], 4)
 
 
 def test_more_servers_than_satellites_is_refused_before_any_work(tmp_path, capsys):

@@ -37,7 +37,7 @@ from skymemory.launcher.processes import SETPRIV
 
 BLOCK_TOKENS = 128  # one vLLM block = one SkyMemory block (the connector requires it)
 START_TIMEOUT_S = 600.0  # a server starts in 20-60 s here, longer on a loaded machine; a hang is a failure
-REQUEST_TIMEOUT_S = 300.0
+REQUEST_TIMEOUT_S = 300.0  # the longest wait for a byte of an answer (a request queued behind many waits long)
 
 
 def transfer_config(extra: dict) -> dict:
@@ -64,11 +64,12 @@ class OpenAIServer:
     def __init__(self, model: str | os.PathLike, log_path: Path, *, connector: dict | None = None,
                  prefix_caching: bool = False, kv_blocks: int | None = None, max_model_len: int = 4096,
                  env: dict | None = None, start_timeout_s: float = START_TIMEOUT_S,
-                 extra_args: tuple[str, ...] = ()) -> None:
+                 request_timeout_s: float = REQUEST_TIMEOUT_S, extra_args: tuple[str, ...] = ()) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.model, self.log_path, self.start_timeout_s = str(model), Path(log_path), start_timeout_s
+        self.request_timeout_s = request_timeout_s
         command = [str(Path(sys.executable).with_name("vllm")), "serve", self.model, "--host", "127.0.0.1",
                    "--port", str(self.port), "--block-size", str(BLOCK_TOKENS), "--max-model-len", str(max_model_len),
                    "--dtype", "float32", "--enforce-eager", "--seed", "0", "--generation-config", "vllm",
@@ -126,7 +127,7 @@ class OpenAIServer:
     def metric(self, name: str) -> float:
         """The sum of a Prometheus metric's samples on /metrics (e.g. "vllm:num_preemptions_total"); 0 when the
         server has none yet."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=REQUEST_TIMEOUT_S) as reply:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=self.request_timeout_s) as reply:
             text = reply.read().decode()
         total = 0.0
         for line in text.splitlines():
@@ -149,7 +150,7 @@ class OpenAIServer:
         post = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions",
                                       self._body(ids, max_tokens, salt, stream=False),
                                       {"Content-Type": "application/json"})
-        with urllib.request.urlopen(post, timeout=REQUEST_TIMEOUT_S) as answer:
+        with urllib.request.urlopen(post, timeout=self.request_timeout_s) as answer:
             out = json.loads(answer.read())
         took = time.perf_counter() - started
         usage = out["usage"]
@@ -160,7 +161,7 @@ class OpenAIServer:
     def stream(self, ids: list[int], max_tokens: int = 16, salt: str | None = None) -> Reply:
         """POST /v1/completions streamed (server-sent events): the time to the first token is the TTFT a
         user sees."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.request_timeout_s)
         tokens: list[int] = []
         usage: dict = {}
         said: dict = {}
@@ -189,6 +190,9 @@ class OpenAIServer:
                     tokens += got
                 usage = event.get("usage") or usage
                 said = (event.get("kv_transfer_params") or {}).get("skymemory") or said
+        except TimeoutError:
+            raise TimeoutError(f"vllm serve sent nothing for {self.request_timeout_s:g} s on a request of {len(ids)} "
+                               f"tokens ({len(tokens)} of {max_tokens} came); its log: {self.log_path}") from None
         finally:
             connection.close()
         ended = time.perf_counter()

@@ -56,6 +56,7 @@ from skymemory.argtypes import KV_FORMATS, float_range, output_dir
 
 from . import options
 from .chat import ChatWorkload, Turn, replay
+from .openai_server import REQUEST_TIMEOUT_S
 from .report import write_results
 
 TITLE = "skymemory bench serve"
@@ -199,7 +200,8 @@ def run(args, log) -> dict:
                         # one does, and knows only what it stored (or finds in orbit)
                         "index_dir": str(work_dir / f"index-{mode}-{r}")}
                     servers.append(OpenAIServer(model, work_dir / f"{mode}-{r}.log", connector=connector,
-                                                prefix_caching=True, kv_blocks=blocks, max_model_len=max_len))
+                                                prefix_caching=True, kv_blocks=blocks, max_model_len=max_len,
+                                                request_timeout_s=args.request_timeout_s))
                     replicas.push(servers[-1])  # stopped on the way out, started or not
                 for server in servers:  # ... and each is waited for in turn
                     server.__enter__()
@@ -231,6 +233,7 @@ def run(args, log) -> dict:
                        "kv_fraction": args.kv_fraction, "working_set_tokens": workloads[0].working_set_tokens(),
                        "max_model_len": max_len, "profiles": [p.name for p in args.profiles], "kv": args.kv,
                        "host_tier_mib": args.host_tier_mib, "replicas": args.replicas,
+                       "request_timeout_s": args.request_timeout_s,
                        "servers": args.servers, "planes": args.planes, "sats": args.sats,
                        "VLLM_CPU_NUM_OF_RESERVED_CPU": os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU")},
             "environment": environment(), "cells": cells, "comparisons": comparisons(cells), "requests": requests}
@@ -314,6 +317,9 @@ def register(subparsers) -> None:
                                                                          "(default fp16)")
     parser.add_argument("--kvcache-gib", type=options.positive_int, default=None,
                         help="vLLM's CPU KV space, GiB (VLLM_CPU_KVCACHE_SPACE), at least what --kv-blocks need")
+    parser.add_argument("--request-timeout-s", type=float_range(1, 86400), default=REQUEST_TIMEOUT_S,
+                        help="the longest a client waits for the next byte of an answer, s (default "
+                             f"{REQUEST_TIMEOUT_S:.0f}); at 16 users plain vLLM's slowest first tokens come near it")
     parser.add_argument("--out", type=output_dir, default=Path("docs/results/serve"),
                         help="output directory (default docs/results/serve)")
     options.add_constellation_args(parser, 19, 5)
