@@ -2,9 +2,9 @@
 
 A stream's reader (a forward waiting for layer i) needs every block's first
 chunks. Polling the blocks' prefixes every fraction of a millisecond wakes a
-thread hundreds of times per transfer, and on a host of few cores each wake-up
-takes CPU from the transfer itself (and, in a virtual machine, costs an exit
-on the idle CPU). Instead the reader says how many chunks it waits for
+thread hundreds of times per transfer, and on a host of few cores the wake-ups
+take CPU from the transfer itself (BENCHMARKS.md, "A stream's reader asleep on
+a bell"). Instead the reader says how many chunks it waits for
 (`arm`), and the C get (skymem_bulk_get's `progress_want`) writes an eventfd
 once every prefix has reached it: the reader sleeps in the kernel and wakes
 once per wait. The transfer's own thread `ring`s it when the call ends
