@@ -232,10 +232,9 @@ def run_transfer(args, log=print) -> dict:
     """--transfer-only: fetch vs stream of one stored prefix per profile, the modes alternating each round."""
     import hashlib
 
-    import numpy as np
     import torch
 
-    from skymemory.kv import codec
+    from skymemory.kv import codec, rebuild
     from skymemory.kv.landing import LandingBuffers
     from skymemory.kv.models import load_model
     from skymemory.kv.policy import LinkEstimate
@@ -269,19 +268,20 @@ def run_transfer(args, log=print) -> dict:
             servers = manifest.constellation().nearest(args.servers)
             store = ConstellationBlockStore.from_manifest(manifest, servers, via=None, chunk_bytes=args.chunk_bytes)
             records = store.put_blocks(blocks)
-            buffers = [bytearray(r.n_bytes) for r in records]
+            raw = torch.empty((len(records), codec.block_bytes(geometry, args.kv)), dtype=torch.uint8)
             link = LinkEstimate(profile.name)  # as a KVCManager's: fed by the fetches and the streams
 
             def time_fetch() -> None:
-                started = time.perf_counter()
-                jobs = store.block_jobs(records, buffers)
-                for job in jobs:  # each chunk's CRC kept as it lands, as a stream's are: the block checks need them
-                    job.chunk_crcs = np.zeros(job.chunk_count, dtype=np.uint32)
-                t = store.fetch_jobs(jobs)
-                for job in jobs:  # checked as a stream's blocks are before its last layer (and KVCManager's are)
-                    codec.check_block(job.buf, block_crc32c=job.block_crc32c(), expect=geometry, kv_format=args.kv,
-                                      authenticated=job.sealed)
-                link.observe(prefix_bytes, time.perf_counter() - started, t.first_reply_s or None)
+                started = time.perf_counter()  # KVCManager's fetch: the blocks landed, then checked
+                landed = store.get_blocks_into(records, [raw[i].numpy() for i in range(len(records))])
+                if landed.miss is not None:
+                    raise landed.miss
+                good, error = rebuild.check_blocks(raw, landed.block_crcs, geometry, args.kv,
+                                                   authenticated=landed.sealed)
+                if error is not None:
+                    raise RuntimeError(f"block {good} of the fetched prefix does not check: {error}")
+                link.observe(prefix_bytes, time.perf_counter() - started, landed.first_reply_s)
+                t = store.last_transfer
                 rows.setdefault(f"sky-{profile.name}", []).append(
                     {"transfer_s": time.perf_counter() - started, "retransmits": t.retransmits,
                      "window_bytes": t.window_bytes})
