@@ -126,15 +126,31 @@ def test_streaming_runs_against_a_keyed_constellation(node_path, tmp_path):
 
 
 def test_a_stream_no_reader_waited_on_has_no_layer_0_time_nor_sleeps_in_the_table():
-    fetch = {"transfer_ms": 38.0, "vs_fetch": 1.0, "window_MiB": 24, "retransmits": 0}
-    waited = dict(fetch, transfer_ms=41.8, vs_fetch=1.1, first_layer_ms=19.6, bytes_in_ms=41.2, last_layer_ms=42.1,
+    fetch = {"transfer_ms": 38.0, "vs_fetch": 1.0, "vs_fetch_paired": 1.0, "window_MiB": 24, "retransmits": 0}
+    waited = dict(fetch, transfer_ms=41.8, vs_fetch=1.1, vs_fetch_paired=1.08, first_layer_ms=19.6, bytes_in_ms=41.2, last_layer_ms=42.1,
                   reader_sleeps=6)
-    nowait = dict(fetch, transfer_ms=39.2, vs_fetch=1.03, bytes_in_ms=39.4, last_layer_ms=39.4)
+    nowait = dict(fetch, transfer_ms=39.2, vs_fetch=1.03, vs_fetch_paired=1.02, bytes_in_ms=39.4, last_layer_ms=39.4)
     table = streaming.markdown_transfer({"prefix_bytes": 46e6, "config": {"repeats": 25}, "transfers": {
         "sky-none": fetch, "sky-none-stream": waited, "sky-none-stream-nowait": nowait}})
-    assert "| sky-none | 24 | 38.0 | 1.00 |  | |  |  | 0 |" in table
-    assert "| sky-none-stream | 24 | 41.8 | 1.10 | 19.6 | 41.2 | 42.1 | 6 | 0 |" in table
-    assert "| sky-none-stream-nowait | 24 | 39.2 | 1.03 |  | 39.4 | 39.4 |  | 0 |" in table
+    assert "| sky-none | 24 | 38.0 | 1.00 | 1.00 |  | |  |  | 0 |" in table
+    assert "| sky-none-stream | 24 | 41.8 | 1.10 | 1.08 | 19.6 | 41.2 | 42.1 | 6 | 0 |" in table
+    assert "| sky-none-stream-nowait | 24 | 39.2 | 1.03 | 1.02 |  | 39.4 | 39.4 |  | 0 |" in table
+
+
+def test_a_stream_is_compared_with_the_fetch_of_its_own_round_as_well_as_with_the_fetches_median():
+    """The machine slowing down between one round's fetch and its stream (round 3) moves the ratio of the
+    medians; the rounds' own ratios do not."""
+    def rows(*ms):
+        return [{"transfer_s": t / 1e3, "retransmits": 0, "window_bytes": 24 << 20} for t in ms]
+    steady = streaming.summarize_transfers({"sky-none": rows(40, 41, 42, 43, 44),
+                                            "sky-none-stream": rows(42, 43.05, 44.1, 45.15, 46.2)})
+    assert steady["sky-none-stream"]["vs_fetch"] == pytest.approx(1.05)
+    assert steady["sky-none-stream"]["vs_fetch_paired"] == pytest.approx(1.05)
+    assert steady["sky-none"]["vs_fetch"] == steady["sky-none"]["vs_fetch_paired"] == 1.0
+    drifted = streaming.summarize_transfers({"sky-none": rows(40, 40, 40, 80, 80),
+                                             "sky-none-stream": rows(42, 42, 84, 84, 84)})
+    assert drifted["sky-none-stream"]["vs_fetch"] == pytest.approx(2.1)  # 84 ms over 40 ms
+    assert drifted["sky-none-stream"]["vs_fetch_paired"] == pytest.approx(1.05)
 
 
 def test_transfer_only_times_a_checked_fetch_beside_streams_with_and_without_a_reader(node_path, tmp_path):

@@ -25,9 +25,11 @@ times a plain fetch of the prefix (and its block checks, as a stream's and
 KVCManager's) and one stream per --stream-windows and --waves entry (each round
 in an order of its own, seeded: no mode always runs right after the same one),
 whose reader only waits for each layer's bytes in order (what a GPU forward
-waits for; its rebuild runs on the device): transfer time, when layer 0 and
-every byte were in, when the last layer was released (after the block checks),
-how often the reader slept. `--waves doubling,uniform` sets a stream's waves
+waits for; its rebuild runs on the device): transfer time, its ratio to the
+fetch's (the medians', and the median of each round's own ratio, which leaves
+out what drifted between rounds), when layer 0 and every byte were in, when
+the last layer was released (after the block checks), how often the reader
+slept. `--waves doubling,uniform` sets a stream's waves
 as it asks them today (each twice as wide as the one before) beside one wave
 per --wave-layers (the "-uniform" modes).
 `--layer-waits on,off` adds, beside each stream whose reader waits for every
@@ -325,32 +327,44 @@ def run_transfer(args, log=print) -> dict:
             if store is not None:
                 store.close()
             sky.stop()
+    return {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                       if k not in ("func", "profiles")},
+            "profiles": [p.name for p in args.profiles], "prefix_bytes": prefix_bytes,
+            "transfers": summarize_transfers(rows)}
+
+
+def summarize_transfers(rows: dict[str, list[dict]]) -> dict[str, dict]:
+    """Each mode's medians (ms) and its ratios to the fetch over the same profile, from every round's rows
+    (`rows[mode][i]` timed in round i)."""
     summary = {}
     for name, runs in rows.items():
         fetch = rows[name.split("-stream")[0]]
         s = {k.replace("_s", "_ms"): statistics.median(r[k] for r in runs) * 1e3
              for k in runs[0] if k.endswith("_s")}
         s["vs_fetch"] = s["transfer_ms"] / (statistics.median(r["transfer_s"] for r in fetch) * 1e3)
+        # each round times every mode once, so a round's stream and fetch ran side by side: the median of their
+        # ratios leaves out what drifted between rounds (other work on a shared machine), which the ratio of the
+        # two medians keeps
+        s["vs_fetch_paired"] = statistics.median(r["transfer_s"] / f["transfer_s"] for r, f in zip(runs, fetch))
         s.update(runs=len(runs), retransmits=sum(r["retransmits"] for r in runs),
                  window_MiB=statistics.median(r["window_bytes"] for r in runs) / 2**20)
         if "sleeps" in runs[0]:  # how often the reader slept waiting for the bytes, per stream
             s["reader_sleeps"] = statistics.median(r["sleeps"] for r in runs)
         summary[name] = s
-    return {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                       if k not in ("func", "profiles")},
-            "profiles": [p.name for p in args.profiles], "prefix_bytes": prefix_bytes, "transfers": summary}
+    return summary
 
 
 def markdown_transfer(results: dict) -> str:
     lines = [f"{results['prefix_bytes'] / 1e6:.1f} MB prefix; medians of {results['config']['repeats']} rounds, "
-             "the modes alternating in each", "",
-             "| mode | window MiB | transfer ms | vs fetch | layer 0 ready ms | all bytes in ms | last layer ready ms "
-             "| reader sleeps | retransmits |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "the modes alternating in each; paired: the median of each round's stream ÷ that round's fetch", "",
+             "| mode | window MiB | transfer ms | vs fetch | paired | layer 0 ready ms | all bytes in ms "
+             "| last layer ready ms | reader sleeps | retransmits |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, s in results["transfers"].items():
         first = f"{s['first_layer_ms']:.1f}" if "first_layer_ms" in s else ""
         extra = f"{first} | {s['bytes_in_ms']:.1f} | {s['last_layer_ms']:.1f}" if "bytes_in_ms" in s else " | | "
         sleeps = f"{s['reader_sleeps']:g}" if "reader_sleeps" in s else ""
-        lines.append(f"| {name} | {s['window_MiB']:.0f} | {s['transfer_ms']:.1f} | {s['vs_fetch']:.2f} | {extra} "
+        lines.append(f"| {name} | {s['window_MiB']:.0f} | {s['transfer_ms']:.1f} | {s['vs_fetch']:.2f} "
+                     f"| {s['vs_fetch_paired']:.2f} | {extra} "
                      f"| {sleeps} | {s['retransmits']} |")
     return "\n".join(lines) + "\n"
 
