@@ -127,8 +127,8 @@ def test_streaming_runs_against_a_keyed_constellation(node_path, tmp_path):
 
 def test_a_stream_no_reader_waited_on_has_no_layer_0_time_nor_sleeps_in_the_table():
     fetch = {"transfer_ms": 38.0, "vs_fetch": 1.0, "vs_fetch_paired": 1.0, "window_MiB": 24, "retransmits": 0}
-    waited = dict(fetch, transfer_ms=41.8, vs_fetch=1.1, vs_fetch_paired=1.08, first_layer_ms=19.6, bytes_in_ms=41.2, last_layer_ms=42.1,
-                  reader_sleeps=6)
+    waited = dict(fetch, transfer_ms=41.8, vs_fetch=1.1, vs_fetch_paired=1.08, first_layer_ms=19.6, bytes_in_ms=41.2,
+                  last_layer_ms=42.1, reader_sleeps=6)
     nowait = dict(fetch, transfer_ms=39.2, vs_fetch=1.03, vs_fetch_paired=1.02, bytes_in_ms=39.4, last_layer_ms=39.4)
     table = streaming.markdown_transfer({"prefix_bytes": 46e6, "config": {"repeats": 25}, "transfers": {
         "sky-none": fetch, "sky-none-stream": waited, "sky-none-stream-nowait": nowait}})

@@ -71,7 +71,8 @@ def ttft_cached(manager, prompt, streaming: bool, wave_layers: int = 1, pace_Bps
         result = (get_cache_streaming(manager, prompt, wave_layers=wave_layers, pace_Bps=pace_Bps) if streaming
                   else manager.get_cache(prompt))
         suffix = result.input_ids[:, result.prefix_tokens:]
-        out = manager.model(input_ids=suffix, **cache_arg(manager.model, result.cache), use_cache=True, logits_to_keep=1)
+        out = manager.model(input_ids=suffix, **cache_arg(manager.model, result.cache), use_cache=True,
+                            logits_to_keep=1)
         first = _first_token(out)
         ttft = time.perf_counter() - started
     row = {"ttft_s": ttft, "first_token": first, "cached_tokens": result.prefix_tokens,
@@ -358,7 +359,7 @@ def markdown_transfer(results: dict) -> str:
     lines = [f"{results['prefix_bytes'] / 1e6:.1f} MB prefix; medians of {results['config']['repeats']} rounds, "
              "the modes alternating in each; paired: the median of each round's stream ÷ that round's fetch", "",
              "| mode | window MiB | transfer ms | vs fetch | paired | layer 0 ready ms | all bytes in ms "
-             "| last layer ready ms | reader sleeps | retransmits |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| last layer ready ms | reader sleeps | retransmits |", "| --- " + "| ---: " * 9 + "|"]
     for name, s in results["transfers"].items():
         first = f"{s['first_layer_ms']:.1f}" if "first_layer_ms" in s else ""
         extra = f"{first} | {s['bytes_in_ms']:.1f} | {s['last_layer_ms']:.1f}" if "bytes_in_ms" in s else " | | "
