@@ -110,6 +110,33 @@ def test_the_bell_rings_once_when_every_prefix_reaches_what_its_reader_waits_for
             store.fast.get(store.block_jobs(records), bell=ProgressBell())
 
 
+def test_a_bell_past_descriptor_1023_still_wakes_its_reader():
+    """A server process holds many descriptors (sockets, files): a stream's bell may be numbered past what
+    select() takes, and its reader must still sleep and wake on it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if 0 <= hard < 1100:  # RLIM_INFINITY is -1
+        pytest.skip(f"this process may open only {hard} descriptors")
+    if 0 <= soft < 1100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1100, hard))
+    held = []
+    try:
+        while not held or held[-1] < 1030:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        bell = ProgressBell()
+        assert bell.fd > 1023
+        bell.ring()
+        bell.wait(10.0)
+        assert _rings(bell) == 0  # woken, and the ring consumed
+        bell.wait(0.01)  # nothing rung: the timeout ends it
+        bell.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_doubling_waves_ask_the_first_chunks_first_then_ever_wider_waves(sats):
     """wave_doubling (what a layer stream asks): waves of 2, 4, 8, ... chunk ids across blocks, in that order,
     so the whole prefix takes a few waves of requests instead of one per 2 chunks."""

@@ -15,6 +15,7 @@ Linux only (eventfd), like the fast path's sendmmsg/recvmmsg.
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import weakref
@@ -42,8 +43,10 @@ class ProgressBell:
 
     def wait(self, timeout_s: float) -> None:
         """Until the transfer rings (or `timeout_s` passes); the ring is consumed, so the caller reads again."""
-        readable, _, _ = select.select([self.fd], [], [], max(0.0, timeout_s))
-        if readable:
+        # poll, not select: select refuses a descriptor past 1023, and an engine's process may hold that many
+        waiting = select.poll()
+        waiting.register(self.fd, select.POLLIN)
+        if waiting.poll(max(0, math.ceil(timeout_s * 1000))):
             try:
                 os.eventfd_read(self.fd)
             except BlockingIOError:  # another wake-up took it: nothing to consume
