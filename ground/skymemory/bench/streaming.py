@@ -29,9 +29,9 @@ waits for; its rebuild runs on the device): transfer time, its ratio to the
 fetch's (the medians', and the median of each round's own ratio, which leaves
 out what drifted between rounds), when layer 0 and every byte were in, when
 the last layer was released (after the block checks), how often the reader
-slept. `--waves doubling,uniform` sets a stream's waves
-as it asks them today (each twice as wide as the one before) beside one wave
-per --wave-layers (the "-uniform" modes).
+slept. `--waves doubling,uniform` sets a stream's waves as it asks them today
+(each twice as wide as the one before) beside one wave per --wave-layers (the
+"-uniform" modes).
 `--layer-waits on,off` adds, beside each stream whose reader waits for every
 layer (on), the same stream with no reader until its end (the "-nowait"
 modes): the transfer alone, nothing else on the CPU while it runs.
