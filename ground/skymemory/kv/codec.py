@@ -169,21 +169,44 @@ def _quantize_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return quantized._data.to(torch.int8), scale.to(SCALE_DTYPE)
 
 
+def encode_keys(keys: torch.Tensor, kv_format: str) -> bytes:
+    """One layer's K [heads, tokens, dim] on the CPU: raw in kv_format, or int8 with one fp16 scale per
+    (head, channel) (keys have outlier channels)."""
+    if kv_format != "int8":
+        return _raw_checked(keys, kv_format)
+    heads, tokens, dim = keys.shape
+    data, scale = _quantize_rows(keys.permute(0, 2, 1).reshape(heads * dim, tokens))
+    return _raw(data.reshape(heads, dim, tokens).permute(0, 2, 1)) + _raw(scale)
+
+
+def encode_values(values: torch.Tensor, kv_format: str) -> bytes:
+    """One layer's V [heads, tokens, dim] on the CPU: raw in kv_format, or int8 with one fp16 scale per
+    (head, token)."""
+    if kv_format != "int8":
+        return _raw_checked(values, kv_format)
+    heads, tokens, dim = values.shape
+    data, scale = _quantize_rows(values.reshape(heads * tokens, dim))
+    return _raw(data.reshape(heads, tokens, dim)) + _raw(scale)
+
+
+def part_bytes(heads: int, tokens: int, dim: int, kv_format: str, *, keys: bool) -> int:
+    """Bytes of one layer's encoded K (keys=True) or V of that shape."""
+    values = heads * tokens * dim
+    if kv_format == "int8":
+        return values + 2 * (heads * dim if keys else heads * tokens)
+    return values * _TORCH[check_format(kv_format)].itemsize
+
+
+def _raw_checked(tensor: torch.Tensor, kv_format: str) -> bytes:
+    cast = tensor.to(_TORCH[kv_format])
+    if not torch.isfinite(cast).all():
+        raise CodecError(f"KV values do not fit in {kv_format}")
+    return _raw(cast)
+
+
 def _encode_layer(keys: torch.Tensor, values: torch.Tensor, kv_format: str) -> bytes:
     """keys/values: [heads, tokens, head_dim] on the CPU."""
-    heads, tokens, head_dim = keys.shape
-    if kv_format != "int8":
-        dtype = _TORCH[kv_format]
-        k, v = keys.to(dtype), values.to(dtype)
-        if not (torch.isfinite(k).all() and torch.isfinite(v).all()):
-            raise CodecError(f"KV values do not fit in {kv_format}")
-        return _raw(k) + _raw(v)
-    # keys: one scale per (head, channel) -> rows are [heads*head_dim, tokens]
-    k_data, k_scale = _quantize_rows(keys.permute(0, 2, 1).reshape(heads * head_dim, tokens))
-    k_data = k_data.reshape(heads, head_dim, tokens).permute(0, 2, 1)
-    # values: one scale per (head, token) -> rows are [heads*tokens, head_dim]
-    v_data, v_scale = _quantize_rows(values.reshape(heads * tokens, head_dim))
-    return _raw(k_data) + _raw(k_scale) + _raw(v_data.reshape(heads, tokens, head_dim)) + _raw(v_scale)
+    return encode_keys(keys, kv_format) + encode_values(values, kv_format)
 
 
 def encode_block(layers: list[tuple[torch.Tensor, torch.Tensor]], kv_format: str = "fp16", *,

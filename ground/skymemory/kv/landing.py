@@ -28,7 +28,7 @@ import torch
 from skymemory.protocol import native
 from skymemory.store.contract import BlockMiss, BlockRecord, BlockStore, BulkBlockReads, Landed
 
-__all__ = ["Arrival", "Landed", "LandingBuffers", "Lease", "land"]
+__all__ = ["Arrival", "Landed", "LandingBuffers", "Lease", "land", "land_into"]
 
 KEEP_FREE = 2  # buffers kept for reuse; more in use at once are allocated and dropped
 
@@ -79,9 +79,15 @@ class Arrival:
 
 def land(store: BlockStore, records: list[BlockRecord], raw: torch.Tensor, *, workers: int = 4) -> Arrival:
     """Fill raw[i] with records[i]'s block; stop at the first block that does not arrive."""
-    started = time.perf_counter()
     views = raw.numpy()  # the store writes through numpy views of the (possibly pinned) host tensor
-    buffers = [views[i] for i in range(len(records))]
+    return land_into(store, records, [views[i] for i in range(len(records))], workers=workers)
+
+
+def land_into(store: BlockStore, records: list[BlockRecord], buffers: list, *, workers: int = 4) -> Arrival:
+    """Fill buffers[i] (a writable numpy view, records[i].n_bytes long) with records[i]'s block; stop at the
+    first block that does not arrive. Blocks of several sizes land this way (a grouped model's last block
+    also carries its recurrent state: kv.group_codec)."""
+    started = time.perf_counter()
     if isinstance(store, BulkBlockReads):
         try:
             landed = store.get_blocks_into(records, buffers)
@@ -89,8 +95,7 @@ def land(store: BlockStore, records: list[BlockRecord], raw: torch.Tensor, *, wo
             landed = Landed(0, [], miss)
     else:
         landed = _land_block_by_block(store, records, buffers, workers)
-    block_bytes = raw.shape[1] if raw.dim() == 2 else 0
-    return Arrival(landed, time.perf_counter() - started, landed.complete * block_bytes)
+    return Arrival(landed, time.perf_counter() - started, sum(len(b) for b in buffers[:landed.complete]))
 
 
 def _land_block_by_block(store: BlockStore, records, buffers, workers: int) -> Landed:

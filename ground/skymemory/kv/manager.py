@@ -55,12 +55,14 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from . import codec, landing, rebuild, saving
+from . import codec, group_codec, landing, rebuild, saving
 from .blocks import model_fingerprint, root_hash, tokenizer_fingerprint, usable_blocks
 from .cache_arg import cache_arg, cache_of
 from .calibration import DeviceRates, disagrees, load_or_calibrate
 from .costmodel import Decision
 from .extra_keys import RequestKeys, Unkeyable, active_adapter, base_model, say_once
+from .grouped import GroupedBlocks
+from .groups import CacheLayout
 from .lookup import PrefixFinder
 from .orbit_records import OrbitRecords
 from .lost import forget_from
@@ -173,8 +175,19 @@ class KVCManager:
         if integrity not in INTEGRITY:
             raise ValueError(f"unknown integrity check {integrity!r}; choose one of {', '.join(INTEGRITY)}")
         self.verify_sha256 = integrity == "sha256"
+        # what each layer keeps (kv.groups): a model that is not all full attention of one K/V shape has grouped
+        # blocks (kv.grouped); a layer kind that cannot be rebuilt is refused here, in one sentence
+        self.cache_layout = CacheLayout.of_model(base_model(model))
+        self.grouped = None if self.cache_layout.dense else GroupedBlocks(
+            self.cache_layout, block_tokens=block_tokens, kv_format=self.kv_format, sha256=self.verify_sha256)
+        if self.grouped is not None and (device_tier_bytes or host_tier_bytes):
+            raise ValueError(f"the device and host tiers hold dense models' blocks only; "
+                             f"{getattr(model.config, 'name_or_path', '') or type(model).__name__} is "
+                             f"{_groups_in_words(self.cache_layout)}")
         # a sealed store's blocks are named apart from plain ones: neither is ever taken for the other
-        self.layout = codec.layout_name(self.verify_sha256, isinstance(store, TenantSealing) and store.sealed)
+        sealed = isinstance(store, TenantSealing) and store.sealed
+        self.layout = codec.layout_name(self.verify_sha256, sealed) if self.grouped is None else \
+            group_codec.layout_name(self.cache_layout, self.verify_sha256, sealed)
         self.block_format = BlockFormat(self.kv_format, self.layout, self.block_tokens)
         self._device_rates = device_rates
         self._rates_where = None  # (device, dtype) the rates were measured for; None: given by the caller
@@ -183,8 +196,14 @@ class KVCManager:
         self.probe = probe
         self.fetch_workers = fetch_workers
         self.index = index if index is not None else RadixIndex(index_dir if index_dir is not None else cache_dir() / "index")
-        self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
-        self.block_bytes = codec.block_bytes(self.geometry, self.kv_format)
+        if self.grouped is None:
+            self.geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
+            self.block_bytes = codec.block_bytes(self.geometry, self.kv_format)
+        else:  # the attention layers as a dense model's, for pricing (kv.policy counts layers and bytes)
+            first = self.cache_layout.attention[0] if self.cache_layout.attention else None
+            self.geometry = codec.BlockGeometry(max(1, len(self.cache_layout.attention)), first.k_heads if first else 1,
+                                                first.k_dim if first else 1, block_tokens)
+            self.block_bytes = self.grouped.block_bytes
         # records in orbit: what other ground hosts stored is found here too
         self.orbit = orbit if isinstance(orbit, OrbitRecords) else None if orbit is False else (
             OrbitRecords.for_store(store))
@@ -200,6 +219,7 @@ class KVCManager:
         self.tiers = BlockTiers(self.block_bytes, model.device, device_bytes=device_tier_bytes,
                                 host_bytes=host_tier_bytes)
         self._tokenizer_fp = tokenizer_fingerprint(tokenizer)
+        self._said_no_streaming = False
         self.root = self.current_root()
         # a store that evicts on its own (RotatingBlockStore: LRU notices, lazy evictions)
         # tells us, so the index never points at a block that is gone
@@ -343,9 +363,16 @@ class KVCManager:
         stream then raises StreamFailed from the forward pass instead of shortening the
         prefix here: `streaming.generate_streaming` handles that (evict, recompute).
         """
-        if streaming:
+        if streaming and self.grouped is not None:
+            if not self._said_no_streaming:
+                self._said_no_streaming = True
+                log.warning("SkyMemory streams dense models' prefixes only; this model keeps %s, so its prefix is "
+                            "fetched whole before the forward (said once)", _groups_in_words(self.cache_layout))
+        elif streaming:
             return get_cache_streaming(self, prompt, policy=policy, cache_salt=cache_salt)
         found = self.find_prefix(prompt, cache_salt=cache_salt)
+        if self.grouped is not None:
+            return self._get_grouped(found, policy)
         decision = self.plan(found, policy=policy)
         if decision is not None and decision.action == "split":
             return self._get_split(found, decision)
@@ -354,6 +381,34 @@ class KVCManager:
         cache, fetched, miss, retrieval_s, decode_s = self._fetch_prefix(records, sources, found.tenant)
         return self._result(found, decision, records, cache, recomputed=0, loaded=fetched, miss=miss,
                             sources=sources, retrieval_s=retrieval_s, decode_s=decode_s)
+
+    def _get_grouped(self, found: PrefixLookup, policy: str | None) -> CacheResult:
+        """get_cache for a grouped model (kv.grouped): the usable prefix (with recurrent layers: up to the last
+        block that carries the state), priced, and only the blocks it needs fetched and rebuilt."""
+        found = dataclasses.replace(found, records=found.records[:self.grouped.usable(found.records)])
+        decision = self.plan(found, policy=policy)
+        wanted = decision.fetch_blocks if decision is not None else 0
+        if self.cache_layout.states and wanted < len(found.records):
+            wanted = 0  # a shorter prefix has no state to resume from
+        first = self.cache_layout.first_needed(wanted, self.block_tokens)
+        records = found.records[:wanted]
+        fetched = self.grouped.fetch(self.store_for(found.tenant), records[first:], self.landing,
+                                     prefix_blocks=wanted, model=self.model, workers=self.fetch_workers) \
+            if records else None
+        cache, loaded, miss, retrieval_s, decode_s = DynamicCache(config=self.model.config), 0, None, 0.0, 0.0
+        if fetched is not None:
+            retrieval_s, decode_s = fetched.retrieval_s, fetched.decode_s
+            if fetched.miss is None:
+                cache, loaded = fetched.cache, wanted
+                self.link.observe(fetched.bytes, fetched.retrieval_s, fetched.first_reply_s)
+            else:
+                position, reason, detail = fetched.miss
+                miss = (first + position, reason, detail)
+        result = self._result(found, decision, records, cache, recomputed=0, loaded=loaded, miss=miss,
+                              sources={"store": len(records) - first if loaded else 0}, retrieval_s=retrieval_s,
+                              decode_s=decode_s)
+        result.bytes_retrieved = fetched.bytes if fetched is not None and loaded else 0
+        return result
 
     def _get_split(self, found: PrefixLookup, decision: Decision) -> CacheResult:
         """Run a split: recompute blocks [0, m) here while blocks [m, k) are fetched on a thread, then join them.
@@ -566,6 +621,17 @@ class KVCManager:
 
         n_tokens = len(hashes) * self.block_tokens
         started = time.perf_counter()
+        if self.grouped is not None:  # its own forward: the blocks' window K/V and the state after the last
+            try:
+                payloads = self.grouped.encode_prompt(self.model, token_ids, first_new, len(hashes))
+            except Exception as exc:  # noqa: BLE001 - said in the result, as an encoding failure below is
+                if self.strict:
+                    raise
+                log.warning("encoding KV blocks %d-%d failed: %s: %s", first_new, len(hashes) - 1,
+                            type(exc).__name__, exc)
+                payloads, result.error = [], f"{type(exc).__name__}: {exc}"
+            result.compute_s = time.perf_counter() - started
+            return self._store_payloads(result, payloads, hashes, first_new, cache_salt)
         if cache is None or cache.get_seq_length() < n_tokens:
             ids = torch.tensor([token_ids[:n_tokens]], dtype=torch.long, device=self.model.device)
             with torch.no_grad():
@@ -585,6 +651,11 @@ class KVCManager:
                 result.error = f"{type(exc).__name__}: {exc}"
                 break
         result.encode_s = time.perf_counter() - started
+        return self._store_payloads(result, payloads, hashes, first_new, cache_salt)
+
+    def _store_payloads(self, result: AddResult, payloads: list[bytes], hashes: list[bytes], first_new: int,
+                        cache_salt: str | None) -> AddResult:
+        """Store and index encoded blocks first_new, first_new + 1, ... of a chain (add_blocks' second half)."""
         saves = [BlockSave(hashes[position], self.root if position == 0 else hashes[position - 1], position, payload)
                  for position, payload in enumerate(payloads, start=first_new)]
         started = time.perf_counter()
@@ -601,6 +672,12 @@ class KVCManager:
         result.store_s = time.perf_counter() - started
         result.bytes_stored = sum(len(p) for p in payloads[:result.blocks_stored])
         return result
+
+
+def _groups_in_words(layout: CacheLayout) -> str:
+    """'2 window (256) + 1 full layers': what a grouped model's cache keeps, for a message."""
+    return " + ".join(f"{g['layers']} {g['kind']}" + (f" ({g['window']})" if g["window"] else "")
+                      for g in layout.groups()) + " layers"
 
 
 def _copy_runs(landed: torch.Tensor, positions: list[int], out: torch.Tensor) -> None:
