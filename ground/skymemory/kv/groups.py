@@ -75,12 +75,12 @@ def _kind_name(layer) -> str:
     """What a cache layer keeps, in words (for the refusal of a kind SkyMemory does not rebuild)."""
     name = type(layer).__name__
     if "Indexed" in name:
-        return f"{name} (an attention cache with a sparse-attention indexer)"
+        return f"{name} cache (attention with a sparse-attention indexer)"
     if "LinearAttentionAnd" in name:
-        return f"{name} (recurrent state and attention in one layer)"
-    if "Quantized" in name or "Static" in name or "Offloaded" in name:
-        return f"{name} (a cache implementation, not a layer kind: use transformers' dynamic cache)"
-    return name
+        return f"{name} cache (recurrent state and attention in one layer)"
+    if "Dummy" in name:
+        return f"{name} cache (a layer that shares another layer's K/V)"
+    return f"{name} cache"
 
 
 def layer_kinds(config, model_name: str = "") -> list[tuple[str, int]]:
@@ -96,7 +96,7 @@ def layer_kinds(config, model_name: str = "") -> list[tuple[str, int]]:
             kinds.append((LINEAR, 0))
         else:
             raise UnsupportedModel(f"SkyMemory cannot cache {model_name or type(config).__name__}: its layer {i} "
-                                   f"keeps a {_kind_name(layer)} cache, which SkyMemory does not rebuild")
+                                   f"keeps a {_kind_name(layer)}, which SkyMemory does not rebuild")
     return kinds
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from .device import pick_device, pick_dtype
 from .tokenizer import VOCAB_SIZE, build_byte_tokenizer
@@ -55,7 +55,7 @@ EMBEDDED_FORMAT = 1  # bump when the construction below changes (invalidates the
 
 @dataclass(frozen=True)
 class EmbeddedSpec:
-    """How to build one embedded model: its Llama configuration and its seed."""
+    """How to build one embedded model: its family (a transformers model type), its configuration and its seed."""
 
     name: str
     config: dict
@@ -63,6 +63,7 @@ class EmbeddedSpec:
     init_std: float
     cache_on_disk: bool
     on_device_only: bool = False  # too big to build on a CPU and copy: made on the CUDA device directly
+    family: str = "llama"  # transformers' model_type: llama, mistral, gemma3_text, granitemoehybrid, ...
 
 
 EMBEDDED: dict[str, EmbeddedSpec] = {
@@ -146,6 +147,47 @@ EMBEDDED["embedded-small"] = EmbeddedSpec(
     init_std=0.15,
     cache_on_disk=False,
 )
+# Today's model families, tiny (fast enough for tests; 32-wide heads, as a serving engine wants): each keeps a
+# different cache (kv.groups). Random weights like the others; larger than usual, so outputs depend on the context.
+_TINY_FAMILY = dict(vocab_size=VOCAB_SIZE, hidden_size=128, intermediate_size=256, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=4096, bos_token_id=1, eos_token_id=2,
+                    pad_token_id=0, tie_word_embeddings=False)
+for _spec in (
+    # Mistral-style: every layer a sliding window (here 64 tokens)
+    EmbeddedSpec("embedded-tiny-mistral", {**_TINY_FAMILY, "num_hidden_layers": 3, "head_dim": 32,
+                                           "sliding_window": 64, "rope_theta": 10000.0},
+                 seed=5101, init_std=0.15, cache_on_disk=False, family="mistral"),
+    # Gemma-3-style: five sliding-window layers (32 tokens) to one full-attention layer
+    EmbeddedSpec("embedded-tiny-gemma3", {**_TINY_FAMILY, "num_hidden_layers": 6, "head_dim": 32,
+                                          "sliding_window": 32, "query_pre_attn_scalar": 32},
+                 seed=5102, init_std=0.15, cache_on_disk=False, family="gemma3_text"),
+    # Granite-4.0-H-style: Mamba-2 layers around one attention layer
+    EmbeddedSpec("embedded-tiny-granite-hybrid", {**_TINY_FAMILY, "num_hidden_layers": 4,
+                                                  "layer_types": ["mamba", "attention", "mamba", "mamba"],
+                                                  "mamba_n_heads": 8, "mamba_d_head": 32, "mamba_d_state": 16,
+                                                  "mamba_n_groups": 1, "mamba_expand": 2, "num_local_experts": 0,
+                                                  "shared_intermediate_size": 256},
+                 seed=5103, init_std=0.15, cache_on_disk=False, family="granitemoehybrid"),
+    # Qwen3-Next-style: gated delta-net layers, every fourth layer full attention; a small mixture of experts
+    EmbeddedSpec("embedded-tiny-qwen3-next", {**_TINY_FAMILY, "num_hidden_layers": 4, "head_dim": 32,
+                                              "linear_num_value_heads": 4, "linear_num_key_heads": 2,
+                                              "linear_key_head_dim": 32, "linear_value_head_dim": 32,
+                                              "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                                              "shared_expert_intermediate_size": 64},
+                 seed=5104, init_std=0.15, cache_on_disk=False, family="qwen3_next"),
+    # DeepSeek-V3-style multi-head latent attention: the cache keeps one latent per token (K: the compressed
+    # KV, V: the rope part), widths that differ
+    EmbeddedSpec("embedded-tiny-deepseek-v3", {**_TINY_FAMILY, "num_hidden_layers": 2, "num_key_value_heads": 4,
+                                               "moe_intermediate_size": 64, "first_k_dense_replace": 1,
+                                               "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1,
+                                               "topk_group": 1, "q_lora_rank": 64, "kv_lora_rank": 64,
+                                               "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32},
+                 seed=5105, init_std=0.15, cache_on_disk=False, family="deepseek_v3"),
+):
+    EMBEDDED[_spec.name] = _spec
+FAMILIES = {"sliding window": "embedded-tiny-mistral", "sliding window + full": "embedded-tiny-gemma3",
+            "Mamba-2 hybrid": "embedded-tiny-granite-hybrid", "gated delta-net hybrid": "embedded-tiny-qwen3-next",
+            "MLA": "embedded-tiny-deepseek-v3"}
 ON_DEVICE_MARGIN = 2 * 1024**3  # free GPU memory wanted beyond the weights (activations, KV)
 
 
@@ -154,7 +196,22 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SKYMEMORY_CACHE") or Path.home() / ".cache" / "skymemory")
 
 
+def model_config(spec: EmbeddedSpec):
+    """The transformers configuration of an embedded model of any family."""
+    if spec.family == "llama":
+        return llama_config(spec)
+    fields = dict(spec.config)
+    rope_theta = fields.pop("rope_theta", None)
+    if rope_theta is not None:
+        fields["rope_parameters"] = {"rope_type": "default", "rope_theta": rope_theta}
+    config = AutoConfig.for_model(spec.family, **fields, initializer_range=spec.init_std)
+    config.name_or_path = spec.name
+    return config
+
+
 def llama_config(spec: EmbeddedSpec) -> LlamaConfig:
+    if spec.family != "llama":
+        raise ValueError(f"{spec.name} is a {spec.family} model, not a Llama: use model_config")
     fields = dict(spec.config)
     rope_theta = fields.pop("rope_theta")
     config = LlamaConfig(
@@ -168,11 +225,12 @@ def llama_config(spec: EmbeddedSpec) -> LlamaConfig:
     return config
 
 
-def _build_embedded(spec: EmbeddedSpec) -> LlamaForCausalLM:
+def _build_embedded(spec: EmbeddedSpec):
     """Random-init the model with a fixed seed, then round weights to fp16 (the canonical form)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
-        model = LlamaForCausalLM(llama_config(spec))
+        model = LlamaForCausalLM(llama_config(spec)) if spec.family == "llama" else \
+            AutoModelForCausalLM.from_config(model_config(spec))
     cast_parameters(model, torch.float16)
     model.config.name_or_path = spec.name
     return model.eval()
@@ -193,13 +251,16 @@ def _build_on_device(spec: EmbeddedSpec, device: torch.device, dtype: torch.dtyp
         raise ValueError(f"{spec.name} needs {need / 1e9:.1f} GB of free GPU memory, {device} has {free / 1e9:.1f} GB")
     with torch.random.fork_rng(devices=[device]), torch.device(device):
         torch.manual_seed(spec.seed)
-        model = LlamaForCausalLM._from_config(llama_config(spec), dtype=dtype)
+        model = AutoModelForCausalLM.from_config(model_config(spec), dtype=dtype)
     model.config.name_or_path = spec.name
     return model.eval()
 
 
 def parameter_count(config) -> int:
-    """Parameters of a Llama-family model, from its configuration alone."""
+    """Parameters of a model, from its configuration alone (a Llama's by formula, others built on the meta device)."""
+    if getattr(config, "model_type", "llama") != "llama":
+        with torch.device("meta"):
+            return sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
     h, i, n, v = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size
     head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
     q = config.num_attention_heads * head_dim
@@ -211,10 +272,10 @@ def parameter_count(config) -> int:
 
 def parameter_bytes(spec: EmbeddedSpec, dtype: torch.dtype) -> int:
     """Bytes of the weights of an embedded model in `dtype` (from its shapes, nothing built)."""
-    return parameter_count(llama_config(spec)) * torch.empty(0, dtype=dtype).element_size()
+    return parameter_count(model_config(spec)) * torch.empty(0, dtype=dtype).element_size()
 
 
-def build_embedded(name: str, *, use_disk_cache: bool = True) -> tuple[LlamaForCausalLM, dict]:
+def build_embedded(name: str, *, use_disk_cache: bool = True) -> tuple[torch.nn.Module, dict]:
     """The embedded model `name` in fp16 on CPU, and how it was obtained ({'source', 'seconds'})."""
     spec = EMBEDDED[name]
     if spec.on_device_only:
@@ -222,7 +283,7 @@ def build_embedded(name: str, *, use_disk_cache: bool = True) -> tuple[LlamaForC
     directory = _embedded_dir(spec)
     started = time.perf_counter()
     if spec.cache_on_disk and use_disk_cache and (directory / "config.json").exists():
-        model = LlamaForCausalLM.from_pretrained(directory, dtype=torch.float16, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float16, local_files_only=True)
         model.config.name_or_path = spec.name
         return model.eval(), {"source": f"disk cache {directory}", "seconds": time.perf_counter() - started}
     model = _build_embedded(spec)
@@ -250,7 +311,7 @@ def save_model_dir(spec: str, directory: str | os.PathLike) -> Path:
     return directory
 
 
-def _save_atomically(model: LlamaForCausalLM, directory: Path) -> None:
+def _save_atomically(model: torch.nn.Module, directory: Path) -> None:
     """save_pretrained into a temporary sibling, then rename: readers never see half a model."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=directory.name + ".tmp-", dir=directory.parent))
@@ -321,7 +382,7 @@ def load_config(spec: str):
 
     spec = resolve_spec(spec)
     if spec in EMBEDDED:
-        return spec, llama_config(EMBEDDED[spec])
+        return spec, model_config(EMBEDDED[spec])
     with hub_access() as local_only:
         return spec, AutoConfig.from_pretrained(spec, local_files_only=local_only)
 
