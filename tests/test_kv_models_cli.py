@@ -93,7 +93,7 @@ def test_quantised_weights_work_with_the_cache(tmp_path, method):
 
 
 def test_model_info_prints_the_tinyllama_block_sizes(capsys):
-    assert main(["model", "info", "--model", "embedded-tinyllama"]) == 0
+    assert main(["model", "info", "--model", "embedded-tinyllama", "--no-measure"]) == 0
     out = capsys.readouterr().out
     assert "22 layers" in out and "1.100 B" in out
     assert "2,883,648" in out  # fp16 block of 128 tokens: the paper's ~2.9 MB
@@ -153,8 +153,31 @@ def test_the_big_gpu_architecture_is_described_without_building_it(capsys):
     """embedded-llama3-8b: Llama-3-8B's shapes (its KV is what long prefixes cost); built on CUDA only."""
     assert main(["model", "info", "--model", "embedded-llama3-8b"]) == 0
     out = capsys.readouterr().out
+    assert "not measured (embedded-llama3-8b is built on a CUDA device only: pass --device cuda)" in out
     assert "32 layers" in out and "8.030 B" in out and "16,777,280" in out  # a 128-token fp16 block: 16.8 MB
     with pytest.raises(ValueError, match="CUDA device only"):
         models.load_model("embedded-llama3-8b", device="cpu")
     assert main(["model", "bench", "--model", "embedded-llama3-8b", "--device", "cpu"]) == 2
     assert "CUDA device only" in capsys.readouterr().err
+
+
+def test_model_info_prints_each_group_and_the_break_even_link_rate(capsys):
+    """A Mamba-2 hybrid: its attention layer's K/V per token, its recurrent layers' state per snapshot, and Φkv
+    (the bytes a prefix fetches ÷ its prefill time here) at each prefix length."""
+    assert main(["model", "info", "--model", "embedded-tiny-granite-hybrid", "--prefill-tokens", "256,512"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
+    assert lines["linear"][1:] == ["3", "-", "62,976"]  # conv + SSM state of three Mamba-2 layers, fp32
+    assert lines["full"][1:] == ["1", "256", "-"]  # 2 KV heads x 32 x (K + V) x fp16
+    assert "the block that ends a stored prompt also carries the state: 95,824" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith(("256 ", "512 "))]
+    assert [row[0] for row in rows] == ["256", "512"]
+    assert all(float(row[2]) > 0 and float(row[3]) > 0 for row in rows)  # prefill timed, Φkv from it
+    assert float(rows[0][1]) == round((2 * 32_848 + 95_824 - 32_848) / 1e6, 2)  # 2 blocks, the last with the state
+
+
+def test_model_info_puts_several_models_side_by_side(capsys):
+    assert main(["model", "info", "--model", "embedded-tiny,embedded-tiny-mistral", "--prefill-tokens", "256"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert set(rows) == {"embedded-tiny", "embedded-tiny-mistral"}
+    assert "3 full" in rows["embedded-tiny"] and "3 window 64" in rows["embedded-tiny-mistral"]

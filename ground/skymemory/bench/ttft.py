@@ -566,6 +566,7 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
 
 
 def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
+    from skymemory.kv.groups import CacheLayout
     from skymemory.kv.manager import KVCManager
     from skymemory.kv.models import load_model
     from skymemory.kv.radix import RadixIndex
@@ -612,13 +613,19 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             f"ready in {model_info['load_s']:.1f} s")
 
         modes: list[CachedMode] = []
+        layout = CacheLayout.of_model(model)
+        if not layout.dense:
+            log(f"  its cache keeps {', '.join(_group_words(g) for g in layout.groups())} layers (kv.groups): "
+                f"the local, device-tier and {DEVICE_RAM} modes hold dense prefixes only and are left out")
         # the tiers hold every block of the run (pinned once, here, outside the timed sections), each over
         # its own store and index so that filling the stores writes through to each tier
         tier_bytes = stored_bytes(cfg)
         local = LocalBlockStore(chunk_bytes=cfg.chunk_size)
-        modes.append(CachedMode("local", KVCManager(model, tokenizer, local, kv_dtype=cfg.kv_dtype, policy="fetch",
-                                                    index=RadixIndex(), host_tier_bytes=tier_bytes), None, local))
-        if model.device.type == "cuda":
+        if layout.dense:
+            modes.append(CachedMode("local", KVCManager(model, tokenizer, local, kv_dtype=cfg.kv_dtype,
+                                                        policy="fetch", index=RadixIndex(),
+                                                        host_tier_bytes=tier_bytes), None, local))
+        if model.device.type == "cuda" and layout.dense:
             near = LocalBlockStore(chunk_bytes=cfg.chunk_size)
             modes.append(CachedMode("device-tier", KVCManager(model, tokenizer, near, kv_dtype=cfg.kv_dtype,
                                                               policy="fetch", index=RadixIndex(),
@@ -681,7 +688,8 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             warm = build_workload(tokenizer, block_tokens, 8, 1).prompts[0]
             _, cache = run_nocache(model, tokenizer, warm, 2)
             fill(warm, cache)
-            run_in_memory(model, tokenizer, warm, hold_prefix(cache, block_tokens), 2)
+            if layout.dense:
+                run_in_memory(model, tokenizer, warm, hold_prefix(cache, block_tokens), 2)
             for mode in modes:
                 run_cached(mode.manager, warm, 2, mode.streaming)
 
@@ -703,7 +711,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
                 log(_line(ref, gen))
                 if rnd == 0:
                     fill(prompt, cache)
-                    held = hold_prefix(cache, expected) if expected else None
+                    held = hold_prefix(cache, expected) if expected and layout.dense else None
                 del cache
                 in_memory = None  # this round's device-ram run, the second reference for the cached modes
                 if held is not None:
@@ -745,6 +753,11 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             "summary": summary,
             "seal_comparison": seal_comparison(summary),  # empty unless --seal on,off
         }
+
+
+def _group_words(group: dict) -> str:
+    """'3 linear', '5 window (32)': one group of kv.groups.CacheLayout.groups()."""
+    return f"{group['layers']} {group['kind']}" + (f" ({group['window']})" if group["window"] else "")
 
 
 def _same_tokens(m: Measurement, ref: Measurement, gen: int | None) -> tuple[bool, bool]:

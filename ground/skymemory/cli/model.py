@@ -16,6 +16,7 @@ import sys
 import time
 
 from skymemory.argtypes import KV_FORMATS, kv_format_list, positive_int
+from skymemory.bench.options import token_list
 from skymemory.kv.cache_arg import cache_arg, cache_of
 
 PAPER_BLOCK_MB = 2.9  # §5: "4x 128 token blocks of about 2.9MB each"
@@ -44,8 +45,14 @@ def register(subparsers) -> None:
     common.add_argument("--device", default=None, help="cpu, cuda, cuda:0 (default: cuda if available)")
     common.add_argument("--dtype", default=None, choices=["fp32", "fp16", "bf16"], help="model dtype (default: fp16 on cuda, fp32 on cpu)")
 
-    info = commands.add_parser("info", parents=[common], help="architecture and KV block byte sizes")
+    info = commands.add_parser("info", parents=[common], help="architecture, KV groups, block sizes and the link rate "
+                                                              "at which fetching breaks even (Φkv)")
     info.add_argument("--block-tokens", type=positive_int, default=128)
+    info.add_argument("--kv", default="fp16", choices=KV_FORMATS, help="KV format of the figures (default fp16)")
+    info.add_argument("--prefill-tokens", type=token_list, default=(1024,),
+                      help="prefix lengths at which Φkv is measured, comma-separated (default 1024)")
+    info.add_argument("--no-measure", action="store_true",
+                      help="describe the model from its configuration only: no weights built, no prefill timed")
     info.set_defaults(func=_clear_errors(_info))
 
     bench = commands.add_parser("bench", parents=[common], help="time building/loading, fingerprinting and prefill")
@@ -67,25 +74,116 @@ def register(subparsers) -> None:
 
 
 def _info(args) -> int:
+    """One model in detail; several (comma-separated) side by side, one row each."""
+    specs = [spec.strip() for spec in args.model.split(",") if spec.strip()]
+    if len(specs) > 1:
+        return _info_table(args, specs)
     from skymemory.kv import codec, models
     from skymemory.kv.report import block_size_table
 
-    spec, config = models.load_config(args.model)
-    geometry = codec.BlockGeometry.from_config(config, args.block_tokens)
+    spec, config = models.load_config(specs[0])
     params = models.parameter_count(config)
     print(f"model               {spec}")
     print(f"architecture        {config.model_type}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
-          f"intermediate {config.intermediate_size}, {config.num_attention_heads} heads, "
-          f"{geometry.kv_heads} KV heads x {geometry.head_dim}, vocab {config.vocab_size}")
+          f"{config.num_attention_heads} heads, vocab {config.vocab_size}")
     print(f"parameters          {params / 1e9:.3f} B")
-    print(f"KV per token        {2 * geometry.layers * geometry.kv_heads * geometry.head_dim} values")
-    print(f"block               {args.block_tokens} tokens, header {codec.HEADER_BYTES} bytes, layer-major")
-    print(f"{'format':8} {'block bytes':>12} {'MB':>8} {'per layer':>10} {'vs paper 2.9 MB':>16}")
-    for fmt, size in block_size_table(config, args.block_tokens):
-        print(f"{fmt:8} {size:12,d} {size / 1e6:8.3f} {codec.layer_bytes(geometry, fmt):10,d} "
-              f"{size / 1e6 / PAPER_BLOCK_MB:15.2f}x")
-    print(f"6 KB chunks/block   fp16 {-(-codec.block_bytes(geometry, 'fp16') // 6144)}, "
-          f"int8 {-(-codec.block_bytes(geometry, 'int8') // 6144)}")
+    model, layout, why = _layout(args, spec, config)
+    if layout is None or layout.dense:
+        geometry = codec.BlockGeometry.from_config(config, args.block_tokens)
+        print(f"KV per token        {2 * geometry.layers * geometry.kv_heads * geometry.head_dim} values "
+              f"({geometry.layers} full-attention layers, {geometry.kv_heads} KV heads x {geometry.head_dim})")
+        print(f"block               {args.block_tokens} tokens, header {codec.HEADER_BYTES} bytes, layer-major")
+        print(f"{'format':8} {'block bytes':>12} {'MB':>8} {'per layer':>10} {'vs paper 2.9 MB':>16}")
+        for fmt, size in block_size_table(config, args.block_tokens):
+            print(f"{fmt:8} {size:12,d} {size / 1e6:8.3f} {codec.layer_bytes(geometry, fmt):10,d} "
+                  f"{size / 1e6 / PAPER_BLOCK_MB:15.2f}x")
+        print(f"6 KB chunks/block   fp16 {-(-codec.block_bytes(geometry, 'fp16') // 6144)}, "
+              f"int8 {-(-codec.block_bytes(geometry, 'int8') // 6144)}")
+    if layout is not None:
+        _print_groups(args, layout)
+    _print_throughput(args, spec, model, layout, why)
+    return 0
+
+
+def _layout(args, spec: str, config):
+    """(model or None, its kv.groups.CacheLayout or None, why not measured or None): the model is built when the
+    figures are measured; otherwise the layout comes from the configuration on the meta device."""
+    from skymemory.kv import models
+    from skymemory.kv.groups import CacheLayout
+
+    if args.no_measure:
+        try:
+            return None, CacheLayout.of_config(config), "--no-measure"
+        except ValueError as exc:
+            return None, None, str(exc)
+    from skymemory.kv.device import pick_device
+
+    device = pick_device(args.device)
+    if spec in models.EMBEDDED and models.EMBEDDED[spec].on_device_only and device.type != "cuda":
+        return None, CacheLayout.of_config(config), f"{spec} is built on a CUDA device only: pass --device cuda"
+    model, _ = models.load_model(spec, args.device, args.dtype)
+    return model, CacheLayout.of_model(model), None
+
+
+def _group_name(kind: str, window: int) -> str:
+    return f"{kind} {window}" if window else kind
+
+
+def _print_groups(args, layout) -> None:
+    from skymemory.kv import throughput
+
+    per_token = throughput.kv_bytes_per_token(layout, args.kv)
+    state = throughput.state_bytes_per_group(layout)
+    print(f"KV groups ({args.kv}): {'dense (full attention, one K/V shape)' if layout.dense else 'grouped'}")
+    print(f"  {'group':14} {'layers':>6} {'KV bytes/token':>15} {'state bytes (one snapshot)':>27}")
+    for group in layout.groups():
+        key = (group["kind"], group["window"])
+        kv = f"{per_token[key]:,.0f}" if key in per_token else "-"
+        snapshot = f"{state[key]:,d}" if key in state else "-"
+        print(f"  {_group_name(*key):14} {group['layers']:6d} {kv:>15} {snapshot:>27}")
+    plain, with_state = throughput.block_sizes(layout, args.block_tokens, args.kv)
+    tail = f"; the block that ends a stored prompt also carries the state: {with_state:,d}" if with_state != plain else ""
+    print(f"  block of {args.block_tokens} tokens: {plain:,d} bytes{tail}")
+
+
+def _print_throughput(args, spec: str, model, layout, why: str | None) -> None:
+    from skymemory.kv import throughput
+
+    if layout is None or model is None:
+        print(f"break-even link rate (Φkv): not measured ({why})")
+        return
+    rows = throughput.measure(model, layout, list(args.prefill_tokens), block_tokens=args.block_tokens, kv_format=args.kv)
+    print(f"break-even link rate Φkv = KV bytes a prefix fetches ÷ its prefill time on {model.device} ({model.dtype}); "
+          f"a faster link makes fetching win:")
+    print(f"  {'prefix tokens':>13} {'fetches MB':>11} {'prefill s':>10} {'Φkv MB/s':>10} {'Φkv Gbit/s':>11}")
+    for row in rows:
+        print(f"  {row.tokens:13,d} {row.fetch_bytes / 1e6:11.2f} {row.prefill_s:10.3f} {row.phi_Bps / 1e6:10.1f} "
+              f"{row.phi_Bps * 8 / 1e9:11.3f}")
+
+
+def _info_table(args, specs: list[str]) -> int:
+    """Several models side by side: KV bytes per token, state per snapshot, and Φkv at the first prefix length."""
+    from skymemory.kv import models, throughput
+
+    tokens = args.prefill_tokens[0]
+    print(f"{'model':30} {'groups':34} {'KV B/token':>10} {'state B':>11} {f'fetch@{tokens} MB':>14} "
+          f"{'prefill s':>9} {'Φkv Gbit/s':>10}")
+    for spec in specs:
+        spec, config = models.load_config(spec)
+        model, layout, why = _layout(args, spec, config)
+        if layout is None:
+            print(f"{spec:30} not described: {why}")
+            continue
+        groups = " + ".join(f"{g['layers']} {_group_name(g['kind'], g['window'])}" for g in layout.groups())
+        per_token = sum(throughput.kv_bytes_per_token(layout, args.kv).values())
+        fetch = throughput.prefix_fetch_bytes(layout, tokens, args.block_tokens, args.kv)
+        prefill = phi = "-"
+        if model is not None:
+            row = throughput.measure(model, layout, [tokens], block_tokens=args.block_tokens, kv_format=args.kv)[0]
+            prefill, phi = f"{row.prefill_s:.3f}", f"{row.phi_Bps * 8 / 1e9:.3f}"
+            del model
+        print(f"{spec:30} {groups:34} {per_token:10,.0f} {layout.state_bytes():11,d} {fetch / 1e6:14.2f} "
+              f"{prefill:>9} {phi:>10}")
     return 0
 
 

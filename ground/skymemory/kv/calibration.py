@@ -43,6 +43,7 @@ asks for a refresh. KVCManager also compares the forwards its callers time
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import itertools
@@ -217,11 +218,19 @@ def _time_forward(model, ids: torch.Tensor, new: int, context: int, repeats: int
             return min(timings(lambda: model(input_ids=prompt, use_cache=True), repeats, device,
                                warm_up=warm_each_shape))
         context_cache = cache_of(model(input_ids=ids[:, :context], use_cache=True))
-        kept = [(layer.keys, layer.values) for layer in context_cache.layers]
         suffix = ids[:, context:context + new]
+        if _dense_cache(model.config):
+            kept = [(layer.keys, layer.values) for layer in context_cache.layers]
+
+            def fresh_context():
+                return rebuild.to_cache(kept, model.config)
+        else:  # window and recurrent layers keep state that a forward changes in place: a copy each time
+
+            def fresh_context():
+                return copy.deepcopy(context_cache)
 
         def over_context():
-            model(input_ids=suffix, **cache_arg(model, rebuild.to_cache(kept, model.config)), use_cache=True)
+            model(input_ids=suffix, **cache_arg(model, fresh_context()), use_cache=True)
 
         return min(timings(over_context, repeats, device, warm_up=warm_each_shape))
 
@@ -302,16 +311,27 @@ def _measure_rebuild(model, kv_format: str, block_tokens: int, repeats: int) -> 
     """(bytes, seconds) of the check + copy to the device + relayout of 1 and 4 synthetic blocks of this
     model's geometry."""
     geometry = codec.BlockGeometry.from_config(model.config, block_tokens)
+    # a grouped model (kv.groups: window, recurrent or MLA layers) is timed as a dense model of its config's
+    # shapes, in a plain cache: its own cache takes no dense prefix
+    config = model.config if _dense_cache(model.config) else None
     points = []
     for blocks in (1, 4):
         host, crc = synthetic_prefix(geometry, kv_format, blocks, pin=model.device.type == "cuda")
 
         def run():
             rebuild.check_blocks(host, [crc] * blocks, geometry, kv_format)
-            rebuild.prefix_cache(host, geometry, kv_format, model.dtype, model.device, model.config)
+            rebuild.prefix_cache(host, geometry, kv_format, model.dtype, model.device, config)
 
         points.append((host.numel(), min(timings(run, repeats, model.device))))
     return points
+
+
+def _dense_cache(config) -> bool:
+    """Every layer of the model's cache a plain full-attention layer."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=config).layers)
 
 
 def fit_rebuild(points) -> RebuildModel:

@@ -142,6 +142,22 @@ class CacheLayout:
                 attention.append(AttentionLayer(i, window, k.shape[1], k.shape[3], v.shape[1], v.shape[3]))
         return cls(kinds, tuple(attention), tuple(states))
 
+    @classmethod
+    def of_config(cls, config) -> "CacheLayout":
+        """The layout of a model of this configuration, without its weights: built on the meta device (no memory),
+        its experts' plain loop (the grouped kernels want real dtypes). ValueError when that model cannot run there."""
+        from transformers import AutoModelForCausalLM
+
+        layer_kinds(config, getattr(config, "name_or_path", "") or type(config).__name__)  # refuse before building
+        try:
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(config, experts_implementation="eager")
+            return cls.of_model(model)
+        except (RuntimeError, NotImplementedError, ValueError, TypeError) as exc:
+            raise ValueError(f"the cache layout of {getattr(config, 'name_or_path', '') or config.model_type} needs "
+                             f"its weights ({type(exc).__name__} on the meta device): measure it on a built model") \
+                from None
+
     # ------------------------------------------------------------------ what it is
 
     @property

@@ -183,6 +183,17 @@ for _spec in (
                                                "topk_group": 1, "q_lora_rank": 64, "kv_lora_rank": 64,
                                                "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32},
                  seed=5105, init_std=0.15, cache_on_disk=False, family="deepseek_v3"),
+    # A Granite-4.0-H-style hybrid at the 1B scale, for benchmarks on a CPU host: 40 layers of which 4 attention
+    # (12 query / 4 KV heads of 128, no positional encoding) and 36 Mamba-2 (48 heads of 64, state 128), as the
+    # public descriptions of Granite-4.0-H-1B give them; hidden 1536, a 32,000-id vocabulary (not its 100K:
+    # a smaller head favours no cache). 1.36 B parameters; built once (17 s), then cached on disk.
+    EmbeddedSpec("embedded-granite-h-1b", dict(
+        vocab_size=32000, hidden_size=1536, num_hidden_layers=40, num_attention_heads=12, num_key_value_heads=4,
+        layer_types=["attention" if i in (10, 13, 17, 27) else "mamba" for i in range(40)],
+        mamba_n_heads=48, mamba_d_head=64, mamba_d_state=128, mamba_n_groups=1, mamba_expand=2, mamba_d_conv=4,
+        num_local_experts=0, shared_intermediate_size=4096, max_position_embeddings=32768,
+        position_embedding_type="nope", tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+        seed=20251002, init_std=0.02, cache_on_disk=True, family="granitemoehybrid"),
 ):
     EMBEDDED[_spec.name] = _spec
 FAMILIES = {"sliding window": "embedded-tiny-mistral", "sliding window + full": "embedded-tiny-gemma3",
