@@ -3,8 +3,9 @@
 #
 #   tools/cuda_bench.sh [OUT_DIR [STEP...]]   (default out/cuda, where it runs; every step; from any directory)
 #
-# Steps, in order: rebuild, tinyllama, llama3-8b, qint8, hqq, split (HQQ TinyLlama: one forward against
-# prefix-then-suffix, tools/split_forward_check.py), jetson (TinyLlama again under CUDA MPS at 5 % of the
+# Steps, in order: rebuild, tinyllama, llama3-8b, hybrid (dense Llama-3-8B against the hybrid Bamba-9B and
+# the sliding-window Mistral-7B shapes at 16K and 32K tokens: no cache, laser, auto), qint8, hqq, split (HQQ
+# TinyLlama: one forward against prefix-then-suffix, tools/split_forward_check.py), jetson (TinyLlama again under CUDA MPS at 5 % of the
 # SMs: a Jetson-class compute budget, not a Jetson: memory bandwidth is not capped). Name some to run only
 # those, e.g. `tools/cuda_bench.sh out/cuda jetson llama3-8b` (in the order above either way).
 #
@@ -19,7 +20,7 @@ set -euo pipefail
 out=${1:-out/cuda}
 tools=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # this script's folder: its helper runs from any directory
 py=${PYTHON:-python3}
-all_steps=(rebuild tinyllama llama3-8b qint8 hqq split jetson)
+all_steps=(rebuild tinyllama llama3-8b hybrid qint8 hqq split jetson)
 wanted=("${@:2}")
 for s in "${wanted[@]}"; do
     [[ " ${all_steps[*]} " == *" $s "* ]] || { echo "cuda_bench: unknown step '$s'; steps: ${all_steps[*]}" >&2; exit 2; }
@@ -91,6 +92,15 @@ if selected llama3-8b; then
     step llama3-8b "Llama-3-8B shapes at 4K and 16K tokens: local, device-ram, sky and auto (split) rows" \
         "$py" -m skymemory bench ttft --device cuda --model embedded-llama3-8b --prefix-tokens 4096,16384 \
         --profiles none,laser --streaming both --repeats 3 --gen-repeats 0
+fi
+if selected hybrid; then
+    # what decides fetch or recompute on a datacenter GPU is Φkv = KV bytes / prefill time (skymemory model
+    # info): a hybrid or sliding-window model fetches a fraction of a dense one's bytes for a prefill as long
+    for model in embedded-llama3-8b embedded-bamba-9b embedded-mistral-7b; do
+        step "hybrid-${model#embedded-}" "$model at 16K and 32K tokens: no cache, laser, auto" \
+            "$py" -m skymemory bench ttft --device cuda --model "$model" --prefix-tokens 16384,32768 \
+            --profiles laser --repeats 3 --gen-repeats 0
+    done
 fi
 for q in qint8 hqq; do  # the paper's two weight quantisers
     if selected "$q"; then

@@ -10,6 +10,10 @@ Modules (one idea each):
   radix        the ground index of cached blocks: one SQLite file every process shares
   orbit_records  the index in orbit: each block's record on home satellites, so any ground host finds any block
   codec        KV cache <-> per-block bytes (layer-major, fp16 / int8, CRC32C)
+  groups       what a model's cache keeps, layer by layer: full, sliding-window and recurrent groups
+  group_codec  a grouped model's block <-> bytes (K/V of every attention layer; the state in a prompt's last block)
+  grouped      KVCManager's blocks for a grouped model: cut from a prompt, fetched, rebuilt into its cache
+  throughput   KV bytes a prefix fetches against its prefill time: the break-even link rate Φkv
   store        the block-store contract types (+ an in-process store)
   landing      the host buffers a prefix's blocks land in
   tiers        copies of blocks near the model: a device tier and a pinned host tier (LRU)

@@ -194,6 +194,15 @@ for _spec in (
         num_local_experts=0, shared_intermediate_size=4096, max_position_embeddings=32768,
         position_embedding_type="nope", tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0),
         seed=20251002, init_std=0.02, cache_on_disk=True, family="granitemoehybrid"),
+    # For the GPU script (tools/cuda_bench.sh, step hybrid): published shapes, made on the CUDA device like
+    # embedded-llama3-8b. Mistral-7B-v0.1 (transformers' MistralConfig defaults: 32 layers, every one a
+    # 4,096-token window) and Bamba-9B (BambaConfig's defaults: 32 layers, Mamba-2 with 128 heads of 64 and a
+    # 256-wide state) with its three attention layers at 9, 18 and 27.
+    EmbeddedSpec("embedded-mistral-7b", dict(max_position_embeddings=65536, bos_token_id=1, eos_token_id=2),
+                 seed=20231010, init_std=0.02, cache_on_disk=False, on_device_only=True, family="mistral"),
+    EmbeddedSpec("embedded-bamba-9b", dict(attn_layer_indices=[9, 18, 27], max_position_embeddings=65536,
+                                           bos_token_id=1, eos_token_id=2, pad_token_id=0),
+                 seed=20241218, init_std=0.02, cache_on_disk=False, on_device_only=True, family="bamba"),
 ):
     EMBEDDED[_spec.name] = _spec
 FAMILIES = {"sliding window": "embedded-tiny-mistral", "sliding window + full": "embedded-tiny-gemma3",
