@@ -181,3 +181,12 @@ def test_model_info_puts_several_models_side_by_side(capsys):
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert set(rows) == {"embedded-tiny", "embedded-tiny-mistral"}
     assert "3 full" in rows["embedded-tiny"] and "3 window 64" in rows["embedded-tiny-mistral"]
+
+
+def test_the_gpu_hybrid_shapes_are_described_without_building_them(capsys):
+    """embedded-bamba-9b (tools/cuda_bench.sh, step hybrid): its groups from the meta device, no weights."""
+    assert main(["model", "info", "--model", "embedded-bamba-9b"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
+    assert lines["linear"][1] == "29" and lines["full"][1:3] == ["3", "12,288"]  # 3 x 8 KV heads x 128 x 2 x fp16
+    assert "not measured (embedded-bamba-9b is built on a CUDA device only" in out

@@ -5,9 +5,9 @@
 #
 # Steps, in order: rebuild, tinyllama, llama3-8b, hybrid (dense Llama-3-8B against the hybrid Bamba-9B and
 # the sliding-window Mistral-7B shapes at 16K and 32K tokens: no cache, laser, auto), qint8, hqq, split (HQQ
-# TinyLlama: one forward against prefix-then-suffix, tools/split_forward_check.py), jetson (TinyLlama again under CUDA MPS at 5 % of the
-# SMs: a Jetson-class compute budget, not a Jetson: memory bandwidth is not capped). Name some to run only
-# those, e.g. `tools/cuda_bench.sh out/cuda jetson llama3-8b` (in the order above either way).
+# TinyLlama: one forward against prefix-then-suffix, tools/split_forward_check.py), jetson (TinyLlama again
+# under CUDA MPS at 5 % of the SMs: a Jetson-class compute budget, not a Jetson: memory bandwidth is not
+# capped). Name some to run only those, e.g. `tools/cuda_bench.sh out/cuda jetson llama3-8b` (in the order above either way).
 #
 # Needs the package installed with its C module (`make venv build`, or `pip install .` with
 # cmake-built build/skymem_node) and SKYMEM_NODE pointing at the node binary if it is not in

@@ -142,7 +142,7 @@ def _print_groups(args, layout) -> None:
         snapshot = f"{state[key]:,d}" if key in state else "-"
         print(f"  {_group_name(*key):14} {group['layers']:6d} {kv:>15} {snapshot:>27}")
     plain, with_state = throughput.block_sizes(layout, args.block_tokens, args.kv)
-    tail = f"; the block that ends a stored prompt also carries the state: {with_state:,d}" if with_state != plain else ""
+    tail = "" if with_state == plain else f"; the block that ends a stored prompt also carries the state: {with_state:,d}"
     print(f"  block of {args.block_tokens} tokens: {plain:,d} bytes{tail}")
 
 
@@ -152,9 +152,10 @@ def _print_throughput(args, spec: str, model, layout, why: str | None) -> None:
     if layout is None or model is None:
         print(f"break-even link rate (Φkv): not measured ({why})")
         return
-    rows = throughput.measure(model, layout, list(args.prefill_tokens), block_tokens=args.block_tokens, kv_format=args.kv)
-    print(f"break-even link rate Φkv = KV bytes a prefix fetches ÷ its prefill time on {model.device} ({model.dtype}); "
-          f"a faster link makes fetching win:")
+    rows = throughput.measure(model, layout, list(args.prefill_tokens), block_tokens=args.block_tokens,
+                              kv_format=args.kv)
+    print(f"break-even link rate Φkv = KV bytes a prefix fetches ÷ its prefill time on {model.device} "
+          f"({model.dtype}); a faster link makes fetching win:")
     print(f"  {'prefix tokens':>13} {'fetches MB':>11} {'prefill s':>10} {'Φkv MB/s':>10} {'Φkv Gbit/s':>11}")
     for row in rows:
         print(f"  {row.tokens:13,d} {row.fetch_bytes / 1e6:11.2f} {row.prefill_s:10.3f} {row.phi_Bps / 1e6:10.1f} "

@@ -87,8 +87,8 @@ def encode_block(layout: CacheLayout, kv: list[tuple[torch.Tensor, torch.Tensor]
     with codec._one_thread():
         for a, (keys, values) in zip(layout.attention, kv):
             if keys.shape != (a.k_heads, tokens, a.k_dim) or values.shape != (a.v_heads, tokens, a.v_dim):
-                raise ValueError(f"layer {a.layer}: K {tuple(keys.shape)} / V {tuple(values.shape)} do not match "
-                                 f"the layout's [{a.k_heads}, {tokens}, {a.k_dim}] / [{a.v_heads}, {tokens}, {a.v_dim}]")
+                raise ValueError(f"layer {a.layer}: K {tuple(keys.shape)} / V {tuple(values.shape)} do not match the "
+                                 f"layout's [{a.k_heads}, {tokens}, {a.k_dim}] / [{a.v_heads}, {tokens}, {a.v_dim}]")
             parts.append(_pad(codec.encode_keys(keys.detach().cpu(), kv_format)))
             parts.append(_pad(codec.encode_values(values.detach().cpu(), kv_format)))
     flags = FLAG_SHA256 if sha256 else 0
@@ -148,9 +148,10 @@ def check_block(block, layout: CacheLayout, *, tokens: int, kv_format: str, bloc
         raise codec.CodecError(f"block of {n_tokens} tokens, {layers} attention layers and {states} state tensors; "
                                f"the model's blocks have {tokens}, {len(layout.attention)} and "
                                f"{len(layout.states) if state else 0}")
-    if HEADER_BYTES + n_payload != block_bytes(layout, tokens, kv_format, state=state) or len(view) != HEADER_BYTES + n_payload:
+    expected = block_bytes(layout, tokens, kv_format, state=state)
+    if HEADER_BYTES + n_payload != expected or len(view) != expected:
         raise codec.CodecError(f"block is {len(view)} bytes, its header says {HEADER_BYTES + n_payload}, the layout "
-                               f"{block_bytes(layout, tokens, kv_format, state=state)}")
+                               f"{expected}")
     if not flags & FLAG_SHA256 and any(sha):
         raise codec.CodecError("the SHA-256 field is not zero but the header says there is none")
     header = GroupedHeader(n_tokens, kv_format, state, n_payload, crc, sha if flags & FLAG_SHA256 else None)

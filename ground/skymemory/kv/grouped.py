@@ -92,8 +92,8 @@ class GroupedBlocks:
 
     # ------------------------------------------------------------------ load
 
-    def fetch(self, store: BlockStore, records: list[BlockRecord], buffers: landing.LandingBuffers, *, prefix_blocks: int,
-              model, workers: int = 4) -> GroupedFetch:
+    def fetch(self, store: BlockStore, records: list[BlockRecord], buffers: landing.LandingBuffers, *,
+              prefix_blocks: int, model, workers: int = 4) -> GroupedFetch:
         """Land `records` (the last blocks of a prefix of `prefix_blocks`, as first_needed chose), check every
         one, and rebuild the model's cache of the whole prefix from them."""
         sizes = [r.n_bytes if r.n_bytes >= 0 else self.block_bytes for r in records]

@@ -53,7 +53,6 @@ from pathlib import Path
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
 
 from . import codec, group_codec, landing, rebuild, saving
 from .blocks import model_fingerprint, root_hash, tokenizer_fingerprint, usable_blocks
@@ -213,9 +212,9 @@ class KVCManager:
                                    probe=store if probe else None, form=self.block_format, orbit=self.orbit)
         self.policy, self.link = self.finder.policy, self.finder.link
         self.landing = landing.LandingBuffers(pin=torch.device(model.device).type == "cuda")
-        # a split joins computed and loaded K/V by concatenation: right for full-attention layers only
-        # (a sliding-window layer keeps its own window), so other models are never split
-        self.can_split = all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
+        # a split joins computed and loaded K/V by concatenation: right for a dense model only (a window layer
+        # keeps its own window, a recurrent one its state), so grouped models are never split
+        self.can_split = self.grouped is None
         self.tiers = BlockTiers(self.block_bytes, model.device, device_bytes=device_tier_bytes,
                                 host_bytes=host_tier_bytes)
         self._tokenizer_fp = tokenizer_fingerprint(tokenizer)

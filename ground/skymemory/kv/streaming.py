@@ -487,6 +487,8 @@ def get_cache_streaming(manager, prompt, *, wave_layers: int = 1, pace_Bps: floa
     """
     if pace_Bps < 0:
         raise ValueError("pace_Bps must be >= 0")
+    if getattr(manager, "grouped", None) is not None:  # kv.grouped: fetched whole, the manager says so once
+        return manager.get_cache(prompt, streaming=True, policy=policy, cache_salt=cache_salt)
     found = manager.find_prefix(prompt, cache_salt=cache_salt)
     decision = manager.plan(found, streaming=True, policy=policy)
     records = found.records[: decision.fetch_blocks] if decision else []
