@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from skymemory.integrations.vllm.block_table import pages
 from skymemory.integrations.vllm.config import ConfigError, ConnectorConfig
 from skymemory.kv import identity as identity_module
 from skymemory.kv.blocks import chain_hashes, split_blocks
@@ -185,3 +186,23 @@ def test_each_completed_prompt_block_is_saved_once():
     assert [(s.position, s.block_id) for s in plan.saves] == [(2, 2)]
     assert scheduler.step([], [("a", [11], False, 13)], {"a": 1}).saves == []
     assert scheduler.step([], [("a", None, False, 14)], {"a": 1}).single == (1, 14)
+
+
+def test_a_block_behind_a_sliding_window_has_no_page_and_is_neither_loaded_nor_saved():
+    """vLLM gives a sliding-window request its null block (0) where the window has passed: the connector passes
+    None there (block_table.pages), so nothing is loaded into or saved from vLLM's shared null page."""
+    index = RadixIndex()
+    prompt = list(range(10, 23))  # 13 tokens: 3 full blocks
+    _indexed(index, prompt, 3)
+    scheduler = _scheduler(index)
+    assert scheduler.match("a", prompt + [1], 0) == 3 * BLOCK
+    assert pages([0, 4, 5]) == [None, 4, 5]
+    scheduler.allocated("a", pages([0, 4, 5, 9]), 3 * BLOCK)  # block 0 is behind the window: no page
+    plan = scheduler.step([], [], {})
+    assert [(p.block_ids, len(p.records)) for p in plan.loads] == [([4, 5], 2)]
+    assert scheduler.finished("a")["fetched_blocks"] == 2  # what crossed the link: 2 of the 3 matched
+
+    fresh = _scheduler(RadixIndex())
+    fresh.match("b", prompt, 0)
+    saves = fresh.step([("b", prompt, pages([0, 6, 2, 9]), 0)], [], {"b": 13}).saves
+    assert [(s.position, s.block_id) for s in saves] == [(1, 6), (2, 2)]  # block 0 has no page to save from

@@ -71,7 +71,9 @@ class TrackedRequest:
     cached: int = 0  # leading blocks the index had when the request was matched (not saved again)
     local: int = 0  # leading blocks the engine's own cache had
     to_load: list[BlockRecord] = field(default_factory=list)  # the blocks after those that were decided fetched
-    block_ids: list[int] = field(default_factory=list)  # the request's pages, in order
+    loaded: int | None = None  # of those, the ones given a page to load into (None: no pages given yet)
+    # the request's pages, in order; None where the engine keeps no page (a sliding window's past)
+    block_ids: list[int | None] = field(default_factory=list)
     next_save: int = 0  # first block not yet considered for saving
     orbit_asked: bool = False  # its lookup in orbit answered: matched again, it asks this host's index only
 
@@ -171,8 +173,9 @@ class PagedScheduler:
             return EngineRates(prefill, RebuildModel(0.0, rate))
         return EngineRates(prefill, FREE_REBUILD)  # no load seen yet: the transfer is all there is to it
 
-    def allocated(self, req_id: str, block_ids: list[int], external_tokens: int) -> None:
-        """The engine gave the request its pages: plan the load of the blocks matched for it."""
+    def allocated(self, req_id: str, block_ids: list[int | None], external_tokens: int) -> None:
+        """The engine gave the request its pages: plan the load of the blocks matched for it. A block the engine
+        gives no page (None: it lies behind a sliding window, where no layer reads it) is not loaded."""
         tracked = self._requests.get(req_id)
         if tracked is None or external_tokens <= 0:
             return
@@ -180,8 +183,11 @@ class PagedScheduler:
         if count != len(tracked.to_load):
             raise RuntimeError(f"request {req_id}: the engine loads {count} blocks, {len(tracked.to_load)} were "
                                "matched")
-        pages = block_ids[tracked.local:tracked.local + count]
-        self._loads.append(LoadPlan(req_id, list(tracked.to_load), list(pages), tracked.tenant))
+        given = block_ids[tracked.local:tracked.local + count]
+        pairs = [(record, page) for record, page in zip(tracked.to_load, given) if page is not None]
+        tracked.loaded = len(pairs)
+        if pairs:
+            self._loads.append(LoadPlan(req_id, [r for r, _ in pairs], [p for _, p in pairs], tracked.tenant))
 
     # ---- each step ------------------------------------------------------------------------------
     def step(self, new: list[tuple[str, list[int] | None, list[int], int]],
@@ -239,6 +245,8 @@ class PagedScheduler:
             block_hash = tracked.hashes[position]
             if block_hash in self._saving or position >= len(tracked.block_ids):
                 continue
+            if tracked.block_ids[position] is None:
+                continue  # no page holds it (behind a sliding window): it cannot be saved from here
             self._saving[block_hash] = now
             parent = self.root if position == 0 else tracked.hashes[position - 1]
             saves.append(SavePlan(req_id, tracked.block_ids[position], block_hash, parent, position, tracked.tenant))
@@ -253,7 +261,8 @@ class PagedScheduler:
             return {"decision": f"not cached: {tracked.unkeyed}", "cached_blocks": 0, "fetched_blocks": 0}
         if tracked is None or decision is None:
             return None
-        return {"decision": decision, "cached_blocks": tracked.cached, "fetched_blocks": len(tracked.to_load)}
+        fetched = len(tracked.to_load) if tracked.loaded is None else tracked.loaded  # behind a window: not fetched
+        return {"decision": decision, "cached_blocks": tracked.cached, "fetched_blocks": fetched}
 
     # ---- what the worker measured ------------------------------------------------------------------
     def observe(self, report: WorkerReport) -> None:

@@ -5,6 +5,7 @@
              sides it maps vLLM's calls onto are engine-neutral, kv.engine's PagedScheduler and PagedWorker
   config     its settings, from kv_connector_extra_config
   worker     the worker side on the constellation those settings name (its stores)
+  block_table  vLLM's block tables as the paged sides take them (its null block: no page)
 
 The connector is imported on first use, so the other modules work without vLLM installed.
 """

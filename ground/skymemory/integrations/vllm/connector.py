@@ -53,6 +53,7 @@ from skymemory.kv.engine import (
     open_index,
 )
 
+from .block_table import pages
 from .config import ConfigError, ConnectorConfig
 from .worker import open_orbit, open_worker
 
@@ -167,14 +168,14 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         return tokens, False  # loaded during the step's forward, layer by layer
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
-        self._scheduler.allocated(request.request_id, list(blocks.get_block_ids()[0]), num_external_tokens)
+        self._scheduler.allocated(request.request_id, pages(blocks.get_block_ids()[0]), num_external_tokens)
 
     def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata:
         # prompt None: each new request is saved under the hashes it was matched with (its salt is not in r)
-        new = [(r.req_id, None, list(r.block_ids[0]), r.num_computed_tokens)
+        new = [(r.req_id, None, pages(r.block_ids[0]), r.num_computed_tokens)
                for r in scheduler_output.scheduled_new_reqs]
         cached = scheduler_output.scheduled_cached_reqs
-        running = [(req_id, list(cached.new_block_ids[i][0]) if cached.new_block_ids[i] else None,
+        running = [(req_id, pages(cached.new_block_ids[i][0]) if cached.new_block_ids[i] else None,
                     req_id in cached.resumed_req_ids, cached.num_computed_tokens[i])
                    for i, req_id in enumerate(cached.req_ids)]
         return SkyMemoryMetadata(self._scheduler.step(new, running, dict(scheduler_output.num_scheduled_tokens)))
