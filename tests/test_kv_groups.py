@@ -154,3 +154,20 @@ def test_an_unsupported_layer_kind_is_refused_in_one_sentence():
     message = str(refused.value)
     assert message == ("SkyMemory cannot cache my-model: its layer 1 keeps a DynamicIndexedLayer cache (attention "
                        "with a sparse-attention indexer), which SkyMemory does not rebuild")
+
+
+def test_auto_prices_what_a_grouped_prefix_fetches_not_every_block(tmp_path):
+    """A sliding-window model's 18 cached blocks cost 4 blocks' bytes: the decision is priced so (kv.throughput)."""
+    from skymemory.kv.calibration import DeviceRates
+    from skymemory.kv.costmodel import PrefillModel, RebuildModel
+    from skymemory.kv.throughput import prefix_fetch_bytes
+
+    rates = DeviceRates(PrefillModel(0.0, 1e-3, 0.0, "given"), RebuildModel(0.0, 1e12), [], {}, 0.0)
+    manager = _manager(tmp_path, FAMILIES["sliding window"], policy="auto", device_rates=rates)
+    manager.link.observe(manager.block_bytes, 0.01, 0.001)
+    prompt = random_prompt(PROMPT, seed=14)
+    manager.add_blocks(prompt)
+    decision = manager.plan(manager.find_prefix(prompt))
+    window_bytes = prefix_fetch_bytes(manager.cache_layout, 18 * BLOCK, BLOCK, manager.kv_format)
+    assert window_bytes == 4 * manager.block_bytes
+    assert decision.inputs["block_bytes"] == -(-window_bytes // 18)

@@ -142,11 +142,14 @@ class PrefixFinder:
         return Found(records, "probe" if records else "none")
 
     def decide(self, rates, *, prompt_tokens: int, cached_blocks: int, streaming: bool, mode: str | None = None,
-               split: bool = False, near: bool = False) -> Decision:
+               split: bool = False, near: bool = False, block_bytes: int | None = None) -> Decision:
         """How many of `cached_blocks` to load (kv.policy.FetchPolicy.decide, on this finder's link estimate).
 
         rates: the engine's compute and rebuild rates (kv.policy.EngineRates or a calibration's DeviceRates;
-        None before they are known). near: a tier next to the model holds every one of those blocks."""
+        None before they are known). near: a tier next to the model holds every one of those blocks.
+        block_bytes: what one block of this prefix costs to fetch, when not this finder's block size (a grouped
+        model's prefix fetches its window's blocks and one state: kv.throughput.prefix_fetch_bytes per block)."""
         return self.policy.decide(rates, self.link, prompt_tokens=prompt_tokens, cached_blocks=cached_blocks,
-                                  block_tokens=self.block_tokens, block_bytes=self.block_bytes, layers=self.layers,
+                                  block_tokens=self.block_tokens, layers=self.layers,
+                                  block_bytes=self.block_bytes if block_bytes is None else block_bytes,
                                   streaming=streaming, mode=mode, split=split, near=near)

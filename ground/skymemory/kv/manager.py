@@ -71,6 +71,7 @@ from .result import CacheResult, PrefixLookup
 from .saving import BlockFormat, BlockSave, SaveFailed
 from .store import BlockMiss, BlockRecord, BlockStore, EvictionNotices, TenantSealing, make_miss
 from .streaming import get_cache_streaming
+from .throughput import prefix_fetch_bytes
 from .tiers import BlockTiers
 
 log = logging.getLogger(__name__)
@@ -343,9 +344,14 @@ class KVCManager:
                     raise
                 log.warning("calibrating this device failed (%r): fetching without a decision", exc)
                 mode, failed = "fetch", f"calibration failed ({type(exc).__name__}: {exc}): fetching"
+        priced = None
+        if self.grouped is not None:  # what this prefix fetches, group by group, spread over its blocks
+            fetch = prefix_fetch_bytes(self.cache_layout, len(found.records) * self.block_tokens, self.block_tokens,
+                                       self.kv_format)
+            priced = -(-fetch // len(found.records))
         decision = self.finder.decide(
             rates, prompt_tokens=found.input_ids.shape[1], cached_blocks=len(found.records), streaming=streaming,
-            mode=mode, split=self.can_split and not streaming, near=near)  # streaming runs no split
+            mode=mode, split=self.can_split and not streaming, near=near, block_bytes=priced)  # a stream: no split
         return decision if failed is None else dataclasses.replace(decision, reason=failed)
 
     # ------------------------------------------------------------------ get
