@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from skymemory.kv.models import load_model
+from skymemory.kv.model.models import load_model
 from skymemory.kv.store import BlockMiss, BlockStore, MemoryBlockStore, make_miss
 
 # The test model is tiny: one thread is faster than two, and on a shared, loaded

@@ -1,4 +1,4 @@
-"""Engines' cache writes, written out in torch (test doubles for kv.paged's probe and the connector's worker).
+"""Engines' cache writes, written out in torch (test doubles for kv.paged.paged's probe and the connector's worker).
 
 Each takes keys, values [tokens, kv_heads, head_dim], a cache [pages, *page shape] and slots
 (page * tokens per page + position) and writes the way that engine lays its pages out.

@@ -1,5 +1,5 @@
-"""A transfer thread made by a pinned thread runs on every CPU again (kv/affinity.py): vLLM's CPU worker pins its
-compute thread, and the threads it starts inherit that pin."""
+"""A transfer thread made by a pinned thread runs on every CPU again (kv/transfer/affinity.py): vLLM's CPU worker
+pins its compute thread, and the threads it starts inherit that pin."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from skymemory.kv.affinity import unpin_current_thread
+from skymemory.kv.transfer.affinity import unpin_current_thread
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2,
                                 reason="needs CPU masks and two CPUs")

@@ -102,11 +102,11 @@ def test_a_command_that_needs_an_extra_names_it_in_one_line(base_env, tmp_path, 
 
 
 def test_the_kv_api_without_torch_names_the_extra(base_env, tmp_path):
-    """`from skymemory.kv.manager import KVCManager` on a base install: a ModuleNotFoundError (existing except
+    """`from skymemory.kv.hf.manager import KVCManager` on a base install: a ModuleNotFoundError (existing except
     clauses still catch it) whose message names the extra and the pip command; radix needs no extra."""
-    code = ("import skymemory.kv.radix\n"
+    code = ("import skymemory.kv.index.radix\n"
             "try:\n"
-            "    from skymemory.kv.manager import KVCManager\n"
+            "    from skymemory.kv.hf.manager import KVCManager\n"
             "except ModuleNotFoundError as exc:\n"
             "    print(type(exc).__name__, exc.name, exc, sep='|')\n")
     for cwd, where in ((tmp_path, str(REPO)), (REPO, ".")):

@@ -13,7 +13,7 @@ from skymemory.bench.ttft import (DEVICE_RAM, Measurement, TTFTConfig, _expected
                                   summarise)
 from skymemory.bench.workload import build_workload
 from skymemory.cli import build_parser
-from skymemory.kv.tokenizer import build_byte_tokenizer
+from skymemory.kv.model.tokenizer import build_byte_tokenizer
 
 
 @pytest.mark.parametrize("prefix, suffix", [(128, 32), (1024, 32), (300, 7), (256, 1)])
@@ -111,7 +111,7 @@ def test_bench_subcommands_are_discovered():
 
 def test_compute_ceiling_measures_every_step():
     from skymemory.bench.ceiling import STEPS, measure
-    from skymemory.kv.models import load_model
+    from skymemory.kv.model.models import load_model
 
     model, _ = load_model("embedded-tiny", "cpu")
     times = measure(model, 256, 16, 2)

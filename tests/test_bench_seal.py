@@ -168,9 +168,9 @@ def test_vllm_engines_alternate_by_profile_and_tell_the_connector():
 
 
 def test_vllm_chain_root_follows_the_runs_seal_setting(tmp_path, monkeypatch):
-    from skymemory.kv.manager import KVCManager
-    from skymemory.kv.models import load_model
-    from skymemory.kv.radix import RadixIndex
+    from skymemory.kv.hf.manager import KVCManager
+    from skymemory.kv.model.models import load_model
+    from skymemory.kv.index.radix import RadixIndex
     from skymemory.kv.store import MemoryBlockStore
 
     monkeypatch.setenv("SKYMEMORY_CACHE", str(tmp_path))

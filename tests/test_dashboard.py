@@ -19,7 +19,7 @@ from skymemory.dashboard import blocks, fleet, poller, sky
 from skymemory.dashboard.bench_events import BenchEvents, cache_outcome
 from skymemory.dashboard.fleet import Fleet
 from skymemory.dashboard.server import Dashboard
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.index.radix import RadixIndex
 from skymemory.orbit import placement
 from skymemory.orbit.constellation import Constellation
 from skymemory.orbit.manifest import Manifest, SatelliteEntry

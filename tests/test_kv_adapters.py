@@ -1,4 +1,4 @@
-"""LoRA adapters key blocks by their weights (kv.extra_keys, issue 34), on the Hugging Face side (PEFT models).
+"""LoRA adapters key blocks by their weights (kv.naming.extra_keys, issue 34), on the Hugging Face side (PEFT models).
 
 A PeftModel's chain root is its base model's; its active adapter is folded into every block by a fingerprint
 of the adapter's configuration and tensors, the same whether the adapter is in memory, saved as PEFT saves it
@@ -15,13 +15,13 @@ import torch
 from peft import LoraConfig, PeftModel, PrefixTuningConfig, get_peft_model
 from safetensors.torch import load_file, save_file
 
-from skymemory.kv import extra_keys
-from skymemory.kv.blocks import model_fingerprint
-from skymemory.kv.cache_arg import cache_arg
-from skymemory.kv.extra_keys import Unkeyable, active_adapter, adapter_dir_fingerprint, base_model
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import load_model
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.naming import extra_keys
+from skymemory.kv.naming.blocks import model_fingerprint
+from skymemory.kv.model.cache_arg import cache_arg
+from skymemory.kv.naming.extra_keys import Unkeyable, active_adapter, adapter_dir_fingerprint, base_model
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.model.models import load_model
+from skymemory.kv.index.radix import RadixIndex
 from skymemory.kv.store import MemoryBlockStore
 
 from kv_support import random_prompt

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from skymemory.bench.ttft import RateWatch, describe_rates
-from skymemory.kv import calibration
-from skymemory.kv.costmodel import LinkModel, PrefillModel, RebuildModel
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.policy import FetchPolicy, LinkEstimate
+from skymemory.kv.decide import calibration
+from skymemory.kv.decide.costmodel import LinkModel, PrefillModel, RebuildModel
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.decide.policy import FetchPolicy, LinkEstimate
 
 from kv_support import MemoryBlockStore, tiny
 
@@ -128,7 +128,7 @@ def test_a_saved_calibration_is_timed_again_when_read(tmp_path, monkeypatch, cap
     monkeypatch.setattr(calibration, "_time_forward", time_now)
     calls = []
     monkeypatch.setattr(calibration, "calibrate", lambda *args, **kwargs: calls.append(1) or given)
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.calibration"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.decide.calibration"):
         rates = calibration.load_or_calibrate(model, kv_format="fp16", block_tokens=16)
     checked = max((n for n, ms in CPU_PREFILL_MS.items() if ms * factor <= 300), default=16)  # largest <= 0.3 s
     assert timed[0] == (checked, 0)
@@ -151,7 +151,7 @@ def test_absurd_saved_figures_are_measured_again_for_real(tmp_path, monkeypatch,
     _scale_saved_times(model, 1e-3)  # 1 us each
     calls = []
     monkeypatch.setattr(calibration, "calibrate", lambda *args, **kwargs: calls.append(1) or given)
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.calibration"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.decide.calibration"):
         calibration.load_or_calibrate(model, kv_format="fp16", block_tokens=16)
     assert calls and "cached prefill of 64 tokens 0.0013 ms, measured now" in caplog.text
 
@@ -169,14 +169,14 @@ def _observing_manager(tmp_path, monkeypatch):
         calls.append(kwargs)
         return measured
 
-    monkeypatch.setattr("skymemory.kv.manager.load_or_calibrate", measure)
+    monkeypatch.setattr("skymemory.kv.hf.manager.load_or_calibrate", measure)
     return manager, rates, measured, calls
 
 
 def test_forwards_3x_off_the_rates_twice_in_a_row_measure_them_again(tmp_path, monkeypatch, caplog):
     manager, rates, measured, calls = _observing_manager(tmp_path, monkeypatch)
     predicted = rates.prefill.forward_s(1024)  # 112 ms
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.manager"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.hf.manager"):
         manager.observe_forward(1024, 0, predicted / 3)
         assert manager.device_rates() is rates and not calls  # one forward off: could be a hiccup
         manager.observe_forward(32, 1024, rates.prefill.forward_s(32, 1024) * 3)
@@ -204,8 +204,8 @@ def test_a_failed_measurement_is_not_retried_inside_a_request(tmp_path, monkeypa
         calls.append(kwargs)
         raise RuntimeError("no device")
 
-    monkeypatch.setattr("skymemory.kv.manager.load_or_calibrate", broken)
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.manager"):
+    monkeypatch.setattr("skymemory.kv.hf.manager.load_or_calibrate", broken)
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.hf.manager"):
         for _ in range(2):
             manager.observe_forward(512, 0, rates.prefill.forward_s(512) * 3)
     assert len(calls) == 1 and "keeping them" in caplog.text
@@ -270,7 +270,7 @@ def test_a_non_increasing_calibration_is_refused_not_saved(tmp_path, monkeypatch
 
     calls = []
     monkeypatch.setattr(calibration, "calibrate", lambda *args, **kwargs: calls.append(1) or bad)
-    with caplog.at_level(logging.INFO, logger="skymemory.kv.calibration"):
+    with caplog.at_level(logging.INFO, logger="skymemory.kv.decide.calibration"):
         rates = calibration.load_or_calibrate(model, kv_format="fp16", block_tokens=16)
         again = calibration.load_or_calibrate(model, kv_format="fp16", block_tokens=16)  # another manager
     assert len(calls) == calibration.ATTEMPTS and not list(tmp_path.rglob("*.json"))
@@ -286,7 +286,7 @@ def test_a_refused_measurement_is_measured_again(tmp_path, monkeypatch, caplog):
     model, _ = tiny("fp32")
     results = [_rates(NOT_INCREASING_MS, {}, model), _rates(CPU_PREFILL_MS, CPU_SUFFIX_MS, model)]
     monkeypatch.setattr(calibration, "calibrate", lambda *args, **kwargs: results.pop(0))
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.calibration"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.decide.calibration"):
         rates = calibration.load_or_calibrate(model, kv_format="fp16", block_tokens=16)
     assert not results and rates.problem is None and not caplog.text
     saved = json.loads(calibration._path(rates.key).read_text())
@@ -304,7 +304,7 @@ def test_a_saved_non_increasing_calibration_is_measured_again(tmp_path, monkeypa
     calls = []
     monkeypatch.setattr(calibration, "calibrate", lambda *args, **kwargs: calls.append(1) or good)
     monkeypatch.setattr(calibration, "_time_forward", lambda *args: pytest.fail("a stale file is not re-timed"))
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.calibration"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.decide.calibration"):
         rates = calibration.load_or_calibrate(model, kv_format="fp16", block_tokens=16)
     assert rates is good and calls == [1]
     assert "the saved points fail the checks: prefill of 128 tokens 7,800 ms is 8.7x" in caplog.text
@@ -320,7 +320,7 @@ def test_a_stale_file_warns_once_per_process(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(calibration, "_time_forward",
                         lambda model, ids, new, context, repeats: timed.append(1) or now[(new, context)])
     monkeypatch.setattr(calibration, "calibrate", lambda *args, **kwargs: given)
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.calibration"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.decide.calibration"):
         for _ in range(3):
             _scale_saved_times(model, 7.0)  # another process saved rates of a loaded machine
             assert calibration.load_or_calibrate(model, kv_format="fp16", block_tokens=16) is given

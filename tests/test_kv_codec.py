@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from skymemory.kv import codec, rebuild
+from skymemory.kv.format import codec, rebuild
 from skymemory.protocol import native
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skymemory.kv.costmodel import (LinkModel, PrefillModel, RebuildModel, decide, format_table, measure_prefill,
+from skymemory.kv.decide.costmodel import (LinkModel, PrefillModel, RebuildModel, decide, format_table, measure_prefill,
                                     predict, predict_split)
 
 from kv_support import tiny

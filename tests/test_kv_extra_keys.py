@@ -1,6 +1,6 @@
-"""Blocks keyed by more than their tokens (kv.extra_keys, issue 34): tenants' salts, adapters, media, embeddings.
+"""Blocks keyed by more than their tokens (kv.naming.extra_keys, issue 34): tenants' salts, adapters, media, embeddings.
 
-The hashing (kv.blocks.chain_hashes with extra keys), where each key goes (as vLLM's prefix cache puts it),
+The hashing (kv.naming.blocks.chain_hashes with extra keys), where each key goes (as vLLM's prefix cache puts it),
 KVCManager's `cache_salt=`, and the connector's scheduler side given keys. PEFT adapters: test_kv_adapters.py;
 vLLM's own Request objects and engines: vllm_engine/test_vllm_keys.py.
 """
@@ -13,12 +13,12 @@ import logging
 import pytest
 import torch
 
-from skymemory.kv import extra_keys
-from skymemory.kv.blocks import chain_hashes, extra_key_bytes, split_blocks, token_bytes
-from skymemory.kv.extra_keys import Media, RequestKeys, Unkeyable, embeds_hashes
-from skymemory.kv.manager import KVCManager, generate_with_cache
-from skymemory.kv.paged_scheduler import PagedScheduler
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.naming import extra_keys
+from skymemory.kv.naming.blocks import chain_hashes, extra_key_bytes, split_blocks, token_bytes
+from skymemory.kv.naming.extra_keys import Media, RequestKeys, Unkeyable, embeds_hashes
+from skymemory.kv.hf.manager import KVCManager, generate_with_cache
+from skymemory.kv.paged.paged_scheduler import PagedScheduler
+from skymemory.kv.index.radix import RadixIndex
 from skymemory.kv.store import BlockRecord, MemoryBlockStore
 from skymemory.protocol import native
 
@@ -135,7 +135,7 @@ def test_generation_with_a_salted_prefix_gives_the_uncached_tokens(manager):
 
 @pytest.mark.skipif(not native.AVAILABLE, reason="skymemory._native not built (pip install -e .)")
 def test_a_streamed_lookup_is_keyed_to_its_salt(tmp_path):
-    from skymemory.kv.streaming import StreamingCache
+    from skymemory.kv.transfer.streaming import StreamingCache
     from skymemory.store.constellation import ConstellationBlockStore
 
     sats = [FakeSatellite(0, i) for i in range(3)]

@@ -11,11 +11,11 @@ import torch
 from transformers import MistralConfig
 
 from kv_support import FailingStore, MemoryBlockStore, random_prompt
-from skymemory.kv import codec, group_codec
-from skymemory.kv.groups import CacheLayout, UnsupportedModel, layer_kinds
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import FAMILIES, load_model
-from skymemory.kv.report import compare_generation
+from skymemory.kv.format import codec, group_codec
+from skymemory.kv.format.groups import CacheLayout, UnsupportedModel, layer_kinds
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.model.models import FAMILIES, load_model
+from skymemory.kv.hf.report import compare_generation
 
 BLOCK = 16  # the windows of the tiny family models are 32 and 64 tokens: a prompt of 300 is far past them
 PROMPT = 300
@@ -157,10 +157,11 @@ def test_an_unsupported_layer_kind_is_refused_in_one_sentence():
 
 
 def test_auto_prices_what_a_grouped_prefix_fetches_not_every_block(tmp_path):
-    """A sliding-window model's 18 cached blocks cost 4 blocks' bytes: the decision is priced so (kv.throughput)."""
-    from skymemory.kv.calibration import DeviceRates
-    from skymemory.kv.costmodel import PrefillModel, RebuildModel
-    from skymemory.kv.throughput import prefix_fetch_bytes
+    """A sliding-window model's 18 cached blocks cost 4 blocks' bytes: the decision is priced so
+    (kv.decide.throughput)."""
+    from skymemory.kv.decide.calibration import DeviceRates
+    from skymemory.kv.decide.costmodel import PrefillModel, RebuildModel
+    from skymemory.kv.decide.throughput import prefix_fetch_bytes
 
     rates = DeviceRates(PrefillModel(0.0, 1e-3, 0.0, "given"), RebuildModel(0.0, 1e12), [], {}, 0.0)
     manager = _manager(tmp_path, FAMILIES["sliding window"], policy="auto", device_rates=rates)

@@ -1,4 +1,4 @@
-"""kv.lookup: one PrefixFinder names, finds and prices a prompt's cached prefix for both engines.
+"""kv.index.lookup: one PrefixFinder names, finds and prices a prompt's cached prefix for both engines.
 
 The index is a real RadixIndex (SQLite in a temporary folder); the probe store is kv.store's in-process
 MemoryBlockStore (the constellation's probe is tested in the store's own tests).
@@ -8,11 +8,11 @@ import logging
 
 import pytest
 
-from skymemory.kv.blocks import chain_hashes, split_blocks
-from skymemory.kv.extra_keys import RequestKeys
-from skymemory.kv.lookup import PrefixFinder
-from skymemory.kv.radix import RadixIndex
-from skymemory.kv.saving import BlockFormat
+from skymemory.kv.naming.blocks import chain_hashes, split_blocks
+from skymemory.kv.naming.extra_keys import RequestKeys
+from skymemory.kv.index.lookup import PrefixFinder
+from skymemory.kv.index.radix import RadixIndex
+from skymemory.kv.index.saving import BlockFormat
 from skymemory.kv.store import MemoryBlockStore
 from skymemory.store.contract import BlockRecord
 
@@ -61,7 +61,7 @@ def test_an_index_that_cannot_be_read_is_a_logged_miss_unless_strict(tmp_path, c
             raise OSError("disk I/O error")
 
     finder = _finder(tmp_path, index=Broken(tmp_path / "broken"))
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.lookup"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.index.lookup"):
         found = finder.lookup(ROOT, [b"\x02" * 32], what="request r1's lookup")
     assert found.records == [] and found.source == "none"
     assert "request r1's lookup failed (OSError('disk I/O error')): a miss" in caplog.text

@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from kv_support import FailingStore, MemoryBlockStore, random_prompt, tiny
-from skymemory.kv.cache_arg import cache_arg, cache_of
-from skymemory.kv.calibration import DeviceRates
-from skymemory.kv.costmodel import PrefillModel, RebuildModel
-from skymemory.kv.manager import KVCManager, generate_with_cache
-from skymemory.kv.report import compare_generation
+from skymemory.kv.model.cache_arg import cache_arg, cache_of
+from skymemory.kv.decide.calibration import DeviceRates
+from skymemory.kv.decide.costmodel import PrefillModel, RebuildModel
+from skymemory.kv.hf.manager import KVCManager, generate_with_cache
+from skymemory.kv.hf.report import compare_generation
 from skymemory.kv.store import BlockMiss
-from skymemory.kv.tokenizer import build_byte_tokenizer
+from skymemory.kv.model.tokenizer import build_byte_tokenizer
 
 BLOCK = 16  # small blocks keep the parametrised tests fast; one test below uses 128
 
@@ -343,7 +343,7 @@ def test_the_cache_goes_in_by_the_name_the_installed_transformers_takes():
     """cache_arg / cache_of: `cache` on transformers 5 (past_key_values warns there), past_key_values before."""
     import inspect
 
-    from skymemory.kv.cache_arg import cache_of
+    from skymemory.kv.model.cache_arg import cache_of
 
     model, _ = tiny("fp32")
     name = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"

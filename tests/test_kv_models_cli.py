@@ -5,10 +5,11 @@ import torch
 
 from kv_support import MemoryBlockStore, random_prompt, tiny
 from skymemory.cli import main
-from skymemory.kv import blocks, models
-from skymemory.kv.device import parse_dtype, pick_device, pick_dtype
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.report import compare_generation
+from skymemory.kv.naming import blocks
+from skymemory.kv.model import models
+from skymemory.kv.model.device import parse_dtype, pick_device, pick_dtype
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.hf.report import compare_generation
 
 
 def test_embedded_tiny_is_deterministic_and_the_tinyllama_family():

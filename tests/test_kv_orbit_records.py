@@ -1,5 +1,5 @@
-"""kv.orbit_records against a scripted record keeper (a dict of copies per home): how a record is written and read,
-what is refused, and what is remembered absent. The real satellites, seals and homes: tests/reliability/
+"""kv.index.orbit_records against a scripted record keeper (a dict of copies per home): how a record is written and
+read, what is refused, and what is remembered absent. The real satellites, seals and homes: tests/reliability/
 test_orbit_index_live.py."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from skymemory.kv.orbit_records import OrbitRecords, decode, encode, record_key
-from skymemory.kv.radix import IndexEntry, RadixIndex
-from skymemory.kv.lookup import PrefixFinder
-from skymemory.kv.paged_scheduler import PagedScheduler
+from skymemory.kv.index.orbit_records import OrbitRecords, decode, encode, record_key
+from skymemory.kv.index.radix import IndexEntry, RadixIndex
+from skymemory.kv.index.lookup import PrefixFinder
+from skymemory.kv.paged.paged_scheduler import PagedScheduler
 from skymemory.store.contract import BlockRecord, RecordKeeping
 
 ROOT = hashlib.sha256(b"root").digest()

@@ -8,7 +8,7 @@ padded one.
 import pytest
 import torch
 
-from skymemory.kv.paged import LayoutError, PagedLayout
+from skymemory.kv.paged.paged import LayoutError, PagedLayout
 
 from paged_support import cpu_vec_write, flash_write, padded_write
 

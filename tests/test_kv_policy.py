@@ -7,11 +7,12 @@ import math
 import pytest
 import torch
 
-from skymemory.kv import calibration, landing
-from skymemory.kv.costmodel import LinkModel, PrefillModel, RebuildModel
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.policy import FetchPolicy, LinkEstimate
-from skymemory.kv.report import compare_generation
+from skymemory.kv.decide import calibration
+from skymemory.kv.transfer import landing
+from skymemory.kv.decide.costmodel import LinkModel, PrefillModel, RebuildModel
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.decide.policy import FetchPolicy, LinkEstimate
+from skymemory.kv.hf.report import compare_generation
 from skymemory.store.contract import BlockMiss
 from skymemory.store.local import LocalBlockStore
 
@@ -213,7 +214,7 @@ def test_a_failed_calibration_fetches_and_says_why(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("need forward timings at three lengths or more")
 
-    monkeypatch.setattr("skymemory.kv.manager.load_or_calibrate", broken)
+    monkeypatch.setattr("skymemory.kv.hf.manager.load_or_calibrate", broken)
     prompt = random_prompt(3 * BLOCK + 3, seed=34)
     manager.add_blocks(prompt)
     manager.get_cache(prompt)  # the first fetch measures the link; the next request needs the device's rates

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from skymemory.kv.radix import FILE_NAME, JSON_FILE_NAME, IndexEntry, IndexVersionError, RadixIndex
+from skymemory.kv.index.radix import FILE_NAME, JSON_FILE_NAME, IndexEntry, IndexVersionError, RadixIndex
 from skymemory.kv.store import BlockRecord
 from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS
 
@@ -272,7 +272,7 @@ def test_a_record_with_parity_out_of_bounds_is_a_miss(tmp_path, caplog, parity, 
     index.insert_chain(ROOT, [(_coded(h, 0, n_servers), None), (_record(after), None)])
     with sqlite3.connect(tmp_path / FILE_NAME) as conn:
         conn.execute("UPDATE blocks SET parity = ? WHERE hash = ?", (parity, h))
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.radix"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.index.radix"):
         assert index.get(h) is None and h not in index and index.longest_prefix(ROOT, [h, after]) == []
     assert index.bad_records == 1 and "parity=" in caplog.text
     assert index.get(after).record == _record(after)  # the others are as they were

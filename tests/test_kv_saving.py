@@ -1,4 +1,4 @@
-"""kv.saving: the one path both engines save blocks by (stored, indexed with the same metadata, kept near)."""
+"""kv.index.saving: the one path both engines save blocks by (stored, indexed with the same metadata, kept near)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from skymemory.kv.radix import RadixIndex  # noqa: E402
-from skymemory.kv.saving import BlockFormat, BlockSave, SaveFailed, note_use, save_blocks  # noqa: E402
+from skymemory.kv.index.radix import RadixIndex  # noqa: E402
+from skymemory.kv.index.saving import BlockFormat, BlockSave, SaveFailed, note_use, save_blocks  # noqa: E402
 from skymemory.kv.store import MemoryBlockStore  # noqa: E402
-from skymemory.kv.tiers import BlockTiers  # noqa: E402
+from skymemory.kv.transfer.tiers import BlockTiers  # noqa: E402
 
 ROOT = b"\0" * 32
 FORM = BlockFormat("fp16", "v2", 16)

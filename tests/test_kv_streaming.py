@@ -10,11 +10,11 @@ import threading
 import pytest
 import torch
 
-from skymemory.kv import codec
-from skymemory.kv.landing import LandingBuffers
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.policy import LinkEstimate
-from skymemory.kv.streaming import (STREAM_WINDOW_MIN, PrefixStream, StreamFailed, StreamingCache,
+from skymemory.kv.format import codec
+from skymemory.kv.transfer.landing import LandingBuffers
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.decide.policy import LinkEstimate
+from skymemory.kv.transfer.streaming import (STREAM_WINDOW_MIN, PrefixStream, StreamFailed, StreamingCache,
                                     generate_streaming, get_cache_streaming, stream_window)
 from skymemory.link.fastpath import require_native
 from skymemory.protocol import native, wire
@@ -103,7 +103,7 @@ def test_a_lost_chunk_falls_back_to_recompute_and_evicts(tmp_path, store):
     assert result.describe() == "fetch 2/2 (forced: policy fetch) planned, 0 loaded: stream failed: not-found, " \
                                 "2 recomputed"
     assert tokens == uncached(model, prompt, 6)
-    # the one rule (kv.lost), as KVCManager's: the block that failed left the index and the constellation; the
+    # the one rule (kv.index.lost), as KVCManager's: the block that failed left the index and the constellation; the
     # block before it arrived whole and stays (it was evicted too, before there was one rule)
     assert manager.index.get(hashes[1]) is None and manager.index.get(hashes[0]) is not None
     assert not any(k[0] == hashes[1] for s in store.sats for k in s.store)
@@ -138,11 +138,11 @@ def test_a_failed_stream_still_delivers_the_blocks_that_arrived_whole(store):
 
 
 def test_page_loads_keep_what_they_fetched_near_and_load_it_from_there_next_time(store):
-    """kv.page_loads (the vLLM worker's loads) with a host tier: a stream's blocks enter it once they are in and
+    """kv.paged.page_loads (the vLLM worker's loads) with a host tier: a stream's blocks enter it once they are in and
     checked, and the next load of them comes from it, the satellites not asked, the same KV in the pages."""
-    from skymemory.kv.page_loads import PageLoad, PageLoads
-    from skymemory.kv.radix import RadixIndex
-    from skymemory.kv.tiers import BlockTiers
+    from skymemory.kv.paged.page_loads import PageLoad, PageLoads
+    from skymemory.kv.index.radix import RadixIndex
+    from skymemory.kv.transfer.tiers import BlockTiers
 
     geometry = codec.BlockGeometry(layers=3, kv_heads=2, head_dim=8, tokens=BLOCK)
     gen = torch.Generator().manual_seed(7)

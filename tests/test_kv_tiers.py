@@ -1,4 +1,4 @@
-"""Memory tiers (kv.tiers): the device and pinned host copies of blocks in front of the store.
+"""Memory tiers (kv.transfer.tiers): the device and pinned host copies of blocks in front of the store.
 
 The tier structures on their own (LRU order, the byte bound, whole-block eviction, bad sizes,
 concurrent use), then through KVCManager: write-through on add_blocks, promotion on a hit, a
@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from kv_support import FailingStore, MemoryBlockStore, random_prompt, tiny
-from skymemory.kv.cache_arg import cache_arg
-from skymemory.kv.calibration import DeviceRates
-from skymemory.kv.costmodel import PrefillModel, RebuildModel
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.tiers import BlockTiers, DeviceTier, HostTier
+from skymemory.kv.model.cache_arg import cache_arg
+from skymemory.kv.decide.calibration import DeviceRates
+from skymemory.kv.decide.costmodel import PrefillModel, RebuildModel
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.transfer.tiers import BlockTiers, DeviceTier, HostTier
 from skymemory.store.contract import EvictionNotices
 
 BLOCK = 16

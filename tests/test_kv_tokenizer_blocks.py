@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from kv_support import tiny
-from skymemory.kv import blocks
-from skymemory.kv.tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE, build_byte_tokenizer
+from skymemory.kv.naming import blocks
+from skymemory.kv.model.tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE, build_byte_tokenizer
 
 
 def test_byte_tokenizer_round_trips_any_text_and_adds_bos():
@@ -84,7 +84,7 @@ def test_root_binds_encoding_and_block_size():
 
 
 def test_saving_a_model_does_not_change_its_fingerprint(tmp_path):
-    from skymemory.kv.models import load_model
+    from skymemory.kv.model.models import load_model
 
     model, _ = load_model("embedded-tiny", "cpu", "fp32")
     before = blocks.model_fingerprint(model)
@@ -98,7 +98,7 @@ def test_a_quantised_model_is_watched_without_running_its_tensors_python_code(mo
     in-place change of a quantised weight's int8 data must still change the fingerprint."""
     from optimum.quanto.tensor.weights.qbytes import WeightQBytesTensor
 
-    from skymemory.kv.models import load_model
+    from skymemory.kv.model.models import load_model
 
     model, _ = load_model("embedded-tiny", "cpu", "fp32", quantize="qint8")
     before = blocks.model_fingerprint(model)

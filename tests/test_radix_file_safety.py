@@ -18,8 +18,8 @@ import threading
 
 import pytest
 
-from skymemory.kv import radix
-from skymemory.kv.radix import FILE_NAME, JSON_FILE_NAME, IndexEntry, RadixIndex, seal_failures_in
+from skymemory.kv.index import radix
+from skymemory.kv.index.radix import FILE_NAME, JSON_FILE_NAME, IndexEntry, RadixIndex, seal_failures_in
 from skymemory.kv.store import BlockRecord
 
 ROOT = hashlib.sha256(b"root").digest()
@@ -155,7 +155,7 @@ def test_a_planted_record_is_a_miss_and_is_logged_once(tmp_path, caplog, column,
     a = _chain(index, ["a0", "a1", "a2"])
     with _raw(tmp_path / FILE_NAME) as conn:
         conn.execute(f"UPDATE blocks SET {column} = ? WHERE hash = ?", (value, a[1]))
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.radix"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.index.radix"):
         for _ in range(3):  # asked again and again: logged once
             assert index.get(a[1]) is None
             assert [e.block_hash for e in index.longest_prefix(ROOT, a)] == a[:1]  # the chain stops before it
@@ -215,7 +215,7 @@ def test_the_status_reader_does_not_follow_a_symlink_either(tmp_path, caplog):
     RadixIndex(real).note_seal_failures({(1, 1): 2})
     linked.mkdir()
     (linked / FILE_NAME).symlink_to(real / FILE_NAME)
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.radix"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.index.radix"):
         assert seal_failures_in(linked) == {}
     assert "symbolic link" in caplog.text and seal_failures_in(real)[(1, 1)][0] == 2
 
@@ -241,7 +241,7 @@ def test_a_file_damaged_in_the_middle_is_moved_aside_and_the_index_works_after(t
 
     index, other = RadixIndex(tmp_path), RadixIndex(tmp_path)  # both open fine: the damage is further in
     assert other.changes() is not None
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.radix"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.index.radix"):
         assert index.longest_prefix(ROOT, hashes) == []  # the lookup that meets the damage: a miss, not an error
     assert "damaged" in caplog.text
     aside = [p for p in tmp_path.iterdir()

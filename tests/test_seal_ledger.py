@@ -18,8 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from skymemory.kv import radix
-from skymemory.kv.radix import RadixIndex, seal_failures_in
+from skymemory.kv.index import radix
+from skymemory.kv.index.radix import RadixIndex, seal_failures_in
 from skymemory.store.contract import BlockMiss
 
 from fakesat import FakeSatellite
@@ -100,7 +100,7 @@ def test_processes_noting_at_once_lose_no_count(tmp_path):
     """Each process notes 25 times on its own connection: the writers queue (BEGIN IMMEDIATE), none is lost."""
     code = textwrap.dedent(f"""
         import sys
-        from skymemory.kv.radix import RadixIndex
+        from skymemory.kv.index.radix import RadixIndex
         index = RadixIndex({str(tmp_path)!r})
         me = int(sys.argv[1])
         ok = all(index.note_seal_failures({{(0, 0): 1, (1, me): 1}}) for _ in range(25))
@@ -123,7 +123,7 @@ def test_noting_is_best_effort_on_a_read_only_or_locked_index(tmp_path, caplog):
     index.note_seal_failures({(0, 1): 1})
     read_only = RadixIndex(tmp_path)
     read_only._connection().execute("PRAGMA query_only = 1")  # as a file this process may not write
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.radix"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.index.radix"):
         assert read_only.note_seal_failures({(0, 1): 5}) is False  # logged, not raised
     assert "noting seal failures {(0, 1): 5}" in caplog.text and "readonly" in caplog.text
     assert read_only.seal_failures()[(0, 1)][0] == 1  # it still reads
@@ -133,7 +133,7 @@ def test_noting_is_best_effort_on_a_read_only_or_locked_index(tmp_path, caplog):
     holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock past the wait
     try:
         impatient = RadixIndex(tmp_path, busy_timeout_s=0.2)
-        with caplog.at_level(logging.WARNING, logger="skymemory.kv.radix"):
+        with caplog.at_level(logging.WARNING, logger="skymemory.kv.index.radix"):
             assert impatient.note_seal_failures({(0, 1): 1}) is False
         assert "locked" in caplog.text
     finally:
@@ -164,7 +164,7 @@ def test_reading_the_ledger_of_a_folder_creates_nothing(tmp_path, monkeypatch, c
     damaged = tmp_path / "damaged"
     damaged.mkdir()
     (damaged / radix.FILE_NAME).write_bytes(b"not a database" * 100)
-    with caplog.at_level(logging.WARNING, logger="skymemory.kv.radix"):
+    with caplog.at_level(logging.WARNING, logger="skymemory.kv.index.radix"):
         assert seal_failures_in(damaged) == {}
     assert "cannot read the seal failures" in caplog.text
     assert list(p.name for p in damaged.iterdir()) == [radix.FILE_NAME]  # left as it was: not moved aside
@@ -208,7 +208,7 @@ def test_status_shows_each_satellites_seal_failures_from_the_ground_index(tmp_pa
 def test_a_kv_block_that_does_not_open_is_noted_against_its_satellites(tmp_path):
     from kv_support import FailingStore, random_prompt, tiny
 
-    from skymemory.kv.manager import KVCManager
+    from skymemory.kv.hf.manager import KVCManager
 
     class SealFailingStore(FailingStore):
         def get_block(self, record):
@@ -238,7 +238,7 @@ def test_a_kv_block_that_does_not_open_is_noted_against_its_satellites(tmp_path)
 
 def test_a_streamed_prefix_that_does_not_open_is_noted_against_its_satellites():
     from skymemory.kv.store import MemoryBlockStore
-    from skymemory.kv.streaming import StreamFailed, evict_after_failure
+    from skymemory.kv.transfer.streaming import StreamFailed, evict_after_failure
     from skymemory.store.contract import BlockRecord
 
     index = RadixIndex()
@@ -257,11 +257,11 @@ def test_a_streamed_prefix_that_does_not_open_is_noted_against_its_satellites():
 
 
 def test_a_failed_load_costs_only_what_failed_and_follows_the_one_rule_per_request():
-    """kv.page_loads (the vLLM worker's loads): one stream for two requests fails at layer 1."""
+    """kv.paged.page_loads (the vLLM worker's loads): one stream for two requests fails at layer 1."""
     import torch
 
-    from skymemory.kv.page_loads import PageLoad, PageLoads, _Active
-    from skymemory.kv.streaming import StreamFailed
+    from skymemory.kv.paged.page_loads import PageLoad, PageLoads, _Active
+    from skymemory.kv.transfer.streaming import StreamFailed
     from skymemory.store.contract import BlockRecord
 
     def record(k: int) -> BlockRecord:
@@ -313,7 +313,7 @@ def test_a_failed_load_costs_only_what_failed_and_follows_the_one_rule_per_reque
 def test_a_layer_the_engine_did_not_wait_for_fails_every_page_of_its_load():
     import torch
 
-    from skymemory.kv.page_loads import PageLoad, PageLoads, _Active
+    from skymemory.kv.paged.page_loads import PageLoad, PageLoads, _Active
     from skymemory.store.contract import BlockRecord
 
     r = BlockRecord(b"\1" * 32, 100, 6144, 1, 0, "explicit", 4, (0, 0))

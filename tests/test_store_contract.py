@@ -147,9 +147,9 @@ def test_streams_only_where_this_store_can_now():
 
 
 def test_a_stream_from_a_store_that_cannot_stream_says_so():
-    from skymemory.kv import codec
-    from skymemory.kv.landing import LandingBuffers
-    from skymemory.kv.streaming import PrefixStream
+    from skymemory.kv.format import codec
+    from skymemory.kv.transfer.landing import LandingBuffers
+    from skymemory.kv.transfer.streaming import PrefixStream
 
     geometry = codec.BlockGeometry(layers=2, kv_heads=2, head_dim=4, tokens=16)
     record = LocalBlockStore().put_block(BLOCK, b"x")
@@ -168,7 +168,7 @@ class _BulkOnly(LocalBlockStore):
 def test_landing_takes_the_bulk_path_a_store_declares_and_get_block_otherwise():
     import torch
 
-    from skymemory.kv.landing import land
+    from skymemory.kv.transfer.landing import land
 
     payloads = [bytes([i]) * 64 for i in range(3)]
     for store in (_BulkOnly(), FailingStore()):
@@ -199,7 +199,7 @@ class _Batching(LocalBlockStore, BulkBlockWrites):
 
 
 def test_the_manager_uses_the_capabilities_a_store_declares(tmp_path):
-    from skymemory.kv.manager import KVCManager
+    from skymemory.kv.hf.manager import KVCManager
 
     from kv_support import random_prompt, tiny
 

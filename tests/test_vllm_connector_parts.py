@@ -1,5 +1,5 @@
 """The vLLM connector's engine-neutral parts, without vLLM: its settings, the model identity, the scheduler's rules
-(kv.paged_scheduler)."""
+(kv.paged.paged_scheduler)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 
 from skymemory.integrations.vllm.block_table import pages
 from skymemory.integrations.vllm.config import ConfigError, ConnectorConfig
-from skymemory.kv import identity as identity_module
-from skymemory.kv.blocks import chain_hashes, split_blocks
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import load_model
-from skymemory.kv.paged_scheduler import PagedScheduler
-from skymemory.kv.paged_steps import WorkerReport
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.naming import identity as identity_module
+from skymemory.kv.naming.blocks import chain_hashes, split_blocks
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.model.models import load_model
+from skymemory.kv.paged.paged_scheduler import PagedScheduler
+from skymemory.kv.paged.paged_steps import WorkerReport
+from skymemory.kv.index.radix import RadixIndex
 from skymemory.kv.store import BlockRecord, MemoryBlockStore
 
 
@@ -90,7 +90,7 @@ def test_the_identity_names_blocks_as_kvcmanager_and_is_kept_on_disk(tmp_path, m
     def no_loading(*args, **kwargs):
         raise AssertionError("the saved identity should have been read")
 
-    monkeypatch.setattr("skymemory.kv.models.load_model", no_loading)
+    monkeypatch.setattr("skymemory.kv.model.models.load_model", no_loading)
     assert identity_module.model_identity("embedded-tiny", "float32") == first
     with pytest.raises(AssertionError, match="should have been read"):  # another dtype is another identity
         identity_module.model_identity("embedded-tiny", "fp16")

@@ -30,9 +30,9 @@ import torch
 
 from skymemory.bench.ttft import _continue_greedy, hold_prefix
 from skymemory.bench.workload import build_workload
-from skymemory.kv.cache_arg import cache_arg, cache_of
-from skymemory.kv.models import load_model
-from skymemory.kv.rebuild import to_cache
+from skymemory.kv.model.cache_arg import cache_arg, cache_of
+from skymemory.kv.model.models import load_model
+from skymemory.kv.format.rebuild import to_cache
 
 
 def _first_difference(x: list[int], y: list[int]) -> str:

@@ -14,7 +14,7 @@ import math
 import os
 from pathlib import Path
 
-KV_FORMATS = ("fp16", "bf16", "fp32", "int8")  # as skymemory.kv.codec.KV_FORMATS (not imported: stays light)
+KV_FORMATS = ("fp16", "bf16", "fp32", "int8")  # as skymemory.kv.format.codec.KV_FORMATS (not imported: stays light)
 
 
 def bounded_int(text: str, minimum: int, maximum: int | None = None) -> int:

@@ -30,7 +30,7 @@ import pytest
 
 from skymemory.bench.ttft import EventFile, Measurement
 from skymemory.dashboard.browser import find_browser, headless_chromium
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.index.radix import RadixIndex
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.rotating import RotatingBlockStore

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from skymemory.kv.manager import KVCManager
+from skymemory.kv.hf.manager import KVCManager
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.placed import block_hash_of
 from skymemory.store.rotating import RotatingBlockStore

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import FAMILIES
-from skymemory.kv.report import compare_generation
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.model.models import FAMILIES
+from skymemory.kv.hf.report import compare_generation
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt

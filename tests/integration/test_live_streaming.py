@@ -8,9 +8,9 @@ import os
 
 import torch
 
-from skymemory.kv.cache_arg import cache_arg
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.streaming import generate_streaming
+from skymemory.kv.model.cache_arg import cache_arg
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.transfer.streaming import generate_streaming
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt, tiny
@@ -47,7 +47,7 @@ def test_streamed_generation_equals_uncached(constellation, tmp_path):
 def test_get_cache_streaming_flag_gives_the_same_tokens(constellation, tmp_path):
     """KVCManager.get_cache(prompt, streaming=True) (a StreamingCache) and the default
     (a fetched DynamicCache) generate the same tokens, both equal to no cache at all."""
-    from skymemory.kv.streaming import StreamingCache
+    from skymemory.kv.transfer.streaming import StreamingCache
 
     model, tokenizer = tiny("fp32")
     servers = constellation.constellation().nearest(5)

@@ -84,9 +84,9 @@ def test_another_ground_host_finds_kv_blocks_through_their_records_after_the_sky
     store with an empty index, finds every block through its record (asked up the satellite overhead now), loads
     the blocks where the rotation has put them, and generates the tokens of no cache. A block evicted through the
     store takes its record out of orbit with it."""
-    from skymemory.kv.manager import KVCManager
-    from skymemory.kv.orbit_records import OrbitRecords
-    from skymemory.kv.report import compare_generation
+    from skymemory.kv.hf.manager import KVCManager
+    from skymemory.kv.index.orbit_records import OrbitRecords
+    from skymemory.kv.hf.report import compare_generation
 
     from kv_support import random_prompt, tiny
 

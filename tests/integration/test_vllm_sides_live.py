@@ -17,16 +17,16 @@ import torch
 
 from skymemory.integrations.vllm.config import ConnectorConfig
 from skymemory.integrations.vllm.worker import SEALED, open_worker
-from skymemory.kv import codec
-from skymemory.kv.cache_arg import cache_arg
+from skymemory.kv.format import codec
+from skymemory.kv.model.cache_arg import cache_arg
 from skymemory.kv.engine import ServedModel
-from skymemory.kv.identity import model_identity
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import load_model
-from skymemory.kv.paged import PagedLayout
-from skymemory.kv.paged_scheduler import PagedScheduler
-from skymemory.kv.radix import RadixIndex
-from skymemory.kv.saving import BlockFormat
+from skymemory.kv.naming.identity import model_identity
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.model.models import load_model
+from skymemory.kv.paged.paged import PagedLayout
+from skymemory.kv.paged.paged_scheduler import PagedScheduler
+from skymemory.kv.index.radix import RadixIndex
+from skymemory.kv.index.saving import BlockFormat
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt

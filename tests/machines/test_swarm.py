@@ -166,9 +166,9 @@ def kill_one_satellite(nodes: SwarmNodes, m: Manifest, manifest, tmp_path) -> No
     clean miss naming them."""
     import torch
 
-    from skymemory.kv.cache_arg import cache_arg
-    from skymemory.kv.manager import KVCManager
-    from skymemory.kv.models import load_model
+    from skymemory.kv.model.cache_arg import cache_arg
+    from skymemory.kv.hf.manager import KVCManager
+    from skymemory.kv.model.models import load_model
     from skymemory.store.constellation import ConstellationBlockStore
     from skymemory.store.objects import ObjectStore, key_of
 

@@ -14,9 +14,9 @@ from collections import Counter
 
 import pytest
 
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.report import compare_generation
-from skymemory.kv.streaming import generate_streaming
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.hf.report import compare_generation
+from skymemory.kv.transfer.streaming import generate_streaming
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 from skymemory.store.objects import ObjectStore, key_of

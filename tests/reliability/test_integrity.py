@@ -11,7 +11,7 @@ import hashlib
 import pytest
 import torch
 
-from skymemory.kv import codec, rebuild
+from skymemory.kv.format import codec, rebuild
 from skymemory.launcher.cluster import Cluster
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol import wire

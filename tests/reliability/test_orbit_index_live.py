@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.orbit_records import OrbitRecords, record_key
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.index.orbit_records import OrbitRecords, record_key
 from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
@@ -48,8 +48,8 @@ SECOND_HOST = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, sys.argv[3])
     from kv_support import tiny
-    from skymemory.kv.manager import KVCManager
-    from skymemory.kv.report import compare_generation
+    from skymemory.kv.hf.manager import KVCManager
+    from skymemory.kv.hf.report import compare_generation
     from skymemory.orbit.manifest import Manifest
     from skymemory.store.constellation import ConstellationBlockStore
     model, tokenizer = tiny("fp32")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.streaming import generate_streaming
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.transfer.streaming import generate_streaming
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
@@ -37,7 +37,7 @@ def test_a_rewritten_chunk_of_a_streamed_prefix_is_counted_against_its_satellite
         assert failure == "seal" and result.miss_reason == "stream failed: seal" and len(tokens) == 3
         assert store.seal_failures == {holder: 1}
         assert {sat: n for sat, (n, _) in manager.index.seal_failures().items()} == {holder: 1}
-        # the one rule (kv.lost): the block that did not open leaves the index; the one before it arrived whole
+        # the one rule (kv.index.lost): the block that did not open leaves the index; the one before it arrived whole
         assert hashes[1] not in manager.index and hashes[0] in manager.index
 
     r = skymemory("status", "--manifest", str(sky), "--index-dir", str(tmp_path), cwd=tmp_path)

@@ -15,8 +15,8 @@ import os
 
 import pytest
 
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.report import compare_generation
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.hf.report import compare_generation
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 

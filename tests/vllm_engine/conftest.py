@@ -24,7 +24,7 @@ if importlib.util.find_spec("vllm") is None:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    from skymemory.kv.models import save_model_dir
+    from skymemory.kv.model.models import save_model_dir
 
     return save_model_dir("embedded-small", tmp_path_factory.mktemp("model") / "embedded-small")
 

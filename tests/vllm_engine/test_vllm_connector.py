@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from skymemory.kv.cache_arg import cache_arg
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import load_model
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.model.cache_arg import cache_arg
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.model.models import load_model
+from skymemory.kv.index.radix import RadixIndex
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 

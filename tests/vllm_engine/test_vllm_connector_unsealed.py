@@ -1,5 +1,5 @@
 """The connector's "seal": false, end to end: a real vLLM engine stores a prefix in the clear, and only a store that
-does not seal finds and reads it (its blocks are named apart from sealed ones, kv.codec.layout_name).
+does not seal finds and reads it (its blocks are named apart from sealed ones, kv.format.codec.layout_name).
 
 One engine in a fresh process (serve_job.py, as test_vllm_connector.py runs them), then KVCManager in this one.
 """
@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from skymemory.kv import codec
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import load_model, save_model_dir
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.format import codec
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.model.models import load_model, save_model_dir
+from skymemory.kv.index.radix import RadixIndex
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from skymemory.kv.models import save_model_dir
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.model.models import save_model_dir
+from skymemory.kv.index.radix import RadixIndex
 
 from kv_support import random_prompt
 from test_vllm_connector import BLOCK, connector, requests, run_job

@@ -1,7 +1,7 @@
 """Blocks keyed as vLLM keys them (issue 34): tenants' cache salts and LoRA adapters, through real vLLM engines.
 
 One tenant's prompt must never serve another: vLLM's own prefix cache keys a block by the request's cache
-salt, LoRA adapter, media and prompt embeddings, and so does the connector (kv.extra_keys). Here:
+salt, LoRA adapter, media and prompt embeddings, and so does the connector (kv.naming.extra_keys). Here:
 
 - vLLM's Request objects: the connector's keys sit where vLLM's own hashing puts them;
 - vLLM's OpenAI server with the connector, over HTTP: tenant A stores, hits again; tenant B with the same
@@ -26,12 +26,12 @@ import pytest
 import torch
 
 from skymemory.integrations.vllm.connector import request_keys
-from skymemory.kv.cache_arg import cache_arg
-from skymemory.kv.extra_keys import Unkeyable, adapter_dir_fingerprint, embeds_hashes
-from skymemory.kv.manager import KVCManager
-from skymemory.kv.models import load_model
+from skymemory.kv.model.cache_arg import cache_arg
+from skymemory.kv.naming.extra_keys import Unkeyable, adapter_dir_fingerprint, embeds_hashes
+from skymemory.kv.hf.manager import KVCManager
+from skymemory.kv.model.models import load_model
 from skymemory.bench.openai_server import OpenAIServer
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.index.radix import RadixIndex
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 

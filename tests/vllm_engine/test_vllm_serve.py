@@ -3,7 +3,7 @@ first, on the 3x3 with the connector's default settings (issue 38).
 
 The first server takes 8 users' prompts at once and stores their blocks; a second server, a new process with
 nothing in its memory and a ground index of its own (as on another host: it finds the blocks through their
-records in orbit, kv.orbit_records), takes 16 requests at once (the same prompts and the same prompts grown by a
+records in orbit, kv.index.orbit_records), takes 16 requests at once (the same prompts and the same prompts grown by a
 turn): every one hits its stored blocks, and every text is what vLLM without the connector generates.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from skymemory.bench.openai_server import BLOCK_TOKENS as BLOCK
 from skymemory.bench.openai_server import START_TIMEOUT_S, OpenAIServer
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.index.radix import RadixIndex
 
 from kv_support import random_prompt
 

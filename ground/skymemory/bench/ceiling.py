@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 
-from skymemory.kv.cache_arg import cache_arg, cache_of
+from skymemory.kv.model.cache_arg import cache_arg, cache_of
 
 STEPS = ("whole_prompt", "suffix_after_prefix", "one_decode_step", "suffix_alone")
 
@@ -62,7 +62,7 @@ def register(subparsers) -> None:
 
 
 def _main(args) -> int:
-    from skymemory.kv.models import load_model
+    from skymemory.kv.model.models import load_model
 
     model, _ = load_model(args.model, args.device, args.dtype, quantize=args.quantize)
     limit = getattr(model.config, "max_position_embeddings", None)

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from skymemory.argtypes import float_range, input_file, int_range
-from skymemory.kv.radix import RadixIndex
+from skymemory.kv.index.radix import RadixIndex
 from skymemory.launcher.processes import free_port_bases
 from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore

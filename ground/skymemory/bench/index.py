@@ -1,4 +1,4 @@
-"""`skymemory bench index`: the ground KV index (kv.radix) at 10k, 100k and 1M blocks, one process and several.
+"""`skymemory bench index`: the ground KV index (kv.index.radix) at 10k, 100k and 1M blocks, one process and several.
 
 For each size the index is filled (chains of --prompt-blocks blocks, random
 hashes, as KVCManager indexes prompts), then three phases run, each timed per
@@ -62,7 +62,7 @@ def _blocks(hashes: list[bytes]) -> list[tuple]:
 
 def fill(index, size: int, prompt_blocks: int, log) -> int:
     """Bring the index to `size` blocks of prompts "fill/<i>"; returns the number of prompts."""
-    from skymemory.kv.radix import IndexEntry
+    from skymemory.kv.index.radix import IndexEntry
 
     prompts = size // prompt_blocks
     have = len(index) // prompt_blocks
@@ -92,7 +92,7 @@ def _timed(call, items) -> list[float]:
 def run_phases(directory: str, label: str, ops: int, prompt_blocks: int, fill_prompts: int, seed: int,
                barrier=None) -> dict:
     """The three phases in one process: {phase: {"times": [...], "start": t, "end": t}}; checks its own hits."""
-    from skymemory.kv.radix import RadixIndex
+    from skymemory.kv.index.radix import RadixIndex
 
     index = RadixIndex(directory, busy_timeout_s=120)
     rng = random.Random(seed)
@@ -131,7 +131,7 @@ def _worker(directory, label, ops, prompt_blocks, fill_prompts, seed, barrier, r
 
 def _reader(directory, prompt_blocks, fill_prompts, stop, results) -> None:
     """Prefix lookups all through the writes: how many, and how many failed."""
-    from skymemory.kv.radix import RadixIndex
+    from skymemory.kv.index.radix import RadixIndex
 
     index, rng = RadixIndex(directory, busy_timeout_s=120), random.Random(7)
     reads = failures = 0
@@ -156,7 +156,7 @@ def _summary(times: list[float], wall_s: float, ops: int, blocks_per_op: int) ->
 
 def concurrent(directory: str, processes: int, ops: int, prompt_blocks: int, fill_prompts: int, log) -> dict:
     """The phases in `processes` processes at once, with a reader; checks that no insert was lost."""
-    from skymemory.kv.radix import RadixIndex
+    from skymemory.kv.index.radix import RadixIndex
 
     ctx = multiprocessing.get_context("spawn")
     barrier, results, stop = ctx.Barrier(processes + 1), ctx.Queue(), ctx.Event()
@@ -203,7 +203,7 @@ def concurrent(directory: str, processes: int, ops: int, prompt_blocks: int, fil
 
 
 def measure_size(directory: Path, size: int, args, log) -> dict:
-    from skymemory.kv.radix import RadixIndex
+    from skymemory.kv.index.radix import RadixIndex
 
     index = RadixIndex(directory)
     fill_prompts = fill(index, size, args.prompt_blocks, log)

@@ -1,4 +1,4 @@
-"""`skymemory bench orbit-index`: what the KV index in orbit (kv.orbit_records) costs a ground host.
+"""`skymemory bench orbit-index`: what the KV index in orbit (kv.index.orbit_records) costs a ground host.
 
 On a local constellation per link profile (sealed and signed, as every store runs), prompts' block records are
 published to their home satellites, then timed per call:
@@ -43,7 +43,7 @@ def _chain(label: str, blocks: int) -> list[bytes]:
 
 
 def _entries(hashes: list[bytes]):
-    from skymemory.kv.radix import IndexEntry
+    from skymemory.kv.index.radix import IndexEntry
     from skymemory.store.contract import BlockRecord
 
     entries, parent = [], ROOT
@@ -63,7 +63,7 @@ def _ms(times: list[float]) -> dict:
 
 
 def measure(store, args, log) -> dict:
-    from skymemory.kv.orbit_records import OrbitRecords
+    from skymemory.kv.index.orbit_records import OrbitRecords
 
     prompts = [_chain(f"p{i}-{os.getpid()}-{time.time_ns()}", args.prompt_blocks) for i in range(args.prompts)]
     publish, hit, miss = [], [], []
@@ -92,7 +92,7 @@ def measure(store, args, log) -> dict:
 
 def throughput(store, prompts: list[list[bytes]], threads: int, seconds: float) -> float:
     """Hit lookups per second, `threads` at once through one OrbitRecords (one host's store)."""
-    from skymemory.kv.orbit_records import OrbitRecords
+    from skymemory.kv.index.orbit_records import OrbitRecords
 
     orbit = OrbitRecords(store)
     done, failures = [0] * threads, []

@@ -1,14 +1,14 @@
 """`skymemory bench rebuild`: landed KV bytes -> a cache on the model's device, beside the copy limits.
 
 For each prefix length and KV format, the prefix's blocks (the model's geometry,
-random KV encoded by kv.codec) lie back to back in one host buffer, as a store
+random KV encoded by kv.format.codec) lie back to back in one host buffer, as a store
 lands them (pinned when the device is CUDA), with each block's CRC32C as the
 transport reports it. Timed after a warm-up, `--repeats` times each, side by
 side in one run:
 
   rebuild        what KVCManager.get_cache does once the bytes are in: check every
                  block (header, CRC algebra), copy to the device, relayout every layer
-                 into the model's dtype, build the DynamicCache (kv.rebuild)
+                 into the model's dtype, build the DynamicCache (kv.format.rebuild)
   memcpy         the same bytes copied host -> host into a reused buffer: touching them once
   host->device   the same bytes, pinned host -> device, one copy (CUDA only): the DMA floor
 
@@ -40,9 +40,9 @@ def measure(config, *, device, dtype, prefix_tokens: int, kv_format: str, block_
     """One cell: rebuild / memcpy / host->device times for `prefix_tokens` of KV in `kv_format`."""
     import torch
 
-    from skymemory.kv import codec, rebuild
-    from skymemory.kv.calibration import synthetic_prefix
-    from skymemory.kv.device import timings
+    from skymemory.kv.format import codec, rebuild
+    from skymemory.kv.decide.calibration import synthetic_prefix
+    from skymemory.kv.model.device import timings
 
     geometry = codec.BlockGeometry.from_config(config, block_tokens)
     blocks = max(1, prefix_tokens // block_tokens)
@@ -91,10 +91,10 @@ def markdown(rows: list[dict]) -> str:
 def run(args, log=print) -> dict:
     import torch
 
-    from skymemory.kv import codec
-    from skymemory.kv.calibration import synthetic_prefix
-    from skymemory.kv.device import dtype_name, pick_device, pick_dtype
-    from skymemory.kv.models import load_config
+    from skymemory.kv.format import codec
+    from skymemory.kv.decide.calibration import synthetic_prefix
+    from skymemory.kv.model.device import dtype_name, pick_device, pick_dtype
+    from skymemory.kv.model.models import load_config
 
     device = pick_device(args.device)
     dtype = pick_dtype(device, args.dtype)

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from skymemory.kv.cache_arg import cache_of
+from skymemory.kv.model.cache_arg import cache_of
 from skymemory.orbit.manifest import Manifest
 
 KV_BLOCK_TOKENS = 128
@@ -58,9 +58,9 @@ def object_round_trip(m: Manifest, size_bytes: int, servers: int, name: str = "r
 def kv_block_round_trip(m: Manifest, servers: int, index_dir: Path) -> RoundTrip:
     import torch
 
-    from skymemory.kv.codec import encode_cache_blocks
-    from skymemory.kv.manager import KVCManager
-    from skymemory.kv.models import load_model
+    from skymemory.kv.format.codec import encode_cache_blocks
+    from skymemory.kv.hf.manager import KVCManager
+    from skymemory.kv.model.models import load_model
     from skymemory.store.constellation import ConstellationBlockStore
 
     model, tokenizer = load_model("embedded-tiny", device="cpu", dtype="fp32")

@@ -18,7 +18,7 @@ against `vllm serve`, at each --concurrency level in turn, on one server per mod
 
 With --replicas N (N > 1) every mode runs N servers at once, each with a ground index of its own (as on N
 hosts), behind a round-robin front (request i to server i mod N: a user's next turn lands on another server).
-The sky modes find what another replica stored through the records in orbit (kv.orbit_records), and one more
+The sky modes find what another replica stored through the records in orbit (kv.index.orbit_records), and one more
 mode measures without them:
 
   sky-<profile>-per-host
@@ -147,8 +147,8 @@ def mode_salt(mode: str) -> str:
 
 
 def run(args, log) -> dict:
-    from skymemory.kv import codec
-    from skymemory.kv.models import load_config
+    from skymemory.kv.format import codec
+    from skymemory.kv.model.models import load_config
 
     from .launch import boot_per_profile
     from .openai_server import BLOCK_TOKENS, OpenAIServer, RoundRobin

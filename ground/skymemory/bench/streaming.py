@@ -7,7 +7,7 @@ suffix, random token ids) it measures the time to first token:
   local            prefix KV from process RAM (LocalBlockStore), then the suffix forward
   sky-P            prefix fetched from a constellation under link profile P, then the forward
   sky-P-stream     the same, streamed: the forward starts at once and each layer waits for
-                   its own prefix KV (skymemory.kv.streaming), one layer per request wave
+                   its own prefix KV (skymemory.kv.transfer.streaming), one layer per request wave
   sky-P-stream-<N>MBps
                    the same with the waves after the first paced at N MB/s (--pace off,600)
 
@@ -17,7 +17,7 @@ every mode is compared with the recompute one.
 
 It then fits this device's prefill time T(n) from measured forwards, measures
 each link's rate and round trip, and prints the fetch / partial / recompute
-decision of skymemory.kv.costmodel for a table of prefix lengths.
+decision of skymemory.kv.decide.costmodel for a table of prefix lengths.
 
 With --transfer-only no forward runs (a CPU forward of seconds hides any
 transfer): random blocks of the model's geometry are stored, and each round
@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 from skymemory.argtypes import input_file, nonnegative_int, output_dir
-from skymemory.kv.cache_arg import cache_arg, cache_of
+from skymemory.kv.model.cache_arg import cache_arg, cache_of
 
 from .options import positive_int, seal_list
 from .profiles import parse_profiles
@@ -64,7 +64,7 @@ def _first_token(out) -> int:
 def ttft_cached(manager, prompt, streaming: bool, wave_layers: int = 1, pace_Bps: float = 0.0) -> dict:
     import torch
 
-    from skymemory.kv.streaming import get_cache_streaming
+    from skymemory.kv.transfer.streaming import get_cache_streaming
 
     with torch.no_grad():
         started = time.perf_counter()
@@ -101,7 +101,7 @@ def measure_link(store, records, repeats: int = 3) -> tuple[float, float]:
     """(goodput bytes/s of fetching `records`, median NOOP round trip s to the first server).
 
     Fetched with a plain get's window: a streamed prefix gets that rate too, its window never
-    costing a round trip (kv.streaming.stream_window).
+    costing a round trip (kv.transfer.streaming.stream_window).
     """
     times = []
     buffers = [bytearray(r.n_bytes) for r in records]
@@ -120,10 +120,10 @@ def measure_link(store, records, repeats: int = 3) -> tuple[float, float]:
 def run(args, log=print) -> dict:
     import torch
 
-    from skymemory.kv import codec
-    from skymemory.kv.costmodel import LinkModel, PrefillModel, decide, format_table
-    from skymemory.kv.manager import KVCManager
-    from skymemory.kv.models import load_model
+    from skymemory.kv.format import codec
+    from skymemory.kv.decide.costmodel import LinkModel, PrefillModel, decide, format_table
+    from skymemory.kv.hf.manager import KVCManager
+    from skymemory.kv.model.models import load_model
     from skymemory.store.constellation import ConstellationBlockStore
     from skymemory.store.local import LocalBlockStore
 
@@ -237,11 +237,11 @@ def run_transfer(args, log=print) -> dict:
 
     import torch
 
-    from skymemory.kv import codec, rebuild
-    from skymemory.kv.landing import LandingBuffers
-    from skymemory.kv.models import load_model
-    from skymemory.kv.policy import LinkEstimate
-    from skymemory.kv.streaming import PrefixStream
+    from skymemory.kv.format import codec, rebuild
+    from skymemory.kv.transfer.landing import LandingBuffers
+    from skymemory.kv.model.models import load_model
+    from skymemory.kv.decide.policy import LinkEstimate
+    from skymemory.kv.transfer.streaming import PrefixStream
     from skymemory.store.constellation import ConstellationBlockStore
 
     from .launch import LocalConstellation, free_port_offset
@@ -290,7 +290,7 @@ def run_transfer(args, log=print) -> dict:
                      "window_bytes": t.window_bytes})
 
             def time_stream(window, waves: str, waits: str) -> None:
-                sized = window == "link"  # None: a plain get's window; link: kv.streaming.stream_window
+                sized = window == "link"  # None: a plain get's window; link: kv.transfer.streaming.stream_window
                 stream = PrefixStream(store, records, geometry, args.kv, dtype=source, device="cpu",
                                       landing=landing, wave_layers=args.wave_layers, wave_doubling=waves == "doubling",
                                       window_bytes=None if sized else window, link=link if sized else None)
@@ -381,14 +381,14 @@ def markdown(results: dict) -> str:
                  f"{s['hidden_share'] * 100:.0f} % ({runs}) | "
                  f"{s['first_layer_ms']:.1f} | {s['first_wait_ms']:.1f} / {s['last_wait_ms']:.1f} ")
         lines.append(f"| {name} | {s['ttft_ms']:.1f} | {s['vs_local']:.3f} {extra}| {s['first_token_equal']} |")
-    return "\n".join(lines) + "\n\nFetch or recompute (skymemory.kv.costmodel):\n\n" + results["decision_table"]
+    return "\n".join(lines) + "\n\nFetch or recompute (skymemory.kv.decide.costmodel):\n\n" + results["decision_table"]
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("streaming", help="TTFT with layerwise streaming of the prefix; fetch-or-recompute "
                                                 "decisions", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="embedded-tinyllama", help="model spec (skymemory.kv.models), default "
+    p.add_argument("--model", default="embedded-tinyllama", help="model spec (skymemory.kv.model.models), default "
                                                                  "embedded-tinyllama (22 layers, like TinyLlama)")
     p.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
     p.add_argument("--kv", choices=("fp16", "bf16", "fp32", "int8"), default="fp16", help="KV transport format")

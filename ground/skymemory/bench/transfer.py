@@ -74,7 +74,7 @@ from .options import positive_int, route_list
 from .profiles import parse_profiles
 from .report import command_line, regenerate
 
-KV_BLOCK_BYTES = 64 + 22 * 2 * 4 * 128 * 64 * 2  # TinyLlama-1.1B, 128 tokens, fp16 (kv/codec.py layout)
+KV_BLOCK_BYTES = 64 + 22 * 2 * 4 * 128 * 64 * 2  # TinyLlama-1.1B, 128 tokens, fp16 (kv/format/codec.py layout)
 KV_BLOCKS = 8
 REPO = Path(skymemory.__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ prefix + one of several suffixes) in every mode, side by side:
                  CUDA, RAM for a CPU model): no transfer, no rebuild, the limit of any
                  cache (results saved before it had this name call it gpu-ram)
   local          the prefix KV comes from the host tier in front of the store
-                 (kv.tiers: one slab allocated up front, pinned when the model is on
+                 (kv.transfer.tiers: one slab allocated up front, pinned when the model is on
                  CUDA, holding every prefix of the run; the far store a LocalBlockStore):
                  what a serving host keeps in its RAM, loaded at the host->device copy
                  rate, then rebuilt. The no-network limit of a cache outside the device
@@ -19,7 +19,7 @@ prefix + one of several suffixes) in every mode, side by side:
                  processes (ConstellationBlockStore) under a link profile
   sky-<profile>-stream
                  the same KV streamed layer by layer while the suffix is computed
-                 (--streaming on|both; skymemory.kv.streaming): "retrieval" is then
+                 (--streaming on|both; skymemory.kv.transfer.streaming): "retrieval" is then
                  the whole transfer, overlapped with the prefill, and "waited" the
                  part of it the model waited for
   sky-<profile>@relay
@@ -29,14 +29,14 @@ prefix + one of several suffixes) in every mode, side by side:
   sky-<profile>-auto
                  what KVCManager does by default: fetch the prefix, nothing, or split
                  it (recompute its first blocks while the rest is fetched: "split 3+5/8"),
-                 as decided from the rates measured on this host (skymemory.kv.policy);
+                 as decided from the rates measured on this host (skymemory.kv.decide.policy);
                  the decision is recorded per run, a split's own forward as "recompute"
   sky-<profile>-unsealed...
                  (--seal on,off) each sky mode again over a store that keeps content in the
                  clear (ConstellationBlockStore.from_manifest(seal=False)) on the same
                  constellation; the plain names are sealed (AES-128-GCM per chunk under the
                  ground's key, as every store seals by default). Their blocks are named apart
-                 (kv.codec.layout_name), so the two never share a block. The sealed and
+                 (kv.format.codec.layout_name), so the two never share a block. The sealed and
                  unsealed modes take turns going first, round by round, so load that drifts
                  hits both alike; the result's "seal_comparison" (and the table under the
                  markdown) gives sealed / unsealed TTFT per mode and prefix length
@@ -77,7 +77,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from skymemory.kv.cache_arg import cache_arg, cache_of
+from skymemory.kv.model.cache_arg import cache_arg, cache_of
 from skymemory.store.routes import DEFAULT_ROUTE, check_route, via_for_route
 
 from .profiles import PROFILES, LinkProfile, profile_of_manifest
@@ -162,7 +162,7 @@ class Measurement:
     gen_total_s: float | None = None  # string -> gen_tokens tokens
     tokens: list[int] = field(default_factory=list)
     miss_reason: str | None = None  # why the cache covered less than the whole usable prefix
-    sources: dict | None = None  # cached modes: blocks per origin, device / host (kv.tiers) / store
+    sources: dict | None = None  # cached modes: blocks per origin, device / host (kv.transfer.tiers) / store
     stream_waited_s: float | None = None  # streamed: time the forward waited for prefix layers
     decision: str | None = None  # fetch-or-recompute decision ("fetch 8/8", "split 3+5/8", "recompute 0/8", ...)
     recomputed_tokens: int = 0  # a split: prefix tokens computed inside get_cache, while the rest was retrieved
@@ -226,7 +226,7 @@ def run_in_memory(model, tokenizer, prompt: Prompt, held: list, gen_tokens: int 
     """Measurement fields with the prefix KV already in the model's memory (`held`: per layer K, V)."""
     import torch
 
-    from skymemory.kv.rebuild import to_cache
+    from skymemory.kv.format.rebuild import to_cache
 
     cached = held[0][0].shape[-2]
     with torch.no_grad():
@@ -251,7 +251,7 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
     import torch
     from transformers import DynamicCache
 
-    from skymemory.kv.streaming import StreamFailed, evict_after_failure
+    from skymemory.kv.transfer.streaming import StreamFailed, evict_after_failure
 
     model = manager.model
     stream_fields: dict = {}
@@ -283,7 +283,7 @@ def run_cached(manager, prompt: Prompt, gen_tokens: int | None, streaming: bool 
 
 def describe_rates(rates) -> str:
     """Device rates as the log shows them: the fit's prefill of 1,024 tokens and the rebuild; for rates that
-    failed their checks (kv.calibration: used unsaved) what failed, not figures from a fit that is off."""
+    failed their checks (kv.decide.calibration: used unsaved) what failed, not figures from a fit that is off."""
     if getattr(rates, "problem", None):
         return f"rates that failed their checks, used unsaved: {rates.problem}"
     return (f"prefill of 1,024 tokens {rates.prefill.t(1024) * 1e3:.0f} ms, "
@@ -389,7 +389,7 @@ def round_order(modes: list, rnd: int) -> list:
 def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
     import torch
 
-    from skymemory.kv.device import cpu_name
+    from skymemory.kv.model.device import cpu_name
     from skymemory.protocol import native
 
     return {
@@ -403,8 +403,8 @@ def _environment(model, model_info: dict, cfg: TTFTConfig) -> dict:
 
 def stored_bytes(cfg: TTFTConfig, block_tokens: int = 128) -> int:
     """Bytes of every block the run stores: each prefix length's own blocks and the warm-up's."""
-    from skymemory.kv import codec
-    from skymemory.kv.models import load_config
+    from skymemory.kv.format import codec
+    from skymemory.kv.model.models import load_config
 
     _spec, config = load_config(cfg.model)
     block = codec.block_bytes(codec.BlockGeometry.from_config(config, block_tokens), cfg.kv_dtype)
@@ -566,10 +566,10 @@ def run(cfg: TTFTConfig, log: Log = lambda s: None) -> dict:
 
 
 def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
-    from skymemory.kv.groups import CacheLayout
-    from skymemory.kv.manager import KVCManager
-    from skymemory.kv.models import load_model
-    from skymemory.kv.radix import RadixIndex
+    from skymemory.kv.format.groups import CacheLayout
+    from skymemory.kv.hf.manager import KVCManager
+    from skymemory.kv.model.models import load_model
+    from skymemory.kv.index.radix import RadixIndex
     from skymemory.orbit.manifest import Manifest
     from skymemory.protocol import native
     from skymemory.store.constellation import ConstellationBlockStore
@@ -615,7 +615,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
         modes: list[CachedMode] = []
         layout = CacheLayout.of_model(model)
         if not layout.dense:
-            log(f"  its cache keeps {', '.join(_group_words(g) for g in layout.groups())} layers (kv.groups): "
+            log(f"  its cache keeps {', '.join(_group_words(g) for g in layout.groups())} layers (kv.format.groups): "
                 f"the local, device-tier and {DEVICE_RAM} modes hold dense prefixes only and are left out")
         # the tiers hold every block of the run (pinned once, here, outside the timed sections), each over
         # its own store and index so that filling the stores writes through to each tier
@@ -638,7 +638,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             # Direct: the ground host talks to each line-of-sight server over its own ground link (paper §2:
             # 10-20 satellites in view at once). Relay: everything goes up the overhead satellite's link.
             # Sealed (the default) and, with --seal off, in the clear: stores of their own on the same
-            # satellites, whose blocks are named apart (kv.codec.layout_name)
+            # satellites, whose blocks are named apart (kv.format.codec.layout_name)
             for seal in cfg.seal:
                 for k, route in enumerate(cfg.routes):
                     name = sky_mode_name(profile.name, seal, k, route)
@@ -756,7 +756,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
 
 
 def _group_words(group: dict) -> str:
-    """'3 linear', '5 window (32)': one group of kv.groups.CacheLayout.groups()."""
+    """'3 linear', '5 window (32)': one group of kv.format.groups.CacheLayout.groups()."""
     return f"{group['layers']} {group['kind']}" + (f" ({group['window']})" if group["window"] else "")
 
 

@@ -50,7 +50,7 @@ def execute(cfg, out_dir: Path, *, title: str) -> int:
     """Run the benchmark with progress on stderr; the table on stdout; outputs under out_dir."""
     import torch  # noqa: F401 - first: without the kv extra, that is the one line to read (cli.main names it)
 
-    from skymemory.kv.device import pick_device
+    from skymemory.kv.model.device import pick_device
 
     try:  # before any satellite boots: `--device cuda` on a CPU host is refused at once, not after the boot
         pick_device(cfg.device)

@@ -237,8 +237,8 @@ def measure_sky(run: Runner, args, profile_name: str, index_dir: Path, root: byt
 
 def wait_for_prefix(index_dir: Path, root: bytes, prefix: list[int], log: Log) -> None:
     """Until the ground index has every block of `prefix` (the connector saves on a thread of its own)."""
-    from skymemory.kv.blocks import chain_hashes, split_blocks
-    from skymemory.kv.radix import RadixIndex
+    from skymemory.kv.naming.blocks import chain_hashes, split_blocks
+    from skymemory.kv.index.radix import RadixIndex
 
     hashes = chain_hashes(root, split_blocks(prefix, BLOCK_TOKENS))
     index = RadixIndex(index_dir)
@@ -298,7 +298,7 @@ def set_engine_environment(args) -> None:
 
 def served_model(spec: str, work_dir: Path, log: Log) -> str:
     """What vLLM loads: an embedded model written out as a folder, anything else as given."""
-    from skymemory.kv.models import EMBEDDED, save_model_dir
+    from skymemory.kv.model.models import EMBEDDED, save_model_dir
 
     if spec not in EMBEDDED:
         return spec
@@ -311,11 +311,11 @@ def served_model(spec: str, work_dir: Path, log: Log) -> str:
 def chain_root(spec: str, kv_format: str, log: Log, sealed: bool = True) -> bytes:
     """The root of the block hashes the connector gives this model's blocks (as KVCManager names them), on a
     connector that seals (its "seal" setting, the default) or not: sealed and plain blocks are named apart."""
-    from skymemory.kv.identity import model_identity
+    from skymemory.kv.naming.identity import model_identity
 
     started = time.perf_counter()
     root = model_identity(spec, "fp32").root(kv_format=kv_format, block_tokens=BLOCK_TOKENS, sealed=sealed)
-    log(f"{spec}'s block names (kv.identity, {'sealed' if sealed else 'unsealed'}) in "
+    log(f"{spec}'s block names (kv.naming.identity, {'sealed' if sealed else 'unsealed'}) in "
         f"{time.perf_counter() - started:.1f} s")
     return root
 
@@ -342,7 +342,7 @@ def boot_constellations(args, spec: str, work_dir: Path, stack: contextlib.ExitS
 def run(args, log: Log) -> dict:
     """The whole benchmark; returns the JSON-ready result."""
     set_engine_environment(args)
-    from skymemory.kv.models import load_config
+    from skymemory.kv.model.models import load_config
 
     started = time.perf_counter()
     spec, config = load_config(args.model)
@@ -392,7 +392,7 @@ def environment() -> dict:
     import transformers
     import vllm
 
-    from skymemory.kv.device import cpu_name
+    from skymemory.kv.model.device import cpu_name
 
     return {"vllm": vllm.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "python": platform.python_version(), "cpu": cpu_name(), "cpu_count": os.cpu_count()}

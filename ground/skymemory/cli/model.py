@@ -17,7 +17,7 @@ import time
 
 from skymemory.argtypes import KV_FORMATS, kv_format_list, positive_int
 from skymemory.bench.options import token_list
-from skymemory.kv.cache_arg import cache_arg, cache_of
+from skymemory.kv.model.cache_arg import cache_arg, cache_of
 
 PAPER_BLOCK_MB = 2.9  # §5: "4x 128 token blocks of about 2.9MB each"
 
@@ -78,8 +78,9 @@ def _info(args) -> int:
     specs = [spec.strip() for spec in args.model.split(",") if spec.strip()]
     if len(specs) > 1:
         return _info_table(args, specs)
-    from skymemory.kv import codec, models
-    from skymemory.kv.report import block_size_table
+    from skymemory.kv.format import codec
+    from skymemory.kv.model import models
+    from skymemory.kv.hf.report import block_size_table
 
     spec, config = models.load_config(specs[0])
     params = models.parameter_count(config)
@@ -106,17 +107,17 @@ def _info(args) -> int:
 
 
 def _layout(args, spec: str, config):
-    """(model or None, its kv.groups.CacheLayout or None, why not measured or None): the model is built when the
+    """(model or None, its kv.format.groups.CacheLayout or None, why not measured or None): the model is built when the
     figures are measured; otherwise the layout comes from the configuration on the meta device."""
-    from skymemory.kv import models
-    from skymemory.kv.groups import CacheLayout
+    from skymemory.kv.model import models
+    from skymemory.kv.format.groups import CacheLayout
 
     if args.no_measure:
         try:
             return None, CacheLayout.of_config(config), "--no-measure"
         except ValueError as exc:
             return None, None, str(exc)
-    from skymemory.kv.device import pick_device
+    from skymemory.kv.model.device import pick_device
 
     device = pick_device(args.device)
     if spec in models.EMBEDDED and models.EMBEDDED[spec].on_device_only and device.type != "cuda":
@@ -130,7 +131,7 @@ def _group_name(kind: str, window: int) -> str:
 
 
 def _print_groups(args, layout) -> None:
-    from skymemory.kv import throughput
+    from skymemory.kv.decide import throughput
 
     per_token = throughput.kv_bytes_per_token(layout, args.kv)
     state = throughput.state_bytes_per_group(layout)
@@ -142,12 +143,13 @@ def _print_groups(args, layout) -> None:
         snapshot = f"{state[key]:,d}" if key in state else "-"
         print(f"  {_group_name(*key):14} {group['layers']:6d} {kv:>15} {snapshot:>27}")
     plain, with_state = throughput.block_sizes(layout, args.block_tokens, args.kv)
-    tail = "" if with_state == plain else f"; the block that ends a stored prompt also carries the state: {with_state:,d}"
+    tail = "" if with_state == plain else \
+        f"; the block that ends a stored prompt also carries the state: {with_state:,d}"
     print(f"  block of {args.block_tokens} tokens: {plain:,d} bytes{tail}")
 
 
 def _print_throughput(args, spec: str, model, layout, why: str | None) -> None:
-    from skymemory.kv import throughput
+    from skymemory.kv.decide import throughput
 
     if layout is None or model is None:
         print(f"break-even link rate (Φkv): not measured ({why})")
@@ -164,7 +166,8 @@ def _print_throughput(args, spec: str, model, layout, why: str | None) -> None:
 
 def _info_table(args, specs: list[str]) -> int:
     """Several models side by side: KV bytes per token, state per snapshot, and Φkv at the first prefix length."""
-    from skymemory.kv import models, throughput
+    from skymemory.kv.model import models
+    from skymemory.kv.decide import throughput
 
     tokens = args.prefill_tokens[0]
     print(f"{'model':30} {'groups':34} {'KV B/token':>10} {'state B':>11} {f'fetch@{tokens} MB':>14} "
@@ -192,7 +195,7 @@ def _timed(run, repeats: int, device) -> float:
     """Median seconds of `repeats` calls after a warm-up call of the same shape (synchronised on a GPU)."""
     import statistics
 
-    from skymemory.kv.device import timings
+    from skymemory.kv.model.device import timings
 
     return statistics.median(timings(run, repeats, device))
 
@@ -202,9 +205,10 @@ def _bench(args) -> int:
 
     import torch
 
-    from skymemory.kv import blocks, models
-    from skymemory.kv.device import dtype_name, pick_device, pick_dtype
-    from skymemory.kv.rebuild import to_cache
+    from skymemory.kv.naming import blocks
+    from skymemory.kv.model import models
+    from skymemory.kv.model.device import dtype_name, pick_device, pick_dtype
+    from skymemory.kv.format.rebuild import to_cache
 
     spec = models.resolve_spec(args.model)
     device = pick_device(args.device)
@@ -261,10 +265,10 @@ def _bench_cached_prefix(args, model, ids, cache, prefill_s: float, device) -> N
 
     import torch
 
-    from skymemory.kv.manager import KVCManager
-    from skymemory.kv.rebuild import to_cache
+    from skymemory.kv.hf.manager import KVCManager
+    from skymemory.kv.format.rebuild import to_cache
     from skymemory.kv.store import MemoryBlockStore
-    from skymemory.kv.tokenizer import build_byte_tokenizer
+    from skymemory.kv.model.tokenizer import build_byte_tokenizer
 
     prompt = ids[0].tolist()
     with tempfile.TemporaryDirectory() as index_dir:
@@ -297,9 +301,9 @@ def _verify(args) -> int:
     import random
     import tempfile
 
-    from skymemory.kv import models
-    from skymemory.kv.manager import KVCManager
-    from skymemory.kv.report import compare_generation
+    from skymemory.kv.model import models
+    from skymemory.kv.hf.manager import KVCManager
+    from skymemory.kv.hf.report import compare_generation
     from skymemory.kv.store import MemoryBlockStore
 
     formats = args.formats

@@ -4,7 +4,7 @@ machine saying how many of its satellites answered, so an unhealthy machine is n
 
 Its "seal fail" column is the ground's, not the satellite's: how many KV blocks that satellite served
 did not open under the ground's key (altered on it, or another block's), from the seal-failure ledger
-of the ground index every process of this host shares (skymemory.kv.radix; --index-dir, default
+of the ground index every process of this host shares (skymemory.kv.index.radix; --index-dir, default
 $SKYMEMORY_CACHE/index). Reading it creates nothing."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from skymemory.argtypes import positive_float
 from skymemory.cli._common import add_manifest_arg, client_bind, load_manifest, table
-from skymemory.kv.radix import default_directory, seal_failures_in
+from skymemory.kv.index.radix import default_directory, seal_failures_in
 from skymemory.launcher.machines import group_by_machine
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol.auth import signer_for_manifest

@@ -1,6 +1,6 @@
 """The ground's KV index as the dashboard sees it, and where a block's chunks are now.
 
-* `IndexFollower` follows the ground's KV index (`skymemory.kv.radix.RadixIndex`,
+* `IndexFollower` follows the ground's KV index (`skymemory.kv.index.radix.RadixIndex`,
   one SQLite file that KVCManager keeps in ~/.cache/skymemory/index/ unless
   told otherwise): it asks the database whether anyone committed since it
   last looked and only then reads the count, the newest blocks and the
@@ -27,8 +27,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from skymemory.kv import radix
-from skymemory.kv.radix import IndexEntry
+from skymemory.kv.index import radix
+from skymemory.kv.index.radix import IndexEntry
 from skymemory.orbit import placement
 from skymemory.orbit.constellation import Constellation
 from skymemory.store.contract import BlockRecord

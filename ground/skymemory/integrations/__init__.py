@@ -1,4 +1,4 @@
-"""SkyMemory inside serving engines other than Hugging Face `generate` (which kv.manager serves itself).
+"""SkyMemory inside serving engines other than Hugging Face `generate` (which kv.hf.manager serves itself).
 
   vllm   SkyMemoryConnector: the constellation as a vLLM KV connector (needs vLLM: `make vllm`)
 

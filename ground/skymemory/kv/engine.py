@@ -2,18 +2,18 @@
 
 A paged engine (vLLM) runs the cache in two sides that talk in plain data each step: a scheduler that
 decides which of a request's cached blocks to load and which of its pages to save (PagedScheduler, deciding
-through the same kv.lookup as KVCManager), and a worker that loads into and saves from the engine's pages
-(PagedWorker, through kv.page_loads and kv.saving, as KVCManager saves). An adapter names its model with
+through the same kv.index.lookup as KVCManager), and a worker that loads into and saves from the engine's pages
+(PagedWorker, through kv.paged.page_loads and kv.index.saving, as KVCManager saves). An adapter names its model with
 ServedModel, builds the two sides, and translates its engine's calls and objects; it imports nothing else
 from kv/.
 
   ServedModel        a served model as the cache names its blocks: geometry, format, chain root
   open_index         the ground index (KVCManager's, unless a folder is named)
-  OrbitRecords       the index's records in orbit (kv.orbit_records): what other ground hosts stored
+  OrbitRecords       the index's records in orbit (kv.index.orbit_records): what other ground hosts stored
   PagedScheduler, PagedWorker, PagedLayout         the two sides, and an engine's page layout
   StepPlan, SavePlan, WorkerReport                 what they tell each other
   RequestKeys, Media, Unkeyable, adapter_dir_fingerprint, embeds_hashes
-                     what a request's blocks are keyed by besides their tokens (kv.extra_keys)
+                     what a request's blocks are keyed by besides their tokens (kv.naming.extra_keys)
   KV_FORMATS, check_format, POLICIES, check_policy settings an adapter takes from its users
 """
 
@@ -22,19 +22,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .codec import KV_FORMATS, BlockGeometry, block_bytes, check_format, layout_name
-from .device import dtype_name
-from .extra_keys import Media, RequestKeys, Unkeyable, adapter_dir_fingerprint, embeds_hashes
-from .identity import model_identity
-from .models import cache_dir
-from .orbit_records import OrbitRecords
-from .paged import PagedLayout
-from .paged_scheduler import PagedScheduler
-from .paged_steps import SavePlan, StepPlan, WorkerReport
-from .paged_worker import PagedWorker
-from .policy import POLICIES, check_policy
-from .radix import RadixIndex
-from .saving import BlockFormat
+from .decide.policy import POLICIES, check_policy
+from .format.codec import KV_FORMATS, BlockGeometry, block_bytes, check_format, layout_name
+from .index.orbit_records import OrbitRecords
+from .index.radix import RadixIndex
+from .index.saving import BlockFormat
+from .model.device import dtype_name
+from .model.models import cache_dir
+from .naming.extra_keys import Media, RequestKeys, Unkeyable, adapter_dir_fingerprint, embeds_hashes
+from .naming.identity import model_identity
+from .paged.paged import PagedLayout
+from .paged.paged_scheduler import PagedScheduler
+from .paged.paged_steps import SavePlan, StepPlan, WorkerReport
+from .paged.paged_worker import PagedWorker
 
 __all__ = ["KV_FORMATS", "POLICIES", "Media", "OrbitRecords", "PagedLayout", "PagedScheduler", "PagedWorker",
            "RequestKeys",
@@ -46,8 +46,8 @@ __all__ = ["KV_FORMATS", "POLICIES", "Media", "OrbitRecords", "PagedLayout", "Pa
 class ServedModel:
     """A served model's blocks as the cache names them, the same names KVCManager gives them.
 
-    name: the model KVCManager users load (kv.models: a local path or an embedded model); its weights and
-    tokenizer make the chain root, kept on disk (kv.identity). hf_config: the model's transformers config.
+    name: the model KVCManager users load (kv.model.models: a local path or an embedded model); its weights and
+    tokenizer make the chain root, kept on disk (kv.naming.identity). hf_config: the model's transformers config.
     """
 
     name: str

@@ -32,7 +32,7 @@ is missing (fast=False selects the pure-Python asyncio client instead, for
 comparison). `from_manifest(route=...)` picks the ground links (skymemory.store.routes;
 default auto); `pace_Bps` paces put and get to the link. Probe and evict use
 `SkyMemoryClient` on a private event-loop thread; `aput_block` / `aget_block` / ...
-can be awaited from any event loop. Small one-chunk records (the KV index in orbit, kv.orbit_records) are kept
+can be awaited from any event loop. Small one-chunk records (the KV index in orbit, kv.index.orbit_records) are kept
 in copies on home satellites (store.record_copies; from_manifest gives the homes).
 """
 

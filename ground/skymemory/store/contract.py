@@ -11,7 +11,7 @@ every store keeps; each optional capability is a protocol of its own:
 
   BulkBlockReads      get_blocks_into: blocks straight into the caller's buffers, with their CRC32Cs
   BulkBlockWrites     put_blocks: several blocks in flight at once
-  StreamedBlockReads  block_jobs / fetch_jobs: a transfer the caller watches chunk by chunk (kv.streaming)
+  StreamedBlockReads  block_jobs / fetch_jobs: a transfer the caller watches chunk by chunk (kv.transfer.streaming)
   EvictionNotices     subscribe_evictions: the store tells who listens when it drops a block
   AsyncBlockStore     aput_block / aget_block, awaitable from any event loop
 
@@ -126,7 +126,7 @@ class BlockStore(Protocol):
 
 @runtime_checkable
 class BulkBlockReads(Protocol):
-    """Blocks read straight into the caller's buffers (kv.landing lands a prefix through it).
+    """Blocks read straight into the caller's buffers (kv.transfer.landing lands a prefix through it).
 
     get_blocks_into(records, buffers) -> Landed: `buffers` holds one writable buffer of at least
     n_bytes per record. Blocks are taken in order and the first that does not arrive whole ends
@@ -154,7 +154,7 @@ class BulkBlockWrites(Protocol):
 
 @runtime_checkable
 class StreamedBlockReads(Protocol):
-    """A read the caller watches chunk by chunk while it runs (kv.streaming: layers as they land).
+    """A read the caller watches chunk by chunk while it runs (kv.transfer.streaming: layers as they land).
 
     stream_deadline_s: seconds one fetch_jobs call may run before it gives up; None when this
         instance cannot stream (a ConstellationBlockStore built with fast=False): ask
@@ -213,7 +213,7 @@ class AsyncBlockStore(Protocol):
 
 @runtime_checkable
 class RecordKeeping(Protocol):
-    """A store that keeps small one-chunk blocks (records: kv.orbit_records) on named satellites, a copy on each.
+    """A store that keeps small one-chunk blocks (records: kv.index.orbit_records) on named satellites, a copy on each.
 
     record_homes(key): the satellites a record for `key` lives on (None: this store does not know the
     constellation well enough to say, and keeps no records). put_copies: every copy at once, each a one-chunk

@@ -1,6 +1,6 @@
 """Small one-chunk blocks kept in copies on home satellites (store.contract.RecordKeeping), for the block store.
 
-A record (kv.orbit_records: what the ground index says of one KV block) is one chunk, kept on the R home
+A record (kv.index.orbit_records: what the ground index says of one KV block) is one chunk, kept on the R home
 satellites of its block hash (store.object_homes: in different planes, on different hosts where the
 constellation has them; the same choice as named objects' metadata). Every copy is written at once, and read
 at once: the first copy the caller accepts wins, so a dead home costs nothing while one answers, and a home

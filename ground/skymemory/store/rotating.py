@@ -17,7 +17,7 @@ client:
 
 Only blocks set through this store are migrated (they are in its index).
 
-It keeps records too (store.record_copies: the KV index in orbit, kv.orbit_records), on the home satellites the
+It keeps records too (store.record_copies: the KV index in orbit, kv.index.orbit_records), on the home satellites the
 manifest gives each record key. Records do not migrate: a home is found from the key alone by any ground host,
 wherever that host is, and each request goes up to the satellite overhead now and over the ISLs to the home.
 

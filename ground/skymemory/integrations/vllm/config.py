@@ -18,7 +18,7 @@
                                            #   0..0xFFFF - 65, room for 32 ranks
         "load_timeout_s": 10.0,            # a load not in by then is a load error: vLLM recomputes (0 < s <= 3600)
         "host_tier_bytes": 0,              # blocks kept in this engine's host memory in front of the
-                                           #   constellation (kv.tiers' host tier, LRU; 0: none; at most 1 TiB)
+                                           #   constellation (kv.transfer.tiers' host tier, LRU; 0: none; at most 1 TiB)
         "seal": true,                      # content sealed per tenant (AES-128-GCM, skymemory.protocol.seal);
                                            #   false keeps it in the clear, only so benchmarks can compare
                                            #   (its blocks are named apart: never mixed with sealed ones)
@@ -79,13 +79,13 @@ class ConnectorConfig:
     route: str = "auto"
     kv_format: str = "fp16"
     servers: int = 10
-    index_dir: Path | None = None  # None: KVCManager's default (kv.models.cache_dir() / "index")
+    index_dir: Path | None = None  # None: KVCManager's default (kv.model.models.cache_dir() / "index")
     station_id: int = DEFAULT_STATION_ID
     load_timeout_s: float = 10.0
     seal: bool = True  # both roles read it: the workers' stores seal, the roots and index entries say so
-    host_tier_bytes: int = 0  # the worker's host tier (kv.tiers.HostTier), 0: none
+    host_tier_bytes: int = 0  # the worker's host tier (kv.transfer.tiers.HostTier), 0: none
     parity: int | None = None  # coded stripes' m; None: store.constellation.default_parity of the stripe width
-    orbit_index: bool = True  # records in orbit (kv.orbit_records): both roles read it
+    orbit_index: bool = True  # records in orbit (kv.index.orbit_records): both roles read it
 
     @classmethod
     def from_extra(cls, extra: Mapping | None, *, served_model: str) -> "ConnectorConfig":

@@ -17,7 +17,7 @@ request may ask its own policy: SamplingParams(extra_args={"kv_transfer_params":
 {"skymemory_policy": "recompute"}}). Every finished request that had cached
 blocks says what was decided in RequestOutput.kv_transfer_params["skymemory"].
 
-A request's blocks are keyed as vLLM's own prefix cache keys them (kv.extra_keys):
+A request's blocks are keyed as vLLM's own prefix cache keys them (kv.naming.extra_keys):
 its cache salt, LoRA adapter (by a fingerprint of the adapter folder's weights),
 media and prompt embeddings; `request_keys` reads them off vLLM's Request.
 """

@@ -14,7 +14,7 @@ from .config import SCHEDULER_STATION, ConnectorConfig
 
 # open_store's stores seal what they store unless the connector's "seal" is false (ConnectorConfig.seal), and
 # KVCManager names a sealed store's blocks in the sealed layout: the connector's roots and index entries name them
-# alike from the same setting (kv.codec). The default, for code that names blocks without a connector's config.
+# alike from the same setting (kv.format.codec). The default, for code that names blocks without a connector's config.
 SEALED = ConnectorConfig.seal
 
 
@@ -49,7 +49,7 @@ def open_worker(config: ConnectorConfig, model: ServedModel, index, rank: int = 
 
 
 def open_orbit(config: ConnectorConfig) -> tuple[OrbitRecords, ConstellationBlockStore] | None:
-    """The scheduler's records in orbit (kv.orbit_records), on a store of its own (station_id + 64: its lookups
+    """The scheduler's records in orbit (kv.index.orbit_records), on a store of its own (station_id + 64: its lookups
     run beside the workers' transfers), or None when the config keeps the index on this host only."""
     if not config.orbit_index:
         return None

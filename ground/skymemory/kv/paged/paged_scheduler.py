@@ -1,0 +1,281 @@
+"""A paged engine's scheduler side: which of a request's blocks to load, which of its pages to save.
+
+Engine-neutral (plain token lists, page numbers and request ids in; kv.paged.paged_steps' plans out): vLLM's
+connector (integrations.vllm) is an adapter that maps vLLM's scheduler calls onto it.
+
+It never waits on the network: a request's cached prefix is named, found in
+the ground index (one SQLite query) and priced by the same PrefixFinder as
+KVCManager's (kv.index.lookup; the model identity is kv.naming.identity's). Blocks past
+what the index holds are looked up in orbit (kv.index.orbit_records: what other
+ground hosts stored) on a worker thread: until that lookup is in (bounded by
+its timeout), `match` answers None, "not yet", and the engine asks again. The
+fetch-or-recompute decision runs on rates this engine measured:
+the transfers and page writes its worker timed, and its own forwards (a
+step that runs one request is a sample of T(new, context)). Until the
+worker has measured both, "auto" fetches, and says so. Blocks the worker's
+host tier holds (its reports say what enters and leaves it) are priced as
+copies, not as a transfer over the link.
+
+Rules the engine sets: only whole blocks; never the prompt's last token (it
+must be computed for the first output token); what the engine's own prefix
+cache already holds (num_computed_tokens) is not loaded again.
+
+Saves: a prompt block is saved in the step that completes it (the worker
+copies its pages after the forward), unless the index already has it or
+another request is saving it.
+
+Keys: a request's block hashes fold in what vLLM's own prefix cache keys it
+by (the cache salt, the LoRA adapter, media, prompt embeddings: kv.naming.extra_keys).
+They are taken once, when the request is first matched, and its saves use
+those same hashes; a request whose keys cannot be formed is neither loaded
+nor stored, and neither is one the scheduler never matched (its keys are
+unknown).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from skymemory.store.contract import BlockRecord
+
+from ..decide.costmodel import FREE_REBUILD, RebuildModel
+from ..decide.policy import EngineRates, ForwardEstimate, check_policy
+from ..index.lookup import PrefixFinder
+from ..index.orbit_records import OrbitRecords
+from ..index.radix import RadixIndex
+from ..naming.extra_keys import RequestKeys, Unkeyable, say_once
+from .paged_steps import LoadPlan, SavePlan, StepPlan, WorkerReport
+
+log = logging.getLogger(__name__)
+
+PLACEMENT = "explicit"  # the strategy of the records the worker's store writes and can read (store.nearest_when_set)
+SAVING_FORGOTTEN_S = 60.0  # a block another request began saving is not saved again for this long
+
+
+def _findable(record: BlockRecord) -> bool:
+    """Whether the worker's store can read the block from its record (it was placed as that store places)."""
+    return record.strategy == PLACEMENT
+
+
+@dataclass
+class TrackedRequest:
+    prompt: list[int]
+    hashes: list[bytes]  # of every full block of the prompt, with its extra keys (empty when unkeyed)
+    tenant: str | None = None  # the cache salt its blocks are keyed to (RequestKeys.tenant)
+    unkeyed: str | None = None  # why its blocks cannot be named: nothing is loaded or stored for it
+    cached: int = 0  # leading blocks the index had when the request was matched (not saved again)
+    local: int = 0  # leading blocks the engine's own cache had
+    to_load: list[BlockRecord] = field(default_factory=list)  # the blocks after those that were decided fetched
+    loaded: int | None = None  # of those, the ones given a page to load into (None: no pages given yet)
+    # the request's pages, in order; None where the engine keeps no page (a sliding window's past)
+    block_ids: list[int | None] = field(default_factory=list)
+    next_save: int = 0  # first block not yet considered for saving
+    orbit_asked: bool = False  # its lookup in orbit answered: matched again, it asks this host's index only
+
+
+class PagedScheduler:
+    def __init__(self, *, root: bytes, block_tokens: int, block_bytes: int, layers: int, index: RadixIndex,
+                 policy: str = "auto", orbit: OrbitRecords | None = None) -> None:
+        self.root = root
+        self.block_tokens = block_tokens
+        self.block_bytes = block_bytes
+        self.layers = layers
+        self.index = index
+        # naming, finding and pricing a prefix: kv.index.lookup, as KVCManager does it
+        self.finder = PrefixFinder(index, block_tokens=block_tokens, block_bytes=block_bytes, layers=layers,
+                                   policy=policy, orbit=orbit)
+        self.policy, self.link = self.finder.policy, self.finder.link
+        self.forwards = ForwardEstimate()
+        self.near: set[bytes] = set()  # blocks the worker's host tier holds (its reports): loads priced as copies
+        self._page_writes: deque[tuple[int, float]] = deque(maxlen=16)
+        self._requests: dict[str, TrackedRequest] = {}
+        self._loads: list[LoadPlan] = []
+        self._saving: dict[bytes, float] = {}
+        self.decisions: dict[str, str] = {}  # request id -> what was decided for it ("fetch 8/8 (...)")
+
+    # ---- matching ------------------------------------------------------------------------------
+    def _tracked(self, req_id: str, prompt: list[int],
+                 keys: RequestKeys | Callable[[], RequestKeys] | None) -> TrackedRequest:
+        """The request's hashes, taken once (a request is matched again each time the engine tries it)."""
+        tracked = self._requests.get(req_id)
+        if tracked is None or tracked.prompt != prompt:
+            try:
+                keys = (keys() if callable(keys) else keys) or RequestKeys()
+                hashes = self.finder.hashes(self.root, prompt, keys)
+                tracked = TrackedRequest(list(prompt), hashes, tenant=keys.tenant)
+            except Unkeyable as exc:
+                say_once(exc, "a request with ")
+                tracked = TrackedRequest(list(prompt), [], unkeyed=str(exc))
+            self._requests[req_id] = tracked
+        return tracked
+
+    def match(self, req_id: str, prompt: list[int], computed_tokens: int, policy: str | None = None,
+              keys: RequestKeys | Callable[[], RequestKeys] | None = None) -> int | None:
+        """Tokens past `computed_tokens` to load for this request: whole cached blocks worth fetching; None while
+        the blocks past the index's prefix are being looked up in orbit (ask again).
+
+        keys: what its blocks are keyed by besides their tokens (None: nothing), or a function that says it
+        (called once per request; it may raise Unkeyable: then the request is neither loaded nor stored).
+        """
+        tracked = self._tracked(req_id, prompt, keys)
+        if tracked.unkeyed:
+            tracked.to_load = []
+            return 0
+        usable = max(0, (len(prompt) - 1) // self.block_tokens)
+        # the worker's store finds a block from its record only when it was placed as that store places
+        # blocks (a RotatingBlockStore's rotating layouts are not): the prefix ends before any other
+        # the orbit is asked once per request: one waiting for KV memory is matched again every step, and asking
+        # again once the absences it learnt expire (NEGATIVE_S) would skip it a step each time
+        found = self.finder.lookup(self.root, tracked.hashes[:usable], readable=_findable, tenant=tracked.tenant,
+                                   wait=False, orbit=not tracked.orbit_asked,
+                                   what=f"SkyMemory: request {req_id}'s lookup")
+        if found.pending:
+            return None
+        tracked.orbit_asked = True  # what it found is in this host's index now (PrefixFinder._learn)
+        entries = found.records
+        tracked.cached = len(entries)
+        tracked.local = local = computed_tokens // self.block_tokens
+        tracked.to_load = []
+        if len(entries) <= local:
+            return 0
+        if policy is not None:
+            try:
+                policy = check_policy(policy)
+            except ValueError as exc:
+                log.warning("SkyMemory: request %s: %s (its own policy): the engine's policy %s decides",
+                            req_id, exc, self.policy.mode)
+                policy = None
+        # the prompt less what the engine has as if it were the whole prompt: its context term is then
+        # slightly low, which only matters when the engine's own cache has some of the prefix
+        # every block to load in the worker's host tier: no link is crossed (a load takes the tier's blocks first)
+        near = all(record.block_hash in self.near for record in entries[local:])
+        decision = self.finder.decide(
+            self.rates(), prompt_tokens=len(prompt) - local * self.block_tokens, cached_blocks=len(entries) - local,
+            streaming=True, mode=policy, near=near)
+        self.decisions[req_id] = decision.describe()
+        log.info("SkyMemory: request %s: %d cached blocks after %d local: %s", req_id, len(entries) - local, local,
+                 decision.describe())
+        tracked.to_load = entries[local:local + decision.fetch_blocks]
+        return len(tracked.to_load) * self.block_tokens
+
+    def rates(self) -> EngineRates | None:
+        """This engine's compute and page-write rates, once measured (None before)."""
+        prefill = self.forwards.model()
+        if prefill is None:
+            return None
+        if self._page_writes:
+            rate = statistics.median(n / max(s, 1e-9) for n, s in self._page_writes)
+            return EngineRates(prefill, RebuildModel(0.0, rate))
+        return EngineRates(prefill, FREE_REBUILD)  # no load seen yet: the transfer is all there is to it
+
+    def allocated(self, req_id: str, block_ids: list[int | None], external_tokens: int) -> None:
+        """The engine gave the request its pages: plan the load of the blocks matched for it. A block the engine
+        gives no page (None: it lies behind a sliding window, where no layer reads it) is not loaded."""
+        tracked = self._requests.get(req_id)
+        if tracked is None or external_tokens <= 0:
+            return
+        count = external_tokens // self.block_tokens
+        if count != len(tracked.to_load):
+            raise RuntimeError(f"request {req_id}: the engine loads {count} blocks, {len(tracked.to_load)} were "
+                               "matched")
+        given = block_ids[tracked.local:tracked.local + count]
+        pairs = [(record, page) for record, page in zip(tracked.to_load, given) if page is not None]
+        tracked.loaded = len(pairs)
+        if pairs:
+            self._loads.append(LoadPlan(req_id, [r for r, _ in pairs], [p for _, p in pairs], tracked.tenant))
+
+    # ---- each step ------------------------------------------------------------------------------
+    def step(self, new: list[tuple[str, list[int] | None, list[int], int]],
+             running: list[tuple[str, list[int] | None, bool, int]], scheduled: dict[str, int]) -> StepPlan:
+        """The plan of one engine step.
+
+        new:       (request id, prompt (None: as matched), its pages, tokens computed before this step) of newly
+                   scheduled requests; one that was not matched with this prompt has no saves (its keys are unknown)
+        running:   (request id, pages added (None: none), resumed (its pages are given anew), tokens computed)
+        scheduled: tokens each request computes in this step
+        """
+        plan = StepPlan(loads=self._loads)
+        self._loads = []
+        for req_id, prompt, block_ids, computed in new:
+            tracked = self._requests.get(req_id)
+            if tracked is None or (prompt is not None and tracked.prompt != list(prompt)):
+                say_once(Unkeyable("a request scheduled without being matched",
+                                   "its cache salt and adapter are unknown here"))
+                continue
+            tracked.block_ids = list(block_ids)
+            plan.saves += self._saves(req_id, tracked, computed + scheduled.get(req_id, 0))
+        for req_id, added, resumed, computed in running:
+            tracked = self._requests.get(req_id)
+            if tracked is None:
+                continue
+            if resumed:
+                tracked.block_ids = list(added or [])
+            elif added:
+                tracked.block_ids += added
+            plan.saves += self._saves(req_id, tracked, computed + scheduled.get(req_id, 0))
+        if len(scheduled) == 1:
+            ((req_id, tokens),) = scheduled.items()
+            computed = next((c for r, _, _, c in new if r == req_id), None)
+            if computed is None:
+                computed = next((c for r, _, _, c in running if r == req_id), 0)
+            plan.single = (tokens, computed)
+        return plan
+
+    def _saves(self, req_id: str, tracked: TrackedRequest, computed_after: int) -> list[SavePlan]:
+        """The prompt blocks this step completes that no one has cached or is caching."""
+        full = min(computed_after, len(tracked.prompt)) // self.block_tokens
+        first = max(tracked.next_save, tracked.cached)
+        if full <= first or tracked.unkeyed:
+            return []
+        tracked.next_save = full
+        # an unreadable index: nothing is known to be saved, so the blocks are saved anyway
+        indexed = len(self.finder.lookup(self.root, tracked.hashes[:full], orbit=False,
+                                         what=f"SkyMemory: request {req_id}'s lookup before saving").records)
+        now = time.monotonic()
+        for block_hash, started in list(self._saving.items()):
+            if now - started > SAVING_FORGOTTEN_S:
+                del self._saving[block_hash]
+        saves = []
+        for position in range(max(first, indexed), full):
+            block_hash = tracked.hashes[position]
+            if block_hash in self._saving or position >= len(tracked.block_ids):
+                continue
+            if tracked.block_ids[position] is None:
+                continue  # no page holds it (behind a sliding window): it cannot be saved from here
+            self._saving[block_hash] = now
+            parent = self.root if position == 0 else tracked.hashes[position - 1]
+            saves.append(SavePlan(req_id, tracked.block_ids[position], block_hash, parent, position, tracked.tenant))
+        return saves
+
+    def finished(self, req_id: str) -> dict | None:
+        """Forget the request; what it should be told of its cached prefix (None: nothing was cached), or why it
+        could not be cached (its keys could not be formed)."""
+        tracked = self._requests.pop(req_id, None)
+        decision = self.decisions.pop(req_id, None)
+        if tracked is not None and tracked.unkeyed:
+            return {"decision": f"not cached: {tracked.unkeyed}", "cached_blocks": 0, "fetched_blocks": 0}
+        if tracked is None or decision is None:
+            return None
+        fetched = len(tracked.to_load) if tracked.loaded is None else tracked.loaded  # behind a window: not fetched
+        return {"decision": decision, "cached_blocks": tracked.cached, "fetched_blocks": fetched}
+
+    # ---- what the worker measured ------------------------------------------------------------------
+    def observe(self, report: WorkerReport) -> None:
+        for n_bytes, seconds, first_reply_s in report.transfers:
+            self.link.observe(n_bytes, seconds, first_reply_s or None)
+        for new_tokens, context_tokens, seconds in report.forwards:
+            self.forwards.observe(new_tokens, context_tokens, seconds)
+        self._page_writes.extend(report.page_writes)
+        for block_hash, held in report.host_tier.items():
+            if held:
+                self.near.add(block_hash)
+            else:
+                self.near.discard(block_hash)
+        for req_id, reason in report.failed_loads:
+            if req_id in self.decisions:
+                self.decisions[req_id] += f"; the load failed ({reason}): recomputed"
