@@ -172,3 +172,12 @@ def test_auto_prices_what_a_grouped_prefix_fetches_not_every_block(tmp_path):
     window_bytes = prefix_fetch_bytes(manager.cache_layout, 18 * BLOCK, BLOCK, manager.kv_format)
     assert window_bytes == 4 * manager.block_bytes
     assert decision.inputs["block_bytes"] == -(-window_bytes // 18)
+
+
+def test_the_kv_packages_face_names_what_a_hugging_face_user_starts_from():
+    import skymemory.kv as kv
+    from skymemory.kv.hf.manager import KVCManager as manager_class
+
+    assert kv.KVCManager is manager_class and kv.load_model is load_model
+    with pytest.raises(AttributeError):
+        kv.no_such_name  # noqa: B018

@@ -16,7 +16,9 @@ Each folder's __init__.py lists its modules. Where a layer kind (full, sliding w
 is handled: format/groups.py says which layers are which and what a prefix needs, format/group_codec.py
 their bytes, hf/grouped.py the Hugging Face engine's store, fetch and rebuild of them.
 
-Nothing heavy is imported here; import the submodule you need. Without the kv extra (torch,
+Nothing heavy is imported here. The names a Hugging Face user starts from are its face, imported on first
+use: `from skymemory.kv import KVCManager, load_model, generate_with_cache, cache_arg`; everything else from
+its module. Without the kv extra (torch,
 transformers), importing one that needs it raises skymemory.extras.MissingExtra, a ModuleNotFoundError
 that names the extra and the pip command; radix, policy and the others that need none import as before.
 """
@@ -24,3 +26,15 @@ that names the extra and the pip command; radix, policy and the others that need
 from skymemory.extras import name_missing_extras
 
 name_missing_extras(__name__, "the KV layer (skymemory.kv)", "kv")
+
+
+_FACE = {"KVCManager": "skymemory.kv.hf.manager", "generate_with_cache": "skymemory.kv.hf.manager",
+         "load_model": "skymemory.kv.model.models", "cache_arg": "skymemory.kv.model.cache_arg"}
+
+
+def __getattr__(name: str):
+    if name in _FACE:
+        import importlib
+
+        return getattr(importlib.import_module(_FACE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
