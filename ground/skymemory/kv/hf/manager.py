@@ -35,6 +35,12 @@ ground host stored, one round trip to their home satellites, then learnt into
 the local index); when it knows nothing about this model's chains, the paper's
 binary search over `probe_block` of the hash list finds the longest cached prefix.
 
+Models whose layers keep other state than K and V of every token (sliding windows, Mamba / gated
+delta-net state, MLA's latent: kv.format.groups) have grouped blocks: kv.hf.grouped cuts, fetches
+and rebuilds them (a window's blocks only; the state from the block that ended a stored prompt).
+For them the tiers are refused, a stream is fetched whole (said once) and a prefix is never split.
+An unsupported layer kind is refused when the manager is made, in one sentence.
+
 Tenants and adapters (kv.naming.extra_keys): `cache_salt=` on get_cache / add_blocks /
 generate_with_cache keys a prompt's blocks to that tenant, as vLLM's
 "cache_salt" does, and the PEFT adapter active on the model (a PeftModel) is
