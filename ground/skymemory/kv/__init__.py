@@ -2,14 +2,14 @@
 
 Folders by concern, lowest first (each imports only the ones above it in this list, and kv.store):
   store        the block-store contract types (+ an in-process store)
-  model/       the model the cache is for: loading it (every embedded family), its device, its tokenizer
-  format/      a block's bytes: what each layer kind keeps (groups), the dense and grouped codecs, rebuild
-  naming/      what a block is called: chained hashes, fingerprints, extra keys, an engine's identity
-  decide/      fetch or recompute: cost model, calibration, policy, KV throughput (Φkv)
-  index/       which blocks are cached and where: the ground index, records in orbit, lookup, saving
-  transfer/    moving a prefix's bytes: landing buffers, tiers near the model, streaming
-  hf/          the Hugging Face engine: KVCManager (and its grouped-model blocks)
-  paged/       a paged serving engine's (vLLM's) pages and its scheduler and worker sides
+  model        the model the cache is for: loading it (every embedded family), its device, its tokenizer
+  format       a block's bytes: what each layer kind keeps (groups), the dense and grouped codecs, rebuild
+  naming       what a block is called: chained hashes, fingerprints, extra keys, an engine's identity
+  decide       fetch or recompute: cost model, calibration, policy, KV throughput (Φkv)
+  index        which blocks are cached and where: the ground index, records in orbit, lookup, saving
+  transfer     moving a prefix's bytes: landing buffers, tiers near the model, streaming
+  hf           the Hugging Face engine: KVCManager (and its grouped-model blocks)
+  paged        a paged serving engine's (vLLM's) pages and its scheduler and worker sides
   engine       the face a serving engine's adapter (integrations/) imports: the two sides and their names
 
 Each folder's __init__.py lists its modules. Where a layer kind (full, sliding window, recurrent state)
