@@ -206,3 +206,19 @@ def test_a_block_behind_a_sliding_window_has_no_page_and_is_neither_loaded_nor_s
     fresh.match("b", prompt, 0)
     saves = fresh.step([("b", prompt, pages([0, 6, 2, 9]), 0)], [], {"b": 13}).saves
     assert [(s.position, s.block_id) for s in saves] == [(1, 6), (2, 2)]  # block 0 has no page to save from
+
+
+def test_a_model_with_recurrent_layers_is_refused_on_a_paged_engine_in_one_sentence():
+    """Mamba-2 / gated delta-net state needs vLLM's hybrid allocator (SupportsHMA), which the connector has not yet:
+    said in one sentence when the connector starts, instead of vLLM's "Failed to promote local KV cache specs"."""
+    from skymemory.kv.engine import ServedModel, UnsupportedModel
+    from skymemory.kv.model.models import load_config
+
+    for name in ("embedded-tiny-granite-hybrid", "embedded-tiny-qwen3-next"):
+        _, config = load_config(name)
+        with pytest.raises(UnsupportedModel) as refused:
+            ServedModel.of(name, config, block_tokens=BLOCK, kv_format="fp16", sealed=True)
+        assert str(refused.value).startswith(f"SkyMemory cannot cache {name} on a paged engine yet: 3 of its layers "
+                                             "keep recurrent state (Mamba / gated delta-net)")
+    _, config = load_config("embedded-tiny-mistral")  # a sliding window is served
+    assert ServedModel.of("embedded-tiny-mistral", config, block_tokens=BLOCK, kv_format="fp16", sealed=True)

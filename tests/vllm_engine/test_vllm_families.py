@@ -7,7 +7,7 @@ generates what plain vLLM generates.
 - embedded-tiny-gemma3: five sliding-window layers to one full layer. Without the connector's hybrid support
   (SupportsHMA, not yet) vLLM turns its hybrid allocator off and keeps every layer's pages as full attention.
 
-The Mamba-2 and gated delta-net hybrids need that support: with the connector vLLM refuses to start them today.
+The Mamba-2 and gated delta-net hybrids need that support: the connector refuses them at start, in one sentence.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from skymemory.kv.model.models import save_model_dir
 from skymemory.kv.index.radix import RadixIndex
 
 from kv_support import random_prompt
-from test_vllm_connector import BLOCK, connector, requests, run_job
+from test_vllm_connector import BLOCK, JOB_TIMEOUT_S, connector, requests, run_job
 
 LONG = random_prompt(2 * BLOCK + 60, seed=52)  # 2 usable blocks; the window of its last token is far past block 0
 OTHER = LONG[:2 * BLOCK] + random_prompt(40, seed=53)[1:]  # the same two blocks, then its own tokens
@@ -46,3 +46,14 @@ def test_a_fresh_engine_loads_a_sliding_window_models_prefix_and_generates_what_
     # layer of the Gemma-3-style model reads both
     fetched = found["LONG"]["kv_transfer_params"]["skymemory"]["fetched_blocks"]
     assert fetched == (1 if family == "embedded-tiny-mistral" else 2), found["LONG"]["kv_transfer_params"]
+
+
+def test_a_mamba_hybrid_is_refused_at_start_in_one_sentence(sky, tmp_path):
+    family = "embedded-tiny-granite-hybrid"
+    model = save_model_dir(family, tmp_path / family)
+    process = run_job(tmp_path, model, [{"name": "A", "connector": connector(sky, tmp_path / "index", model=family),
+                                         "requests": requests(LONG=LONG)}], "A", wait=False)
+    assert process.wait(JOB_TIMEOUT_S) != 0
+    log = (tmp_path / "A.log").read_text()
+    assert (f"SkyMemory cannot cache {family} on a paged engine yet: 3 of its layers keep recurrent state (Mamba / "
+            "gated delta-net), which needs the engine's hybrid KV cache allocator (vLLM: SupportsHMA)") in log, log[-3000:]

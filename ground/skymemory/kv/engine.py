@@ -15,6 +15,7 @@ from kv/.
   RequestKeys, Media, Unkeyable, adapter_dir_fingerprint, embeds_hashes
                      what a request's blocks are keyed by besides their tokens (kv.naming.extra_keys)
   KV_FORMATS, check_format, POLICIES, check_policy settings an adapter takes from its users
+  UnsupportedModel   a model the cache cannot serve on a paged engine (ServedModel.of says why, in one sentence)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from .decide.policy import POLICIES, check_policy
 from .format.codec import KV_FORMATS, BlockGeometry, block_bytes, check_format, layout_name
+from .format.groups import LINEAR, UnsupportedModel, layer_kinds
 from .index.orbit_records import OrbitRecords
 from .index.radix import RadixIndex
 from .index.saving import BlockFormat
@@ -38,7 +40,8 @@ from .paged.paged_worker import PagedWorker
 
 __all__ = ["KV_FORMATS", "POLICIES", "Media", "OrbitRecords", "PagedLayout", "PagedScheduler", "PagedWorker",
            "RequestKeys",
-           "SavePlan", "ServedModel", "StepPlan", "Unkeyable", "WorkerReport", "adapter_dir_fingerprint",
+           "SavePlan", "ServedModel", "StepPlan", "Unkeyable", "UnsupportedModel", "WorkerReport",
+           "adapter_dir_fingerprint",
            "check_format", "check_policy", "embeds_hashes", "open_index"]
 
 
@@ -57,6 +60,15 @@ class ServedModel:
 
     @classmethod
     def of(cls, name: str, hf_config, *, block_tokens: int, kv_format: str, sealed: bool) -> "ServedModel":
+        """Raises UnsupportedModel, in one sentence, for a model whose layers keep what a paged engine's pages
+        cannot carry here yet: recurrent state (Mamba, gated delta-net), or a kind kv.format.groups refuses."""
+        recurrent = [i for i, (kind, _) in enumerate(layer_kinds(hf_config, name)) if kind == LINEAR]
+        if recurrent:
+            raise UnsupportedModel(
+                f"SkyMemory cannot cache {name} on a paged engine yet: {len(recurrent)} of its layers keep recurrent "
+                "state (Mamba / gated delta-net), which needs the engine's hybrid KV cache allocator (vLLM: "
+                "SupportsHMA), not supported by the connector yet; serve it without the connector (Hugging Face's "
+                "KVCManager caches it)")
         return cls(name, BlockGeometry.from_config(hf_config, block_tokens),
                    BlockFormat(check_format(kv_format), layout_name(sealed=sealed), block_tokens), sealed)
 

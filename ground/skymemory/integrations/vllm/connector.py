@@ -156,6 +156,17 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         log.info("SkyMemory connector (%s): constellation %s, model %s, policy %s, KV %s, index %s", role.name,
                  self.config.manifest, self.config.model, self.config.policy, self.config.kv_format, index.path)
 
+    @classmethod
+    def get_required_kvcache_layout(cls, vllm_config) -> str | None:
+        """No layout of its own (the pages' is probed: kv.paged.paged). Asked while vLLM sets its attention up, before
+        it sizes its caches: a model the connector cannot serve is refused here, in one sentence (ServedModel.of),
+        before vLLM fails on it in words of its own."""
+        model = vllm_config.model_config
+        extra = vllm_config.kv_transfer_config.kv_connector_extra_config or {}
+        ServedModel.of(extra.get("model") or model.model, model.hf_text_config,
+                       block_tokens=vllm_config.cache_config.block_size, kv_format="fp16", sealed=True)
+        return None
+
     @property
     def requires_kv_delivery(self) -> bool:
         return False  # a cache: a block that is not saved is recomputed later, nothing waits for it
