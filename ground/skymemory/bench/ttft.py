@@ -615,7 +615,7 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
         modes: list[CachedMode] = []
         layout = CacheLayout.of_model(model)
         if not layout.dense:
-            log(f"  its cache keeps {', '.join(_group_words(g) for g in layout.groups())} layers (kv.format.groups): "
+            log(f"  its cache keeps {layout.in_words()} layers (kv.format.groups): "
                 f"the local, device-tier and {DEVICE_RAM} modes hold dense prefixes only and are left out")
         # the tiers hold every block of the run (pinned once, here, outside the timed sections), each over
         # its own store and index so that filling the stores writes through to each tier
@@ -753,11 +753,6 @@ def _run(cfg: TTFTConfig, log: Log, events: EventFile) -> dict:
             "summary": summary,
             "seal_comparison": seal_comparison(summary),  # empty unless --seal on,off
         }
-
-
-def _group_words(group: dict) -> str:
-    """'3 linear', '5 window (32)': one group of kv.format.groups.CacheLayout.groups()."""
-    return f"{group['layers']} {group['kind']}" + (f" ({group['window']})" if group["window"] else "")
 
 
 def _same_tokens(m: Measurement, ref: Measurement, gen: int | None) -> tuple[bool, bool]:

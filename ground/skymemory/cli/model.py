@@ -126,14 +126,11 @@ def _layout(args, spec: str, config):
     return model, CacheLayout.of_model(model), None
 
 
-def _group_name(kind: str, window: int) -> str:
-    return f"{kind} {window}" if window else kind
-
-
 def _print_groups(args, layout) -> None:
     from skymemory.kv.decide import throughput
+    from skymemory.kv.format.groups import group_name
 
-    per_token = throughput.kv_bytes_per_token(layout, args.kv)
+    per_token = throughput.kv_bytes_per_token(layout, args.kv, args.block_tokens)
     state = throughput.state_bytes_per_group(layout)
     print(f"KV groups ({args.kv}): {'dense (full attention, one K/V shape)' if layout.dense else 'grouped'}")
     print(f"  {'group':14} {'layers':>6} {'KV bytes/token':>15} {'state bytes (one snapshot)':>27}")
@@ -141,7 +138,7 @@ def _print_groups(args, layout) -> None:
         key = (group["kind"], group["window"])
         kv = f"{per_token[key]:,.0f}" if key in per_token else "-"
         snapshot = f"{state[key]:,d}" if key in state else "-"
-        print(f"  {_group_name(*key):14} {group['layers']:6d} {kv:>15} {snapshot:>27}")
+        print(f"  {group_name(*key):14} {group['layers']:6d} {kv:>15} {snapshot:>27}")
     plain, with_state = throughput.block_sizes(layout, args.block_tokens, args.kv)
     tail = "" if with_state == plain else \
         f"; the block that ends a stored prompt also carries the state: {with_state:,d}"
@@ -178,8 +175,8 @@ def _info_table(args, specs: list[str]) -> int:
         if layout is None:
             print(f"{spec:30} not described: {why}")
             continue
-        groups = " + ".join(f"{g['layers']} {_group_name(g['kind'], g['window'])}" for g in layout.groups())
-        per_token = sum(throughput.kv_bytes_per_token(layout, args.kv).values())
+        groups = layout.in_words()
+        per_token = sum(throughput.kv_bytes_per_token(layout, args.kv, args.block_tokens).values())
         fetch = throughput.prefix_fetch_bytes(layout, tokens, args.block_tokens, args.kv)
         prefill = phi = "-"
         if model is not None:

@@ -59,6 +59,7 @@ import torch
 from skymemory.protocol import native
 
 from ..format import codec, rebuild
+from ..format.groups import FULL, layer_kinds
 from ..model.cache_arg import cache_arg, cache_of
 from ..model.device import cpu_name, timings
 from ..model.models import cache_dir
@@ -326,11 +327,8 @@ def _measure_rebuild(model, kv_format: str, block_tokens: int, repeats: int) -> 
 
 
 def _dense_cache(config) -> bool:
-    """Every layer of the model's cache a plain full-attention layer."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
-    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=config).layers)
+    """Every layer of the model's cache a full-attention layer (kv.format.groups)."""
+    return all(kind == FULL for kind, _ in layer_kinds(config))
 
 
 def fit_rebuild(points) -> RebuildModel:

@@ -21,14 +21,15 @@ from ..format import codec, group_codec
 from ..format.groups import CacheLayout
 
 
-def kv_bytes_per_token(layout: CacheLayout, kv_format: str) -> dict[tuple[str, int], float]:
-    """(kind, window) -> bytes of K and V per token of that group's layers in `kv_format` (int8 with its scales)."""
+def kv_bytes_per_token(layout: CacheLayout, kv_format: str, block_tokens: int = 128) -> dict[tuple[str, int], float]:
+    """(kind, window) -> bytes of K and V per token of that group's layers in `kv_format` (int8 with its scales,
+    whose per-channel share depends on the block's size)."""
     out: dict[tuple[str, int], float] = {}
     for a in layout.attention:
         key = layout.kinds[a.layer]
-        per_block = codec.part_bytes(a.k_heads, 128, a.k_dim, kv_format, keys=True) + \
-            codec.part_bytes(a.v_heads, 128, a.v_dim, kv_format, keys=False)
-        out[key] = out.get(key, 0.0) + per_block / 128
+        per_block = codec.part_bytes(a.k_heads, block_tokens, a.k_dim, kv_format, keys=True) + \
+            codec.part_bytes(a.v_heads, block_tokens, a.v_dim, kv_format, keys=False)
+        out[key] = out.get(key, 0.0) + per_block / block_tokens
     return out
 
 

@@ -286,14 +286,32 @@ def read_header(data: bytes | bytearray | memoryview) -> BlockHeader:
     return BlockHeader(geometry, kv_format, quant, n_payload, crc, digest if flags & FLAG_SHA256 else None)
 
 
-def payload_crc32c(block_crc32c: int, block: bytes | bytearray | memoryview, payload_bytes: int) -> int:
+def payload_crc32c(block_crc32c: int, block: bytes | bytearray | memoryview, payload_bytes: int, *,
+                   header_bytes: int = HEADER_BYTES) -> int:
     """The payload's CRC32C from the whole block's, reading only the header.
 
     crc(header || payload) = crc(header) * x^(8 * payload_bytes) + crc(payload), so
     crc(payload) = crc(block) + crc(header) * x^(8 * payload_bytes) (addition is XOR).
     """
-    header_crc = native.crc32c(memoryview(block)[:HEADER_BYTES])
+    header_crc = native.crc32c(memoryview(block)[:header_bytes])
     return block_crc32c ^ native.crc32c_combine(header_crc, 0, payload_bytes)
+
+
+def check_payload(view: memoryview, header_bytes: int, crc32c: int, sha256: bytes | None, *,
+                  block_crc32c: int | None = None, verify_sha256: bool = False) -> None:
+    """Raise CodecError unless the payload after a `header_bytes` header has the CRC32C (and, asked, the SHA-256)
+    its header gives: every block format's integrity check (this module's, kv.format.group_codec's)."""
+    if block_crc32c is None:
+        crc = native.crc32c(view[header_bytes:])
+    else:
+        crc = payload_crc32c(block_crc32c, view, len(view) - header_bytes, header_bytes=header_bytes)
+    if crc != crc32c:
+        raise CodecError("payload CRC32C mismatch")
+    if verify_sha256:
+        if sha256 is None:
+            raise CodecError("block carries no SHA-256 (written without sha256=True)")
+        if hashlib.sha256(view[header_bytes:]).digest() != sha256:
+            raise CodecError("payload SHA-256 digest mismatch")
 
 
 def check_block(block: bytes | bytearray | memoryview, *, block_crc32c: int | None = None,
@@ -317,17 +335,7 @@ def check_block(block: bytes | bytearray | memoryview, *, block_crc32c: int | No
         raise CodecError(f"block geometry {header.geometry} does not match the model's {expect}")
     if kv_format is not None and header.kv_format != kv_format:
         raise CodecError(f"block is {header.kv_format}, expected {kv_format}")
-    if authenticated:
-        return header
-    if block_crc32c is None:
-        crc = native.crc32c(view[HEADER_BYTES:])
-    else:
-        crc = payload_crc32c(block_crc32c, view, header.payload_bytes)
-    if crc != header.crc32c:
-        raise CodecError("payload CRC32C mismatch")
-    if verify_sha256:
-        if header.sha256 is None:
-            raise CodecError("block carries no SHA-256 (written without sha256=True)")
-        if hashlib.sha256(view[HEADER_BYTES:]).digest() != header.sha256:
-            raise CodecError("payload SHA-256 digest mismatch")
+    if not authenticated:
+        check_payload(view, HEADER_BYTES, header.crc32c, header.sha256, block_crc32c=block_crc32c,
+                      verify_sha256=verify_sha256)
     return header

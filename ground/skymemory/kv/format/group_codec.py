@@ -33,6 +33,7 @@ from skymemory.protocol import native
 
 from . import codec
 from .groups import CacheLayout
+from .rebuild import _typed
 
 VERSION = 3
 HEADER = struct.Struct("!4sHHHIBBHQI16s32s2x")
@@ -154,27 +155,15 @@ def check_block(block, layout: CacheLayout, *, tokens: int, kv_format: str, bloc
     if not flags & FLAG_SHA256 and any(sha):
         raise codec.CodecError("the SHA-256 field is not zero but the header says there is none")
     header = GroupedHeader(n_tokens, kv_format, state, n_payload, crc, sha if flags & FLAG_SHA256 else None)
-    if authenticated:
-        return header
-    if block_crc32c is None:
-        got = native.crc32c(view[HEADER_BYTES:])
-    else:  # the payload's CRC from the whole block's, reading only the header (as kv.format.codec.payload_crc32c)
-        got = block_crc32c ^ native.crc32c_combine(native.crc32c(view[:HEADER_BYTES]), 0, n_payload)
-    if got != crc:
-        raise codec.CodecError("payload CRC32C mismatch")
-    if verify_sha256:
-        if header.sha256 is None:
-            raise codec.CodecError("block carries no SHA-256 (written without sha256=True)")
-        if hashlib.sha256(view[HEADER_BYTES:]).digest() != header.sha256:
-            raise codec.CodecError("payload SHA-256 digest mismatch")
+    if not authenticated:
+        codec.check_payload(view, HEADER_BYTES, crc, header.sha256, block_crc32c=block_crc32c,
+                            verify_sha256=verify_sha256)
     return header
 
 
 def _decode_part(part: torch.Tensor, heads: int, tokens: int, dim: int, kv_format: str, dtype: torch.dtype, *,
                  keys: bool) -> torch.Tensor:
     """One layer's K or V of one block from its bytes (uint8, any device): [heads, tokens, dim] in `dtype`."""
-    from .rebuild import _typed
-
     if kv_format != "int8":
         return _typed(part, codec._TORCH[kv_format]).view(heads, tokens, dim).to(dtype)
     n = heads * tokens * dim
@@ -207,8 +196,6 @@ def decode_blocks(rows: list[torch.Tensor], layout: CacheLayout, tokens: int, kv
     states = None
     last = rows[-1] if rows else None
     if last is not None and len(last) == block_bytes(layout, tokens, kv_format, state=True) and layout.states:
-        from .rebuild import _typed
-
         states, offset = [], block_bytes(layout, tokens, kv_format)
         for spec in layout.states:
             part = last[offset:offset + spec.bytes]

@@ -100,6 +100,11 @@ def layer_kinds(config, model_name: str = "") -> list[tuple[str, int]]:
     return kinds
 
 
+def group_name(kind: str, window: int) -> str:
+    """'full', 'linear', 'window 4096'."""
+    return f"{kind} {window}" if window else kind
+
+
 def full_storage_cache(config) -> DynamicCache:
     """The model's own cache, but with every sliding-window layer keeping all its tokens.
 
@@ -194,6 +199,10 @@ class CacheLayout:
         for kind, window in self.kinds:
             out[(kind, window)] = out.get((kind, window), 0) + 1
         return [{"kind": kind, "window": window, "layers": n} for (kind, window), n in out.items()]
+
+    def in_words(self) -> str:
+        """'5 window 32 + 1 full': the groups as a message or a table says them."""
+        return " + ".join(f"{g['layers']} {group_name(g['kind'], g['window'])}" for g in self.groups())
 
     # ------------------------------------------------------------------ what a prefix needs
 

@@ -191,7 +191,7 @@ class KVCManager:
         if self.grouped is not None and (device_tier_bytes or host_tier_bytes):
             raise ValueError(f"the device and host tiers hold dense models' blocks only; "
                              f"{getattr(model.config, 'name_or_path', '') or type(model).__name__} is "
-                             f"{_groups_in_words(self.cache_layout)}")
+                             f"{self.cache_layout.in_words()} layers")
         # a sealed store's blocks are named apart from plain ones: neither is ever taken for the other
         sealed = isinstance(store, TenantSealing) and store.sealed
         self.layout = codec.layout_name(self.verify_sha256, sealed) if self.grouped is None else \
@@ -380,7 +380,7 @@ class KVCManager:
             if not self._said_no_streaming:
                 self._said_no_streaming = True
                 log.warning("SkyMemory streams dense models' prefixes only; this model keeps %s, so its prefix is "
-                            "fetched whole before the forward (said once)", _groups_in_words(self.cache_layout))
+                            "fetched whole before the forward (said once)", self.cache_layout.in_words() + " layers")
         elif streaming:
             return get_cache_streaming(self, prompt, policy=policy, cache_salt=cache_salt)
         found = self.find_prefix(prompt, cache_salt=cache_salt)
@@ -685,12 +685,6 @@ class KVCManager:
         result.store_s = time.perf_counter() - started
         result.bytes_stored = sum(len(p) for p in payloads[:result.blocks_stored])
         return result
-
-
-def _groups_in_words(layout: CacheLayout) -> str:
-    """'2 window (256) + 1 full layers': what a grouped model's cache keeps, for a message."""
-    return " + ".join(f"{g['layers']} {g['kind']}" + (f" ({g['window']})" if g["window"] else "")
-                      for g in layout.groups()) + " layers"
 
 
 def _copy_runs(landed: torch.Tensor, positions: list[int], out: torch.Tensor) -> None:
