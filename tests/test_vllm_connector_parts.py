@@ -15,6 +15,7 @@ from skymemory.kv.naming import identity as identity_module
 from skymemory.kv.naming.blocks import chain_hashes, split_blocks
 from skymemory.kv.hf.manager import KVCManager
 from skymemory.kv.model.models import load_model
+from skymemory.kv.paged.page_groups import PageGroups
 from skymemory.kv.paged.paged_scheduler import PagedScheduler
 from skymemory.kv.paged.paged_steps import WorkerReport
 from skymemory.kv.index.radix import RadixIndex
@@ -120,7 +121,7 @@ def test_whole_blocks_never_the_last_token_and_never_what_the_engine_has():
     assert scheduler.match("a", prompt + [1], BLOCK) == 2 * BLOCK  # the engine's own cache has the first
     scheduler.allocated("a", [7, 3, 5, 8], 2 * BLOCK)  # the pages of blocks 1 and 2 are loaded
     plan = scheduler.step([], [], {})
-    assert [(p.req_id, p.block_ids, len(p.records)) for p in plan.loads] == [("a", [3, 5], 2)]
+    assert [(p.req_id, p.rows, len(p.records)) for p in plan.loads] == [("a", [(3,), (5,)], 2)]
     assert scheduler.step([], [], {}).loads == []  # a load is planned once
 
 
@@ -180,10 +181,10 @@ def test_each_completed_prompt_block_is_saved_once():
     assert scheduler.match("a", prompt, 0) == BLOCK
     # a first chunk of the prefill completes block 1 (block 0 is cached already)
     plan = scheduler.step([("a", prompt, [4, 6, 2, 9], BLOCK)], [], {"a": 5})
-    assert [(s.position, s.block_id, s.parent) for s in plan.saves] == [(1, 6, cached[0])]
+    assert [(s.position, s.pages[0], s.parent) for s in plan.saves] == [(1, 6, cached[0])]
     # the rest, in a later step: block 2, then nothing more (the partial block is never saved)
     plan = scheduler.step([], [("a", None, False, 9)], {"a": 4})
-    assert [(s.position, s.block_id) for s in plan.saves] == [(2, 2)]
+    assert [(s.position, s.pages[0]) for s in plan.saves] == [(2, 2)]
     assert scheduler.step([], [("a", [11], False, 13)], {"a": 1}).saves == []
     assert scheduler.step([], [("a", None, False, 14)], {"a": 1}).single == (1, 14)
 
@@ -199,26 +200,94 @@ def test_a_block_behind_a_sliding_window_has_no_page_and_is_neither_loaded_nor_s
     assert pages([0, 4, 5]) == [None, 4, 5]
     scheduler.allocated("a", pages([0, 4, 5, 9]), 3 * BLOCK)  # block 0 is behind the window: no page
     plan = scheduler.step([], [], {})
-    assert [(p.block_ids, len(p.records)) for p in plan.loads] == [([4, 5], 2)]
+    assert [(p.rows, len(p.records)) for p in plan.loads] == [([(4,), (5,)], 2)]
     assert scheduler.finished("a")["fetched_blocks"] == 2  # what crossed the link: 2 of the 3 matched
 
     fresh = _scheduler(RadixIndex())
     fresh.match("b", prompt, 0)
     saves = fresh.step([("b", prompt, pages([0, 6, 2, 9]), 0)], [], {"b": 13}).saves
-    assert [(s.position, s.block_id) for s in saves] == [(1, 6), (2, 2)]  # block 0 has no page to save from
+    assert [(s.position, s.pages[0]) for s in saves] == [(1, 6), (2, 2)]  # block 0 has no page to save from
 
 
-def test_a_model_with_recurrent_layers_is_refused_on_a_paged_engine_in_one_sentence():
-    """Mamba-2 / gated delta-net state needs vLLM's hybrid allocator (SupportsHMA), which the connector has not yet:
-    said in one sentence when the connector starts, instead of vLLM's "Failed to promote local KV cache specs"."""
-    from skymemory.kv.engine import ServedModel, UnsupportedModel
+# ---- a hybrid engine: several page tables (kv.paged.page_groups) -----------------------------------------
+
+PLAIN, WITH_STATE = 1000, 5000  # a recurrent hybrid's blocks: the one ending a stored prompt carries the state
+HYBRID = PageGroups(3, attention=(2,), recurrent=(0, 1))  # two Mamba layers' tables, then the attention layer's
+
+
+def _hybrid(index: RadixIndex, policy: str = "fetch") -> PagedScheduler:
+    return PagedScheduler(root=ROOT, block_tokens=BLOCK, block_bytes=PLAIN, layers=1, index=index, policy=policy,
+                          groups=HYBRID, state_block_bytes=WITH_STATE)
+
+
+def _indexed_sizes(index: RadixIndex, prompt: list[int], sizes: list[int]) -> list[bytes]:
+    hashes = chain_hashes(ROOT, split_blocks(prompt, BLOCK))[:len(sizes)]
+    index.insert_chain(ROOT, [(BlockRecord(h, size, 6144, 1, 0, "explicit", 5, (0, 0)), None)
+                              for h, size in zip(hashes, sizes)])
+    return hashes
+
+
+def test_page_rows_are_one_page_per_table_with_none_where_a_table_keeps_none():
+    assert HYBRID.rows([[None, 5, None], [None, 6, 3], [7, 8, 9]]) == [(None, None, 7), (5, 6, 8), (None, 3, 9)]
+    assert HYBRID.loads_into((None, None, 7)) and not HYBRID.loads_into((5, 6, None))
+    assert HYBRID.saves_from((None, None, 7)) and HYBRID.hybrid and not PageGroups.one_table(2).hybrid
+    with pytest.raises(ValueError, match="2 page tables for a model whose layers are in 3"):
+        HYBRID.rows([[1], [2]])
+
+
+def test_a_recurrent_hybrid_resumes_only_from_a_block_that_carries_the_state_and_loads_all_or_nothing():
+    index = RadixIndex()
+    prompt = list(range(10, 27))  # 17 tokens: 4 whole blocks
+    _indexed_sizes(index, prompt, [PLAIN, WITH_STATE, PLAIN, PLAIN])  # a stored prompt of 2 blocks, then a longer
+    scheduler = _hybrid(index)
+    assert scheduler.match("a", prompt, 0) == 2 * BLOCK  # blocks 2 and 3 carry no state: no prefix ends there
+    # vLLM's pages: a Mamba table keeps one page, at the prefix's last block (the state goes there)
+    scheduler.allocated("a", HYBRID.rows([[None, 5], [None, 6], [7, 8]]), 2 * BLOCK)
+    plan = scheduler.step([], [], {})
+    assert [(p.rows, len(p.records)) for p in plan.loads] == [([(None, None, 7), (5, 6, 8)], 2)]
+    assert scheduler.match("b", prompt, BLOCK) == BLOCK  # the engine has block 0: block 1 and its state
+
+    bare = RadixIndex()
+    _indexed_sizes(bare, prompt, [PLAIN, PLAIN, PLAIN])
+    assert _hybrid(bare).match("c", prompt, 0) == 0  # no block carries a state: nothing to resume from
+    # a decision to fetch part of the prefix and compute the rest: nothing (the state is after the whole prefix)
+    split = _hybrid(index, policy="auto")
+    split.finder.decide = lambda *args, **kwargs: SimpleNamespace(fetch_blocks=1, describe=lambda: "split 1/2")
+    assert split.match("d", prompt, 0) == 0
+    assert split.finished("d")["decision"] == ("split 1/2; recomputed: a recurrent state is cached after the whole "
+                                               "prefix only")
+
+
+def test_a_recurrent_hybrids_prompt_is_saved_up_to_its_last_state_with_the_state_pages_the_engine_offered():
+    scheduler = _hybrid(RadixIndex())
+    prompt = list(range(10, 24))  # 14 tokens: its last state the engine keeps is after block 2 (12 tokens)
+    scheduler.match("a", prompt, 0)
+    rows = HYBRID.rows([[11, 12, 13, 14], [21, 22, 23, 24], [1, 2, 3, 4]])
+    plan = scheduler.step([("a", prompt, rows[:2], 0)], [], {"a": 8})  # blocks 0 and 1: no state in them
+    assert [(s.position, s.pages, s.state) for s in plan.saves] == [(0, (11, 21, 1), False), (1, (12, 22, 2), False)]
+    # block 2 is complete, but the state after it is not offered yet: it waits for it
+    assert scheduler.step([], [("a", rows[2:3], False, 8)], {"a": 4}).saves == []
+    plan = scheduler.step([], [], {"a": 2}, offered={"a": [(0, 33, 3 * BLOCK), (1, 34, 3 * BLOCK)]})
+    assert [(s.position, s.pages, s.state) for s in plan.saves] == [(2, (33, 34, 3), True)]
+    # and nothing past it: a block no state ends could never be loaded
+    assert scheduler.step([], [("a", rows[3:], False, 14)], {"a": 1}).saves == []
+
+
+def test_a_model_with_recurrent_layers_is_refused_on_an_engine_with_one_page_table_in_one_sentence():
+    """Mamba-2 / gated delta-net state needs vLLM's hybrid allocator (the connector supports it: SupportsHMA); with
+    it turned off, said in one sentence when vLLM sets its attention up, instead of vLLM's "Failed to promote local
+    KV cache specs"."""
+    from skymemory.kv.engine import PageGroups, ServedModel, UnsupportedModel
     from skymemory.kv.model.models import load_config
 
     for name in ("embedded-tiny-granite-hybrid", "embedded-tiny-qwen3-next"):
         _, config = load_config(name)
         with pytest.raises(UnsupportedModel) as refused:
             ServedModel.of(name, config, block_tokens=BLOCK, kv_format="fp16", sealed=True)
-        assert str(refused.value).startswith(f"SkyMemory cannot cache {name} on a paged engine yet: 3 of its layers "
-                                             "keep recurrent state (Mamba / gated delta-net)")
+        assert str(refused.value).startswith(f"SkyMemory cannot cache {name} on this engine: 3 of its layers "
+                                             "keep recurrent state (Mamba / gated delta-net), which needs the "
+                                             "engine's hybrid KV cache allocator")
+        assert ServedModel.of(name, config, block_tokens=BLOCK, kv_format="fp16", sealed=True,
+                              groups=PageGroups(2, (1,), (0,)))  # with the allocator on: its layout decides
     _, config = load_config("embedded-tiny-mistral")  # a sliding window is served
     assert ServedModel.of("embedded-tiny-mistral", config, block_tokens=BLOCK, kv_format="fp16", sealed=True)

@@ -96,7 +96,7 @@ def test_blocks_a_kvcmanager_stored_land_in_the_engines_pages(constellation, tmp
     assert scheduler.match("r2", prompt[:3 * BLOCK], computed_tokens=0) == 2 * BLOCK  # 3 blocks, the last token
     scheduler.allocated("r1", [9, 4, 7, 2], 2 * BLOCK)  # pages: the local block's, then the loaded ones
     plan = scheduler.step([("r1", prompt, [9, 4, 7, 2], 3 * BLOCK)], [], {"r1": 5})
-    assert [(p.req_id, p.block_ids) for p in plan.loads] == [("r1", [4, 7])] and plan.saves == []
+    assert [(p.req_id, p.rows) for p in plan.loads] == [("r1", [(4,), (7,)])] and plan.saves == []
 
     # every block "last used" long ago, so the load's note shows
     index.insert_entries([dataclasses.replace(index.get(h), last_used_ms=1) for h in manager.block_hashes(prompt)])
@@ -134,7 +134,7 @@ def test_pages_the_worker_saves_are_hits_for_a_kvcmanager(constellation, tmp_pat
         assert scheduler.match("r1", prompt, 0) == 0  # nothing cached: computed, then saved
         # the prefill step: two full prompt blocks in pages 5 and 3 (plus a partial one in 8)
         plan = scheduler.step([("r1", prompt, [5, 3, 8], 0)], [], {"r1": len(prompt)})
-        assert [(s.position, s.block_id) for s in plan.saves] == [(0, 5), (1, 3)]
+        assert [(s.position, s.pages[0]) for s in plan.saves] == [(0, 5), (1, 3)]
         assert plan.single == (len(prompt), 0)
         again = scheduler.step([("r2", prompt, [1, 2, 6], 0)], [], {"r2": len(prompt)})
         assert again.saves == []  # another request with the same prompt: being saved already

@@ -41,11 +41,13 @@ class ModelIdentity:
     model_fp: bytes
     tokenizer_fp: bytes
 
-    def root(self, *, kv_format: str, block_tokens: int, sha256: bool = False, sealed: bool = False) -> bytes:
+    def root(self, *, kv_format: str, block_tokens: int, sha256: bool = False, sealed: bool = False,
+             layout: str | None = None) -> bytes:
         """The chain root of blocks of this model in `kv_format`, as KVCManager(kv_dtype=kv_format) names them
-        (`sealed`: on a store that seals, as every store from a manifest does by default)."""
+        (`sealed`: on a store that seals, as every store from a manifest does by default). `layout`: the blocks'
+        layout name when they are not kv.format.codec's dense ones (kv.format.group_codec.layout_name)."""
         return root_hash(self.model_fp, self.tokenizer_fp, kv_format=codec.check_format(kv_format),
-                         block_tokens=block_tokens, layout=codec.layout_name(sha256, sealed))
+                         block_tokens=block_tokens, layout=layout or codec.layout_name(sha256, sealed))
 
 
 def _files_stamp(directory: Path) -> list:

@@ -49,12 +49,18 @@ from ..index.lookup import PrefixFinder
 from ..index.orbit_records import OrbitRecords
 from ..index.radix import RadixIndex
 from ..naming.extra_keys import RequestKeys, Unkeyable, say_once
+from .page_groups import PageGroups, Row
 from .paged_steps import LoadPlan, SavePlan, StepPlan, WorkerReport
 
 log = logging.getLogger(__name__)
 
 PLACEMENT = "explicit"  # the strategy of the records the worker's store writes and can read (store.nearest_when_set)
 SAVING_FORGOTTEN_S = 60.0  # a block another request began saving is not saved again for this long
+
+
+def _rows(pages) -> list[Row]:
+    """Rows of pages (kv.paged.page_groups); an engine with one table may give plain pages (or None)."""
+    return [page if isinstance(page, tuple) else (page,) for page in pages]
 
 
 def _findable(record: BlockRecord) -> bool:
@@ -72,16 +78,24 @@ class TrackedRequest:
     local: int = 0  # leading blocks the engine's own cache had
     to_load: list[BlockRecord] = field(default_factory=list)  # the blocks after those that were decided fetched
     loaded: int | None = None  # of those, the ones given a page to load into (None: no pages given yet)
-    # the request's pages, in order; None where the engine keeps no page (a sliding window's past)
-    block_ids: list[int | None] = field(default_factory=list)
+    # the request's pages, a row per block (kv.paged.page_groups): None where a table keeps no page for it
+    rows: list[Row] = field(default_factory=list)
     next_save: int = 0  # first block not yet considered for saving
+    # recurrent layers: the pages the engine offered with their state after `tokens` (table -> page, per tokens)
+    offered: dict[int, dict[int, int]] = field(default_factory=dict)
     orbit_asked: bool = False  # its lookup in orbit answered: matched again, it asks this host's index only
 
 
 class PagedScheduler:
     def __init__(self, *, root: bytes, block_tokens: int, block_bytes: int, layers: int, index: RadixIndex,
-                 policy: str = "auto", orbit: OrbitRecords | None = None) -> None:
+                 policy: str = "auto", orbit: OrbitRecords | None = None, groups: PageGroups | None = None,
+                 state_block_bytes: int | None = None) -> None:
+        """groups: the engine's page tables (one for every layer when None). state_block_bytes: for a model with
+        recurrent layers, the size of the block that carries their state (kv.format.group_codec): a prefix is
+        loaded only whole, up to a block that carries it."""
         self.root = root
+        self.groups = groups or PageGroups.one_table(layers)
+        self.state_block_bytes = state_block_bytes
         self.block_tokens = block_tokens
         self.block_bytes = block_bytes
         self.layers = layers
@@ -139,6 +153,9 @@ class PagedScheduler:
         tracked.orbit_asked = True  # what it found is in this host's index now (PrefixFinder._learn)
         entries = found.records
         tracked.cached = len(entries)
+        if self.state_block_bytes is not None:  # a recurrent layer resumes only from a block carrying its state
+            entries = entries[:next((end for end in range(len(entries), 0, -1)
+                                     if entries[end - 1].n_bytes == self.state_block_bytes), 0)]
         tracked.local = local = computed_tokens // self.block_tokens
         tracked.to_load = []
         if len(entries) <= local:
@@ -157,10 +174,14 @@ class PagedScheduler:
         decision = self.finder.decide(
             self.rates(), prompt_tokens=len(prompt) - local * self.block_tokens, cached_blocks=len(entries) - local,
             streaming=True, mode=policy, near=near)
-        self.decisions[req_id] = decision.describe()
+        fetch = decision.fetch_blocks
+        said = decision.describe()
+        if self.state_block_bytes is not None and fetch < len(entries) - local:
+            fetch, said = 0, f"{said}; recomputed: a recurrent state is cached after the whole prefix only"
+        self.decisions[req_id] = said
         log.info("SkyMemory: request %s: %d cached blocks after %d local: %s", req_id, len(entries) - local, local,
-                 decision.describe())
-        tracked.to_load = entries[local:local + decision.fetch_blocks]
+                 said)
+        tracked.to_load = entries[local:local + fetch]
         return len(tracked.to_load) * self.block_tokens
 
     def rates(self) -> EngineRates | None:
@@ -173,9 +194,10 @@ class PagedScheduler:
             return EngineRates(prefill, RebuildModel(0.0, rate))
         return EngineRates(prefill, FREE_REBUILD)  # no load seen yet: the transfer is all there is to it
 
-    def allocated(self, req_id: str, block_ids: list[int | None], external_tokens: int) -> None:
-        """The engine gave the request its pages: plan the load of the blocks matched for it. A block the engine
-        gives no page (None: it lies behind a sliding window, where no layer reads it) is not loaded."""
+    def allocated(self, req_id: str, rows: list[Row | int | None], external_tokens: int) -> None:
+        """The engine gave the request its pages (a row per block: kv.paged.page_groups): plan the load of the
+        blocks matched for it. A block no attention layer keeps a page of (it lies behind every sliding window)
+        is not loaded; a recurrent layer's state goes into the page its table keeps at the prefix's last block."""
         tracked = self._requests.get(req_id)
         if tracked is None or external_tokens <= 0:
             return
@@ -183,41 +205,55 @@ class PagedScheduler:
         if count != len(tracked.to_load):
             raise RuntimeError(f"request {req_id}: the engine loads {count} blocks, {len(tracked.to_load)} were "
                                "matched")
-        given = block_ids[tracked.local:tracked.local + count]
-        pairs = [(record, page) for record, page in zip(tracked.to_load, given) if page is not None]
+        given = _rows(rows[tracked.local:tracked.local + count])
+        pairs = [(record, row) for record, row in zip(tracked.to_load, given) if self.groups.loads_into(row)]
         tracked.loaded = len(pairs)
         if pairs:
-            self._loads.append(LoadPlan(req_id, [r for r, _ in pairs], [p for _, p in pairs], tracked.tenant))
+            self._loads.append(LoadPlan(req_id, [r for r, _ in pairs], [row for _, row in pairs], tracked.tenant))
 
     # ---- each step ------------------------------------------------------------------------------
-    def step(self, new: list[tuple[str, list[int] | None, list[int], int]],
-             running: list[tuple[str, list[int] | None, bool, int]], scheduled: dict[str, int]) -> StepPlan:
+    def step(self, new: list[tuple[str, list[int] | None, list[Row | int | None], int]],
+             running: list[tuple[str, list[Row | int | None] | None, bool, int]], scheduled: dict[str, int],
+             offered: dict[str, list[tuple[int, int, int]]] | None = None) -> StepPlan:
         """The plan of one engine step.
 
-        new:       (request id, prompt (None: as matched), its pages, tokens computed before this step) of newly
+        new:       (request id, prompt (None: as matched), its page rows (with one table: its pages), tokens computed
+                   before this step) of newly
                    scheduled requests; one that was not matched with this prompt has no saves (its keys are unknown)
-        running:   (request id, pages added (None: none), resumed (its pages are given anew), tokens computed)
+        running:   (request id, rows added (None: none), resumed (its pages are given anew), tokens computed)
         scheduled: tokens each request computes in this step
+        offered:   recurrent layers' states this step leaves in pages, per request: (table, page, after how many
+                   tokens); a page so offered holds that state at the step's end only
         """
+        for req_id, states in (offered or {}).items():
+            tracked = self._requests.get(req_id)
+            if tracked is not None:
+                for table, page, tokens in states:
+                    tracked.offered.setdefault(tokens, {})[table] = page
         plan = StepPlan(loads=self._loads)
         self._loads = []
-        for req_id, prompt, block_ids, computed in new:
+        for req_id, prompt, rows, computed in new:
             tracked = self._requests.get(req_id)
             if tracked is None or (prompt is not None and tracked.prompt != list(prompt)):
                 say_once(Unkeyable("a request scheduled without being matched",
                                    "its cache salt and adapter are unknown here"))
                 continue
-            tracked.block_ids = list(block_ids)
+            tracked.rows = _rows(rows)
             plan.saves += self._saves(req_id, tracked, computed + scheduled.get(req_id, 0))
         for req_id, added, resumed, computed in running:
             tracked = self._requests.get(req_id)
             if tracked is None:
                 continue
             if resumed:
-                tracked.block_ids = list(added or [])
+                tracked.rows = _rows(added or [])
             elif added:
-                tracked.block_ids += added
+                tracked.rows += _rows(added)
             plan.saves += self._saves(req_id, tracked, computed + scheduled.get(req_id, 0))
+        stepped = {r for r, *_ in new} | {r for r, *_ in running}
+        for req_id, states in (offered or {}).items():  # offered while not scheduled: its blocks up to the state
+            tracked = self._requests.get(req_id)
+            if tracked is not None and req_id not in stepped:
+                plan.saves += self._saves(req_id, tracked, max(tokens for _, _, tokens in states))
         if len(scheduled) == 1:
             ((req_id, tokens),) = scheduled.items()
             computed = next((c for r, _, _, c in new if r == req_id), None)
@@ -227,8 +263,19 @@ class PagedScheduler:
         return plan
 
     def _saves(self, req_id: str, tracked: TrackedRequest, computed_after: int) -> list[SavePlan]:
-        """The prompt blocks this step completes that no one has cached or is caching."""
+        """The prompt blocks this step completes that no one has cached or is caching.
+
+        With recurrent layers, the blocks up to the prompt's last state the engine keeps (after its last whole
+        block before its last token: the engine's own prefix cache keeps the same) and no further: a later
+        prefix resumes from a state, so blocks past the last one saved with it could never be loaded. That
+        block is saved in the step the engine offers its state, with it."""
         full = min(computed_after, len(tracked.prompt)) // self.block_tokens
+        state_at = None
+        if self.state_block_bytes is not None:
+            state_at = (len(tracked.prompt) - 1) // self.block_tokens - 1  # the block that ends with the state
+            full = min(full, state_at + 1)
+            if full == state_at + 1 and not self._state_offered(tracked, state_at):
+                full = state_at  # its state is not in a page yet: saved in the step that leaves it there
         first = max(tracked.next_save, tracked.cached)
         if full <= first or tracked.unkeyed:
             return []
@@ -243,14 +290,23 @@ class PagedScheduler:
         saves = []
         for position in range(max(first, indexed), full):
             block_hash = tracked.hashes[position]
-            if block_hash in self._saving or position >= len(tracked.block_ids):
+            if block_hash in self._saving or position >= len(tracked.rows):
                 continue
-            if tracked.block_ids[position] is None:
-                continue  # no page holds it (behind a sliding window): it cannot be saved from here
+            row, state = tracked.rows[position], position == state_at
+            if state:  # its recurrent tables' pages: the ones the engine offered with the state in them
+                pages = tracked.offered[(position + 1) * self.block_tokens]
+                row = tuple(pages.get(table, page) for table, page in enumerate(row))
+            if not self.groups.saves_from(row):
+                continue  # some layer keeps no page of it (behind a sliding window): it cannot be saved from here
             self._saving[block_hash] = now
             parent = self.root if position == 0 else tracked.hashes[position - 1]
-            saves.append(SavePlan(req_id, tracked.block_ids[position], block_hash, parent, position, tracked.tenant))
+            saves.append(SavePlan(req_id, row, block_hash, parent, position, tracked.tenant, state=state))
         return saves
+
+    def _state_offered(self, tracked: TrackedRequest, position: int) -> bool:
+        """Whether every recurrent layer's state after block `position` is in a page the engine offered."""
+        pages = tracked.offered.get((position + 1) * self.block_tokens, {})
+        return all(table in pages for table in self.groups.recurrent)
 
     def finished(self, req_id: str) -> dict | None:
         """Forget the request; what it should be told of its cached prefix (None: nothing was cached), or why it

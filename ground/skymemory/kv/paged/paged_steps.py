@@ -12,17 +12,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .page_loads import PageLoad as LoadPlan  # a request's blocks to load, as the worker's loads take them
+from skymemory.store.contract import BlockRecord
+
+from .page_groups import Row
+
+
+@dataclass
+class LoadPlan:
+    """One request's cached blocks to load."""
+
+    req_id: str
+    records: list[BlockRecord]  # in prefix order
+    rows: list[Row]  # the engine's pages they go into, a row per record (kv.paged.page_groups)
+    tenant: str | None = None  # the request's cache salt: its blocks are sealed under that tenant's key
 
 
 @dataclass
 class SavePlan:
     req_id: str
-    block_id: int  # the engine's page that holds the block once this step has run
+    pages: Row  # the engine's pages that hold the block once this step has run, one per table
     block_hash: bytes
     parent: bytes  # the previous block's hash, or the chain's root
     position: int  # the block's place in its prompt
     tenant: str | None = None  # the request's cache salt: the block is sealed under that tenant's key
+    state: bool = False  # its recurrent tables' pages hold their state after it: saved with the block
 
 
 @dataclass

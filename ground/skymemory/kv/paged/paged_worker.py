@@ -22,6 +22,10 @@ constellation and indexes them. Decoding never waits for the network: a full
 save queue drops blocks (logged), and shutdown waits for the queue a bounded
 time.
 
+An engine with several page tables (kv.paged.page_groups: a hybrid allocator) loads a request's blocks
+whole before it runs instead (kv.paged.whole_loads), and saves each attention layer's pages from its own
+table, with the recurrent layers' state pages in the block that carries them (kv.format.group_codec).
+
 Two stores, one for loads and one for saves: on a constellation, two ground-station
 ids (each has its own socket; a satellite answers a station at the address it last
 heard it from).
@@ -38,7 +42,8 @@ from dataclasses import dataclass
 import torch
 from skymemory.store.contract import BlockRecord, BlockStore
 
-from ..format import codec
+from ..format import codec, group_codec
+from ..format.groups import CacheLayout
 from ..index.lost import evict
 from ..index.orbit_records import OrbitRecords
 from ..index.radix import RadixIndex
@@ -46,9 +51,12 @@ from ..index.saving import BlockFormat, BlockSave, save_blocks
 from ..transfer.affinity import unpin_current_thread
 from ..transfer.landing import LandingBuffers
 from ..transfer.tiers import BlockTiers
-from .page_loads import PageLoads
+from . import state_pages
+from .page_groups import PageGroups
+from .page_loads import PageLoad, PageLoads
 from .paged import CopiedPages, PagedLayout
 from .paged_steps import LoadPlan, SavePlan, StepPlan, WorkerReport
+from .whole_loads import WholeLoads, WholeOutcome
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +68,7 @@ SHUTDOWN_SAVE_WAIT_S = 60.0
 class SaveJob:
     plans: list[SavePlan]
     pages: CopiedPages  # their pages, per layer [m, 2, kv_heads, tokens, head_dim] on the host, once waited for
+    states: list[torch.Tensor | None] | None = None  # per plan: its recurrent layers' state pages (uint8 rows)
 
 
 @dataclass
@@ -72,8 +81,10 @@ class BlockSaver:
     kv.index.orbit_records, when `orbit` is given); evicts failed ones there too (their records with them)."""
 
     def __init__(self, store: BlockStore, index: RadixIndex, form: BlockFormat,
-                 tiers: BlockTiers | None = None, orbit: OrbitRecords | None = None) -> None:
+                 tiers: BlockTiers | None = None, orbit: OrbitRecords | None = None,
+                 cache_layout: CacheLayout | None = None) -> None:
         self.store, self.index, self.form, self.orbit = store, index, form, orbit
+        self.cache_layout = cache_layout  # a hybrid model's: its blocks are grouped ones (kv.format.group_codec)
         self.tiers = tiers  # the worker's host tier: what is saved is kept there too (write-through)
         self._queue: queue.Queue[SaveJob | EvictJob | None] = queue.Queue()
         self._pending = 0  # blocks queued or being stored
@@ -117,13 +128,21 @@ class BlockSaver:
 
     def _store(self, job: SaveJob) -> None:
         job.pages.wait()  # the step's copy out of the device pages: this thread waits, not the step
-        saves = [(plan.tenant, BlockSave(plan.block_hash, plan.parent, plan.position,
-                                         codec.encode_block([(kv[i, 0], kv[i, 1]) for kv in job.pages.layers],
-                                                            self.form.kv_format)))
+        saves = [(plan.tenant, BlockSave(plan.block_hash, plan.parent, plan.position, self._encode(job, i)))
                  for i, plan in enumerate(job.plans)]
         for tenant in dict.fromkeys(t for t, _ in saves):  # one put per tenant: under its own key
             save_blocks(self.store.for_tenant(tenant), self.index, [s for t, s in saves if t == tenant], self.form,
                         self.tiers, self.orbit, tenant)
+
+    def _encode(self, job: SaveJob, i: int) -> bytes:
+        """Block i of the job as kv.format.codec encodes it (KVCManager's bytes for the same KV), or a hybrid
+        model's as kv.format.group_codec does, with its recurrent layers' state when it carries it."""
+        kv = [(layer[i, 0], layer[i, 1]) for layer in job.pages.layers]
+        if self.cache_layout is None:
+            return codec.encode_block(kv, self.form.kv_format)
+        states = job.states[i] if job.states else None
+        return group_codec.encode_block(self.cache_layout, kv, self.form.kv_format,
+                                        states=None if states is None else list(states))
 
     def close(self, timeout_s: float = SHUTDOWN_SAVE_WAIT_S) -> None:
         """Store what is queued (up to `timeout_s`), then stop."""
@@ -143,10 +162,20 @@ class PagedWorker:
 
     def __init__(self, load_store: BlockStore, save_store: BlockStore, *, geometry: codec.BlockGeometry,
                  index: RadixIndex, form: BlockFormat, host_tier_bytes: int = 0, load_timeout_s: float,
-                 orbit: bool = True) -> None:
+                 orbit: bool = True, groups: PageGroups | None = None, cache_layout: CacheLayout | None = None) -> None:
+        """groups, cache_layout: for an engine with several page tables (kv.paged.page_groups), and the model's
+        layout on it: its blocks are grouped ones (kv.format.group_codec), loaded whole before the request runs
+        (kv.paged.whole_loads)."""
         self.geometry = geometry
         self.index = index
         self.form = form
+        self.groups = groups or PageGroups.one_table(geometry.layers)
+        self.cache_layout = cache_layout if self.groups.hybrid else None
+        if self.groups.hybrid and cache_layout is None:
+            raise ValueError("an engine with several page tables needs the model's cache layout on it")
+        if self.groups.hybrid and host_tier_bytes:
+            raise ValueError("a host tier holds blocks of one size: it is not kept for a model whose layers are "
+                             "in several page tables (set host_tier_bytes to 0)")
         self.block_bytes = codec.block_bytes(geometry, form.kv_format)
         self.load_store = load_store
         self.load_timeout_s = load_timeout_s
@@ -154,22 +183,44 @@ class PagedWorker:
         self.tiers = (BlockTiers(self.block_bytes, "cpu", host_bytes=host_tier_bytes, journal=True)
                       if host_tier_bytes else None)
         self.saver = BlockSaver(save_store, index, form, self.tiers,
-                                OrbitRecords.for_store(save_store) if orbit else None)
+                                OrbitRecords.for_store(save_store) if orbit else None, self.cache_layout)
         self.caches: list[torch.Tensor] = []
+        self.state_caches: list = []
         self.layout: PagedLayout | None = None
         self.loads: PageLoads | None = None  # made when the engine's caches are known (register)
+        self.whole: WholeLoads | None = None  # a hybrid engine's loads instead
         self._errors: set[int] = set()
         self._report = WorkerReport()
         self._step_started = time.perf_counter()
 
-    def register(self, caches: list[torch.Tensor], layout: PagedLayout) -> None:
-        """The engine's per-layer caches, in layer order, and the layout of their pages."""
+    def register(self, caches: list[torch.Tensor], layout: PagedLayout, state_caches: list | None = None) -> None:
+        """The engine's per-layer caches, in layer order, and the layout of their pages; `state_caches`: its
+        recurrent layers' (kv.paged.state_pages), in layer order."""
         if len(caches) != self.geometry.layers:
             raise ValueError(f"the engine has {len(caches)} attention layers, the model {self.geometry.layers}")
-        self.caches, self.layout = caches, layout
+        state_caches = list(state_caches or ())
+        if len(state_caches) != len(self.groups.recurrent):
+            raise ValueError(f"the engine has {len(state_caches)} recurrent layers, the model "
+                             f"{len(self.groups.recurrent)}")
+        self.caches, self.layout, self.state_caches = caches, layout, state_caches
+        landing = LandingBuffers(pin=caches[0].device.type == "cuda")
+        if self.groups.hybrid:
+            self.whole = WholeLoads(self.load_store, self.index, self.cache_layout, self.groups,
+                                    kv_format=self.form.kv_format, block_tokens=self.form.block_tokens,
+                                    caches=caches, layout=layout, state_caches=state_caches,
+                                    landing_buffers=landing, evict=self.saver.evict)
+            return
         self.loads = PageLoads(self.load_store, self.index, self.geometry, self.form.kv_format,
-                               dtype=caches[0].dtype, landing=LandingBuffers(pin=caches[0].device.type == "cuda"),
-                               tiers=self.tiers, evict=self.saver.evict, deadline_s=self.load_timeout_s)
+                               dtype=caches[0].dtype, landing=landing, tiers=self.tiers, evict=self.saver.evict,
+                               deadline_s=self.load_timeout_s)
+
+    def load_whole(self, plans: list[LoadPlan]) -> WholeOutcome:
+        """A hybrid engine's loads: every request's blocks whole into its pages, now (kv.paged.whole_loads)."""
+        outcome = self.whole.load(plans)
+        self._report.transfers += outcome.transfers
+        self._report.page_writes += outcome.page_writes
+        self._report.failed_loads += outcome.failed
+        return outcome
 
     # ---- loads ----------------------------------------------------------------------------------
     def begin_step(self) -> None:
@@ -177,7 +228,7 @@ class PagedWorker:
 
     def start_loads(self, plans: list[LoadPlan]) -> None:
         """The step's loads (kv.paged.page_loads: the host tier first, one stream per tenant)."""
-        self.loads.start(plans)
+        self.loads.start([PageLoad(p.req_id, p.records, [row[0] for row in p.rows], p.tenant) for p in plans])
 
     def wait_layer(self, layer: int) -> None:
         """Layer `layer` of this step's loads into their pages (the engine is about to run its attention)."""
@@ -215,10 +266,19 @@ class PagedWorker:
     def _copy_out(self, saves: list[SavePlan]) -> None:
         """The saved blocks' pages out of the engine's caches, now (the pages may be reused once the request
         ends). On a GPU the copies are asynchronous (kv.paged.paged's copy_out) and the saver waits for them: the step
-        never does."""
-        pages = torch.tensor([s.block_id for s in saves], dtype=torch.int64)
-        copied = self.layout.copy_out(self.caches, pages, codec.source_dtype(self.form.kv_format))
-        self.saver.submit(SaveJob(saves, copied))
+        never does. A hybrid engine's are copied layer by layer from each layer's table, with the recurrent
+        layers' state pages of the blocks that carry it."""
+        dtype = codec.source_dtype(self.form.kv_format)
+        if not self.groups.hybrid:
+            pages = torch.tensor([s.pages[0] for s in saves], dtype=torch.int64)
+            self.saver.submit(SaveJob(saves, self.layout.copy_out(self.caches, pages, dtype)))
+            return
+        layers = [self.layout.read(cache, torch.tensor([s.pages[table] for s in saves], dtype=torch.int64))
+                  .to(device="cpu", dtype=dtype) for cache, table in zip(self.caches, self.groups.attention)]
+        states = [[state_pages.read(cache, torch.tensor([s.pages[table]], dtype=torch.int64))[0]
+                   for cache, table in zip(self.state_caches, self.groups.recurrent)] if s.state else None
+                  for s in saves]
+        self.saver.submit(SaveJob(saves, CopiedPages(layers), states))
 
     def take_report(self) -> WorkerReport | None:
         if self.tiers is not None:  # (the saver's thread writes through it too: taken under the tiers' lock)
