@@ -8,6 +8,9 @@ JOB: {"model": model folder, "out": results file,
                    "together": bool (every request in one generate call: scheduled, loaded and saved in the
                                same steps; default: one call per request, in order),
                    "lora": bool (serve LoRA adapters, rank <= 8, two at a time),
+                   "prefix_caching": bool (vLLM's own prefix cache on: a model with Mamba layers needs it with the
+                                     connector; default off), "max_num_batched_tokens": n (default vLLM's),
+                   "dtype": the engine's dtype (default float32),
                    "requests": [{"name": ..., "ids": [...], "max_tokens": n, "policy": null | "fetch" | ...,
                                  "salt": a cache salt (or null), "lora": [name, id, folder] (or null)}]}]}
 OUT: {engine name: {request name: {"tokens", "num_cached_tokens", "kv_transfer_params", "seconds"}}}
@@ -40,8 +43,10 @@ def run_engine(model: str, engine: dict) -> dict:
             kv_role="kv_both", kv_load_failure_policy="recompute", kv_connector_extra_config=engine["connector"])
     if engine.get("lora"):
         options.update(enable_lora=True, max_lora_rank=8, max_loras=2)
-    llm = LLM(model=model, block_size=128, enable_prefix_caching=False, max_model_len=4096, dtype="float32",
-              enforce_eager=True, seed=0, **options)
+    if engine.get("max_num_batched_tokens"):
+        options.update(max_num_batched_tokens=engine["max_num_batched_tokens"])
+    llm = LLM(model=model, block_size=128, enable_prefix_caching=bool(engine.get("prefix_caching")),
+              max_model_len=4096, dtype=engine.get("dtype", "float32"), enforce_eager=True, seed=0, **options)
     results = {}
     try:
         if engine.get("marker"):

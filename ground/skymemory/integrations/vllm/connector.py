@@ -17,6 +17,13 @@ request may ask its own policy: SamplingParams(extra_args={"kv_transfer_params":
 {"skymemory_policy": "recompute"}}). Every finished request that had cached
 blocks says what was decided in RequestOutput.kv_transfer_params["skymemory"].
 
+Models whose layers keep different state (sliding windows beside full attention, Mamba / gated delta-net
+layers) run with vLLM's hybrid allocator on (SupportsHMA): one page table per group of layers
+(kv_groups). Their blocks carry each attention layer's K/V and, in the block ending a stored prompt, the
+recurrent layers' state; they load whole before the request runs (vLLM waits for them: an asynchronous
+load), and a failed load is named by its request. A model with recurrent layers needs vLLM's prefix
+caching on, which keeps their state at block boundaries.
+
 A request's blocks are keyed as vLLM's own prefix cache keys them (kv.naming.extra_keys):
 its cache salt, LoRA adapter (by a fingerprint of the adapter folder's weights),
 media and prompt embeddings; `request_keys` reads them off vLLM's Request.
@@ -33,13 +40,16 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
     KVConnectorMetadata,
     KVConnectorRole,
+    KVConnectorTransferResults,
     KVConnectorWorkerMetadata,
+    SupportsHMA,
 )
 from vllm.model_executor.layers.attention.attention import Attention
 from vllm.model_executor.models.utils import extract_layer_index
 
 from skymemory.kv.engine import (
     Media,
+    PageGroups,
     PagedLayout,
     PagedScheduler,
     PagedWorker,
@@ -49,12 +59,14 @@ from skymemory.kv.engine import (
     Unkeyable,
     WorkerReport,
     adapter_dir_fingerprint,
+    check_servable,
     embeds_hashes,
     open_index,
 )
 
 from .block_table import pages
 from .config import ConfigError, ConnectorConfig
+from .kv_groups import check_recurrent_serving, engine_groups
 from .worker import open_orbit, open_worker
 
 log = logging.getLogger(__name__)
@@ -118,7 +130,7 @@ class SkyMemoryWorkerMetadata(KVConnectorWorkerMetadata):
         return SkyMemoryWorkerMetadata(self.report.merged(other.report))
 
 
-class SkyMemoryConnector(KVConnectorBase_V1):
+class SkyMemoryConnector(KVConnectorBase_V1, SupportsHMA):
     def __init__(self, vllm_config, role: KVConnectorRole, kv_cache_config=None) -> None:
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         transfer = vllm_config.kv_transfer_config
@@ -130,21 +142,28 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         if parallel.tensor_parallel_size * parallel.pipeline_parallel_size != 1:
             raise ConfigError("SkyMemory connector: one worker only (tensor and pipeline parallel size 1): a block "
                               "holds every KV head of every layer")
-        if kv_cache_config is not None and len(kv_cache_config.kv_cache_groups) != 1:
-            raise ConfigError("SkyMemory connector: models with one kind of attention only (this one has "
-                              f"{len(kv_cache_config.kv_cache_groups)} KV cache groups)")
         model = vllm_config.model_config
         self.config = ConnectorConfig.from_extra(transfer.kv_connector_extra_config, served_model=model.model)
         self.block_tokens = vllm_config.cache_config.block_size
+        groups, layout, self._attention_names, self._recurrent_names = None, None, [], []
+        if kv_cache_config is not None:
+            check_recurrent_serving(vllm_config, kv_cache_config)
+            groups, layout, self._attention_names, self._recurrent_names = engine_groups(kv_cache_config,
+                                                                                         self.config.model)
         served = ServedModel.of(self.config.model, model.hf_text_config, block_tokens=self.block_tokens,
-                                kv_format=self.config.kv_format, sealed=self.config.seal)
+                                kv_format=self.config.kv_format, sealed=self.config.seal, groups=groups,
+                                cache_layout=layout)
         self.geometry = served.geometry
+        self.groups = served.groups or PageGroups.one_table(served.geometry.layers)
         index = open_index(self.config.index_dir)
         self._scheduler: PagedScheduler | None = None
         self._worker: PagedWorker | None = None
         self._layer_of: dict[str, int] = {}  # worker: vLLM's layer names -> layer numbers
         self._layer_names: list[str] = []
         self._caches: list = []
+        self._state_caches: list = []  # hybrid: the recurrent layers' caches, in layer order
+        self._loaded: set[str] = set()  # hybrid: requests whose load ended since vLLM last asked (get_transfer_results)
+        self._failed: set[str] = set()
         self._orbit_store = None  # the scheduler's store for its orbit lookups (open_orbit), closed at shutdown
         if role == KVConnectorRole.SCHEDULER:
             orbit = open_orbit(self.config)
@@ -159,12 +178,13 @@ class SkyMemoryConnector(KVConnectorBase_V1):
     @classmethod
     def get_required_kvcache_layout(cls, vllm_config) -> str | None:
         """No layout of its own (the pages' is probed: kv.paged.paged). Asked while vLLM sets its attention up, before
-        it sizes its caches: a model the connector cannot serve is refused here, in one sentence (ServedModel.of),
+        it sizes its caches: a model the connector cannot serve is refused here, in one sentence (check_servable:
+        a layer kind the cache does not carry, or recurrent layers with vLLM's hybrid allocator turned off),
         before vLLM fails on it in words of its own."""
         model = vllm_config.model_config
         extra = vllm_config.kv_transfer_config.kv_connector_extra_config or {}
-        ServedModel.of(extra.get("model") or model.model, model.hf_text_config,
-                       block_tokens=vllm_config.cache_config.block_size, kv_format="fp16", sealed=True)
+        check_servable(extra.get("model") or model.model, model.hf_text_config,
+                       hybrid_allocator=not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager)
         return None
 
     @property
@@ -176,20 +196,31 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         policy = (request.kv_transfer_params or {}).get(POLICY_PARAM)
         tokens = self._scheduler.match(request.request_id, prompt_of(request), num_computed_tokens, policy=policy,
                                        keys=lambda: request_keys(request, self.block_tokens))
-        return tokens, False  # loaded during the step's forward, layer by layer
+        # a dense model's blocks load during the step's forward, layer by layer; a hybrid one's whole, before
+        # the request runs (vLLM copies a recurrent layer's state before any layer runs)
+        return tokens, bool(tokens) and self.groups.hybrid
+
+    def _rows(self, tables) -> list:
+        """vLLM's per-group block tables as rows of pages (kv.paged.page_groups; None for its null block)."""
+        return self.groups.rows([pages(table) for table in tables])
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
-        self._scheduler.allocated(request.request_id, pages(blocks.get_block_ids()[0]), num_external_tokens)
+        self._scheduler.allocated(request.request_id, self._rows(blocks.get_block_ids()), num_external_tokens)
 
     def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata:
         # prompt None: each new request is saved under the hashes it was matched with (its salt is not in r)
-        new = [(r.req_id, None, pages(r.block_ids[0]), r.num_computed_tokens)
+        new = [(r.req_id, None, self._rows(r.block_ids), r.num_computed_tokens)
                for r in scheduler_output.scheduled_new_reqs]
         cached = scheduler_output.scheduled_cached_reqs
-        running = [(req_id, pages(cached.new_block_ids[i][0]) if cached.new_block_ids[i] else None,
+        running = [(req_id, self._rows(cached.new_block_ids[i]) if cached.new_block_ids[i] else None,
                     req_id in cached.resumed_req_ids, cached.num_computed_tokens[i])
                    for i, req_id in enumerate(cached.req_ids)]
-        return SkyMemoryMetadata(self._scheduler.step(new, running, dict(scheduler_output.num_scheduled_tokens)))
+        # the recurrent layers' states this step leaves at block boundaries, in the pages vLLM names (its
+        # prefix caching's): the one after a prompt's last whole block is saved with that block
+        block_state = getattr(scheduler_output, "kv_connector_block_state", None)
+        offered = block_state.boundary_state_offloads if block_state is not None else None
+        return SkyMemoryMetadata(self._scheduler.step(new, running, dict(scheduler_output.num_scheduled_tokens),
+                                                      offered))
 
     def update_connector_output(self, connector_output) -> None:
         meta = connector_output.kv_connector_worker_meta
@@ -200,11 +231,15 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         said = self._scheduler.finished(request.request_id)
         return False, ({"skymemory": said} if said else None)
 
+    def request_finished_all_groups(self, request, block_ids: tuple[list[int], ...]) -> tuple[bool, dict | None]:
+        return self.request_finished(request, [])  # its pages were copied out when its blocks were complete
+
     # ---- worker side --------------------------------------------------------------------------------
     def register_kv_caches(self, kv_caches: dict) -> None:
-        names = sorted(kv_caches, key=extract_layer_index)
+        names = self._attention_names or sorted(kv_caches, key=extract_layer_index)
         self._layer_of = {name: layer for layer, name in enumerate(names)}
         self._caches = [kv_caches[name] for name in names]
+        self._state_caches = [kv_caches[name] for name in self._recurrent_names]
         self._layer_names = names
 
     def _ready_worker(self) -> PagedWorker:
@@ -220,7 +255,7 @@ class SkyMemoryConnector(KVConnectorBase_V1):
                 lambda keys, values, cache, slots: layer.impl.do_kv_cache_update(layer, keys, values, cache, slots),
                 tuple(first.shape[1:]), first.dtype, kv_heads=self.geometry.kv_heads, block_tokens=self.block_tokens,
                 head_dim=self.geometry.head_dim, device=first.device)
-            worker.register(self._caches, layout)
+            worker.register(self._caches, layout, self._state_caches)
         return worker
 
     def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
@@ -230,7 +265,11 @@ class SkyMemoryConnector(KVConnectorBase_V1):
 
     def start_load_kv(self, forward_context, **kwargs) -> None:
         plan = self._get_connector_metadata().plan
-        if plan.loads:
+        if plan.loads and self.groups.hybrid:  # vLLM calls this after the forward for such loads: they wait
+            outcome = self._ready_worker().load_whole(plan.loads)
+            self._loaded |= outcome.loaded
+            self._failed |= {req_id for req_id, _ in outcome.failed}
+        elif plan.loads:
             self._ready_worker().start_loads(plan.loads)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
@@ -245,6 +284,12 @@ class SkyMemoryConnector(KVConnectorBase_V1):
         plan = self._get_connector_metadata().plan
         worker = self._ready_worker() if plan.saves else self._worker
         worker.end_step(plan)
+
+    def get_transfer_results(self, finished_req_ids: set[str]) -> KVConnectorTransferResults:
+        """A hybrid model's loads that ended: loaded, or failed (vLLM recomputes those requests)."""
+        loaded, failed = self._loaded | self._failed, self._failed
+        self._loaded, self._failed = set(), set()
+        return KVConnectorTransferResults(finished_recving=loaded, failed_recving=failed)
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         return self._worker.take_load_errors() if self._worker is not None else set()

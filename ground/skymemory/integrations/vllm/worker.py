@@ -45,7 +45,7 @@ def open_worker(config: ConnectorConfig, model: ServedModel, index, rank: int = 
     return ConstellationWorker(open_store(config, manifest, station), open_store(config, manifest, station + 1),
                                geometry=model.geometry, index=index, form=model.form,
                                host_tier_bytes=config.host_tier_bytes, load_timeout_s=config.load_timeout_s,
-                               orbit=config.orbit_index)
+                               orbit=config.orbit_index, groups=model.groups, cache_layout=model.cache_layout)
 
 
 def open_orbit(config: ConnectorConfig) -> tuple[OrbitRecords, ConstellationBlockStore] | None:

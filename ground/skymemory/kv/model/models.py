@@ -169,10 +169,11 @@ for _spec in (
                                                   "mamba_n_groups": 1, "mamba_expand": 2, "num_local_experts": 0,
                                                   "shared_intermediate_size": 256},
                  seed=5103, init_std=0.15, cache_on_disk=False, family="granitemoehybrid"),
-    # Qwen3-Next-style: gated delta-net layers, every fourth layer full attention; a small mixture of experts
+    # Qwen3-Next-style: gated delta-net layers (heads of 128, as Qwen3-Next's and as vLLM's CPU kernel takes them),
+    # every fourth layer full attention; a small mixture of experts
     EmbeddedSpec("embedded-tiny-qwen3-next", {**_TINY_FAMILY, "num_hidden_layers": 4, "head_dim": 32,
                                               "linear_num_value_heads": 4, "linear_num_key_heads": 2,
-                                              "linear_key_head_dim": 32, "linear_value_head_dim": 32,
+                                              "linear_key_head_dim": 128, "linear_value_head_dim": 128,
                                               "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
                                               "shared_expert_intermediate_size": 64},
                  seed=5104, init_std=0.15, cache_on_disk=False, family="qwen3_next"),
