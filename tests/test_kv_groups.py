@@ -97,6 +97,27 @@ def test_a_recurrent_model_resumes_only_where_a_stored_block_carries_the_state(t
     assert compare_generation(manager, longer + [5] * 20, new_tokens=6).prefix_tokens == 15 * BLOCK
 
 
+@pytest.mark.parametrize("name", [FAMILIES["Mamba-2 hybrid"], FAMILIES["sliding window + full"]])
+def test_a_grouped_models_tiers_serve_its_blocks_of_both_sizes_with_the_tokens_of_no_cache(tmp_path, name):
+    """The host tier (and the device tier, here on the CPU) keep a grouped model's blocks, the state-carrying one
+    included, in rows of its largest block's size: a second get takes them all from there, not the store."""
+    store = MemoryBlockStore()
+    manager = _manager(tmp_path, name, store=store, host_tier_bytes=64 << 20, device_tier_bytes=8 << 20)
+    prompt = random_prompt(PROMPT, seed=11)
+    manager.add_blocks(prompt)  # written through to both tiers
+    gets = store.gets
+    comparison = compare_generation(manager, prompt, new_tokens=6)
+    assert comparison.prefix_tokens == (PROMPT - 1) // BLOCK * BLOCK and comparison.cached == comparison.reference
+    assert store.gets == gets  # not one block from the store
+    assert manager.get_cache(prompt).sources["device"] > 0
+
+    cold = _manager(tmp_path, name, store=store, host_tier_bytes=64 << 20)  # another host: its tier is empty
+    first = cold.get_cache(prompt)
+    assert first.sources["store"] > 0 and "host" not in first.sources
+    again = cold.get_cache(prompt)  # what the store sent entered the tier
+    assert again.sources == {"host": first.sources["store"], "store": 0}
+
+
 def test_the_state_and_the_window_are_bytes_of_the_block_that_ends_a_prompt_only(tmp_path):
     manager = _manager(tmp_path, FAMILIES["Mamba-2 hybrid"])
     layout = manager.cache_layout

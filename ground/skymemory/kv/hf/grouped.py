@@ -1,6 +1,6 @@
 """KVCManager's blocks for a grouped model (kv.format.groups): cut from a prompt, fetched, rebuilt into its cache.
 
-Dense models keep kv.format.codec's layer-major path (rebuild, tiers, streaming, splits). A grouped model's
+Dense models keep kv.format.codec's layer-major path (rebuild, streaming, splits). A grouped model's
 blocks (kv.format.group_codec) go through here:
 
 - storing: one forward over the prompt's full blocks into `groups.full_storage_cache` (every
@@ -9,8 +9,9 @@ blocks (kv.format.group_codec) go through here:
 - which prefix is usable: with recurrent layers, the longest found prefix whose last block carries
   the state (its record's size says so: no round trip);
 - fetching: only the blocks the prefix needs (`CacheLayout.first_needed`: a sliding-window model
-  its window, not its prefix), landed in one host buffer, each checked (CRC32C of its bytes as
-  they arrived, or the seal) before any is used;
+  its window, not its prefix), those the device and host tiers hold from them (kept in rows of
+  the largest block's size: kv.transfer.tiers), the rest landed in one host buffer, each checked
+  (CRC32C of its bytes as they arrived, or the seal) before any is used, and kept in the tiers;
 - rebuilding: the cache transformers builds for the model, each layer given what it keeps: a full
   layer every token, a window layer the last W - 1 (with the prefix's length), a recurrent layer
   its state.
@@ -29,6 +30,7 @@ from ..format.groups import FULL, LINEAR, WINDOW, CacheLayout, full_storage_cach
 from ..model.cache_arg import cache_arg
 from ..store import BlockRecord, BlockStore
 from ..transfer import landing
+from ..transfer.tiers import BlockTiers
 
 
 @dataclass
@@ -41,6 +43,7 @@ class GroupedFetch:
     retrieval_s: float
     decode_s: float
     first_reply_s: float | None
+    sources: dict[str, int] | None = None  # blocks from each of "device", "host" (the tiers) and "store"
 
 
 class GroupedBlocks:
@@ -94,48 +97,59 @@ class GroupedBlocks:
     # ------------------------------------------------------------------ load
 
     def fetch(self, store: BlockStore, records: list[BlockRecord], buffers: landing.LandingBuffers, *,
-              prefix_blocks: int, model, workers: int = 4) -> GroupedFetch:
+              prefix_blocks: int, model, workers: int = 4, tiers: BlockTiers | None = None) -> GroupedFetch:
         """Land `records` (the last blocks of a prefix of `prefix_blocks`, as first_needed chose), check every
-        one, and rebuild the model's cache of the whole prefix from them."""
+        one, and rebuild the model's cache of the whole prefix from them. The blocks `tiers` holds come from
+        there (checked when they entered it); what the store sends enters them."""
         sizes = [r.n_bytes if r.n_bytes >= 0 else self.block_bytes for r in records]
-        lease = buffers.lease(1, max(1, sum(sizes)))
+        near, where = tiers.gather([r.block_hash for r in records]) if tiers is not None and tiers.enabled \
+            else (None, [None] * len(records))
+        far = [i for i, w in enumerate(where) if w is None]  # what the store sends
+        lease = buffers.lease(1, max(1, sum(sizes[i] for i in far)))
         flat = lease.raw[0]
-        views, offsets, at = flat.numpy(), [], 0
-        for size in sizes:
-            offsets.append(at)
-            at += size
-        arrival = landing.land_into(store, records, [views[o:o + s] for o, s in zip(offsets, sizes)],
-                                    workers=workers)
+        views, offsets, at = flat.numpy(), {}, 0
+        for i in far:
+            offsets[i] = at
+            at += sizes[i]
+        far_records = [records[i] for i in far]
+        arrival = landing.land_into(store, far_records, [views[offsets[i]:offsets[i] + sizes[i]] for i in far],
+                                    workers=workers) if far else landing.Arrival(landing.Landed(0, []), 0.0, 0)
         landed = arrival.landed
         started = time.perf_counter()
         miss = None
-        for position, crc in enumerate(landed.block_crcs):
+        for j, crc in enumerate(landed.block_crcs):
+            i = far[j]
             try:
-                group_codec.check_block(views[offsets[position]:offsets[position] + sizes[position]], self.layout,
+                group_codec.check_block(views[offsets[i]:offsets[i] + sizes[i]], self.layout,
                                         tokens=self.block_tokens, kv_format=self.kv_format, block_crc32c=crc,
                                         verify_sha256=self.sha256, authenticated=landed.sealed)
             except group_codec.codec.CodecError as exc:
-                miss = (position, "corrupt", str(exc))
+                miss = (i, "corrupt", str(exc))
                 break
         if miss is None and landed.miss is not None:
-            miss = (landed.complete, landed.miss.reason, landed.miss)
+            miss = (far[landed.complete], landed.miss.reason, landed.miss)
         cache = None
         event = None
         if miss is None:
+            if tiers is not None and tiers.enabled and far:  # write-through of what the store sent (checked)
+                tiers.put([r.block_hash for r in far_records], host_rows=[flat[offsets[i]:offsets[i] + sizes[i]]
+                                                                          for i in far])
             device = torch.device(model.device)
             on_device = flat[:at] if device.type == "cpu" else flat[:at].to(device, non_blocking=flat.is_pinned())
             if on_device.device.type == "cuda":
                 event = torch.cuda.Event()
                 event.record()
-            rows = [on_device[o:o + s] for o, s in zip(offsets, sizes)]
+            rows = [near[i][:sizes[i]].to(device) if where[i] is not None else
+                    on_device[offsets[i]:offsets[i] + sizes[i]] for i in range(len(records))]
             kv, states = group_codec.decode_blocks(rows, self.layout, self.block_tokens, self.kv_format, model.dtype)
             if self.layout.states and states is None:
                 miss = (len(records) - 1, "incomplete", "the prefix's last block carries no recurrent state")
             else:
                 cache = self.to_cache(model.config, kv, states, prefix_blocks * self.block_tokens)
         buffers.give_back(lease, event)
+        sources = {name: sum(1 for w in where if w == name) for name in ("device", "host")}
         return GroupedFetch(cache, miss, arrival.bytes, arrival.seconds, time.perf_counter() - started,
-                            landed.first_reply_s)
+                            landed.first_reply_s, {**{k: n for k, n in sources.items() if n}, "store": len(far)})
 
     def to_cache(self, config, kv: list[tuple[torch.Tensor, torch.Tensor]], states: list[torch.Tensor] | None,
                  prefix_tokens: int) -> DynamicCache:

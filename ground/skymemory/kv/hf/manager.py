@@ -38,7 +38,8 @@ binary search over `probe_block` of the hash list finds the longest cached prefi
 Models whose layers keep other state than K and V of every token (sliding windows, Mamba / gated
 delta-net state, MLA's latent: kv.format.groups) have grouped blocks: kv.hf.grouped cuts, fetches
 and rebuilds them (a window's blocks only; the state from the block that ended a stored prompt).
-For them the tiers are refused, a stream is fetched whole (said once) and a prefix is never split.
+For them a stream is fetched whole (said once) and a prefix is never split; the tiers keep their blocks in rows
+of the largest block's size.
 An unsupported layer kind is refused when the manager is made, in one sentence.
 
 Tenants and adapters (kv.naming.extra_keys): `cache_salt=` on get_cache / add_blocks /
@@ -188,10 +189,6 @@ class KVCManager:
         self.cache_layout = CacheLayout.of_model(base_model(model))
         self.grouped = None if self.cache_layout.dense else GroupedBlocks(
             self.cache_layout, block_tokens=block_tokens, kv_format=self.kv_format, sha256=self.verify_sha256)
-        if self.grouped is not None and (device_tier_bytes or host_tier_bytes):
-            raise ValueError(f"the device and host tiers hold dense models' blocks only; "
-                             f"{getattr(model.config, 'name_or_path', '') or type(model).__name__} is "
-                             f"{self.cache_layout.in_words()} layers")
         # a sealed store's blocks are named apart from plain ones: neither is ever taken for the other
         sealed = isinstance(store, TenantSealing) and store.sealed
         self.layout = codec.layout_name(self.verify_sha256, sealed) if self.grouped is None else \
@@ -224,8 +221,10 @@ class KVCManager:
         # a split joins computed and loaded K/V by concatenation: right for a dense model only (a window layer
         # keeps its own window, a recurrent one its state), so grouped models are never split
         self.can_split = self.grouped is None
-        self.tiers = BlockTiers(self.block_bytes, model.device, device_bytes=device_tier_bytes,
-                                host_bytes=host_tier_bytes)
+        # a grouped model's blocks differ in size (the one ending a prompt carries the state): rows of the largest
+        self.tiers = BlockTiers(self.block_bytes if self.grouped is None else self.grouped.state_block_bytes,
+                                model.device, device_bytes=device_tier_bytes, host_bytes=host_tier_bytes,
+                                padded=self.grouped is not None)
         self._tokenizer_fp = tokenizer_fingerprint(tokenizer)
         self._said_no_streaming = False
         self.root = self.current_root()
@@ -406,19 +405,20 @@ class KVCManager:
         first = self.cache_layout.first_needed(wanted, self.block_tokens)
         records = found.records[:wanted]
         fetched = self.grouped.fetch(self.store_for(found.tenant), records[first:], self.landing,
-                                     prefix_blocks=wanted, model=self.model, workers=self.fetch_workers) \
-            if records else None
+                                     prefix_blocks=wanted, model=self.model, workers=self.fetch_workers,
+                                     tiers=self.tiers) if records else None
         cache, loaded, miss, retrieval_s, decode_s = DynamicCache(config=self.model.config), 0, None, 0.0, 0.0
         if fetched is not None:
             retrieval_s, decode_s = fetched.retrieval_s, fetched.decode_s
             if fetched.miss is None:
                 cache, loaded = fetched.cache, wanted
-                self.link.observe(fetched.bytes, fetched.retrieval_s, fetched.first_reply_s)
+                if fetched.sources["store"]:  # (a fetch from the tiers only is no sample of the link)
+                    self.link.observe(fetched.bytes, fetched.retrieval_s, fetched.first_reply_s)
             else:
                 position, reason, detail = fetched.miss
                 miss = (first + position, reason, detail)
         result = self._result(found, decision, records, cache, recomputed=0, loaded=loaded, miss=miss,
-                              sources={"store": len(records) - first if loaded else 0}, retrieval_s=retrieval_s,
+                              sources=fetched.sources if loaded else {"store": 0}, retrieval_s=retrieval_s,
                               decode_s=decode_s)
         result.bytes_retrieved = fetched.bytes if fetched is not None and loaded else 0
         return result

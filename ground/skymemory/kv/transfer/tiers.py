@@ -66,24 +66,29 @@ def check_tier_bytes(name: str, capacity_bytes, block_bytes: int) -> int:
     return int(capacity_bytes)
 
 
-def _host_row(data, block_bytes: int) -> torch.Tensor:
-    """A block as a uint8 tensor: a tensor as it is, bytes copied once into a fresh host tensor."""
+def _host_row(data, block_bytes: int, padded: bool = False) -> torch.Tensor:
+    """A block as a uint8 tensor: a tensor as it is, bytes copied once into a fresh host tensor. `padded`: a
+    model whose blocks differ in size (kv.format.group_codec: the one ending a prompt carries a state) keeps each
+    in a row of its largest block's size, zeros after it (its record says its size)."""
     if isinstance(data, torch.Tensor):
         row = data.reshape(-1)
     else:
         row = torch.empty(len(data), dtype=torch.uint8)
         row.numpy()[:] = np.frombuffer(data, dtype=np.uint8)
+    if padded and row.dtype == torch.uint8 and row.numel() < block_bytes:
+        row = torch.cat([row, torch.zeros(block_bytes - row.numel(), dtype=torch.uint8, device=row.device)])
     if row.dtype != torch.uint8 or row.numel() != block_bytes:
-        raise ValueError(f"a block of this model is {block_bytes} uint8 bytes, got {row.numel()} {row.dtype}")
+        raise ValueError(f"a block of this model is {block_bytes} uint8 bytes{' at most' if padded else ''}, got "
+                         f"{row.numel()} {row.dtype}")
     return row
 
 
 class DeviceTier:
     """Blocks as tensors on the model's device, bounded, least recently used evicted first (not locked: BlockTiers)."""
 
-    def __init__(self, capacity_bytes: int, block_bytes: int, device: torch.device | str):
+    def __init__(self, capacity_bytes: int, block_bytes: int, device: torch.device | str, *, padded: bool = False):
         capacity_bytes = check_tier_bytes("device_tier_bytes", capacity_bytes, block_bytes)
-        self.block_bytes = block_bytes
+        self.block_bytes, self.padded = block_bytes, padded
         self.device = torch.device(device)
         self.capacity_blocks = capacity_bytes // block_bytes
         self.counts = TierStats(capacity_bytes)
@@ -104,7 +109,7 @@ class DeviceTier:
         if block_hash in self._blocks:  # a chain hash names its bytes: the copy held is the same
             self._blocks.move_to_end(block_hash)
             return
-        row = _host_row(data, self.block_bytes)
+        row = _host_row(data, self.block_bytes, self.padded)
         # a copy of its own: a view would keep the whole buffer it came from alive
         copy = torch.empty(self.block_bytes, dtype=torch.uint8, device=self.device)
         copy.copy_(row)
@@ -127,9 +132,10 @@ class DeviceTier:
 class HostTier:
     """Blocks in the slots of one host slab allocated up front (pinned for CUDA), LRU (not locked: BlockTiers)."""
 
-    def __init__(self, capacity_bytes: int, block_bytes: int, *, pin: bool = False, journal: bool = False):
+    def __init__(self, capacity_bytes: int, block_bytes: int, *, pin: bool = False, journal: bool = False,
+                 padded: bool = False):
         capacity_bytes = check_tier_bytes("host_tier_bytes", capacity_bytes, block_bytes)
-        self.block_bytes = block_bytes
+        self.block_bytes, self.padded = block_bytes, padded
         slots = capacity_bytes // block_bytes
         try:
             self.slab = torch.empty((slots, block_bytes), dtype=torch.uint8, pin_memory=pin)
@@ -177,11 +183,7 @@ class HostTier:
             self._changed(evicted, False)
             self.counts.evictions += 1
         self.wait_for_readers()  # the device may still be copying the slot's old bytes
-        if isinstance(data, torch.Tensor):
-            self.slab[slot].copy_(_host_row(data, self.block_bytes))
-        else:
-            _host_row(data, self.block_bytes)  # the size check only
-            self.slab[slot].numpy()[:] = np.frombuffer(data, dtype=np.uint8)
+        self.slab[slot].copy_(_host_row(data, self.block_bytes, self.padded))
         self._slots[block_hash] = slot
         self._changed(block_hash, True)
 
@@ -224,13 +226,14 @@ class BlockTiers:
     """The device and host tiers of one model (either may be off: 0 bytes), nearest first, behind one lock."""
 
     def __init__(self, block_bytes: int, device: torch.device | str, *, device_bytes: int = 0, host_bytes: int = 0,
-                 journal: bool = False):
+                 journal: bool = False, padded: bool = False):
+        """padded: blocks of several sizes, each kept in a row of `block_bytes` (the largest: _host_row)."""
         self.block_bytes = block_bytes
         self.device = torch.device(device)
-        self.device_tier = DeviceTier(device_bytes, block_bytes, self.device) if device_bytes else None
+        self.device_tier = DeviceTier(device_bytes, block_bytes, self.device, padded=padded) if device_bytes else None
         # pinned only for a CUDA model: the copy to the device is then one asynchronous DMA
-        self.host_tier = (HostTier(host_bytes, block_bytes, pin=self.device.type == "cuda", journal=journal)
-                          if host_bytes else None)
+        self.host_tier = (HostTier(host_bytes, block_bytes, pin=self.device.type == "cuda", journal=journal,
+                                   padded=padded) if host_bytes else None)
         self._lock = threading.RLock()
 
     @property
