@@ -88,15 +88,20 @@ def test_a_key_id_cannot_be_changed_to_another_the_ground_holds(keys):
 
 def test_the_key_file_is_private_and_read_back(keys, tmp_path):
     keys.rotate()
+    keys.rotate()
+    keys.retire(3)
     path = keys.save(tmp_path / "content.keys")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     again = ContentKeys.load(path)
-    assert again.masters == keys.masters and again.current_id == 2
+    assert again.masters == keys.masters and again.current_id == 2 and again.retired == {3}
+    assert again.rotate() == 4  # a retired id is never given to another master
 
 
 @pytest.mark.parametrize("text,message", [
     ("seal 1 00\n", "expected \"skymem-content-keys 1\""),
-    ("skymem-content-keys 1\nmaster 1 " + "00" * 32 + "\n", "expected \"seal KEY_ID HEX\""),
+    ("skymem-content-keys 1\nmaster 1 " + "00" * 32 + "\n", "expected \"seal KEY_ID HEX\" or \"retired KEY_ID\""),
+    ("skymem-content-keys 1\nseal 1 " + "00" * 32 + "\nretired 1\n", "a retired key id must be"),
+    ("skymem-content-keys 1\nretired 2\nseal 2 " + "00" * 32 + "\n", "must be 1..2.32-1 and appear once, got 2"),
     ("skymem-content-keys 1\nseal 0 " + "00" * 32 + "\n", "key id must be"),
     ("skymem-content-keys 1\nseal 1 " + "00" * 31 + "\n", "a master is 32 bytes"),
     ("skymem-content-keys 1\nseal 1 xyz\n", "hex digits"),

@@ -95,6 +95,9 @@ class ContentKeys:
 
     masters: dict[int, bytes] = field(default_factory=dict)
     path: Path | None = None
+    # ids retired from this file: never given to a new master (a chunk sealed under one would otherwise fail to
+    # open under the new master as "altered", and the satellite holding it be blamed)
+    retired: set[int] = field(default_factory=set)
 
     @classmethod
     def new(cls) -> "ContentKeys":
@@ -108,7 +111,7 @@ class ContentKeys:
 
     def rotate(self) -> int:
         """A new master under the next id (new chunks are sealed under it); returns the id."""
-        key_id = (max(self.masters) if self.masters else 0) + 1
+        key_id = max(self.masters.keys() | self.retired, default=0) + 1
         if key_id > 0xFFFFFFFF:
             raise KeyFileError("no key id left")
         self.masters[key_id] = os.urandom(MASTER_LEN)
@@ -121,6 +124,7 @@ class ContentKeys:
         if len(self.masters) == 1:
             raise KeyFileError(f"key id {key_id} is the only one: rotate first, then retire it")
         del self.masters[key_id]
+        self.retired.add(key_id)
 
     def sealer(self, tenant: str | None = None) -> "Sealer":
         """Seals and opens the chunks of one tenant."""
@@ -130,7 +134,8 @@ class ContentKeys:
     # ---- the file ---------------------------------------------------------------------------------------
     def text(self) -> str:
         return (f"# SkyMemory content keys: ground hosts only, never a satellite (ground/skymemory/protocol/seal.py)\n"
-                f"{FILE_HEADER}\n" + "".join(f"seal {k} {m.hex()}\n" for k, m in sorted(self.masters.items())))
+                f"{FILE_HEADER}\n" + "".join(f"seal {k} {m.hex()}\n" for k, m in sorted(self.masters.items()))
+                + "".join(f"retired {k}\n" for k in sorted(self.retired)))
 
     def save(self, path: str | os.PathLike | None = None) -> Path:
         """Write the file (mode 0600 from its creation on), replacing it in one rename."""
@@ -154,6 +159,7 @@ class ContentKeys:
         except OSError as exc:
             raise KeyFileError(f"cannot read content key file {path}: {exc.strerror}") from None
         masters: dict[int, bytes] = {}
+        retired: set[int] = set()
         header = False
         for lineno, line in enumerate(text.splitlines(), 1):
             parts = line.split("#", 1)[0].split()
@@ -165,10 +171,17 @@ class ContentKeys:
                     raise KeyFileError(f"{where}: expected \"{FILE_HEADER}\"")
                 header = True
                 continue
+            if len(parts) == 2 and parts[0] == "retired" and parts[1].isdigit():
+                key_id = int(parts[1])
+                if not 1 <= key_id <= 0xFFFFFFFF or key_id in masters or key_id in retired:
+                    raise KeyFileError(f"{where}: a retired key id must be 1..2^32-1, appear once and hold no key, "
+                                       f"got {key_id}")
+                retired.add(key_id)
+                continue
             if len(parts) != 3 or parts[0] != "seal" or not parts[1].isdigit():
-                raise KeyFileError(f"{where}: expected \"seal KEY_ID HEX\"")
+                raise KeyFileError(f"{where}: expected \"seal KEY_ID HEX\" or \"retired KEY_ID\"")
             key_id = int(parts[1])
-            if not 1 <= key_id <= 0xFFFFFFFF or key_id in masters:
+            if not 1 <= key_id <= 0xFFFFFFFF or key_id in masters or key_id in retired:
                 raise KeyFileError(f"{where}: key id must be 1..2^32-1 and appear once, got {key_id}")
             try:
                 master = bytes.fromhex(parts[2])
@@ -179,7 +192,7 @@ class ContentKeys:
             masters[key_id] = master
         if not masters:
             raise KeyFileError(f"{path}: no content key (expected \"{FILE_HEADER}\" and \"seal KEY_ID HEX\" lines)")
-        return cls(masters, path)
+        return cls(masters, path, retired)
 
 
 class Sealer:
