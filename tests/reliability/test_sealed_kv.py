@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 from skymemory.kv.hf.manager import KVCManager
 from skymemory.kv.hf.report import compare_generation
@@ -88,3 +89,32 @@ def test_a_tenant_opens_only_its_own_blocks(sky, tmp_path):  # noqa: F811
         assert streamed.prefix_tokens == 2 * BLOCK
         streamed.cache.stream.join(30)
         assert streamed.cache.stream.error is None
+
+
+def test_two_hosts_with_other_stripe_layouts_read_each_others_kv_blocks_exact_or_a_clean_miss(sky, tmp_path):  # noqa: F811
+    """S1 (issue 53), with no attacker: host 1 stripes 9 wide with 2 parity chunks (7 + 2), host 2 5 wide with 1
+    (4 + 1, 3 + 1): a block of 7 data chunks is 9 chunks either way, under the same names. Both store a prompt;
+    a chunk that is data in one layout and parity in the other opens in either place (the seal binds its
+    block, number and count, not the layout). Every host's get is then the stored K/V exactly, or a clean miss:
+    a sealed landing checks the payload's CRC32C as a plain one does, so other bytes never reach the model."""
+    m = Manifest.load(sky)
+    model, tokenizer = tiny("fp32")
+    tokens = 24  # 38,464-byte blocks: 7 data chunks of 6,112
+    prompt = random_prompt(3 * tokens + 5, seed=153)
+    with ConstellationBlockStore.nearest_from_manifest(m, 9, parity=2) as wide, \
+            ConstellationBlockStore.nearest_from_manifest(m, 5, parity=1, client_options={"station_id": 41}) as narrow:
+        hosts = [KVCManager(model, tokenizer, store, block_tokens=tokens, kv_dtype="fp32", index_dir=tmp_path / name,
+                            policy="fetch", orbit=False) for name, store in (("wide", wide), ("narrow", narrow))]
+        for host in hosts:
+            assert host.add_blocks(prompt).blocks_stored == 3  # its own index: each stores in its own layout
+        with torch.no_grad():  # the K/V add_blocks stored: one forward over the prompt's whole blocks
+            stored = model(torch.tensor([prompt[:3 * tokens]]), use_cache=True).past_key_values
+        outcomes = []
+        for host in hosts:
+            result = host.get_cache(prompt)
+            n = result.prefix_tokens
+            for layer, want in zip(result.cache.layers if n else (), stored.layers):
+                assert torch.equal(layer.keys, want.keys[:, :, :n]) and torch.equal(layer.values, want.values[:, :, :n])
+            assert n == 3 * tokens or result.miss_reason in ("corrupt", "seal", "not-found", "incomplete"), result
+            outcomes.append((n // tokens, result.miss_reason))
+        print("blocks read exact, miss reason per host:", outcomes)

@@ -322,9 +322,11 @@ def check_block(block: bytes | bytearray | memoryview, *, block_crc32c: int | No
     block_crc32c   the CRC32C of the whole block as it arrived, when the transport knows it
                    (folded from the chunks' verified CRCs); None: computed here, one pass over the bytes
     verify_sha256  also check the payload's SHA-256 (the block must carry one)
-    authenticated  the transport opened the block under the ground's key (sealed: skymemory.protocol.seal),
-                   so its bytes are what the ground encoded: the header is checked, the payload is not
-                   read again (its CRC and SHA-256 would say nothing the seal did not)
+    authenticated  the transport opened the block under the ground's key (sealed: skymemory.protocol.seal):
+                   each chunk is one the ground sealed for this block, but the seal does not bind how the
+                   chunks were joined (a chunk of another stripe layout of the same block opens too), so the
+                   payload's CRC32C is checked all the same, over the opened bytes (block_crc32c, the wire's
+                   ciphertext's, says nothing of them); its SHA-256 would say nothing more
     """
     view = memoryview(block).cast("B")
     header = read_header(view)
@@ -335,7 +337,9 @@ def check_block(block: bytes | bytearray | memoryview, *, block_crc32c: int | No
         raise CodecError(f"block geometry {header.geometry} does not match the model's {expect}")
     if kv_format is not None and header.kv_format != kv_format:
         raise CodecError(f"block is {header.kv_format}, expected {kv_format}")
-    if not authenticated:
+    if authenticated:
+        check_payload(view, HEADER_BYTES, header.crc32c, None)
+    else:
         check_payload(view, HEADER_BYTES, header.crc32c, header.sha256, block_crc32c=block_crc32c,
                       verify_sha256=verify_sha256)
     return header

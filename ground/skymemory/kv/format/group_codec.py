@@ -124,7 +124,7 @@ def check_block(block, layout: CacheLayout, *, tokens: int, kv_format: str, bloc
     """Raise codec.CodecError unless `block` is one whole, intact block of this layout, size and format.
 
     block_crc32c / verify_sha256 / authenticated: as kv.format.codec.check_block (the payload's CRC is checked
-    unless the seal already authenticated the bytes).
+    either way: over the opened bytes when the seal authenticated each chunk).
     """
     view = memoryview(block).cast("B")
     if len(view) < HEADER_BYTES:
@@ -155,7 +155,9 @@ def check_block(block, layout: CacheLayout, *, tokens: int, kv_format: str, bloc
     if not flags & FLAG_SHA256 and any(sha):
         raise codec.CodecError("the SHA-256 field is not zero but the header says there is none")
     header = GroupedHeader(n_tokens, kv_format, state, n_payload, crc, sha if flags & FLAG_SHA256 else None)
-    if not authenticated:
+    if authenticated:  # the seal binds each chunk to this block, not how they were joined: the CRC all the same
+        codec.check_payload(view, HEADER_BYTES, crc, None)
+    else:
         codec.check_payload(view, HEADER_BYTES, crc, header.sha256, block_crc32c=block_crc32c,
                             verify_sha256=verify_sha256)
     return header

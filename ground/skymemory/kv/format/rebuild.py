@@ -162,8 +162,10 @@ def check_blocks(raw: torch.Tensor, block_crcs: list[int], geometry: codec.Block
     """How many leading blocks of `raw` (host, [m, block_bytes]) are intact, and what is wrong with the next.
 
     block_crcs: each block's CRC32C as the transport delivered it (kv.transfer.landing); the check
-    reads the headers only, unless verify_sha256 asks for a pass over the payloads.
-    authenticated: the transport opened the blocks under the ground's key (Landed.sealed): headers only.
+    reads the headers only (and folds the payload's CRC from it), unless verify_sha256 asks for a pass over
+    the payloads.
+    authenticated: the transport opened the blocks under the ground's key (Landed.sealed): their CRC32C is taken
+    over the opened bytes (the ones delivered are the ciphertext's).
     """
     for position, crc in enumerate(block_crcs):
         try:

@@ -250,8 +250,9 @@ class PrefixStream:
             self.bell.ring()  # a reader waiting for the last layer, or for chunks that will not come
 
     def _check(self, job) -> None:
-        """Block `job`, arrived whole, is the block that was stored (its header, and its CRC folded from its
-        chunks' or, sealed, opened under the ground's key); StreamFailed("corrupt") if not."""
+        """Block `job`, arrived whole, is the block that was stored (its header, and its payload's CRC: folded
+        from its chunks', or, sealed, taken over the bytes opened under the ground's key); StreamFailed("corrupt")
+        if not."""
         try:
             codec.check_block(job.buf, block_crc32c=job.block_crc32c(), expect=self.geometry,
                               kv_format=self.kv_format, verify_sha256=self.verify_sha256 and not job.sealed,
