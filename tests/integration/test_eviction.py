@@ -108,6 +108,25 @@ def test_lru_eviction_gossips_the_block_away_and_the_ground_hears_of_it(small_me
     asyncio.run(scenario())
 
 
+def test_an_eviction_notice_counts_only_from_a_satellite_the_block_was_placed_on(small_memory):
+    """D1 (issue 53): a notice is signed by its sender, which proves who sent it, not that it held the block. One
+    from a satellite the ground never placed the block on (as a captured satellite would send) is not believed;
+    the same notice from a holder is."""
+    async def scenario():
+        async with Ground(small_memory) as g:
+            rec = await g.store.put(block_hash_of("noticed"), os.urandom(SERVERS * CHUNK))
+            holders = g.evictions.holders(rec, g.c.mission_ms())
+            stranger = next((p, s) for p in range(5) for s in range(5) if (p, s) not in holders)
+            g.client.evicted.append((stranger, rec.block_hash))  # as the client queues a verified notice
+            assert g.evictions.drain_notices() == []
+            assert rec.block_hash in g.index and g.dropped == [] and g.evictions.counters["notices_refused"] == 1
+            g.client.evicted.append((holders[0], rec.block_hash))
+            assert g.evictions.drain_notices() == [rec.block_hash]
+            assert rec.block_hash not in g.index and g.dropped == [rec.block_hash]
+
+    asyncio.run(scenario())
+
+
 def test_lazy_eviction_when_a_get_finds_a_chunk_missing(small_memory):
     async def scenario():
         async with Ground(small_memory) as g:

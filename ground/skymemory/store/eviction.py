@@ -9,7 +9,7 @@ layer drops the block and its descendants in its radix tree there):
    block locally, gossips EVICT_BLOCK over the block's `gossip_radius` to the
    other holders, and sends REPLY_EVICTED to the ground station that set the
    chunk.  The client queues those notices in `client.evicted`; `listen`
-   drains the queue and forgets each block.
+   drains the queue and forgets each block a satellite that may hold it reported.
 2. **Lazy** (`evict_everywhere`, used as `PlacedStore(on_miss=...)` and by the
    migration driver): a get or a MIGRATE that finds a chunk missing sends a
    radius-0 EVICT_BLOCK to every satellite that may hold a chunk of the block
@@ -84,12 +84,22 @@ class Evictions:
 
     # ---- 1. notices ---------------------------------------------------------------------------
     def drain_notices(self) -> list[bytes]:
-        """Forget every block a satellite reported as LRU-evicted since the last call."""
+        """Forget every block a satellite that may hold it reported as LRU-evicted since the last call.
+
+        A notice is signed by the satellite that sends it, which proves who sent it, not that it held the
+        block: one from a satellite the block was never placed on (now, a step ago, or in the migration
+        driver's layout) is not believed (D1 of issue 53: a captured satellite could otherwise make the
+        ground forget any block). Such a block stays indexed; if it is gone after all, the next get evicts it.
+        """
         forgotten = []
         while self.client.evicted:
             src, block_hash = self.client.evicted.pop(0)
             self.notices.append((src, block_hash))
             self.counters["notices"] += 1
+            record = self.index.get(block_hash)
+            if record is not None and tuple(src) not in self.holders(record, self.constellation.mission_ms()):
+                self.counters["notices_refused"] += 1
+                continue
             if self.forget(block_hash, "notice"):
                 forgotten.append(block_hash)
         return forgotten
