@@ -31,6 +31,13 @@ decides; its fetch and auto requests then alternate, so a noisy moment hits
 both. Every engine keeps one CPU from its compute threads
 (VLLM_CPU_NUM_OF_RESERVED_CPU=1 unless set), so every mode computes alike.
 
+A model with recurrent layers (Mamba-2, gated delta-net: kv.format.groups) needs vLLM's prefix caching on
+for the connector (vLLM keeps their state at block boundaries only then), and on vLLM's CPU build steps of
+at most one block (max_num_batched_tokens = 128: its Mamba-2 kernel returns no state inside a longer prefill
+step). So for such a model the vllm-prefix-cache and sky engines run with both, and the sky engine empties
+its own prefix cache (LLM.reset_prefix_cache) before each measured request: what it loads comes from orbit.
+The vllm mode keeps prefix caching off and vLLM's default steps, as a user without SkyMemory runs it.
+
 TTFT = wall time of `llm.generate` of one token-id prompt with max_tokens=1,
 one warm-up request per cell, then --repeats measured ones: median [min-max].
 Each mode also generates --new-tokens tokens greedily for one fixed prompt per
@@ -134,6 +141,10 @@ class Runner:
     suffix_tokens: int
     requests: list[Request]
     log: Log
+    # a recurrent model's connector engine: its own prefix cache emptied before each request that should load
+    # from orbit (warm-up, ttft, tokens), or it would answer from memory
+    forget_local: bool = False
+    block_tokens: int = BLOCK_TOKENS  # the engine's block (vLLM may raise a recurrent model's: measure_sky)
 
     def prompt(self, prefix_tokens: int, request: int) -> list[int]:
         return prompt_ids(prefix_tokens, request, self.suffix_tokens, self.vocab)
@@ -146,13 +157,16 @@ class Runner:
         ids = ids if ids is not None else self.prompt(prefix_tokens, request)
         extra = {"kv_transfer_params": {"skymemory_policy": policy}} if policy else None
         params = SamplingParams(max_tokens=max_tokens, temperature=0, extra_args=extra)
+        if self.forget_local and kind in ("warm-up", "ttft", "tokens") and not self.llm.reset_prefix_cache():
+            raise RuntimeError("vLLM did not empty its prefix cache (reset_prefix_cache): a request would be "
+                               "answered from the engine's memory, not from orbit")
         started = time.perf_counter()
         (out,) = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
         seconds = time.perf_counter() - started
         said = (out.kv_transfer_params or {}).get("skymemory") or {}
         fetched = said.get("fetched_blocks")
         if expected is None:  # auto: whatever it decided to fetch
-            expected = (fetched or 0) * BLOCK_TOKENS
+            expected = (fetched or 0) * self.block_tokens
         q = Request(prefix_tokens, mode, kind, request, len(ids), seconds, list(out.outputs[0].token_ids),
                     out.num_cached_tokens or 0, expected, policy, said.get("decision"), said.get("cached_blocks"),
                     fetched)
@@ -174,14 +188,16 @@ def _line(q: Request) -> str:
 
 
 def on_engine(measure: Callable[[object], None], model: str, max_len: int, log: Log, *, prefix_caching: bool,
-              transfer=None) -> None:
+              transfer=None, step_tokens: int | None = None) -> None:
     """measure(llm) on a fresh vLLM engine, then the engine shut down and freed before the next one starts
-    (one at a time: each holds its KV cache space, and each is measured alone)."""
+    (one at a time: each holds its KV cache space, and each is measured alone). step_tokens: the engine's
+    max_num_batched_tokens (None: vLLM's default)."""
     from vllm import LLM
 
     started = time.perf_counter()
+    steps = {"max_num_batched_tokens": step_tokens} if step_tokens else {}
     llm = LLM(model=model, block_size=BLOCK_TOKENS, enable_prefix_caching=prefix_caching, max_model_len=max_len,
-              dtype="float32", enforce_eager=True, seed=0, kv_transfer_config=transfer)
+              dtype="float32", enforce_eager=True, seed=0, kv_transfer_config=transfer, **steps)
     log(f"  engine ready in {time.perf_counter() - started:.1f} s")
     try:
         measure(llm)
@@ -214,7 +230,7 @@ def measure_plain(run: Runner, args, *, prefix_caching: bool) -> None:
         run(mode, "tokens", prefix, TOKENS, max_tokens=args.new_tokens, expected=expected)
 
 
-def measure_sky(run: Runner, args, profile_name: str, index_dir: Path, root: bytes, log: Log,
+def measure_sky(run: Runner, args, profile_name: str, index_dir: Path, root: bytes | None, log: Log,
                 seal: str = "on") -> None:
     """Modes sky-<profile> (forced fetch) and sky-<profile>-auto, alternating, on one connector engine
     (sky-<profile>-unsealed and sky-<profile>-unsealed-auto where its connector does not seal: `seal` "off")."""
@@ -222,9 +238,15 @@ def measure_sky(run: Runner, args, profile_name: str, index_dir: Path, root: byt
     warm_engine(run, fetch)
     # Each storing request misses and runs alone, so it is also a timed forward of its length: with the
     # warm-up's, the forwards that `auto` needs before it can decide.
+    # vLLM may raise a recurrent model's block until an attention page holds a state page: its blocks are then of
+    # that many tokens (the connector follows the engine)
+    block = run.block_tokens = run.llm.llm_engine.vllm_config.cache_config.block_size
+    if block != BLOCK_TOKENS:
+        log(f"  vLLM raised this model's block to {block} tokens (an attention page as large as a state page)")
     for prefix in args.prefix_tokens:
+        before = indexed_blocks(index_dir)
         run(fetch, "fill", prefix, FILL, policy="fetch", expected=0)
-        wait_for_prefix(index_dir, root, run.prompt(prefix, FILL)[:prefix], log)
+        wait_for_prefix(index_dir, root, run.prompt(prefix, FILL)[:prefix], log, before, block)
     for prefix in args.prefix_tokens:
         run(fetch, "warm-up", prefix, WARMUP, policy="fetch", expected=prefix)
         run(auto, "warm-up", prefix, WARMUP, policy="auto")
@@ -235,17 +257,35 @@ def measure_sky(run: Runner, args, profile_name: str, index_dir: Path, root: byt
         run(auto, "tokens", prefix, TOKENS, max_tokens=args.new_tokens, policy="auto")
 
 
-def wait_for_prefix(index_dir: Path, root: bytes, prefix: list[int], log: Log) -> None:
-    """Until the ground index has every block of `prefix` (the connector saves on a thread of its own)."""
+def indexed_blocks(index_dir: Path) -> int:
+    """How many blocks the ground index holds."""
+    from skymemory.kv.index.radix import RadixIndex
+
+    index = RadixIndex(index_dir)
+    try:
+        return len(index)
+    finally:
+        index.close()
+
+
+def wait_for_prefix(index_dir: Path, root: bytes | None, prefix: list[int], log: Log, before: int = 0,
+                    block_tokens: int = BLOCK_TOKENS) -> None:
+    """Until the ground index has every block of `prefix` (the connector saves on a thread of its own). root None:
+    a model whose blocks vLLM names by its layout on the engine (a recurrent one), known only there: until the
+    index holds as many blocks (of `block_tokens`) more than `before` (every prefix length is a prompt of its own)."""
     from skymemory.kv.naming.blocks import chain_hashes, split_blocks
     from skymemory.kv.index.radix import RadixIndex
 
-    hashes = chain_hashes(root, split_blocks(prefix, BLOCK_TOKENS))
+    hashes = chain_hashes(root or bytes(32), split_blocks(prefix, block_tokens))
     index = RadixIndex(index_dir)
+
+    def stored() -> int:
+        return len(index) - before if root is None else len(index.longest_prefix(root, hashes))
+
     started = time.perf_counter()
     try:
         have, deadline = 0, time.monotonic() + INDEX_WAIT_S
-        while (now := len(index.longest_prefix(root, hashes))) < len(hashes):
+        while (now := stored()) < len(hashes):
             if now > have:  # progress: the saver is working through the blocks
                 have, deadline = now, time.monotonic() + INDEX_WAIT_S
             if time.monotonic() > deadline:
@@ -345,30 +385,40 @@ def run(args, log: Log) -> dict:
     from skymemory.kv.model.models import load_config
 
     started = time.perf_counter()
+    from skymemory.kv.format.groups import LINEAR, layer_kinds
+
     spec, config = load_config(args.model)
     max_len = max_model_len(args.prefix_tokens, args.suffix_tokens, args.new_tokens)
+    recurrent = any(kind == LINEAR for kind, _ in layer_kinds(config, spec))  # (module docstring)
+    if recurrent:
+        log(f"{spec} has recurrent layers: its prefix-caching and connector engines run with prefix caching on "
+            f"and steps of {BLOCK_TOKENS} tokens; the connector engine empties its own cache before each measured "
+            "request")
     requests: list[Request] = []
     with contextlib.ExitStack() as stack:
         work_dir = Path(args.work_dir) if args.work_dir else Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="skymemory-bench-vllm-")))
         skies = boot_constellations(args, spec, work_dir, stack, log)
         model = served_model(spec, work_dir, log)
-        roots = {seal: chain_root(spec, args.kv, log, sealed=seal == "on") for seal in args.seal}
+        # a recurrent model's blocks are named by its layout on vLLM, known in the engine only: waited for by count
+        roots = {seal: None if recurrent else chain_root(spec, args.kv, log, sealed=seal == "on") for seal in args.seal}
 
-        def runner(llm) -> Runner:
-            return Runner(llm, config.vocab_size, args.suffix_tokens, requests, log)
+        def runner(llm, forget_local: bool = False) -> Runner:
+            return Runner(llm, config.vocab_size, args.suffix_tokens, requests, log, forget_local)
 
+        cached_steps = BLOCK_TOKENS if recurrent else None  # an engine with prefix caching on (docstring)
         for caching in (False, True):
             log(f"vLLM engine, prefix caching {'on' if caching else 'off'}, max_model_len {max_len} ...")
             on_engine(lambda llm: measure_plain(runner(llm), args, prefix_caching=caching), model, max_len, log,
-                      prefix_caching=caching)
+                      prefix_caching=caching, step_tokens=cached_steps if caching else None)
         for k, (profile, sky) in enumerate(skies):
             index_dir = sky.manifest_path.parent / "index"
             for seal in seal_order(args.seal, k):
                 log(f"vLLM engine with the SkyMemory connector ({'sealed' if seal == 'on' else 'unsealed'}) on the "
                     f"{profile.name} constellation ...")
-                on_engine(lambda llm: measure_sky(runner(llm), args, profile.name, index_dir, roots[seal], log, seal),
-                          model, max_len, log, prefix_caching=False,
+                on_engine(lambda llm: measure_sky(runner(llm, forget_local=recurrent), args, profile.name, index_dir,
+                                                  roots[seal], log, seal),
+                          model, max_len, log, prefix_caching=recurrent, step_tokens=cached_steps,
                           transfer=connector_config(args, spec, sky.manifest_path, index_dir, seal))
     rows = summarise(requests)
     return {
@@ -376,6 +426,7 @@ def run(args, log: Log) -> dict:
         "created_unix": time.time(),
         "wall_s": time.perf_counter() - started,
         "config": {**config_dict(args), "model": spec, "max_model_len": max_len, "block_tokens": BLOCK_TOKENS,
+                   "recurrent": recurrent,
                    "engine_dtype": "float32", "VLLM_CPU_KVCACHE_SPACE": os.environ["VLLM_CPU_KVCACHE_SPACE"],
                    "VLLM_CPU_NUM_OF_RESERVED_CPU": os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"]},
         "environment": environment(),
