@@ -267,6 +267,9 @@ def test_a_recurrent_hybrids_prompt_is_saved_up_to_its_last_state_with_the_state
     assert [(s.position, s.pages, s.state) for s in plan.saves] == [(0, (11, 21, 1), False), (1, (12, 22, 2), False)]
     # block 2 is complete, but the state after it is not offered yet: it waits for it
     assert scheduler.step([], [("a", rows[2:3], False, 8)], {"a": 4}).saves == []
+    # an offer of only one of the two Mamba tables' pages, then none: the pages of a past step's offer are not used
+    assert scheduler.step([], [], {"a": 1}, offered={"a": [(0, 31, 3 * BLOCK)]}).saves == []
+    assert scheduler.step([], [], {"a": 1}, offered={"a": [(1, 32, 3 * BLOCK)]}).saves == []
     plan = scheduler.step([], [], {"a": 2}, offered={"a": [(0, 33, 3 * BLOCK), (1, 34, 3 * BLOCK)]})
     assert [(s.position, s.pages, s.state) for s in plan.saves] == [(2, (33, 34, 3), True)]
     # and nothing past it: a block no state ends could never be loaded

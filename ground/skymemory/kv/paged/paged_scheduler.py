@@ -81,7 +81,8 @@ class TrackedRequest:
     # the request's pages, a row per block (kv.paged.page_groups): None where a table keeps no page for it
     rows: list[Row] = field(default_factory=list)
     next_save: int = 0  # first block not yet considered for saving
-    # recurrent layers: the pages the engine offered with their state after `tokens` (table -> page, per tokens)
+    # recurrent layers: the pages the engine offered this step with their state after `tokens` (table -> page, per
+    # tokens); an offer holds for the step that made it only
     offered: dict[int, dict[int, int]] = field(default_factory=dict)
     orbit_asked: bool = False  # its lookup in orbit answered: matched again, it asks this host's index only
 
@@ -110,6 +111,7 @@ class PagedScheduler:
         self._requests: dict[str, TrackedRequest] = {}
         self._loads: list[LoadPlan] = []
         self._saving: dict[bytes, float] = {}
+        self._offered_to: set[str] = set()  # requests the engine offered recurrent states to in the last step
         self.decisions: dict[str, str] = {}  # request id -> what was decided for it ("fetch 8/8 (...)")
 
     # ---- matching ------------------------------------------------------------------------------
@@ -225,9 +227,14 @@ class PagedScheduler:
         offered:   recurrent layers' states this step leaves in pages, per request: (table, page, after how many
                    tokens); a page so offered holds that state at the step's end only
         """
+        for req_id in self._offered_to:  # an offer holds for the step that made it only
+            if req_id in self._requests:
+                self._requests[req_id].offered = {}
+        self._offered_to = set()
         for req_id, states in (offered or {}).items():
             tracked = self._requests.get(req_id)
             if tracked is not None:
+                self._offered_to.add(req_id)
                 for table, page, tokens in states:
                     tracked.offered.setdefault(tokens, {})[table] = page
         plan = StepPlan(loads=self._loads)
