@@ -104,3 +104,18 @@ def test_a_corrupt_block_fails_the_whole_request_and_leaves_the_index_from_it_on
     assert [e.record.block_hash for e in index.longest_prefix(ROOT, [H0, H1])] == [H0]  # block 1 is forgotten
     assert loader.take_report().failed_loads == outcome.failed  # the scheduler hears why it was recomputed
     loader.close()
+
+
+def test_a_load_that_fails_for_the_engines_reason_is_ended_and_its_blocks_stay_cached():
+    """vLLM waits for every asynchronous load to end: one that cannot be written (here, a page the engine's cache
+    does not have) still ends, failed, and the blocks it could not write are not the constellation's fault."""
+    store, index = UnsealedStore(), RadixIndex()
+    _saved(store, index)
+    records = [entry.record for entry in index.longest_prefix(ROOT, [H0, H1])]
+    fresh_attention, fresh_states, layout = _engine()
+    loader = _worker(store, index)
+    loader.register([fresh_attention], layout, [fresh_states])
+    outcome = loader.load_whole([LoadPlan("b", records, [(None, 4), (9, PAGES + 3)])])
+    assert outcome.loaded == set() and [r for r, _ in outcome.failed] == ["b"]
+    assert len(index.longest_prefix(ROOT, [H0, H1])) == 2
+    loader.close()

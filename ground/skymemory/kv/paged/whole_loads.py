@@ -78,6 +78,12 @@ class WholeLoads:
                 self.evict(plan.records[failed.position:])
                 outcome.failed.append((plan.req_id, why))
                 continue
+            except Exception as exc:  # noqa: BLE001 - the engine waits for every load's end: never leave one open
+                why = f"{type(exc).__name__}: {exc}"  # not the blocks' fault: they stay cached
+                log.warning("SkyMemory: loading request %s's %d blocks failed (%s): the engine recomputes it",
+                            plan.req_id, len(plan.records), why)
+                outcome.failed.append((plan.req_id, why))
+                continue
             outcome.loaded.add(plan.req_id)
             outcome.transfers.append((n_bytes, seconds, first_reply_s))
             outcome.page_writes.append((n_bytes, write_s))
