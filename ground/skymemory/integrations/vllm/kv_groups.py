@@ -52,13 +52,15 @@ def _state_bytes(spec: MambaSpec) -> int:
 def engine_groups(kv_cache_config, model_name: str) -> tuple[PageGroups, CacheLayout | None, list[str], list[str]]:
     """The page groups of vLLM's KV cache config; with several (or a recurrent layer), the model's cache layout
     on vLLM (None otherwise: the dense blocks of kv.format.codec). Also its attention and its recurrent layers'
-    names, each in layer order. Raises UnsupportedModel, in one sentence, for a kind of layer not carried."""
+    names, each in layer order. Raises UnsupportedModel, in one sentence, for a kind of layer a hybrid's blocks do
+    not carry (one table of attention layers of any kind keeps the dense path, whose pages are probed)."""
     attention, recurrent = [], []  # (layer index, name, table, spec)
+    one_table = len(kv_cache_config.kv_cache_groups) == 1
     for table, group in enumerate(kv_cache_config.kv_cache_groups):
         for name, spec in _specs(group):
             if isinstance(spec, MambaSpec):
                 recurrent.append((extract_layer_index(name), name, table, spec))
-            elif type(spec) in (FullAttentionSpec, SlidingWindowSpec):  # (not their MLA or other kinds)
+            elif one_table or type(spec) in (FullAttentionSpec, SlidingWindowSpec):  # (not their MLA or other kinds)
                 attention.append((extract_layer_index(name), name, table, spec))
             else:
                 raise UnsupportedModel(f"SkyMemory cannot cache {model_name} on vLLM: its layer {name} keeps a "
