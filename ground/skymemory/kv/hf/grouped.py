@@ -112,22 +112,15 @@ class GroupedBlocks:
             offsets[i] = at
             at += sizes[i]
         far_records = [records[i] for i in far]
-        arrival = landing.land_into(store, far_records, [views[offsets[i]:offsets[i] + sizes[i]] for i in far],
-                                    workers=workers) if far else landing.Arrival(landing.Landed(0, []), 0.0, 0)
-        landed = arrival.landed
+        arrival, failed = landing.land_checked(
+            store, far_records, [views[offsets[i]:offsets[i] + sizes[i]] for i in far],
+            lambda view, crc, sealed: group_codec.check_block(
+                view, self.layout, tokens=self.block_tokens, kv_format=self.kv_format, block_crc32c=crc,
+                verify_sha256=self.sha256, authenticated=sealed), workers=workers)
         started = time.perf_counter()
-        miss = None
-        for j, crc in enumerate(landed.block_crcs):
-            i = far[j]
-            try:
-                group_codec.check_block(views[offsets[i]:offsets[i] + sizes[i]], self.layout,
-                                        tokens=self.block_tokens, kv_format=self.kv_format, block_crc32c=crc,
-                                        verify_sha256=self.sha256, authenticated=landed.sealed)
-            except group_codec.codec.CodecError as exc:
-                miss = (i, "corrupt", str(exc))
-                break
-        if miss is None and landed.miss is not None:
-            miss = (far[landed.complete], landed.miss.reason, landed.miss)
+        # (position among the records asked for; a corrupt block's detail in words, a miss's its BlockMiss)
+        miss = None if failed is None else (far[failed[0]], failed[1],
+                                            str(failed[2]) if failed[1] == "corrupt" else failed[2])
         cache = None
         event = None
         if miss is None:
@@ -149,7 +142,8 @@ class GroupedBlocks:
         buffers.give_back(lease, event)
         sources = {name: sum(1 for w in where if w == name) for name in ("device", "host")}
         return GroupedFetch(cache, miss, arrival.bytes, arrival.seconds, time.perf_counter() - started,
-                            landed.first_reply_s, {**{k: n for k, n in sources.items() if n}, "store": len(far)})
+                            arrival.landed.first_reply_s, {**{k: n for k, n in sources.items() if n},
+                                                           "store": len(far)})
 
     def to_cache(self, config, kv: list[tuple[torch.Tensor, torch.Tensor]], states: list[torch.Tensor] | None,
                  prefix_tokens: int) -> DynamicCache:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..format import codec, group_codec
+from ..format import group_codec
 from ..format.groups import CacheLayout
 from ..index.lost import forget_from
 from ..index.radix import RadixIndex
@@ -99,22 +99,17 @@ class WholeLoads:
             for size in sizes:
                 offsets.append(at)
                 at += size
-            store = self.store.for_tenant(plan.tenant)
-            arrival = landing.land_into(store, plan.records, [views[o:o + s] for o, s in zip(offsets, sizes)])
-            landed = arrival.landed
-            for position, crc in enumerate(landed.block_crcs):
-                try:
-                    group_codec.check_block(views[offsets[position]:offsets[position] + sizes[position]],
-                                            self.cache_layout, tokens=self.block_tokens, kv_format=self.kv_format,
-                                            block_crc32c=crc, authenticated=landed.sealed)
-                except codec.CodecError as exc:
-                    raise _Failed(position, "corrupt", exc) from None
-            if landed.miss is not None:
-                raise _Failed(landed.complete, landed.miss.reason, landed.miss,
-                              getattr(landed.miss, "satellites", ()))
+            arrival, failed = landing.land_checked(
+                self.store.for_tenant(plan.tenant), plan.records, [views[o:o + s] for o, s in zip(offsets, sizes)],
+                lambda view, crc, sealed: group_codec.check_block(
+                    view, self.cache_layout, tokens=self.block_tokens, kv_format=self.kv_format, block_crc32c=crc,
+                    authenticated=sealed))
+            if failed is not None:
+                position, reason, detail = failed
+                raise _Failed(position, reason, detail, getattr(detail, "satellites", ()))
             started = time.perf_counter()
             self._write(plan, [flat[o:o + s] for o, s in zip(offsets, sizes)])
-            return arrival.bytes, arrival.seconds, landed.first_reply_s or 0.0, time.perf_counter() - started
+            return arrival.bytes, arrival.seconds, arrival.landed.first_reply_s or 0.0, time.perf_counter() - started
         finally:
             self.landing.give_back(lease)
 

@@ -27,7 +27,7 @@ import torch
 from skymemory.protocol import native
 from skymemory.store.contract import BlockMiss, BlockRecord, BlockStore, BulkBlockReads, Landed
 
-__all__ = ["Arrival", "Landed", "LandingBuffers", "Lease", "land", "land_into"]
+__all__ = ["Arrival", "Landed", "LandingBuffers", "Lease", "land", "land_checked", "land_into"]
 
 KEEP_FREE = 2  # buffers kept for reuse; more in use at once are allocated and dropped
 
@@ -123,3 +123,23 @@ def _land_block_by_block(store: BlockStore, records, buffers, workers: int) -> L
             buffers[position][:] = np.frombuffer(payload, dtype=np.uint8)
             crcs.append(native.crc32c(payload))
     return Landed(len(crcs), crcs)
+
+
+def land_checked(store: BlockStore, records: list[BlockRecord], buffers: list, check, *,
+                 workers: int = 4) -> tuple[Arrival, tuple[int, str, object] | None]:
+    """land_into, then each block that arrived checked by `check(buffer, block_crc32c, sealed)`, which raises
+    ValueError (the formats' CodecError) on a block that is not the one stored. Returns the arrival and the first
+    failure: (position, reason, detail), reason "corrupt" for a check that failed, else the store's miss (its
+    BlockMiss as detail); None when all are in."""
+    if not records:
+        return Arrival(Landed(0, []), 0.0, 0), None
+    arrival = land_into(store, records, buffers, workers=workers)
+    landed = arrival.landed
+    for position, crc in enumerate(landed.block_crcs):
+        try:
+            check(buffers[position], crc, landed.sealed)
+        except ValueError as exc:
+            return arrival, (position, "corrupt", exc)
+    if landed.miss is not None:
+        return arrival, (landed.complete, landed.miss.reason, landed.miss)
+    return arrival, None
