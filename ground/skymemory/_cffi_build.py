@@ -154,8 +154,9 @@ void skymem_reply_window_free(skymem_reply_window_t *w);
 int skymem_reply_window_check(skymem_reply_window_t *w, const skymem_mac_key_t *k, const uint8_t *pkt, size_t len,
                               size_t crc_off,
                               size_t crc_len, uint32_t *crc);
+uint64_t skymem_reply_window_top(skymem_reply_window_t *w, uint16_t plane, uint16_t sat);
 typedef struct { uint16_t plane, sat; uint16_t via_plane, via_sat; uint32_t ipv4; uint16_t port;
-                 const skymem_mac_key_t *up_key, *down_key; }
+                 const skymem_mac_key_t *up_key, *down_key; uint64_t reply_floor; }
     skymem_bulk_server_t;
 typedef struct { uint32_t id; uint8_t key[16]; } skymem_seal_key_t;
 typedef struct { uint32_t n_keys; skymem_seal_key_t keys[16]; } skymem_seal_keys_t;

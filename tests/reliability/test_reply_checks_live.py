@@ -7,12 +7,18 @@ Request ids are random per request, so two requests can draw the same one (the t
 draw the first's): the captured reply then carries the right id, a valid tag -- and either a sequence
 the ground has already seen from that satellite (replay) or another satellite as its source. Neither
 may answer; the genuine reply still completes the request. The same for the C fast path.
+
+A new client (a Signer of its own, so windows that never saw the captured reply) started within the
+satellites' clock allowance of the capture (auth.REPLY_SKEW_US, L1 of issue 53) is above its floor: there a
+captured reply is refused because its satellite signed it before the request left -- before the newest
+reply the client had from that satellite when it asked (auth.Signer.reply_top) -- whatever its request id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 import select
 import socket
 import threading
@@ -159,4 +165,70 @@ def test_the_fast_path_does_not_take_replayed_replies(keyed):
     link.inject = list(captured)  # replayed ahead of the second get's request
     job, stats = get()
     assert stats.outcome == "done" and bytes(job.buf) == payload, "a replayed NOT_FOUND answered the second get"
+    assert stats.replayed == len(captured)
+
+
+def _seq(packet: bytes) -> int:
+    return int.from_bytes(packet[-auth.TRAILER_LEN + 4:-auth.TAG_LEN], "big")
+
+
+def _fresh_signer(cl) -> auth.Signer:
+    """A new ground client's signer: the constellation's key, windows of its own, its floor at this moment."""
+    return auth.Signer.from_file(cl.keys / "constellation.keys")
+
+
+def test_a_new_client_within_the_clock_allowance_takes_no_captured_reply(keyed):
+    cl, link, signer = keyed
+    h = hashlib.sha256(b"new-client-captured-not-found").digest()
+    sat = (1, 0)
+    fresh = _fresh_signer(cl)  # started before the capture: its floor is below the captured reply's sequence
+
+    async def go():
+        async with _client(link, signer) as old:
+            assert await old.probe(sat, h) is None  # not stored yet: NAK NOT_FOUND, signed by (1,0)
+            captured = link.recorded(sat, wire.SKYMEM_PROBE_CC)[-1]
+            await old.set_chunk(sat, h, 0, 5, b"stored now")
+        assert _seq(captured) > fresh.reply_floor  # within the clock allowance: the windows' floor lets it by
+        async with _client(link, fresh) as new:
+            await new.noop(sat)  # its first genuine reply from (1,0), signed after the captured one
+            new._next_id = lambda: _rid(captured)  # its next request draws the captured reply's id
+            link.inject = [captured]  # ... and the attacker replays that reply to it first
+            return await new.probe(sat, h), new.counters
+
+    count, counters = asyncio.run(go())
+    assert count == 5, "a new client took a captured NOT_FOUND signed before its request left"
+    assert counters["replayed"] == 1
+
+
+@pytest.mark.skipif(not native.AVAILABLE, reason="skymemory._native not built (pip install -e .)")
+def test_a_new_clients_fast_path_takes_no_captured_reply(keyed):
+    cl, link, signer = keyed
+    payload = bytes(range(200)) * 30
+    h = hashlib.sha256(payload).digest()
+    sat = (0, 2)
+    fresh = _fresh_signer(cl)
+
+    def get(signer_, base):
+        bulk = BulkTransfer({ENTRY: link.address}, via=ENTRY, station_id=1, rto_s=0.2, deadline_s=20, signer=signer_)
+        bulk._ids.randrange = lambda *a: base  # both gets draw the same request ids
+        job = BlockJob(h, bytearray(len(payload)), len(payload), 1000, [sat])
+        return job, bulk.get([job])
+
+    base = random.SystemRandom().randrange(1, 2**30)
+    job, stats = get(signer, base)  # the old client: nothing stored yet, a NOT_FOUND per chunk
+    assert stats.outcome == "done" and not (job.status == OK).any()
+    captured = link.recorded(sat, wire.SKYMEM_GET_CHUNKS_CC)
+    assert len(captured) == job.chunk_count and all(_seq(p) > fresh.reply_floor for p in captured)
+    put = BulkTransfer({ENTRY: link.address}, via=ENTRY, station_id=1, rto_s=0.2, deadline_s=20, signer=signer)
+    assert put.set([BlockJob(h, bytearray(payload), len(payload), 1000, [sat])]).outcome == "done"
+
+    async def first_contact():  # the new client's first genuine reply from (0,2), signed after the captured ones
+        async with _client(link, fresh) as c:
+            await c.noop(sat)
+
+    asyncio.run(first_contact())
+    link.inject = list(captured)  # replayed ahead of the new client's get, under the ids it draws
+    job, stats = get(fresh, base)
+    assert stats.outcome == "done" and bytes(job.buf) == payload, \
+        "a new client's fast path took captured NOT_FOUNDs signed before its get began"
     assert stats.replayed == len(captured)

@@ -75,6 +75,41 @@ int skymem_reply_window_check(skymem_reply_window_t *w, const skymem_mac_key_t *
     return rc;
 }
 
+uint64_t skymem_reply_window_top(skymem_reply_window_t *w, uint16_t plane, uint16_t sat)
+{
+    uint64_t top = 0;
+    if (w == NULL)
+        return 0;
+    while (__atomic_test_and_set(&w->busy, __ATOMIC_ACQUIRE))
+        ;
+    for (uint32_t i = 0; i < SKYMEM_AUTH_SOURCES; i++) {
+        const skymem_replay_t *r = &w->ring.windows[i];
+        if (r->used && r->key_id == w->key_id && r->src_plane == plane && r->src_sat == sat) {
+            top = r->top;
+            break;
+        }
+    }
+    if (w->ring.floor > top) /* none yet, or recycled: what the ring refuses anyway */
+        top = w->ring.floor;
+    __atomic_clear(&w->busy, __ATOMIC_RELEASE);
+    return top;
+}
+
+/* A reply from the satellite asked, signed at or below its reply_floor, was signed before the call's requests
+ * left (skymem_reply_window_top): captured, whatever its request id. Read before the tag (a forged one with a
+ * low sequence is dropped either way); counted as replayed. Returns 1 for a reply that may go on. */
+static int signed_after_floor(skymem_bulk_opts_t *o, const skymem_msg_t *m, const skymem_bulk_server_t *s,
+                              const uint8_t *pkt, size_t len)
+{
+    if (!o->keyed || s->reply_floor == 0 || m->route.src_plane != s->plane || m->route.src_sat != s->sat ||
+        !(m->route.flags & SKYMEM_RF_AUTH) || len < SKYMEM_AUTH_TRAILER_LEN)
+        return 1; /* unsigned or short: the trailer's check refuses it */
+    if (skymem_get_u64(pkt + len - SKYMEM_AUTH_TRAILER_LEN + SKYMEM_AT_SEQ) > s->reply_floor)
+        return 1;
+    o->replayed++;
+    return 0;
+}
+
 /* A reply answers a request only when it comes from the satellite asked. A NAK about the route itself
  * comes from the satellite where the request stopped (a relay: NO_ROUTE, TTL_EXPIRED; the entry
  * satellite: AUTH_FAILED), which can only end the request, never answer it with data. */
@@ -955,7 +990,8 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                 get_req_t *r = &g.reqs[ri];
                 skymem_bulk_block_t *b = &blocks[r->block];
                 coded_t *c = &cod[r->block];
-                if (!from_server(&m, &servers[r->server], o))
+                if (!from_server(&m, &servers[r->server], o) ||
+                    !signed_after_floor(o, &m, &servers[r->server], pkt, len))
                     continue;
                 const skymem_mac_key_t *down = down_key_for(&m, &servers[r->server], servers, n_servers_total);
                 if (m.reply_kind == SKYMEM_REPLY_NAK && m.reply_status != SKYMEM_NAK_NOT_FOUND) {
@@ -1272,7 +1308,8 @@ int skymem_bulk_set(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                     continue;
                 }
                 const skymem_bulk_server_t *asked = &servers[b->server0 + refs[gi].chunk % b->n_servers];
-                if (!from_server(&m, asked, o))
+                if (!from_server(&m, asked, o) ||
+                    !signed_after_floor(o, &m, asked, rx.data + (size_t)i * RX_SLOT, rx.msgs[i].msg_len))
                     continue;
                 const skymem_mac_key_t *down = down_key_for(&m, asked, servers, n_servers_total);
                 if (!reply_authentic(o, down, rx.data + (size_t)i * RX_SLOT, rx.msgs[i].msg_len))

@@ -68,6 +68,11 @@ void skymem_reply_window_free(skymem_reply_window_t *w);
  * as skymem_auth_verify_crc. */
 int skymem_reply_window_check(skymem_reply_window_t *w, const skymem_mac_key_t *k, const uint8_t *pkt, size_t len,
                               size_t crc_off, size_t crc_len, uint32_t *crc);
+/* The newest sequence w has taken from satellite (plane, sat), or its floor when none (finding L1 of issue 53).
+ * A satellite's sequences only grow (skymem_auth_next_seq), so its genuine reply to a request sent after that
+ * one was checked carries a higher sequence: one at or below it was signed before the request left, and is
+ * a captured reply whatever its request id (skymem_bulk_server_t.reply_floor, protocol.auth.Signer.reply_top). */
+uint64_t skymem_reply_window_top(skymem_reply_window_t *w, uint16_t plane, uint16_t sat);
 
 /* One satellite holding chunks, and the ground link that reaches it. */
 typedef struct {
@@ -78,6 +83,9 @@ typedef struct {
     /* keyed call (opts.keyed): this satellite's keys under opts.auth_key_id, derived by the ground
      * (skymem_auth.h): UP signs the requests for it, DOWN checks its replies */
     const skymem_mac_key_t *up_key, *down_key;
+    /* keyed call: a reply from this satellite signed at or below this sequence answers nothing (counted in
+     * replayed): the newest it had signed to this ground when the call began (skymem_reply_window_top) */
+    uint64_t reply_floor;
 } skymem_bulk_server_t;
 
 /* Per-chunk status values. */

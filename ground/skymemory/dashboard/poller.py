@@ -93,7 +93,7 @@ class StatsPoller:
         self.sent: dict[Sat, int] = {s: 0 for s in self.addresses}  # requests sent per satellite so far
         self.replies = 0
         self._asked: dict[int, tuple[Sat, float, int]] = {}  # request id -> (satellite, sent at, its number)
-        self._ids = itertools.count(random.randrange(1, 2**31))
+        self._ids = itertools.count(random.SystemRandom().randrange(1, 2**31))  # not the seedable module's
 
     async def run(self, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()

@@ -28,7 +28,11 @@ duplicates and reorders, so:
   dropped and counted (`counters["auth_failures"]`), so it cannot answer anything;
   nor can one whose sequence its satellite has used before, or older than the
   replay window below the newest from it (`counters["replayed"]`): a captured
-  reply replayed when a later request drew the same id.
+  reply replayed when a later request drew the same id. Nor, from the satellite
+  asked, one at or below the newest sequence taken from it when the request first
+  left (`auth.Signer.reply_top`; `counters["replayed"]`): a satellite's sequences
+  only grow, so that reply was signed before the request was sent -- a captured
+  one, even within the satellites' clock allowance of a new client's start.
 """
 
 from __future__ import annotations
@@ -70,6 +74,9 @@ class _Pending:
     crc_failures: int = 0
     fatal_nak: int = 0  # GET_CHUNKS refused as a whole (reason code)
     progress: asyncio.Event | None = None
+    # signed: dst's newest sequence the signer had taken when the request first left (Signer.reply_top); a reply
+    # from dst at or below it was signed before the request was sent
+    floor: int = 0
 
 
 class _Protocol(asyncio.DatagramProtocol):
@@ -335,6 +342,10 @@ class SkyMemoryClient:
             if rid and rid not in self._pending:
                 return rid
 
+    def _floor(self, dst: Sat) -> int:
+        """The sequence a reply from dst must exceed to answer a request sent now (0: unsigned)."""
+        return self.signer.reply_top(tuple(dst)) if self.signer is not None else 0
+
     async def _request(self, cc: int, dst: Sat, body: bytes, *, via: Sat | None, block_hash: bytes = b"",
                        chunk_id: int = 0, timeout: float | None = None, retries: int | None = None) -> wire.Reply:
         if self._transport is None or self._slots is None:
@@ -344,7 +355,8 @@ class SkyMemoryClient:
         rid = self._next_id()
         packet = wire.encode_data_command(cc, self._route(dst, via_sat, rid), body)
         loop = asyncio.get_running_loop()
-        pending = _Pending(cc=cc, dst=tuple(dst), future=loop.create_future(), block_hash=block_hash)
+        pending = _Pending(cc=cc, dst=tuple(dst), future=loop.create_future(), block_hash=block_hash,
+                           floor=self._floor(dst))
         base = self.rto if timeout is None else timeout
         tries = self.retries if retries is None else retries
         async with self._slots:
@@ -397,7 +409,7 @@ class SkyMemoryClient:
                                           wire.chunk_range(block_hash, first, count, stride))
         loop = asyncio.get_running_loop()
         pending = _Pending(cc=wire.SKYMEM_GET_CHUNKS_CC, dst=tuple(dst), future=loop.create_future(),
-                           block_hash=block_hash, expected=set(ids), progress=asyncio.Event())
+                           block_hash=block_hash, expected=set(ids), progress=asyncio.Event(), floor=self._floor(dst))
         async with self._slots:
             self._pending[rid] = pending
             try:
@@ -460,6 +472,10 @@ class SkyMemoryClient:
         if (reply.route.src_plane, reply.route.src_sat) != pending.dst and not (
                 reply.kind == wire.SKYMEM_REPLY_NAK and reply.status in _ROUTE_NAKS):
             self.counters["wrong_source"] += 1  # another satellite's reply, with this id: answers nothing
+            return
+        if pending.floor and (reply.route.src_plane, reply.route.src_sat) == pending.dst and \
+                int.from_bytes(data[-auth.TRAILER_LEN + 4:-auth.TAG_LEN], "big") <= pending.floor:
+            self.counters["replayed"] += 1  # signed before this request left: a captured reply, whatever its id
             return
         if reply.cc != pending.cc:
             self.counters["mismatched"] += 1

@@ -223,7 +223,7 @@ class BulkTransfer:
         # with a signer every request is signed in C and every reply checked (keyed satellites refuse
         # unsigned requests and sign their replies)
         self.signer = signer
-        self._ids = random.Random()
+        self._ids = random.SystemRandom()  # request ids from the OS: unguessable, and not repeated by a fork
         self._ids_lock = threading.Lock()
         self._ipv4: dict[str, int] = {}  # host -> IPv4 as an integer (resolved once)
 
@@ -282,6 +282,7 @@ class BulkTransfer:
             if self.signer is not None:  # its own keys: UP signs what it is asked, DOWN checks its answers
                 s.up_key = self.signer.mac_key(auth.UP, *sat).c_key
                 s.down_key = self.signer.mac_key(auth.DOWN, *sat).c_key
+                s.reply_floor = self.signer.reply_top(sat)  # what it signed before this call: answers nothing
         return servers, len(table), firsts
 
     def _seal_keys(self, sealer: Sealer):

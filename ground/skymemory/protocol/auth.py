@@ -15,7 +15,8 @@ sequence is fresh for the satellite that signed it (`Signer.check_reply`: per
 satellite, the replay windows the satellites keep for commands, the core's code,
 with a floor at the signer's start less the satellites' clock error, `reply_floor`),
 and the client takes one only as the answer of a request still waiting (its
-request id, random per request) sent to that satellite.
+request id, random per request) sent to that satellite, signed after the newest
+reply from it the client had taken when that request left (`Signer.reply_top`).
 
 Sequence numbers are Unix time in units of SEQ_US microseconds, made strictly
 increasing per signer: several clients sharing a key need no shared counter,
@@ -385,6 +386,17 @@ class Signer:
         if mac_key.c_key is not None:
             return lib.skymem_auth_check_reply(mac_key.c_key, self.key_id, ffi.from_buffer(packet), len(packet)) == 0
         return hmac.compare_digest(mac_key.tag(packet[:-TAG_LEN]), packet[-TAG_LEN:])
+    def reply_top(self, src: tuple[int, int]) -> int:
+        """The newest sequence taken from satellite `src` (check_reply), or the floor when none yet (L1 of
+        issue 53). A satellite's sequences only grow, so its genuine reply to a request sent after this was read
+        carries a higher one: a reply at or below it answers no such request, whatever its request id
+        (the client's and the fast path's per-request floor). skymem_reply_window_top's."""
+        if self.reply_window is not None:
+            return lib.skymem_reply_window_top(self.reply_window, src[0], src[1])
+        with self._seq_lock:
+            top, seen = self._py_windows.get(tuple(src), (0, set()))
+        return max(top if seen else 0, self.reply_floor)
+
     def check_reply(self, packet: bytes) -> str:
         """REPLY_OK when `packet` is a reply signed with this key whose sequence is fresh for the satellite
         that signed it (its source): above the floor (reply_floor: not signed before this signer started),
