@@ -35,10 +35,16 @@ static void remember_return(node_t *n, const skymem_route_t *r, const struct soc
     if (i >= 0) n->return_addr[i] = *addr;
 }
 
-/* The address for a reply to a ground station: its request's, else the station's learned address. */
-static const struct sockaddr_in *reply_addr(node_t *n, uint16_t station, uint32_t request_id)
+/* The address for a reply to a ground station. One this satellite's core built answers a command verified here
+ * (with this satellite as its destination, up this ground link): it goes to the station's learned address, the
+ * address that command came from -- never to a return slot, which any packet relayed through here may claim
+ * with that request id (N1 of issue 53: a forged relay packet took the answers of a GET_CHUNKS and a MIGRATE
+ * verified here). One relayed (from another satellite) answers a command this satellite relayed: its request's
+ * slot, else the station's learned address. */
+static const struct sockaddr_in *reply_addr(node_t *n, uint16_t station, uint32_t request_id, int relayed)
 {
-    int i = skymem_return_find(n->returns, NODE_RETURN_SLOTS, station, request_id, node_mono_ns() / 1000000u);
+    int i = relayed ? skymem_return_find(n->returns, NODE_RETURN_SLOTS, station, request_id, node_mono_ns() / 1000000u)
+                    : -1;
     return i >= 0 ? &n->return_addr[i] : ground_addr(n, station);
 }
 
@@ -52,7 +58,7 @@ static void route_packet(node_t *n, uint8_t *pkt, size_t len, const skymem_route
     int rc;
     switch (hop.kind) {
     case SKYMEM_HOP_GROUND: {
-        const struct sockaddr_in *ga = reply_addr(n, r->dst_sat, r->request_id);
+        const struct sockaddr_in *ga = reply_addr(n, r->dst_sat, r->request_id, relay);
         if (ga == NULL) {
             n->c.dropped++;
             node_log(n, NODE_LOG_WARN, "reply for unknown ground station %u dropped", r->dst_sat);

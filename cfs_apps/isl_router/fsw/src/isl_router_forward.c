@@ -61,7 +61,7 @@ void ISL_ROUTER_RoutePacket(uint8 *Pkt, size_t Len, const skymem_msg_t *Msg, ISL
     switch (Hop.kind)
     {
         case SKYMEM_HOP_GROUND:
-            if (ISL_ROUTER_SendToGroundStation(Route->dst_sat, Route->request_id, Pkt, Len))
+            if (ISL_ROUTER_SendToGroundStation(Route->dst_sat, Route->request_id, !OwnPacket, Pkt, Len))
             {
                 Counters->TxGround++;
             }

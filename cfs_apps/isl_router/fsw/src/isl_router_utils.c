@@ -246,15 +246,18 @@ bool ISL_ROUTER_LearnFromRequest(uint16 StationId, uint32 RequestId)
     return true;
 }
 
-bool ISL_ROUTER_SendToGroundStation(uint16 StationId, uint32 RequestId, const uint8 *Pkt, size_t Len)
+bool ISL_ROUTER_SendToGroundStation(uint16 StationId, uint32 RequestId, bool Relayed, const uint8 *Pkt, size_t Len)
 {
     const OS_SockAddr_t *Request;
     OS_SockAddr_t        Addr;
     bool                 Known = false;
     int                  Entry;
 
+    /* SKYMEM's own reply answers a command verified here, up this link: the station's learned address (where
+     * that command came from), never a return slot, which any packet relayed through here may claim with that
+     * request id (N1 of issue 53). A relayed one answers a command this satellite relayed: its request's slot. */
     OS_MutSemTake(ISL_ROUTER_Data.GroundMutex);
-    Request = ISL_ROUTER_ReturnAddr(StationId, RequestId);
+    Request = Relayed ? ISL_ROUTER_ReturnAddr(StationId, RequestId) : NULL;
     if (Request != NULL)
     {
         Addr  = *Request;

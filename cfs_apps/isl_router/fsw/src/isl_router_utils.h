@@ -26,9 +26,10 @@ bool ISL_ROUTER_SendToSat(uint16 Plane, uint16 Sat, const uint8 *Pkt, size_t Len
 void   ISL_ROUTER_RememberGroundStation(uint16 StationId, const OS_SockAddr_t *Addr);
 void   ISL_ROUTER_RememberRequest(uint16 StationId, uint32 RequestId, const OS_SockAddr_t *Addr);
 bool   ISL_ROUTER_LearnFromRequest(uint16 StationId, uint32 RequestId);
-/* Sends an answer to request RequestId of station StationId: to where that request came from, else to
- * the station's learned address. false (with an event) when neither is known or the send failed. */
-bool   ISL_ROUTER_SendToGroundStation(uint16 StationId, uint32 RequestId, const uint8 *Pkt, size_t Len);
+/* Sends an answer to request RequestId of station StationId. Relayed (from another satellite: an answer to a
+ * command this satellite relayed): to where that request came from, else to the station's learned address;
+ * SKYMEM's own: to the station's learned address. false (with an event) when none is known or the send failed. */
+bool   ISL_ROUTER_SendToGroundStation(uint16 StationId, uint32 RequestId, bool Relayed, const uint8 *Pkt, size_t Len);
 uint32 ISL_ROUTER_GroundStationCount(void);
 
 /* Hands a packet addressed to this satellite to SKYMEM. true on success.

@@ -5,7 +5,10 @@
  * satellite's ground link) cannot verify it: its destination's UP key made the tag. Its answers come
  * back through here all the same, and go to the address the command came from, kept per (station,
  * request id) for a while. The runtime keeps the addresses (a sockaddr on the native node, an
- * OS_SockAddr_t on cFS) in an array parallel to the slots; this is the choice of the slot.
+ * OS_SockAddr_t on cFS) in an array parallel to the slots; this is the choice of the slot. Only answers
+ * relayed from another satellite use a slot: the satellite's own answers (to a command verified there) go to
+ * the station's learned address, since any packet relayed through here may claim a request id's slot first
+ * (N1 of issue 53: a forged relay packet took the answers of a GET_CHUNKS verified here).
  *
  * The first command to claim a (station, request id) keeps it until it expires: a packet forged later
  * with a request id seen on the wire takes neither the genuine request's answers nor aims them at
