@@ -16,6 +16,8 @@ static uint8_t sent[8][SKYMEM_MAX_PACKET];
 static size_t sent_len[8];
 static int n_sent, persist_calls, persist_fails;
 static uint64_t clock_us = 1700000000000000ull, persisted;
+static skymem_floor_t kept; /* what the core last wrote (persisted: its mark) */
+static uint8_t nb_radius;   /* the radius of from_neighbour's EVICT_BLOCK */
 
 static void io_send(void *ctx, uint8_t *pkt, size_t len, const skymem_route_t *r, int is_reply)
 {
@@ -36,12 +38,13 @@ static uint64_t io_clock(void *ctx) { return (void)ctx, clock_us; }
 static uint64_t io_mono(void *ctx) { return (void)ctx, clock_us / 1000u; }
 static void io_tlm(void *ctx, uint32_t *s, uint16_t *sub) { (void)ctx, *s = 1, *sub = 0; }
 static uint8_t io_param(void *ctx, uint16_t id, uint32_t v) { return (void)ctx, (void)v, id == 1 ? 0 : SKYMEM_NAK_BAD_PARAM; }
-static int io_persist(void *ctx, uint64_t mark)
+static int io_persist(void *ctx, const skymem_floor_t *f)
 {
     (void)ctx;
     persist_calls++;
     if (persist_fails) return -1;
-    persisted = mark;
+    kept = *f;
+    persisted = f->mark;
     return 0;
 }
 static const skymem_sat_io_t io = {io_send, io_clock, io_mono, io_tlm, io_log, io_param, NULL, NULL, io_persist};
@@ -68,8 +71,9 @@ static void setup(void)
     CHECK(load_sat_keys(&ring, 0, 3, 3, 0, 1, UP01, DOWN01) == N_KEYS);
     CHECK(load_sat_keys(&ground, 0, 3, 3, 0, 1, UP01, DOWN01) == N_KEYS);
     CHECK(load_sat_keys(&nb, 0, 3, 3, 0, 2, UP02, DOWN02) == N_KEYS);
-    persisted = 0;
-    CHECK(skymem_sat_auth_on(&sat, &ring, 0) == 0);
+    persisted = 0, nb_radius = 0;
+    memset(&kept, 0, sizeof kept);
+    CHECK(skymem_sat_auth_on(&sat, &ring, NULL) == 0);
     n_sent = persist_calls = persist_fails = 0;
 }
 
@@ -223,18 +227,19 @@ static void test_bounded_sequences_and_floor(void)
     CHECK(deliver_from_ground(on_clock, &what) == 1);
     CHECK(persist_calls == 0); /* on the clock: nothing to keep */
     CHECK(deliver_from_ground(noop(1, 1, now_seq() + ahead + 1), &what) == 0 && what == SKYMEM_SAT_DROP);
-    CHECK(sat.c.auth_failures == 1 && persist_calls == 0);
+    CHECK(sat.c.auth_failures == 1 && persist_calls == 1 && kept.n_ahead == 1); /* its window's refusal kept */
+    CHECK(kept.mark == persisted && persisted < now_seq());
     len = noop(1, 2, now_seq() + ahead - 1); /* just inside: taken, and the mark written first */
     memcpy(ahead_pkt, pkt, len);
     CHECK(deliver_from_ground(len, &what) == 1);
-    CHECK(persist_calls == 1 && persisted >= now_seq() + ahead - 1);
+    CHECK(persist_calls == 2 && persisted >= now_seq() + ahead - 1 && kept.n_ahead == 1);
     CHECK(deliver_from_ground(noop(1, 3, now_seq() + ahead - 2), &what) == 1);
-    CHECK(persist_calls == 1); /* under the mark: no write */
+    CHECK(persist_calls == 2); /* under the mark: no write */
     /* a restart 0.1 s later: the captured datagram, replayed, stays refused */
     clock_us += 100000u;
     sat.auth = NULL;
     CHECK(load_sat_keys(&ring, 0, 3, 3, 0, 1, UP01, DOWN01) == N_KEYS);
-    CHECK(skymem_sat_auth_on(&sat, &ring, persisted) == 0);
+    CHECK(skymem_sat_auth_on(&sat, &ring, &kept) == 0);
     skymem_sat_init(&sat, &io, NULL), sat.auth = &ring, sat.floor_mark = ring.floor;
     memcpy(pkt, ahead_pkt, len); /* the one taken ahead, replayed: its sequence is still inside the ahead
                                    * bound of the new clock, so only the kept mark refuses it */
@@ -246,7 +251,7 @@ static void test_bounded_sequences_and_floor(void)
     CHECK(deliver_from_ground(noop(1, 5, now_seq()), &what) == 1);
     clock_us += 50000u; /* 50 ms later, the node restarts with what it kept */
     CHECK(load_sat_keys(&ring, 0, 3, 3, 0, 1, UP01, DOWN01) == N_KEYS);
-    CHECK(skymem_sat_auth_on(&sat, &ring, persisted) == 0);
+    CHECK(skymem_sat_auth_on(&sat, &ring, &kept) == 0);
     clock_us += 1000u; /* the station's next command, a millisecond later */
     CHECK(deliver_from_ground(noop(1, 6, now_seq()), &what) == 1 && sat.c.auth_failures == 2);
     /* a floor that cannot be written is said, and the command still served */
@@ -281,7 +286,7 @@ static size_t from_neighbour(uint8_t cc, uint8_t flags, uint16_t src_plane, uint
     case SKYMEM_GET_CHUNK_CC: len = skymem_build_get_chunk(pkt, sizeof pkt, 0, &r, hash, n); break;
     case SKYMEM_PROBE_CC: len = skymem_build_probe(pkt, sizeof pkt, 0, &r, hash, n); break;
     case SKYMEM_GET_CHUNKS_CC: len = skymem_build_get_chunks(pkt, sizeof pkt, 0, &r, hash, n, 1, 1); break;
-    case SKYMEM_EVICT_BLOCK_CC: len = skymem_build_evict(pkt, sizeof pkt, 0, &r, hash, n, 0); break;
+    case SKYMEM_EVICT_BLOCK_CC: len = skymem_build_evict(pkt, sizeof pkt, 0, &r, hash, n, nb_radius); break;
     case SKYMEM_MIGRATE_CC: len = skymem_build_migrate(pkt, sizeof pkt, 0, &r, hash, 0, 1, 1, 0, 2); break;
     default: len = skymem_build_data_cmd(pkt, sizeof pkt, cc, 0, &r, NULL, 0); break;
     }
@@ -325,7 +330,7 @@ static void test_migrate_needs_an_authentic_ack(void)
     memset(&tgt, 0, sizeof tgt);
     tgt.plane = 0, tgt.sat = 2, tgt.planes = 3, tgt.sats = 3, tgt.altitude_m = 550000.0, tgt.store = tstore;
     skymem_sat_init(&tgt, &io, NULL);
-    CHECK(skymem_sat_auth_on(&tgt, &nb, 0) == 0);
+    CHECK(skymem_sat_auth_on(&tgt, &nb, NULL) == 0);
     clock_us += 1000u; /* everything below is signed after both started */
 
     memset(hash, 0x44, sizeof hash), memset(data, 7, sizeof data), memset(&meta, 0, sizeof meta);
@@ -414,6 +419,7 @@ static void test_link_key_scope(void)
     clock_us += 1000u;
     memset(hash, 0x55, sizeof hash), memset(data, 9, sizeof data), memset(&meta, 0, sizeof meta);
     meta.chunk_count = 1, meta.origin_ground = SKYMEM_NO_SAT;
+    meta.gossip_radius = 1; /* set with a gossip radius: a neighbour's gossip may purge it (D1) */
     CHECK(skymem_store_set(sat.store, hash, 0, &meta, data, sizeof data) == SKYMEM_STORE_OK);
     sat.c.cmd_count = 3, sat.c.err_count = 2, sat.c.migrated_out = 1; /* what a reset would clear */
     skymem_store_info(sat.store, &before);
@@ -496,9 +502,15 @@ static void test_gossip_signed_per_link(void)
     skymem_msg_t m;
     size_t len;
     int i, k, rc;
+    skymem_chunk_meta_t meta;
+    uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     setup();
     clock_us += 1000u;
     memset(hash, 0x66, sizeof hash);
+    /* held here, set with gossip radius 3 (a block its eviction must reach 3 hops further) */
+    memset(&meta, 0, sizeof meta);
+    meta.chunk_count = 1, meta.gossip_radius = 3, meta.origin_ground = SKYMEM_NO_SAT;
+    CHECK(skymem_store_set(sat.store, hash, 0, &meta, data, sizeof data) == SKYMEM_STORE_OK);
     /* radius 2 from (0,2): served here, passed on with radius 1 to each of our neighbours */
     n_sent = 0;
     {
@@ -533,7 +545,7 @@ static void test_gossip_signed_per_link(void)
 
 /* M3: a ground command signed 5 s ahead of this satellite's clock is refused -- and it stays refused once the
  * clock has passed its sequence (recorded as seen when refused), so a command captured then cannot be played
- * later. Nothing is kept for it (no floor write). */
+ * later. Its window's refusal is kept (one floor write; the mark itself does not move). */
 static void test_ahead_stays_refused(void)
 {
     static uint8_t saved[SKYMEM_MAX_PACKET];
@@ -546,7 +558,7 @@ static void test_ahead_stays_refused(void)
     len = noop(1, 40, now_seq() + 5000000u / SKYMEM_AUTH_SEQ_US);
     memcpy(saved, pkt, len);
     CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_DROP);
-    CHECK(sat.c.auth_failures == 1 && sat.c.cmd_count == 0 && n_sent == 0 && persist_calls == 0);
+    CHECK(sat.c.auth_failures == 1 && sat.c.cmd_count == 0 && n_sent == 0 && persist_calls == 1);
     CHECK(skymem_auth_high(&ring) == high);
     /* 6 s later its sequence is in the past of the clock: still refused, for good */
     clock_us += 6000000u;
@@ -600,6 +612,150 @@ static void test_link_window_per_neighbour(void)
     CHECK(sat.c.auth_failures == 1 && sat.c.cmd_count == 601);
 }
 
+/* The M3 residual of issue 53: a ground command refused 5 s ahead, the satellite restarted (with what it kept),
+ * the same datagram sent again just before its time (inside the ahead bound then): refused. Its window keeps
+ * refusing until the clock passes it; other stations' commands are taken right after the restart, and the
+ * station's own once the clock has passed it. More windows than the file keeps fold into the mark. */
+static void test_ahead_stays_refused_across_a_restart(void)
+{
+    static uint8_t saved[SKYMEM_MAX_PACKET];
+    uint64_t seq, lease = SKYMEM_SAT_FLOOR_LEASE_US / SKYMEM_AUTH_SEQ_US;
+    size_t len;
+    int what;
+    skymem_floor_t back;
+    char text[SKYMEM_FLOOR_TEXT_MAX];
+    uint32_t i;
+    setup();
+    clock_us += 1000u;
+    seq = now_seq() + 5000000u / SKYMEM_AUTH_SEQ_US;
+    len = noop(1, 50, seq);
+    memcpy(saved, pkt, len);
+    CHECK(deliver_from_ground(len, &what) == 0 && sat.c.auth_failures == 1);
+    CHECK(persist_calls == 1 && kept.n_ahead == 1 && kept.ahead[0].seq == seq + lease);
+    CHECK(kept.ahead[0].key_id == 1 && kept.ahead[0].src_plane == SKYMEM_GROUND_PLANE && kept.ahead[0].src_sat == 1);
+    /* through the file's text, as a runtime writes and reads it */
+    CHECK(skymem_floor_format(&kept, text, sizeof text) > 0);
+    CHECK(skymem_floor_parse(text, strlen(text), &back) == 0 && back.n_ahead == 1 && back.ahead[0].seq == seq + lease);
+    /* a resend ahead, under what is kept: no second write */
+    CHECK(deliver_from_ground(noop(1, 51, seq - 10u), &what) == 0 && persist_calls == 1);
+    /* restarted 4.5 s later: the datagram is 0.5 s ahead now, inside the bound */
+    clock_us += 4500000u;
+    CHECK(load_sat_keys(&ring, 0, 3, 3, 0, 1, UP01, DOWN01) == N_KEYS);
+    skymem_sat_init(&sat, &io, NULL);
+    CHECK(skymem_sat_auth_on(&sat, &ring, &back) == 0 && sat.n_ahead == 1);
+    memcpy(pkt, saved, len);
+    CHECK(deliver_from_ground(len, &what) == 0 && what == SKYMEM_SAT_DROP && sat.c.auth_failures == 1);
+    CHECK(sat.c.cmd_count == 0);
+    clock_us += 1000u; /* past the restart's floor, its clock */
+    /* another station (2), on the clock: taken */
+    {
+        skymem_route_t r = from_ground(1, 52);
+        int n;
+        r.src_sat = 2;
+        n = skymem_build_data_cmd(pkt, sizeof pkt, SKYMEM_NOOP_CC, 0, &r, NULL, 0);
+        n = skymem_auth_sign(&ground, 1, now_seq(), pkt, (size_t)n, sizeof pkt);
+        CHECK(n > 0 && deliver_from_ground((size_t)n, &what) == 1);
+    }
+    /* station 1 once the clock is past what was kept: taken */
+    clock_us += 1000000u;
+    CHECK(now_seq() > seq + lease);
+    CHECK(deliver_from_ground(noop(1, 53, now_seq()), &what) == 1 && sat.c.cmd_count == 2);
+    /* what the clock has passed is dropped at the next write; 17 windows refused ahead: 16 kept, the one the
+     * clock reaches first folded into the mark */
+    for (i = 0; i < SKYMEM_FLOOR_AHEAD_MAX + 1u; i++) {
+        skymem_route_t r = from_ground(1, 60 + i);
+        int n;
+        r.src_sat = (uint16_t)(100 + i);
+        n = skymem_build_data_cmd(pkt, sizeof pkt, SKYMEM_NOOP_CC, 0, &r, NULL, 0);
+        n = skymem_auth_sign(&ground, 1, now_seq() + 3000000u / SKYMEM_AUTH_SEQ_US + i, pkt, (size_t)n, sizeof pkt);
+        CHECK(n > 0 && deliver_from_ground((size_t)n, &what) == 0);
+    }
+    CHECK(kept.n_ahead == SKYMEM_FLOOR_AHEAD_MAX && kept.mark == now_seq() + 3000000u / SKYMEM_AUTH_SEQ_US + lease);
+    for (i = 0; i < kept.n_ahead; i++) CHECK(kept.ahead[i].src_sat != 100);
+}
+
+/* D1 of issue 53: a neighbour's gossip EVICT_BLOCK (what a captured satellite can send) purges only chunks the
+ * ground set with a gossip radius, and passes on no further than their radius less one, or one hop holding none.
+ * The ground's own EVICT_BLOCK purges the whole block. */
+static void test_link_gossip_reach_bounded(void)
+{
+    uint8_t rec[SKYMEM_BLOCK_HASH_LEN], blk[SKYMEM_BLOCK_HASH_LEN], none[SKYMEM_BLOCK_HASH_LEN];
+    uint8_t data[16] = {9};
+    skymem_chunk_meta_t meta;
+    skymem_msg_t m;
+    int i, what;
+    setup();
+    clock_us += 1000u;
+    memset(rec, 0x71, sizeof rec), memset(blk, 0x72, sizeof blk), memset(none, 0x73, sizeof none);
+    memset(&meta, 0, sizeof meta);
+    meta.chunk_count = 2, meta.origin_ground = SKYMEM_NO_SAT;
+    CHECK(skymem_store_set(sat.store, rec, 0, &meta, data, sizeof data) == SKYMEM_STORE_OK); /* a record: radius 0 */
+    meta.gossip_radius = 2;
+    CHECK(skymem_store_set(sat.store, blk, 0, &meta, data, sizeof data) == SKYMEM_STORE_OK);
+    CHECK(skymem_store_set(sat.store, blk, 1, &meta, data, sizeof data) == SKYMEM_STORE_OK);
+    nb_radius = 200;
+    /* the record: not purged; passed on as by a satellite holding none of it, radius 0 onwards */
+    n_sent = 0;
+    CHECK(deliver_over_link(&sat, pkt, from_neighbour(SKYMEM_EVICT_BLOCK_CC, SKYMEM_RF_GOSSIP, 0, 2, 1, rec, 81)) == 1);
+    CHECK(skymem_store_peek(sat.store, rec, 0, NULL, NULL, NULL) == SKYMEM_STORE_OK);
+    CHECK_EQ_INT(n_sent, 4);
+    for (i = 0; i < 4 && i < n_sent; i++)
+        CHECK(skymem_parse(sent[i], sent_len[i], &m) == SKYMEM_OK && m.radius == 0);
+    /* a block held here with radius 2: purged, passed on with radius 1 (its neighbours get 0) */
+    n_sent = 0;
+    CHECK(deliver_over_link(&sat, pkt, from_neighbour(SKYMEM_EVICT_BLOCK_CC, SKYMEM_RF_GOSSIP, 0, 2, 2, blk, 82)) == 1);
+    CHECK(skymem_store_peek(sat.store, blk, 0, NULL, NULL, NULL) == SKYMEM_STORE_E_NOT_FOUND);
+    CHECK(skymem_store_peek(sat.store, blk, 1, NULL, NULL, NULL) == SKYMEM_STORE_E_NOT_FOUND);
+    CHECK_EQ_INT(n_sent, 4);
+    for (i = 0; i < 4 && i < n_sent; i++)
+        CHECK(skymem_parse(sent[i], sent_len[i], &m) == SKYMEM_OK && m.radius == 0);
+    /* radius 0 from the neighbour: nothing passed on */
+    nb_radius = 0;
+    n_sent = 0;
+    CHECK(deliver_over_link(&sat, pkt, from_neighbour(SKYMEM_EVICT_BLOCK_CC, SKYMEM_RF_GOSSIP, 0, 2, 3, none, 83)) == 1);
+    CHECK_EQ_INT(n_sent, 0);
+    /* the ground's EVICT_BLOCK (its UP key) purges the record too, and answers */
+    {
+        skymem_route_t r = from_ground(1, 84);
+        int n = skymem_build_evict(pkt, sizeof pkt, 0, &r, rec, 84, 0);
+        n = skymem_auth_sign(&ground, 1, now_seq(), pkt, (size_t)n, sizeof pkt);
+        n_sent = 0;
+        CHECK(n > 0 && deliver_from_ground((size_t)n, &what) == 1 && n_sent == 1);
+        CHECK(skymem_store_peek(sat.store, rec, 0, NULL, NULL, NULL) == SKYMEM_STORE_E_NOT_FOUND);
+    }
+}
+
+/* R1 of issue 53: a migration's SET_CHUNK (from a neighbour) never replaces a chunk held here with other bytes:
+ * NAK CONFLICT, the bytes kept. The same bytes again are taken (a resend); the ground may overwrite. */
+static void test_migration_never_replaces_other_bytes(void)
+{
+    uint8_t hash[SKYMEM_BLOCK_HASH_LEN], held[64], same[64];
+    skymem_chunk_meta_t meta;
+    skymem_msg_t m;
+    const uint8_t *data;
+    size_t dlen;
+    setup();
+    clock_us += 1000u;
+    memset(hash, 0x81, sizeof hash), memset(held, 0xEE, sizeof held), memset(same, 6, sizeof same);
+    memset(&meta, 0, sizeof meta);
+    meta.chunk_count = 6, meta.origin_ground = SKYMEM_NO_SAT;
+    CHECK(skymem_store_set(sat.store, hash, 5, &meta, held, sizeof held) == SKYMEM_STORE_OK);
+    CHECK(skymem_store_set(sat.store, hash, 6, &meta, same, sizeof same) == SKYMEM_STORE_OK);
+    n_sent = 0; /* chunk 5, 64 bytes of 5: other bytes */
+    CHECK(deliver_over_link(&sat, pkt, from_neighbour(SKYMEM_SET_CHUNK_CC, SKYMEM_RF_MIGRATION, 0, 2, 90, hash, 5)) == 1);
+    CHECK(n_sent == 1 && skymem_parse(sent[0], sent_len[0], &m) == SKYMEM_OK);
+    CHECK(m.reply_kind == SKYMEM_REPLY_NAK && m.reply_status == SKYMEM_NAK_CONFLICT);
+    CHECK(skymem_store_peek(sat.store, hash, 5, NULL, &data, &dlen) == SKYMEM_STORE_OK);
+    CHECK(dlen == sizeof held && memcmp(data, held, dlen) == 0 && sat.c.migrated_in == 0);
+    n_sent = 0; /* chunk 6, 64 bytes of 6: the very bytes held */
+    CHECK(deliver_over_link(&sat, pkt, from_neighbour(SKYMEM_SET_CHUNK_CC, SKYMEM_RF_MIGRATION, 0, 2, 91, hash, 6)) == 1);
+    CHECK(n_sent == 1 && skymem_parse(sent[0], sent_len[0], &m) == SKYMEM_OK && m.reply_kind == SKYMEM_REPLY_ACK);
+    CHECK(sat.c.migrated_in == 1);
+    n_sent = 0; /* a chunk not held: taken */
+    CHECK(deliver_over_link(&sat, pkt, from_neighbour(SKYMEM_SET_CHUNK_CC, SKYMEM_RF_MIGRATION, 0, 2, 92, hash, 7)) == 1);
+    CHECK(n_sent == 1 && skymem_parse(sent[0], sent_len[0], &m) == SKYMEM_OK && m.reply_kind == SKYMEM_REPLY_ACK);
+}
+
 int main(void)
 {
     test_signed_command_served();
@@ -612,5 +768,8 @@ int main(void)
     test_gossip_signed_per_link();
     test_ahead_stays_refused();
     test_link_window_per_neighbour();
+    test_ahead_stays_refused_across_a_restart();
+    test_link_gossip_reach_bounded();
+    test_migration_never_replaces_other_bytes();
     return check_report("sat");
 }

@@ -99,6 +99,27 @@ int main(void)
     CHECK_EQ_INT(skymem_store_delete(s, h, 0), SKYMEM_STORE_E_NOT_FOUND);
     CHECK_EQ_INT(skymem_store_delete(s, h, 3), SKYMEM_STORE_OK);
     CHECK_EQ_INT(skymem_store_purge_block(s, h), 3);
+
+    /* a gossip's purge (D1 of issue 53): only the chunks set with a gossip radius, whichever the ring's head;
+     * the largest radius among them comes back */
+    {
+        skymem_chunk_meta_t g = m;
+        uint8_t radius = 9;
+        mkhash(h, 4);
+        for (i = 0; i < 6; i++) {
+            g.gossip_radius = (uint8_t)(i % 3 == 0 ? 0 : i); /* 0, 1, 2, 0, 4, 5 */
+            CHECK_EQ_INT(skymem_store_set(s, h, i, &g, data, 10), SKYMEM_STORE_OK);
+        }
+        CHECK_EQ_INT(skymem_store_purge_gossiped(s, h, &radius), 4);
+        CHECK_EQ_INT(radius, 5);
+        for (i = 0; i < 6; i++)
+            CHECK_EQ_INT(skymem_store_peek(s, h, i, NULL, NULL, NULL),
+                         i % 3 == 0 ? SKYMEM_STORE_OK : SKYMEM_STORE_E_NOT_FOUND);
+        CHECK_EQ_INT(skymem_store_purge_gossiped(s, h, &radius), 0); /* radius 0 only: nothing */
+        CHECK_EQ_INT(radius, 0);
+        CHECK_EQ_INT(skymem_store_purge_block(s, h), 2); /* the rest still one ring */
+        CHECK_EQ_INT(skymem_store_purge_gossiped(s, h, NULL), 0);
+    }
     skymem_store_clear(s);
     skymem_store_info(s, &info);
     CHECK_EQ_INT(info.chunks, 0);

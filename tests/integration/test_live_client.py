@@ -90,8 +90,8 @@ def test_evict_gossip_purges_neighbours(constellation):
 
     async def go():
         async with client(m) as c:
-            for k, s in enumerate([centre, *ring]):
-                await c.set_chunk(s, h, k, 5, b"g" * 100)
+            for k, s in enumerate([centre, *ring]):  # set with a gossip radius: only such chunks does a link's
+                await c.set_chunk(s, h, k, 5, b"g" * 100, gossip_radius=1)  # gossip purge (skymem_sat.h, D1)
             await c.evict_block(centre, h, radius=1)
             deadline = time.monotonic() + 5
             left = list(enumerate(ring, 1))

@@ -117,7 +117,7 @@ void node_sat_setup(node_t *n);
 /* node_auth.c: the key file and the replay floor file (the checks are the core's) */
 int node_auth_setup(node_t *n);
 void node_auth_teardown(node_t *n);
-/* The core's io->persist_floor: the high-water mark into the floor file. */
-int node_auth_persist_floor(void *ctx, uint64_t mark);
+/* The core's io->persist_floor: the high-water mark and the windows refused ahead into the floor file. */
+int node_auth_persist_floor(void *ctx, const skymem_floor_t *kept);
 
 #endif

@@ -8,9 +8,10 @@
  * and its UP and DOWN keys per ground key.
  *
  * The replay floor survives a restart as on the cFS app (/cf/skymem_auth.floor beside
- * /cf/skymem_auth.keys): the core writes its high-water mark through node_auth_persist_floor to
- * --auth-floor FILE, by default the key file's path + ".floor.<plane>-<sat>", before it acts on a command past the
- * mark, and reads it back here at start. A floor file that cannot be written is said once, at
+ * /cf/skymem_auth.keys): the core writes its high-water mark, and the replay windows it refused ahead of
+ * its clock (skymem_floor.h), through node_auth_persist_floor to --auth-floor FILE, by default the key file's
+ * path + ".floor.<plane>-<sat>", before it acts on a command past the mark or once it refused one ahead, and
+ * reads them back here at start. A floor file that cannot be written is said once, at
  * start, and the node runs on (a restart then falls back to the clock, as before).
  */
 #include <errno.h>
@@ -23,29 +24,29 @@
 
 static char floor_path[600];
 
-/* The mark a previous run kept (0: none, said when the file is there but unreadable or cut short). */
-static uint64_t read_floor(node_t *n)
+/* What a previous run kept into *kept (nothing: a mark of 0, said when the file is there but unreadable or cut
+ * short). */
+static void read_floor(node_t *n, skymem_floor_t *kept)
 {
     FILE *f = fopen(floor_path, "r");
     char text[SKYMEM_FLOOR_TEXT_MAX + 1];
     size_t len;
-    uint64_t mark = 0;
-    if (f == NULL) return 0; /* first start with keys */
+    kept->mark = 0;
+    kept->n_ahead = 0;
+    if (f == NULL) return; /* first start with keys */
     len = fread(text, 1, sizeof text, f);
     fclose(f);
-    if (skymem_floor_parse(text, len, &mark) != 0) {
+    if (skymem_floor_parse(text, len, kept) != 0)
         node_log(n, NODE_LOG_WARN, "replay floor file %s unreadable: starting from the clock", floor_path);
-        return 0;
-    }
-    return mark;
 }
 
-int node_auth_persist_floor(void *ctx, uint64_t mark)
+int node_auth_persist_floor(void *ctx, const skymem_floor_t *kept)
 {
     char tmp[sizeof floor_path + 8], text[SKYMEM_FLOOR_TEXT_MAX];
-    int len = skymem_floor_format(mark, text, sizeof text), ok;
+    int len = skymem_floor_format(kept, text, sizeof text), ok;
     FILE *f;
     (void)ctx;
+    if (len < 0) return -1;
     /* written beside and renamed over, so a crash leaves the old mark or the new one, never half */
     snprintf(tmp, sizeof tmp, "%s.tmp", floor_path);
     f = fopen(tmp, "w");
@@ -102,9 +103,11 @@ int node_auth_setup(node_t *n)
         snprintf(floor_path, sizeof floor_path, "%s", n->cfg.auth_floor);
     else
         snprintf(floor_path, sizeof floor_path, "%s.floor.%u-%u", path, n->plane, n->sat);
-    if (skymem_sat_auth_on(&n->core, n->auth, read_floor(n)) != 0)
-        node_log(n, NODE_LOG_WARN, "cannot write the replay floor file %s: a restart starts from the clock",
-                 floor_path);
+    {
+        skymem_floor_t kept;
+        read_floor(n, &kept);
+        skymem_sat_auth_on(&n->core, n->auth, &kept);
+    }
     node_log(n, NODE_LOG_INFO, "command authentication on: %d keys, replay floor kept in %s", rc, floor_path);
     return 0;
 }

@@ -150,6 +150,7 @@ SKYMEM_NAK_TOO_LARGE = 9
 SKYMEM_NAK_BUSY = 10
 SKYMEM_NAK_MIGRATE_FAILED = 11
 SKYMEM_NAK_BAD_PARAM = 12
+SKYMEM_NAK_CONFLICT = 13
 
 # ---- Stats body --------------------------------------------------------------------------------
 SKYMEM_STATS_LEN = 88

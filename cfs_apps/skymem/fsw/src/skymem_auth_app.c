@@ -26,23 +26,25 @@
 
 static skymem_auth_t SKYMEM_Auth;
 static uint64        SKYMEM_PersistedHigh; /* the high-water mark SKYMEM_AUTH_FLOOR_FILE holds */
+static skymem_floor_t SKYMEM_Kept;         /* what SKYMEM_AUTH_FLOOR_FILE held at start (skymem_floor.h) */
 
-/* The persisted high-water mark (decimal microseconds), 0 when there is none. No file is the
- * first boot with keys (the file is written at the first housekeeping request), said as such;
+/* What a previous run kept (skymem_floor.h: the high-water mark, the replay windows refused ahead) into
+ * *Kept, nothing (a mark of 0) when there is none. No file is the first boot with keys, said as such;
  * a file that is there but cannot be read is an error event. */
-static uint64 SKYMEM_ReadFloor(void)
+static void SKYMEM_ReadFloor(skymem_floor_t *Kept)
 {
     char      Text[SKYMEM_FLOOR_TEXT_MAX + 1];
     osal_id_t Fd;
     int32     Status;
     int32     Len;
-    uint64    Value = 0;
 
+    Kept->mark    = 0;
+    Kept->n_ahead = 0;
     if (SKYMEM_FileMissing(SKYMEM_AUTH_FLOOR_FILE))
     {
         CFE_EVS_SendEvent(SKYMEM_INIT_INF_EID, CFE_EVS_EventType_INFORMATION,
                           "SKYMEM: no saved replay floor yet (first boot): starting from the clock");
-        return 0;
+        return;
     }
     Status = OS_OpenCreate(&Fd, SKYMEM_AUTH_FLOOR_FILE, OS_FILE_FLAG_NONE, OS_READ_ONLY);
     Len    = Status == OS_SUCCESS ? OS_read(Fd, Text, sizeof(Text) - 1) : Status;
@@ -55,18 +57,16 @@ static uint64 SKYMEM_ReadFloor(void)
         CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR,
                           "SKYMEM: reading %s failed (OSAL status %d): replay floor from the clock only",
                           SKYMEM_AUTH_FLOOR_FILE, (int)Len);
-        return 0;
+        return;
     }
-    if (skymem_floor_parse(Text, (size_t)Len, &Value) != 0)
+    if (skymem_floor_parse(Text, (size_t)Len, Kept) != 0)
     {
         /* cut short by a crash while it was written (before the rename existed), or not ours: a smaller mark
          * read from it would lower the floor */
         CFE_EVS_SendEvent(SKYMEM_INIT_ERR_EID, CFE_EVS_EventType_ERROR,
                           "SKYMEM: %s is not a replay floor (%d bytes): replay floor from the clock only",
                           SKYMEM_AUTH_FLOOR_FILE, (int)Len);
-        return 0;
     }
-    return Value;
 }
 
 CFE_Status_t SKYMEM_AuthInit(void)
@@ -115,22 +115,28 @@ CFE_Status_t SKYMEM_AuthInit(void)
                           (unsigned int)SKYMEM_Data.Core.plane, (unsigned int)SKYMEM_Data.Core.sat);
         return CFE_STATUS_VALIDATION_FAILURE;
     }
-    SKYMEM_PersistedHigh = SKYMEM_ReadFloor();
-    /* nothing accepted before the restart is fresh after it, nor anything signed before now */
-    skymem_sat_auth_on(&SKYMEM_Data.Core, &SKYMEM_Auth, SKYMEM_PersistedHigh);
+    SKYMEM_ReadFloor(&SKYMEM_Kept);
+    SKYMEM_PersistedHigh = SKYMEM_Kept.mark;
+    /* nothing accepted before the restart is fresh after it, nor anything signed before now, nor what it refused
+     * as signed too far ahead */
+    skymem_sat_auth_on(&SKYMEM_Data.Core, &SKYMEM_Auth, &SKYMEM_Kept);
     CFE_EVS_SendEvent(SKYMEM_INIT_INF_EID, CFE_EVS_EventType_INFORMATION, "SKYMEM: command authentication on, %d keys",
                       rc);
     return CFE_SUCCESS;
 }
 
-int SKYMEM_AuthPersistFloor(void *Ctx, uint64_t Mark)
+int SKYMEM_AuthPersistFloor(void *Ctx, const skymem_floor_t *Kept)
 {
-    char      Text[SKYMEM_FLOOR_TEXT_MAX];
-    osal_id_t Fd;
-    int       Len = skymem_floor_format(Mark, Text, sizeof(Text));
-    int       rc  = -1;
+    static char Text[SKYMEM_FLOOR_TEXT_MAX];
+    osal_id_t   Fd;
+    int         Len = skymem_floor_format(Kept, Text, sizeof(Text));
+    int         rc  = -1;
 
     (void)Ctx;
+    if (Len < 0)
+    {
+        return -1;
+    }
     /* written beside and renamed over, so a crash leaves the old mark or the new one, never half (the native
      * node does the same) */
     if (OS_OpenCreate(&Fd, SKYMEM_AUTH_FLOOR_TMP, OS_FILE_FLAG_CREATE | OS_FILE_FLAG_TRUNCATE, OS_WRITE_ONLY) ==
@@ -145,7 +151,7 @@ int SKYMEM_AuthPersistFloor(void *Ctx, uint64_t Mark)
     }
     if (rc == 0)
     {
-        SKYMEM_PersistedHigh = Mark;
+        SKYMEM_PersistedHigh = Kept->mark;
     }
     return rc;
 }

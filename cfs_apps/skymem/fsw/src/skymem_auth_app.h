@@ -17,6 +17,7 @@
 
 #include "cfe.h"
 #include "skymem_codec.h"
+#include "skymem_floor.h"
 
 #define SKYMEM_AUTH_KEYS_FILE  "/cf/skymem_auth.keys"
 #define SKYMEM_AUTH_FLOOR_FILE "/cf/skymem_auth.floor"
@@ -25,7 +26,8 @@
 /* Loads the key file if there is one and turns the core's authentication on; an unreadable or
  * invalid file is an error. */
 CFE_Status_t SKYMEM_AuthInit(void);
-/* The core's io->persist_floor: the high-water mark into SKYMEM_AUTH_FLOOR_FILE; 0 when written. */
-int SKYMEM_AuthPersistFloor(void *Ctx, uint64_t Mark);
+/* The core's io->persist_floor: the high-water mark and the windows refused ahead into SKYMEM_AUTH_FLOOR_FILE;
+ * 0 when written. */
+int SKYMEM_AuthPersistFloor(void *Ctx, const skymem_floor_t *Kept);
 
 #endif

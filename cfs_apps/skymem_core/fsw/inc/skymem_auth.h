@@ -167,6 +167,13 @@ uint64_t skymem_auth_high(const skymem_auth_t *a);
  * is refused (SKYMEM_AUTH_E_AHEAD) -- once authentic, it is also marked seen, so it is refused again when
  * the clock has caught up with it (a command captured then cannot be played later). */
 void skymem_auth_set_clock(skymem_auth_t *a, uint64_t now_us);
+/* The replay window a signed packet counts in: its trailer's key id and the source that window is kept for
+ * (the route's source; for a link key, the satellite the key belongs to, whoever the packet claims to be
+ * from). 0, or -1 when pkt carries no trailer. */
+int skymem_auth_window_of(const uint8_t *pkt, size_t len, uint32_t *key_id, uint16_t *plane, uint16_t *sat);
+/* From now on every sequence of window (key_id, plane, sat) at or below seq is refused as seen: what a
+ * restart gives back of the sequences it refused ahead of its clock before (skymem_sat_auth_on). */
+void skymem_auth_refuse_through(skymem_auth_t *a, uint32_t key_id, uint16_t plane, uint16_t sat, uint64_t seq);
 /* The link id of satellite (plane, sat): what its link trailers carry as key id. plane < 0x8000. */
 /* Where a packet's route header starts: after a data command's 8-byte header or a routed reply's 16-byte one;
  * 0 for anything else (neither signable nor a link's traffic). */

@@ -27,6 +27,7 @@
 
 #include "skymem_auth.h"
 #include "skymem_codec.h"
+#include "skymem_floor.h"
 #include "skymem_store.h"
 
 #ifdef __cplusplus
@@ -48,6 +49,22 @@ extern "C" {
  * ground retries). This relies on the clock not stepping back across a restart, as the ahead bound
  * relies on it being synchronised. */
 #define SKYMEM_SAT_FLOOR_LEASE_US 250000u
+/* A command refused for being signed too far ahead is refused again when its time comes (skymem_auth.h), and
+ * across a restart: its replay window's refusal is kept with the mark (skymem_floor.h), up to this lease past
+ * the sequence, so a signer running ahead costs at most about four writes a second here too. After a restart
+ * that window refuses everything up to what was kept until the clock passes it: what the window refused before
+ * the restart, and also what it had not seen in the 0.5 s (SKYMEM_AUTH_WINDOW) just below it. SKYMEM_FLOOR_AHEAD_MAX windows
+ * are kept; one more folds the one the clock reaches first into the mark (everything refused up to it). */
+
+/* Eviction gossip from a link (a neighbour's EVICT_BLOCK, issue 53 D1): its reach is bounded by what the
+ * ground said of the block. It purges here only the chunks of the block the ground set with a gossip radius
+ * (skymem_chunk_meta_t.gossip_radius >= 1: records, object metadata and everything set without one stay), and
+ * is passed on with at most that radius less one -- the ground's radius is how far, from any of the block's
+ * satellites, an eviction must go to reach all the others -- or, here holding none of it, at most this: one
+ * satellite past the block's holders, where a layout leaves a gap between them. So one packet from a captured
+ * satellite reaches no further than the block's own radius, plus this, from it; a ground EVICT_BLOCK (UP key)
+ * purges the whole block at its destination and gossips as far as the ground asks. */
+#define SKYMEM_SAT_GOSSIP_PAST_HOLDERS 1u
 
 #define SKYMEM_SAT_GOSSIP_MEMORY 256     /* (block, evict_id) pairs remembered: a gossip passes on once */
 #define SKYMEM_SAT_MAX_JOBS 8            /* GET_CHUNKS requests being answered at once (more: NAK BUSY) */
@@ -82,9 +99,10 @@ typedef struct {
     /* STATS: the runtime's part (rx/tx, forwarded, dropped, invalid, mission time, uptime). */
     void (*fill_stats)(void *ctx, skymem_stats_t *st);
     void (*reset_counters)(void *ctx); /* RESET_COUNTERS: the runtime's own counters */
-    /* Keep the replay high-water mark (sequence units) where a restart reads it back; 0 when written.
+    /* Keep the replay high-water mark (sequence units) and the windows refused ahead (skymem_floor.h) where a
+     * restart reads them back; 0 when written.
      * NULL: nothing is kept (a runtime without storage). */
-    int (*persist_floor)(void *ctx, uint64_t mark);
+    int (*persist_floor)(void *ctx, const skymem_floor_t *kept);
 } skymem_sat_io_t;
 
 typedef struct {
@@ -138,6 +156,8 @@ typedef struct {
     skymem_auth_t *auth;   /* NULL: authentication off */
     uint32_t reply_key_id; /* ground key of the latest verified ground command: signs what goes to the ground */
     uint64_t floor_mark;   /* the persisted high-water mark: every sequence accepted ahead of the clock is at or below it */
+    uint32_t n_ahead;      /* the persisted refusals of sequences too far ahead, one per replay window */
+    skymem_floor_ahead_t ahead[SKYMEM_FLOOR_AHEAD_MAX];
     int floor_write_failed;
     uint16_t seq;          /* CCSDS sequence count of what this satellite builds */
     uint32_t next_evict_id, next_job_id;
@@ -154,10 +174,11 @@ typedef struct {
 
 /* Clears the state (identity, store, io and ctx kept as set). Authentication is off. */
 void skymem_sat_init(skymem_sat_t *s, const skymem_sat_io_t *io, void *ctx);
-/* Turns authentication on with a loaded key ring (a satellite's: skymem_auth_load_text). persisted: the mark a previous
- * run kept (0: none). The floor becomes the later of it and the clock; replies to the ground are signed
- * with the lowest ground key until a station speaks. Returns 0, or -1 when the mark cannot be written. */
-int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, uint64_t persisted);
+/* Turns authentication on with a loaded key ring (a satellite's: skymem_auth_load_text). persisted: what a previous
+ * run kept (NULL: nothing). The floor becomes the later of its mark and the clock, and each window it refused
+ * ahead refuses again up to what was kept; replies to the ground are signed with the lowest ground key until a
+ * station speaks. Returns 0. */
+int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, const skymem_floor_t *persisted);
 
 /* A parsed data-plane command that came up this satellite's ground link (route as received; this
  * function fills an unset via with this satellite, in *r and in pkt). Keys on: checked here, for

@@ -97,6 +97,9 @@ int skymem_store_delete(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_i
 
 /* Removes every chunk of the block; returns how many (0 if none). No callback. */
 uint32_t skymem_store_purge_block(skymem_store_t *s, const uint8_t *hash);
+/* Removes the chunks of the block set with a gossip radius (meta.gossip_radius >= 1), leaving the others; returns
+ * how many, and the largest radius among them in *radius (0 if none; radius may be NULL). No callback. */
+uint32_t skymem_store_purge_gossiped(skymem_store_t *s, const uint8_t *hash, uint8_t *radius);
 
 /* Removes everything. */
 void skymem_store_clear(skymem_store_t *s);

@@ -181,6 +181,7 @@
 #define SKYMEM_NAK_BUSY           10u
 #define SKYMEM_NAK_MIGRATE_FAILED 11u
 #define SKYMEM_NAK_BAD_PARAM      12u
+#define SKYMEM_NAK_CONFLICT       13u /* a migration's SET_CHUNK for a chunk held here with other bytes */
 
 /* ---- Stats body: STATS reply body and the SKYMEM HK telemetry payload ---- */
 #define SKYMEM_STATS_LEN 88u

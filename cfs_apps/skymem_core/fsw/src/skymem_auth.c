@@ -488,6 +488,39 @@ static void window_record(skymem_auth_t *a, skymem_replay_t *w, uint64_t seq)
     bits[pos / 64u] |= (uint64_t)1u << (pos % 64u);
 }
 
+int skymem_auth_window_of(const uint8_t *pkt, size_t len, uint32_t *key_id, uint16_t *plane, uint16_t *sat)
+{
+    size_t r;
+    const uint8_t *trailer = trailer_of(pkt, len, &r);
+    uint16_t p, s;
+    if (trailer == NULL) return -1;
+    p = skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_PLANE);
+    s = skymem_get_u16(pkt + r + SKYMEM_ROUTE_SRC_SAT);
+    (void)skymem_auth_link_of(skymem_get_u32(trailer + SKYMEM_AT_KEY_ID), &p, &s); /* a link key: its satellite's */
+    if (key_id) *key_id = skymem_get_u32(trailer + SKYMEM_AT_KEY_ID);
+    if (plane) *plane = p;
+    if (sat) *sat = s;
+    return 0;
+}
+
+void skymem_auth_refuse_through(skymem_auth_t *a, uint32_t key_id, uint16_t plane, uint16_t sat, uint64_t seq)
+{
+    skymem_replay_t *w;
+    uint64_t s, lo, *bits;
+    if (a == NULL || seq <= a->floor) return; /* refused already */
+    w = find_window(a, key_id, plane, sat, 1);
+    if (seq <= a->floor) return; /* taking the window raised the floor past it */
+    window_record(a, w, seq);    /* the top at seq at least: anything a window's width below it is too old */
+    bits = bits_of(a, w);
+    lo = w->top >= SKYMEM_AUTH_WINDOW ? w->top - SKYMEM_AUTH_WINDOW + 1u : 0;
+    for (s = lo; s <= seq; s++) { /* and everything within the window up to seq seen */
+        uint64_t pos = s % SKYMEM_AUTH_WINDOW;
+        bits[pos / 64u] |= (uint64_t)1u << (pos % 64u);
+        if (s == seq) break; /* (seq may be the largest sequence there is) */
+    }
+    w->last_use = ++a->tick;
+}
+
 /* skymem_auth_verify; with crc != NULL, also the CRC of pkt[crc_off, crc_off + crc_len) in the tag's pass
  * (*crc is then set whenever the tag was computed: OK, E_BAD_MAC, E_REPLAY). given: the key to check with
  * (the trailer must name given_id), else the ring's key of the trailer's id for the packet's direction. */

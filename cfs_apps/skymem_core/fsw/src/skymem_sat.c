@@ -56,21 +56,78 @@ void skymem_sat_init(skymem_sat_t *s, const skymem_sat_io_t *io, void *ctx)
 
 /* ---- authentication ------------------------------------------------------------- */
 
-int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, uint64_t persisted)
+int skymem_sat_auth_on(skymem_sat_t *s, skymem_auth_t *a, const skymem_floor_t *persisted)
 {
     uint32_t i;
     uint64_t now = skymem_auth_seq_at(s->io->clock_us(s->ctx));
     /* sequences signed before we started, or accepted by a previous run, cannot be fresh */
-    if (persisted > now) now = persisted;
+    if (persisted != NULL && persisted->mark > now) now = persisted->mark;
     if (now > a->floor) a->floor = now;
     s->auth = a;
     s->floor_mark = a->floor;
+    /* nor what a previous run refused as too far ahead, once its time comes (kept until the clock passes it) */
+    s->n_ahead = 0;
+    for (i = 0; persisted != NULL && i < persisted->n_ahead && i < SKYMEM_FLOOR_AHEAD_MAX; i++) {
+        const skymem_floor_ahead_t *e = &persisted->ahead[i];
+        if (e->seq <= a->floor) continue;
+        skymem_auth_refuse_through(a, e->key_id, e->src_plane, e->src_sat, e->seq);
+        s->ahead[s->n_ahead++] = *e;
+    }
     s->reply_key_id = 0; /* until a ground station speaks, replies to the ground go with the lowest ground key */
     for (i = 0; i < a->n_keys; i++) {
         uint32_t id = a->keys[i].id;
         if (!skymem_auth_link_of(id, NULL, NULL) && (s->reply_key_id == 0 || id < s->reply_key_id)) s->reply_key_id = id;
     }
     return 0;
+}
+
+/* Writes what a restart must keep (skymem_floor.h) through io->persist_floor; a failure is said once. */
+static void keep_floor(skymem_sat_t *s)
+{
+    skymem_floor_t f;
+    int failed;
+    if (s->io->persist_floor == NULL) return;
+    f.mark = s->floor_mark;
+    f.n_ahead = s->n_ahead;
+    memcpy(f.ahead, s->ahead, s->n_ahead * sizeof s->ahead[0]);
+    failed = s->io->persist_floor(s->ctx, &f) != 0;
+    if (failed && !s->floor_write_failed) /* said once; the next write tries again */
+        skymem_sat_logf(s, SKYMEM_SAT_ERROR, SKYMEM_SAT_EV_AUTH,
+                        "cannot keep the replay floor: a restart would reopen the last %u ms",
+                        (unsigned)(SKYMEM_SAT_FLOOR_LEASE_US / 1000u));
+    s->floor_write_failed = failed;
+}
+
+/* An authentic sequence refused for being too far ahead of this clock (now): its window refuses it again
+ * when its time comes (skymem_auth.c), and after a restart too, from what is kept here (skymem_sat.h).
+ * Nothing is written while the window's kept refusal already covers seq (the lease). */
+static void keep_refused_ahead(skymem_sat_t *s, const uint8_t *pkt, size_t len, uint64_t seq, uint64_t now)
+{
+    skymem_floor_ahead_t e;
+    uint32_t i, k = 0;
+    if (skymem_auth_window_of(pkt, len, &e.key_id, &e.src_plane, &e.src_sat) != 0) return;
+    e.seq = seq + SKYMEM_SAT_FLOOR_LEASE_US / SKYMEM_AUTH_SEQ_US;
+    if (e.seq < seq) e.seq = UINT64_MAX;
+    for (i = 0; i < s->n_ahead; i++) /* what the clock has passed: the floor of any later start is past it */
+        if (s->ahead[i].seq > now) s->ahead[k++] = s->ahead[i];
+    s->n_ahead = k;
+    for (i = 0; i < s->n_ahead; i++) {
+        skymem_floor_ahead_t *w = &s->ahead[i];
+        if (w->key_id != e.key_id || w->src_plane != e.src_plane || w->src_sat != e.src_sat) continue;
+        if (seq <= w->seq) return; /* kept already */
+        w->seq = e.seq;
+        keep_floor(s);
+        return;
+    }
+    if (s->n_ahead == SKYMEM_FLOOR_AHEAD_MAX) { /* full: the one the clock reaches first joins the mark */
+        uint32_t first = 0;
+        for (i = 1; i < s->n_ahead; i++)
+            if (s->ahead[i].seq < s->ahead[first].seq) first = i;
+        if (s->ahead[first].seq > s->floor_mark) s->floor_mark = s->ahead[first].seq;
+        s->ahead[first] = s->ahead[--s->n_ahead];
+    }
+    s->ahead[s->n_ahead++] = e;
+    keep_floor(s);
 }
 
 /* Keys on: the checks of a signed packet whose trailer is at trailer (a SET_CHUNK's data range given, its
@@ -93,16 +150,10 @@ static int verify_signed(skymem_sat_t *s, const uint8_t *pkt, size_t len, const 
     } else {
         rc = skymem_auth_verify(s->auth, pkt, len);
     }
+    if (rc == SKYMEM_AUTH_E_AHEAD) keep_refused_ahead(s, pkt, len, seq, now);
     if (rc != SKYMEM_AUTH_OK || seq <= s->floor_mark || seq <= now) return rc;
     s->floor_mark = seq + SKYMEM_SAT_FLOOR_LEASE_US / SKYMEM_AUTH_SEQ_US;
-    if (s->io->persist_floor != NULL) {
-        int failed = s->io->persist_floor(s->ctx, s->floor_mark) != 0;
-        if (failed && !s->floor_write_failed) /* said once; the next mark tries again */
-            skymem_sat_logf(s, SKYMEM_SAT_ERROR, SKYMEM_SAT_EV_AUTH,
-                            "cannot keep the replay floor: a restart would reopen the last %u ms",
-                            (unsigned)(SKYMEM_SAT_FLOOR_LEASE_US / 1000u));
-        s->floor_write_failed = failed;
-    }
+    keep_floor(s);
     return SKYMEM_AUTH_OK;
 }
 
@@ -321,6 +372,15 @@ void skymem_sat_store_evicted(void *ctx, const uint8_t *hash, const skymem_chunk
 
 /* ---- commands ------------------------------------------------------------------- */
 
+/* 1 when this satellite holds m's chunk with other bytes than m carries (the LRU order untouched). */
+static int holds_other(const skymem_sat_t *s, const skymem_msg_t *m)
+{
+    const uint8_t *data;
+    size_t len;
+    if (skymem_store_peek(s->store, m->block_hash, m->desc.chunk_id, NULL, &data, &len) != SKYMEM_STORE_OK) return 0;
+    return len != m->desc.data_len || memcmp(data, m->data, len) != 0;
+}
+
 static void set_chunk(skymem_sat_t *s, const skymem_msg_t *m)
 {
     const skymem_route_t *r = &m->route;
@@ -340,6 +400,14 @@ static void set_chunk(skymem_sat_t *s, const skymem_msg_t *m)
         skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_BAD_CRC, m->desc.chunk_id, 0, m->block_hash);
         return;
     }
+    /* A satellite may only move a chunk here (isl_may_carry: a migration), never replace one held here with
+     * other bytes: a captured satellite could otherwise replant an older version's chunks anywhere, relayed hop
+     * by hop (R1 of issue 53). The same bytes again (a resend) are taken as before; a set from the ground may
+     * overwrite -- the ground owns versions. */
+    if (r->src_plane != SKYMEM_GROUND_PLANE && holds_other(s, m)) {
+        skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_CONFLICT, m->desc.chunk_id, 0, m->block_hash);
+        return;
+    }
     /* also whom to tell if LRU later purges it (a migration's origin record, else the route) */
     skymem_chunk_meta_from_set(&meta, &m->desc, r, m->has_origin ? &m->origin : NULL);
     rc = skymem_store_set(s->store, m->block_hash, m->desc.chunk_id, &meta, m->data, m->desc.data_len);
@@ -351,6 +419,28 @@ static void set_chunk(skymem_sat_t *s, const skymem_msg_t *m)
     }
     if (r->flags & SKYMEM_RF_MIGRATION) s->c.migrated_in++;
     skymem_sat_reply(s, r, SKYMEM_REPLY_ACK, m->cc, 0, m->desc.chunk_id, 1, m->block_hash);
+}
+
+/* EVICT_BLOCK: from the ground, the whole block here, gossiped as far as the ground asks; from a neighbour (a
+ * gossip: isl_may_carry lets nothing else of it through), bounded by the block's own radius (skymem_sat.h). */
+static void evict_block(skymem_sat_t *s, const skymem_msg_t *m)
+{
+    const skymem_route_t *r = &m->route;
+    uint32_t purged;
+    uint8_t radius = m->radius, held = 0;
+    if (r->src_plane == SKYMEM_GROUND_PLANE) {
+        purged = skymem_store_purge_block(s->store, m->block_hash);
+    } else {
+        uint8_t cap;
+        purged = skymem_store_purge_gossiped(s->store, m->block_hash, &held);
+        cap = held > 0 ? (uint8_t)(held - 1u) : (uint8_t)SKYMEM_SAT_GOSSIP_PAST_HOLDERS;
+        if (radius > cap) radius = cap;
+    }
+    if (first_seen(s, m->block_hash, m->evict_id)) gossip(s, m->block_hash, m->evict_id, radius);
+    skymem_sat_logf(s, SKYMEM_SAT_DEBUG, SKYMEM_SAT_EV_EVICT, "evict id %u radius %u (passed on %u): purged %u chunks",
+                    (unsigned)m->evict_id, m->radius, radius, (unsigned)purged);
+    if (!(r->flags & SKYMEM_RF_GOSSIP)) /* a neighbour's gossip expects no answer */
+        skymem_sat_reply(s, r, SKYMEM_REPLY_ACK, m->cc, 0, 0, purged, m->block_hash);
 }
 
 static void queue_get_chunks(skymem_sat_t *s, const skymem_msg_t *m)
@@ -442,15 +532,7 @@ void skymem_sat_serve(skymem_sat_t *s, const skymem_msg_t *m)
             skymem_sat_reply(s, r, SKYMEM_REPLY_NAK, m->cc, SKYMEM_NAK_NOT_FOUND, m->chunk_id, 0, m->block_hash);
         break;
     }
-    case SKYMEM_EVICT_BLOCK_CC: {
-        uint32_t purged = skymem_store_purge_block(s->store, m->block_hash);
-        if (first_seen(s, m->block_hash, m->evict_id)) gossip(s, m->block_hash, m->evict_id, m->radius);
-        skymem_sat_logf(s, SKYMEM_SAT_DEBUG, SKYMEM_SAT_EV_EVICT, "evict id %u radius %u: purged %u chunks",
-                        (unsigned)m->evict_id, m->radius, (unsigned)purged);
-        if (!(r->flags & SKYMEM_RF_GOSSIP)) /* a neighbour's gossip expects no answer */
-            skymem_sat_reply(s, r, SKYMEM_REPLY_ACK, m->cc, 0, 0, purged, m->block_hash);
-        break;
-    }
+    case SKYMEM_EVICT_BLOCK_CC: evict_block(s, m); break;
     case SKYMEM_MIGRATE_CC: skymem_sat_migrate_start(s, m); break;
     case SKYMEM_STATS_CC: {
         skymem_stats_t st;

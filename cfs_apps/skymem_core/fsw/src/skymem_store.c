@@ -237,6 +237,32 @@ uint32_t skymem_store_purge_block(skymem_store_t *s, const uint8_t *hash)
     return n;
 }
 
+uint32_t skymem_store_purge_gossiped(skymem_store_t *s, const uint8_t *hash, uint8_t *radius)
+{
+    uint32_t l, members = 0, n = 0, i;
+    uint8_t top = 0;
+    if (radius) *radius = 0;
+    if (s == NULL || hash == NULL || (l = find_block_head(s, hash)) == 0) return 0;
+    i = l;
+    do { /* the ring's size, before removing from it */
+        members++;
+        i = slot_at(s, i)->mnext;
+    } while (i != l);
+    for (i = 0; i < members; i++) { /* each member once: a removed one's successor stays on the ring */
+        slot_t *sl = slot_at(s, l);
+        uint32_t next = sl->mnext;
+        if (sl->meta.gossip_radius > 0) {
+            if (sl->meta.gossip_radius > top) top = sl->meta.gossip_radius;
+            remove_slot(s, l);
+            n++;
+        }
+        l = next;
+    }
+    if (n) s->blocks_purged++;
+    if (radius) *radius = top;
+    return n;
+}
+
 int skymem_store_set(skymem_store_t *s, const uint8_t *hash, uint32_t chunk_id, const skymem_chunk_meta_t *meta,
                      const uint8_t *data, size_t len)
 {
