@@ -17,7 +17,7 @@ pytest.importorskip("cryptography")
 
 from skymemory.link.fastpath import NOT_FOUND, OK, SEAL_FAILED, BlockJob, BulkTransfer  # noqa: E402
 from skymemory.protocol import native  # noqa: E402
-from skymemory.protocol.seal import OVERHEAD, ContentKeys, SealError, plain_chunk_bytes  # noqa: E402
+from skymemory.protocol.seal import OVERHEAD, ContentKeys, SealError, SealLayout, plain_chunk_bytes  # noqa: E402
 from skymemory.store.constellation import ConstellationBlockStore  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="skymemory._native not built (pip install -e .)")
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="skymemory._native 
 CHUNK = 1000  # bytes on the wire: small, so that a few KB are many chunks
 PLAIN = plain_chunk_bytes(CHUNK)  # 968 of content
 E_SHORT, E_KEY, E_TAG = -1, -2, -3  # skymem_seal.h
+LAYOUT = SealLayout(CHUNK)  # uncoded chunks of CHUNK bytes on the wire
 
 
 # ---- the C seal against the Python reference, no satellites ------------------------------------------------
@@ -43,15 +44,21 @@ class CSeal:
         self.ctx = self.ffi.gc(self.lib.skymem_seal_ctx_new(table), self.lib.skymem_seal_ctx_free)
         assert self.ctx != self.ffi.NULL
 
-    def seal(self, h, cid, count, n_bytes, plain: bytes) -> bytes:
+    def c_layout(self, layout: SealLayout):
+        return self.ffi.new("skymem_seal_layout_t *", (layout.chunk_bytes, layout.stripe_k, layout.stripe_m))
+
+    def seal(self, h, cid, count, n_bytes, plain: bytes, layout: SealLayout = LAYOUT) -> bytes:
         out = self.ffi.new("uint8_t[]", len(plain) + OVERHEAD)
-        assert self.lib.skymem_seal_chunk(self.ctx, h, cid, count, n_bytes, plain, len(plain), out) == 0
+        assert self.lib.skymem_seal_chunk(self.ctx, h, cid, count, n_bytes, self.c_layout(layout), plain, len(plain),
+                                          out) == 0
         return bytes(self.ffi.buffer(out))
 
-    def open(self, h, cid, count, n_bytes, sealed: bytes, fill: int = 0xEE) -> tuple[int, bytes]:
+    def open(self, h, cid, count, n_bytes, sealed: bytes, fill: int = 0xEE,
+             layout: SealLayout = LAYOUT) -> tuple[int, bytes]:
         out = self.ffi.new("uint8_t[]", max(1, len(sealed) - OVERHEAD))
         self.ffi.memmove(out, bytes([fill]) * len(out), len(out))
-        rc = self.lib.skymem_open_chunk(self.ctx, h, cid, count, n_bytes, sealed, len(sealed), out)
+        rc = self.lib.skymem_open_chunk(self.ctx, h, cid, count, n_bytes, self.c_layout(layout), sealed, len(sealed),
+                                        out)
         return rc, bytes(self.ffi.buffer(out))[:max(0, len(sealed) - OVERHEAD)]
 
 
@@ -62,9 +69,9 @@ def test_c_and_python_open_what_the_other_sealed(n):
     h, plain = os.urandom(32), os.urandom(n)
     sealed = c.seal(h, 2, 5, 99_999, plain)
     assert len(sealed) == n + OVERHEAD and sealed[:4] == sealer.current_id.to_bytes(4, "big")
-    assert sealer.open_chunk(h, 2, 5, 99_999, sealed) == plain
+    assert sealer.open_chunk(h, 2, 5, 99_999, sealed, layout=LAYOUT) == plain
     assert c.seal(h, 2, 5, 99_999, plain)[4:16] != sealed[4:16]  # a fresh nonce every time
-    assert c.open(h, 2, 5, 99_999, sealer.seal_chunk(h, 2, 5, 99_999, plain)) == (0, plain)
+    assert c.open(h, 2, 5, 99_999, sealer.seal_chunk(h, 2, 5, 99_999, plain, layout=LAYOUT)) == (0, plain)
     assert c.open(h, 2, 5, 99_999, sealed) == (0, plain)
 
 
@@ -81,13 +88,15 @@ def test_nonces_never_repeat_within_a_context_and_contexts_start_apart():
     assert two.seal(h, 0, 1, 10, plain)[4:16] not in nonces
 
 
-@pytest.mark.parametrize("what", ["block", "position", "count", "size", "bit", "tag", "tenant"])
+@pytest.mark.parametrize("what", ["block", "position", "count", "size", "chunk size", "stripes", "no stripes", "bit",
+                                  "tag", "tenant"])
 def test_c_opens_a_chunk_only_as_what_it_was_sealed_as(what):
     keys = ContentKeys.new()
     sealer = keys.sealer("tenant-a")
     h, plain = os.urandom(32), os.urandom(500)
-    sealed = bytearray(sealer.seal_chunk(h, 1, 4, 2000, plain))
-    opener, block, cid, count, size = CSeal(sealer), h, 1, 4, 2000
+    striped = SealLayout(CHUNK, 7, 2)  # the same block, 9 chunks, read as stripes of 4 + 1 or as no stripes
+    sealed = bytearray(sealer.seal_chunk(h, 1, 9, 2000, plain, layout=striped))
+    opener, block, cid, count, size, layout = CSeal(sealer), h, 1, 9, 2000, striped
     if what == "block":
         block = os.urandom(32)
     elif what == "position":
@@ -96,13 +105,19 @@ def test_c_opens_a_chunk_only_as_what_it_was_sealed_as(what):
         count = 5
     elif what == "size":
         size = 2001
+    elif what == "chunk size":
+        layout = SealLayout(CHUNK + 1, 7, 2)
+    elif what == "stripes":
+        layout = SealLayout(CHUNK, 4, 1)
+    elif what == "no stripes":
+        layout = SealLayout(CHUNK)
     elif what == "bit":
         sealed[100] ^= 1
     elif what == "tag":
         sealed[-1] ^= 0x80
     else:
         opener = CSeal(keys.sealer("tenant-b"))  # the same key id, another tenant's key
-    rc, out = opener.open(block, cid, count, size, bytes(sealed))
+    rc, out = opener.open(block, cid, count, size, bytes(sealed), layout=layout)
     assert rc == E_TAG
     assert out == bytes(len(plain))  # zeros: GCM's unchecked output never stays
 
@@ -221,7 +236,7 @@ def test_what_the_satellites_keep_is_sealed(sky):
     assert [len(c) for c in chunks] == [CHUNK] * (count - 1) + [500 + OVERHEAD]
     for i, c in enumerate(chunks):
         assert c[:4] == sealer.current_id.to_bytes(4, "big")
-        assert sealer.open_chunk(h, i, count, len(payload), c) == payload[i * PLAIN:(i + 1) * PLAIN]
+        assert sealer.open_chunk(h, i, count, len(payload), c, layout=LAYOUT) == payload[i * PLAIN:(i + 1) * PLAIN]
         assert payload[i * PLAIN:i * PLAIN + 64] not in c  # no content in the clear
     # the chunks' CRCs the get reports are those of the sealed bytes, as they travel
     job = sealed_job(sky, h, bytearray(len(payload)), len(payload), chunk_crcs=np.zeros(count, dtype=np.uint32))
@@ -253,7 +268,8 @@ def test_a_chunk_replaced_on_a_satellite_fails_alone(sky, what):
     elif what == "another position":  # this block's own chunk 1, as it is stored
         forged = wire_chunks(sky, h, count)[1]
     elif what == "another tenant":  # sealed for this very place, under another tenant's key of the same id
-        forged = keys.sealer("tenant-b").seal_chunk(h, bad, count, len(payload), payload[bad * PLAIN:][:PLAIN])
+        forged = keys.sealer("tenant-b").seal_chunk(h, bad, count, len(payload), payload[bad * PLAIN:][:PLAIN],
+                                                    layout=LAYOUT)
     else:
         forged = os.urandom(CHUNK)
     set_wire_chunk(sky, h, bad, count, forged)
@@ -265,7 +281,7 @@ def test_a_chunk_replaced_on_a_satellite_fails_alone(sky, what):
     assert buf[:bad * PLAIN] == payload[:bad * PLAIN] and buf[(bad + 1) * PLAIN:] == payload[(bad + 1) * PLAIN:]
     assert prefix == bad  # the usable prefix ends at the chunk that did not open, as at a missing one
     with pytest.raises(SealError):  # the reference agrees
-        sealer.open_chunk(h, bad, count, len(payload), wire_chunks(sky, h, count)[bad])
+        sealer.open_chunk(h, bad, count, len(payload), wire_chunks(sky, h, count)[bad], layout=LAYOUT)
 
 
 def test_an_unknown_key_id_does_not_open_and_rotation_does(sky):

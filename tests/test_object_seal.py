@@ -11,7 +11,7 @@ import os
 import pytest
 
 from skymemory.orbit.manifest import Manifest, SatelliteEntry
-from skymemory.protocol.seal import OVERHEAD, ContentKeys, KeyFileError
+from skymemory.protocol.seal import ONE_CHUNK, OVERHEAD, ContentKeys, KeyFileError
 from skymemory.store.contract import BlockMiss
 from skymemory.store.objects import (META_VERSION, PLAIN_META_VERSION, ObjectStore, data_block_of, data_hash, key_of,
                                      meta_hash, open_metadata)
@@ -27,7 +27,7 @@ def meta_v2(name: str = "object.bin") -> dict:
 
 def sealed(keys: ContentKeys, meta: dict) -> bytes:
     blob = json.dumps(meta).encode()
-    return keys.sealer().seal_chunk(meta_hash(bytes.fromhex(meta["key"])), 0, 1, len(blob), blob)
+    return keys.sealer().seal_chunk(meta_hash(bytes.fromhex(meta["key"])), 0, 1, len(blob), blob, layout=ONE_CHUNK)
 
 
 def test_sealed_metadata_opens_as_its_own_keys_only():

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from skymemory.protocol.seal import (OVERHEAD, ContentKeys, KeyFileError, SealError, Sealer, plain_chunk_bytes,
-                                     tenant_key)
+from skymemory.protocol.seal import (ONE_CHUNK, OVERHEAD, ContentKeys, KeyFileError, SealError, Sealer, SealLayout,
+                                     plain_chunk_bytes, tenant_key)
 
 BLOCK = bytes(range(32))
 OTHER = bytes(32)
@@ -24,17 +24,17 @@ def test_a_block_round_trips_in_chunks_of_the_wire_size(keys):
     payload = os.urandom(3 * plain_chunk_bytes(6144) + 17)
     chunks = sealer.seal_block(BLOCK, payload, 6144)
     assert [len(c) for c in chunks] == [6144, 6144, 6144, 17 + OVERHEAD]
-    assert sealer.open_block(BLOCK, chunks, len(payload)) == payload
+    assert sealer.open_block(BLOCK, chunks, len(payload), 6144) == payload
     assert all(payload[:64] not in c for c in chunks)  # ciphertext, not the content
 
 
-@pytest.mark.parametrize("what", ["block", "position", "count", "size", "tenant", "bit"])
+@pytest.mark.parametrize("what", ["block", "position", "count", "size", "chunk size", "stripes", "tenant", "bit"])
 def test_a_chunk_opens_only_as_what_it_was_sealed_as(keys, what):
     sealer = keys.sealer("tenant-a")
     payload = os.urandom(1000)
     chunks = sealer.seal_block(BLOCK, payload, 300)  # 268 content bytes a chunk: 4 chunks
     chunk = chunks[1]
-    opener, block, cid, count, size = sealer, BLOCK, 1, len(chunks), len(payload)
+    opener, block, cid, count, size, layout = sealer, BLOCK, 1, len(chunks), len(payload), SealLayout(300)
     if what == "block":
         block = OTHER  # another block's chunk
     elif what == "position":
@@ -43,35 +43,40 @@ def test_a_chunk_opens_only_as_what_it_was_sealed_as(keys, what):
         count = 5
     elif what == "size":
         size = 999
+    elif what == "chunk size":
+        layout = SealLayout(301)
+    elif what == "stripes":  # 4 chunks are also one stripe of 3 data + 1 parity
+        layout = SealLayout(300, 3, 1)
     elif what == "tenant":
         opener = keys.sealer("tenant-b")
     else:
         chunk = chunk[:40] + bytes([chunk[40] ^ 1]) + chunk[41:]
     with pytest.raises(SealError):
-        opener.open_chunk(block, cid, count, size, chunk)
-    assert sealer.open_chunk(BLOCK, 1, len(chunks), len(payload), chunks[1]) == payload[268:536]
+        opener.open_chunk(block, cid, count, size, chunk, layout=layout)
+    opened = sealer.open_chunk(BLOCK, 1, len(chunks), len(payload), chunks[1], layout=SealLayout(300))
+    assert opened == payload[268:536]
 
 
 def test_tenants_have_their_own_keys_and_no_salt_is_the_default_tenant(keys):
     master = keys.masters[1]
     assert tenant_key(master, "") != tenant_key(master, "a") != tenant_key(master, "b")
     assert keys.sealer(None).keys == keys.sealer("").keys
-    sealed = keys.sealer("").seal_chunk(BLOCK, 0, 1, 5, b"hello")
-    assert keys.sealer(None).open_chunk(BLOCK, 0, 1, 5, sealed) == b"hello"
+    sealed = keys.sealer("").seal_chunk(BLOCK, 0, 1, 5, b"hello", layout=ONE_CHUNK)
+    assert keys.sealer(None).open_chunk(BLOCK, 0, 1, 5, sealed, layout=ONE_CHUNK) == b"hello"
     with pytest.raises(TypeError):
         keys.sealer(b"bytes")  # type: ignore[arg-type]
 
 
 def test_rotation_seals_new_chunks_under_the_new_id_and_old_ones_open_until_retired(keys):
-    old = keys.sealer("t").seal_chunk(BLOCK, 0, 1, 3, b"old")
+    old = keys.sealer("t").seal_chunk(BLOCK, 0, 1, 3, b"old", layout=ONE_CHUNK)
     assert keys.rotate() == 2
-    new = keys.sealer("t").seal_chunk(BLOCK, 0, 1, 3, b"new")
+    new = keys.sealer("t").seal_chunk(BLOCK, 0, 1, 3, b"new", layout=ONE_CHUNK)
     assert new[:4] == (2).to_bytes(4, "big") and old[:4] == (1).to_bytes(4, "big")
-    assert keys.sealer("t").open_chunk(BLOCK, 0, 1, 3, old) == b"old"
+    assert keys.sealer("t").open_chunk(BLOCK, 0, 1, 3, old, layout=ONE_CHUNK) == b"old"
     keys.retire(1)
     with pytest.raises(SealError, match="key id 1"):
-        keys.sealer("t").open_chunk(BLOCK, 0, 1, 3, old)
-    assert keys.sealer("t").open_chunk(BLOCK, 0, 1, 3, new) == b"new"
+        keys.sealer("t").open_chunk(BLOCK, 0, 1, 3, old, layout=ONE_CHUNK)
+    assert keys.sealer("t").open_chunk(BLOCK, 0, 1, 3, new, layout=ONE_CHUNK) == b"new"
     with pytest.raises(KeyFileError, match="only one"):
         keys.retire(2)
     with pytest.raises(KeyFileError, match="no content key id 7"):
@@ -80,10 +85,10 @@ def test_rotation_seals_new_chunks_under_the_new_id_and_old_ones_open_until_reti
 
 def test_a_key_id_cannot_be_changed_to_another_the_ground_holds(keys):
     keys.rotate()
-    sealed = bytearray(keys.sealer("t").seal_chunk(BLOCK, 0, 1, 3, b"abc"))
+    sealed = bytearray(keys.sealer("t").seal_chunk(BLOCK, 0, 1, 3, b"abc", layout=ONE_CHUNK))
     sealed[:4] = (1).to_bytes(4, "big")
     with pytest.raises(SealError):
-        keys.sealer("t").open_chunk(BLOCK, 0, 1, 3, bytes(sealed))
+        keys.sealer("t").open_chunk(BLOCK, 0, 1, 3, bytes(sealed), layout=ONE_CHUNK)
 
 
 def test_the_key_file_is_private_and_read_back(keys, tmp_path):
@@ -119,4 +124,4 @@ def test_chunks_too_small_to_carry_content_are_refused():
     with pytest.raises(ValueError):
         plain_chunk_bytes(OVERHEAD)
     with pytest.raises(SealError):
-        Sealer({1: bytes(16)}, 1).open_chunk(BLOCK, 0, 1, 0, b"short")
+        Sealer({1: bytes(16)}, 1).open_chunk(BLOCK, 0, 1, 0, b"short", layout=ONE_CHUNK)

@@ -39,7 +39,7 @@ def test_the_asyncio_paths_name_the_satellites_whose_chunks_did_not_open():
     Python openers: the constellation store's asyncio path and the placed (object) store's."""
     from collections import Counter
 
-    from skymemory.protocol.seal import Sealer
+    from skymemory.protocol.seal import SealLayout, Sealer
     from skymemory.store.constellation import ConstellationBlockStore
     from skymemory.store.contract import BlockRecord
     from skymemory.store.placed import PlacedStore
@@ -47,7 +47,8 @@ def test_the_asyncio_paths_name_the_satellites_whose_chunks_did_not_open():
     sealer = Sealer({1: bytes(range(16))}, 1)
     block, n_bytes = b"\7" * 32, 300
     record = BlockRecord(block, n_bytes, 132, 3, 0, "explicit", 2, (0, 0))
-    chunks = {i: sealer.seal_chunk(block, i, 3, n_bytes, bytes([i]) * 100) for i in range(3)}
+    chunks = {i: sealer.seal_chunk(block, i, 3, n_bytes, bytes([i]) * 100, layout=SealLayout.of_record(record))
+              for i in range(3)}
     chunks[1] = chunks[1][:-1] + bytes([chunks[1][-1] ^ 1])  # altered where it rests
     servers = [(0, 0), (0, 1)]  # chunk i from servers[i % 2]: chunk 1 from (0, 1)
 

@@ -172,10 +172,13 @@ uint32_t skymem_stripe_data_index(const skymem_stripe_layout_t *l, uint32_t cid)
 void skymem_seal_ctx_free(skymem_seal_ctx_t *c);
 int skymem_seal_keys_check(const skymem_seal_keys_t *keys);
 uint32_t skymem_seal_chunk_count(uint64_t n_bytes, uint32_t chunk_bytes);
+typedef struct { uint32_t chunk_bytes, stripe_k, stripe_m; } skymem_seal_layout_t;
 int skymem_seal_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_id, uint32_t chunk_count,
-                      uint64_t n_bytes, const uint8_t *plain, size_t plain_len, uint8_t *out);
+                      uint64_t n_bytes, const skymem_seal_layout_t *layout, const uint8_t *plain, size_t plain_len,
+                      uint8_t *out);
 int skymem_open_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_id, uint32_t chunk_count,
-                      uint64_t n_bytes, const uint8_t *sealed, size_t sealed_len, uint8_t *out);
+                      uint64_t n_bytes, const skymem_seal_layout_t *layout, const uint8_t *sealed, size_t sealed_len,
+                      uint8_t *out);
 typedef struct { const uint8_t *hash; uint8_t *buf; uint64_t n_bytes; uint32_t chunk_bytes; uint32_t chunk_count;
                  uint32_t server0; uint32_t n_servers; uint64_t created_ms; uint8_t *status; uint32_t *prefix;
                  uint32_t *chunk_crcs; uint32_t stripe_k, stripe_m; }

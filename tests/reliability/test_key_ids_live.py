@@ -21,7 +21,7 @@ import pytest
 from live import REPO, launched
 
 from skymemory.orbit.manifest import Manifest
-from skymemory.protocol.seal import ContentKeys, SealError
+from skymemory.protocol.seal import ONE_CHUNK, ContentKeys, SealError
 
 BLOCK = bytes(range(32))
 
@@ -38,7 +38,8 @@ def test_a_retired_key_id_is_never_given_to_a_new_master(node_built, tmp_path):
     with launched(tmp_path, 1, 2) as manifest:
         key_file = Path(Manifest.load(manifest).content_key_file)
         assert "key id 2" in _keys(manifest, "rotate").stdout
-        sealed_under_2 = ContentKeys.load(key_file).sealer("t").seal_chunk(BLOCK, 0, 1, 5, b"hello")
+        sealed_under_2 = ContentKeys.load(key_file).sealer("t").seal_chunk(BLOCK, 0, 1, 5, b"hello",
+                                                                           layout=ONE_CHUNK)
         _keys(manifest, "retire", "2")  # the newest id: 1 seals again
         rotated = _keys(manifest, "rotate")
         assert "key id 3" in rotated.stdout, rotated.stdout  # (was: key id 2, a new master under the old id)
@@ -46,6 +47,6 @@ def test_a_retired_key_id_is_never_given_to_a_new_master(node_built, tmp_path):
         assert sorted(keys.masters) == [1, 3] and keys.retired == {2}
         assert "retired 2" in key_file.read_text()
         with pytest.raises(SealError, match="sealed under key id 2, which this ground does not hold"):
-            keys.sealer("t").open_chunk(BLOCK, 0, 1, 5, sealed_under_2)  # (was: "altered")
+            keys.sealer("t").open_chunk(BLOCK, 0, 1, 5, sealed_under_2, layout=ONE_CHUNK)  # (was: "altered")
         _keys(manifest, "retire", "1")
         assert "key id 4" in _keys(manifest, "rotate").stdout  # every id once, whatever was retired

@@ -94,9 +94,9 @@ def test_a_tenant_opens_only_its_own_blocks(sky, tmp_path):  # noqa: F811
 def test_two_hosts_with_other_stripe_layouts_read_each_others_kv_blocks_exact_or_a_clean_miss(sky, tmp_path):  # noqa: F811
     """S1 (issue 53), with no attacker: host 1 stripes 9 wide with 2 parity chunks (7 + 2), host 2 5 wide with 1
     (4 + 1, 3 + 1): a block of 7 data chunks is 9 chunks either way, under the same names. Both store a prompt;
-    a chunk that is data in one layout and parity in the other opens in either place (the seal binds its
-    block, number and count, not the layout). Every host's get is then the stored K/V exactly, or a clean miss:
-    a sealed landing checks the payload's CRC32C as a plain one does, so other bytes never reach the model."""
+    a chunk that is data in one layout is parity in the other. Every host's get is then the stored K/V exactly,
+    or a clean miss: the seal binds the layout (a chunk of the other's does not open), and a sealed landing
+    checks the payload's CRC32C as a plain one does, so other bytes never reach the model."""
     m = Manifest.load(sky)
     model, tokenizer = tiny("fp32")
     tokens = 24  # 38,464-byte blocks: 7 data chunks of 6,112
@@ -118,3 +118,35 @@ def test_two_hosts_with_other_stripe_layouts_read_each_others_kv_blocks_exact_or
             assert n == 3 * tokens or result.miss_reason in ("corrupt", "seal", "not-found", "incomplete"), result
             outcomes.append((n // tokens, result.miss_reason))
         print("blocks read exact, miss reason per host:", outcomes)
+
+
+def test_a_block_stored_in_two_layouts_under_one_name_reads_back_exact_or_a_clean_miss(sky):  # noqa: F811
+    """S1 at the store, for any block (a named object's data too): the seal binds the chunk size, k and m, so a
+    chunk stored under one layout never opens under another. Host 1 (7 + 2) stores a block, host 2 (4 + 1, 3 + 1)
+    stores other content under the same name, over the same satellites; each record then reads back what its host
+    stored, or a clean miss ("seal"), never the other's bytes or a mix. A probe (no record: the layout guessed
+    from the chunks) finds the layout the chunks were sealed in."""
+    from skymemory.store.contract import BlockMiss
+
+    m = Manifest.load(sky)
+    name, n_bytes = os.urandom(32), 7 * 6112  # 7 data chunks: 9 on the wire either way
+    payloads = [os.urandom(n_bytes), os.urandom(n_bytes)]
+    with ConstellationBlockStore.nearest_from_manifest(m, 9, parity=2) as wide, \
+            ConstellationBlockStore.nearest_from_manifest(m, 5, parity=1, client_options={"station_id": 41}) as narrow:
+        records = [store.put_block(name, payload) for store, payload in zip((wide, narrow), payloads)]
+        assert records[0].chunk_count == records[1].chunk_count == 9
+        outcomes = []
+        for store, record, payload in zip((wide, narrow), records, payloads):
+            try:
+                got = store.get_block(record)
+            except BlockMiss as miss:
+                outcomes.append(miss.reason)
+                continue
+            assert got == payload, "other bytes read back"
+            outcomes.append("exact")
+        print("per host:", outcomes)
+        assert outcomes[1] == "exact"  # the last writer's chunks, all in place
+        assert outcomes[0] in ("exact", "seal")  # the first's: its chunks overwritten where the two layouts met
+        probed = narrow.probe_block(name)
+        assert probed is not None and (probed.parity, probed.stripe_data) == (1, 4)
+        assert narrow.get_block(probed) == payloads[1]

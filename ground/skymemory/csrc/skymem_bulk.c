@@ -160,6 +160,13 @@ static uint32_t content_len(const skymem_bulk_block_t *b, uint32_t cid, int seal
     return (uint32_t)(left < per ? left : per);
 }
 
+/* What every chunk's seal binds of how b is cut (skymem_seal.h): read back under another layout, none opens. */
+static skymem_seal_layout_t seal_layout(const skymem_bulk_block_t *b)
+{
+    skymem_seal_layout_t l = {b->chunk_bytes, b->stripe_m ? b->stripe_k : 0, b->stripe_m}; /* uncoded: 0, 0 */
+    return l;
+}
+
 /* ============================================================== coded stripes */
 
 static int coded(const skymem_bulk_block_t *b) { return b->stripe_m > 0; }
@@ -1026,7 +1033,9 @@ int skymem_bulk_get(const skymem_bulk_server_t *servers, uint32_t n_servers_tota
                         /* The seal first: a chunk that opens is the ground's own, in its place, and its CRC
                          * and trailer would prove nothing more (docs/RELIABILITY.md, "Sealed content").
                          * Only one that does not open is judged by them, to know whom to blame. */
-                        int sr = skymem_open_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes, m.data, want, dst);
+                        skymem_seal_layout_t lay = seal_layout(b);
+                        int sr = skymem_open_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes, &lay, m.data, want,
+                                                   dst);
                         if (sr == SKYMEM_SEAL_E_CRYPTO || sr == SKYMEM_SEAL_E_ARG) {
                             rc = SKYMEM_BULK_E_CRYPTO;
                             goto out;
@@ -1154,7 +1163,8 @@ typedef struct {
 static int seal_for_send(skymem_seal_ctx_t *seal, const skymem_bulk_block_t *b, uint32_t cid, const uint8_t *plain,
                          uint32_t len, uint8_t *out)
 {
-    int sr = skymem_seal_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes, plain, len, out);
+    skymem_seal_layout_t lay = seal_layout(b);
+    int sr = skymem_seal_chunk(seal, b->hash, cid, b->chunk_count, b->n_bytes, &lay, plain, len, out);
     return sr == SKYMEM_SEAL_OK ? 0 : SKYMEM_BULK_E_CRYPTO;
 }
 

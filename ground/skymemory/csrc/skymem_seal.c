@@ -26,9 +26,9 @@
 _Static_assert(SKYMEM_SEAL_OVERHEAD == SKYMEM_SEAL_KEY_ID_LEN + SKYMEM_SEAL_NONCE_LEN + SKYMEM_SEAL_TAG_LEN,
                "a sealed chunk is key id | nonce | ciphertext | tag");
 
-#define AAD_PREFIX     "skymemory seal v1" /* and its NUL: 18 bytes */
+#define AAD_PREFIX     "skymemory seal v2" /* and its NUL: 18 bytes */
 #define AAD_PREFIX_LEN 18u
-#define AAD_LEN        (AAD_PREFIX_LEN + 32u + 4u + 4u + 8u + 4u)
+#define AAD_LEN        (AAD_PREFIX_LEN + 32u + 4u + 4u + 8u + 4u + 3u * 4u)
 #define HEAD_LEN       (SKYMEM_SEAL_KEY_ID_LEN + SKYMEM_SEAL_NONCE_LEN) /* before the ciphertext */
 
 struct skymem_seal_ctx {
@@ -54,7 +54,7 @@ static uint32_t get_u32(const uint8_t *p)
 }
 
 static void make_aad(uint8_t aad[AAD_LEN], const uint8_t *hash, uint32_t chunk_id, uint32_t chunk_count,
-                     uint64_t n_bytes, uint32_t key_id)
+                     uint64_t n_bytes, uint32_t key_id, const skymem_seal_layout_t *layout)
 {
     uint8_t *p = aad;
     memcpy(p, AAD_PREFIX, AAD_PREFIX_LEN); /* the string literal's NUL included */
@@ -66,6 +66,9 @@ static void make_aad(uint8_t aad[AAD_LEN], const uint8_t *hash, uint32_t chunk_i
     put_u32(p + 8, (uint32_t)(n_bytes >> 32));
     put_u32(p + 12, (uint32_t)n_bytes);
     put_u32(p + 16, key_id);
+    put_u32(p + 20, layout->chunk_bytes);
+    put_u32(p + 24, layout->stripe_k);
+    put_u32(p + 28, layout->stripe_m);
 }
 
 int skymem_seal_keys_check(const skymem_seal_keys_t *keys)
@@ -148,9 +151,10 @@ static int load(skymem_seal_ctx_t *c, int idx, int enc, const uint8_t *iv)
 }
 
 int skymem_seal_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_id, uint32_t chunk_count,
-                      uint64_t n_bytes, const uint8_t *plain, size_t plain_len, uint8_t *out)
+                      uint64_t n_bytes, const skymem_seal_layout_t *layout, const uint8_t *plain, size_t plain_len,
+                      uint8_t *out)
 {
-    if (!c || !hash || !out || (!plain && plain_len) || plain_len > (size_t)INT_MAX - SKYMEM_SEAL_OVERHEAD)
+    if (!c || !hash || !layout || !out || (!plain && plain_len) || plain_len > (size_t)INT_MAX - SKYMEM_SEAL_OVERHEAD)
         return SKYMEM_SEAL_E_ARG;
     const skymem_seal_key_t *k = &c->keys.keys[0];
     uint8_t aad[AAD_LEN], fin[16];
@@ -158,7 +162,7 @@ int skymem_seal_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_
     int n;
     put_u32(out, k->id);
     next_nonce(c, out + SKYMEM_SEAL_KEY_ID_LEN);
-    make_aad(aad, hash, chunk_id, chunk_count, n_bytes, k->id);
+    make_aad(aad, hash, chunk_id, chunk_count, n_bytes, k->id, layout);
     if (load(c, 0, 1, out + SKYMEM_SEAL_KEY_ID_LEN) != SKYMEM_SEAL_OK ||
         EVP_EncryptUpdate(c->evp, NULL, &n, aad, (int)AAD_LEN) != 1 ||
         (plain_len && EVP_EncryptUpdate(c->evp, ct, &n, plain, (int)plain_len) != 1) ||
@@ -171,9 +175,10 @@ int skymem_seal_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_
 }
 
 int skymem_open_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_id, uint32_t chunk_count,
-                      uint64_t n_bytes, const uint8_t *sealed, size_t sealed_len, uint8_t *out)
+                      uint64_t n_bytes, const skymem_seal_layout_t *layout, const uint8_t *sealed, size_t sealed_len,
+                      uint8_t *out)
 {
-    if (!c || !hash || (!sealed && sealed_len) || sealed_len > (size_t)INT_MAX)
+    if (!c || !hash || !layout || (!sealed && sealed_len) || sealed_len > (size_t)INT_MAX)
         return SKYMEM_SEAL_E_ARG;
     if (sealed_len < SKYMEM_SEAL_OVERHEAD)
         return SKYMEM_SEAL_E_SHORT;
@@ -193,7 +198,7 @@ int skymem_open_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_
     uint8_t aad[AAD_LEN], tag[SKYMEM_SEAL_TAG_LEN], fin[16];
     int n, rc = SKYMEM_SEAL_OK;
     memcpy(tag, sealed + HEAD_LEN + plain_len, sizeof tag); /* SET_TAG takes a non-const pointer */
-    make_aad(aad, hash, chunk_id, chunk_count, n_bytes, key_id);
+    make_aad(aad, hash, chunk_id, chunk_count, n_bytes, key_id, layout);
     if (load(c, idx, 0, sealed + SKYMEM_SEAL_KEY_ID_LEN) != SKYMEM_SEAL_OK ||
         EVP_DecryptUpdate(c->evp, NULL, &n, aad, (int)AAD_LEN) != 1 ||
         (plain_len && EVP_DecryptUpdate(c->evp, out, &n, sealed + HEAD_LEN, (int)plain_len) != 1) ||

@@ -11,10 +11,17 @@
  *     key id u32 BE | nonce (12 random bytes) | ciphertext (as long as the content) | GCM tag (16)
  *
  * and its associated data, binding the bytes to what they are (another block's
- * chunk, another position, a block of another size, another tenant's: none opens):
+ * chunk, another position, a block of another size, another tenant's, the same
+ * block cut or striped another way: none opens):
  *
- *     "skymemory seal v1\0" | block hash (32) | chunk id u32 BE | chunk count u32 BE
+ *     "skymemory seal v2\0" | block hash (32) | chunk id u32 BE | chunk count u32 BE
  *     | block size u64 BE (content bytes of the whole block) | key id u32 BE
+ *     | chunk bytes u32 BE | stripe k u32 BE | stripe m u32 BE
+ *
+ * The layout (skymem_seal_layout_t) is in it because two layouts can give one block
+ * the same chunk count (7 data chunks: one stripe of 7 + 2 parity, or stripes of 4 + 1
+ * and 3 + 1, are 9 on the wire either way):
+ * without it, a chunk that is data in one layout opens as parity in the other.
  *
  * So a chunk of chunk_bytes on the wire carries plain = chunk_bytes - SKYMEM_SEAL_OVERHEAD
  * bytes of content, and a block of n content bytes is max(1, ceil(n / plain)) chunks,
@@ -56,6 +63,13 @@ typedef struct {
     skymem_seal_key_t keys[SKYMEM_SEAL_MAX_KEYS];
 } skymem_seal_keys_t;
 
+/* How a block is cut into chunks, bound into every chunk's seal (seal.py's SealLayout). chunk_bytes: every
+ * chunk but the last on the wire (0: a record sealed as one chunk on its own, whatever its length); stripe_k,
+ * stripe_m: data and parity chunks a stripe (0, 0: uncoded). */
+typedef struct {
+    uint32_t chunk_bytes, stripe_k, stripe_m;
+} skymem_seal_layout_t;
+
 /* Return values. */
 #define SKYMEM_SEAL_OK        0
 #define SKYMEM_SEAL_E_SHORT  -1 /* shorter than SKYMEM_SEAL_OVERHEAD: not a sealed chunk */
@@ -81,16 +95,19 @@ int skymem_seal_keys_check(const skymem_seal_keys_t *keys);
 uint32_t skymem_seal_chunk_count(uint64_t n_bytes, uint32_t chunk_bytes);
 
 /* Seals plain_len content bytes as chunk `chunk_id` of `chunk_count` of the block (hash: 32 bytes, n_bytes:
- * the block's content size) under keys[0], with the context's next nonce; out (not overlapping plain) receives
- * plain_len + SKYMEM_SEAL_OVERHEAD bytes. SKYMEM_SEAL_OK, SKYMEM_SEAL_E_CRYPTO or SKYMEM_SEAL_E_ARG. */
+ * the block's content size, cut as `layout` says) under keys[0], with the context's next nonce; out (not
+ * overlapping plain) receives plain_len + SKYMEM_SEAL_OVERHEAD bytes. SKYMEM_SEAL_OK, SKYMEM_SEAL_E_CRYPTO or
+ * SKYMEM_SEAL_E_ARG. */
 int skymem_seal_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_id, uint32_t chunk_count,
-                      uint64_t n_bytes, const uint8_t *plain, size_t plain_len, uint8_t *out);
+                      uint64_t n_bytes, const skymem_seal_layout_t *layout, const uint8_t *plain, size_t plain_len,
+                      uint8_t *out);
 
-/* Opens a sealed chunk (sealed_len bytes) claimed to be chunk `chunk_id` of `chunk_count` of that block
- * into out (sealed_len - SKYMEM_SEAL_OVERHEAD bytes, not overlapping sealed). SKYMEM_SEAL_OK, or
+/* Opens a sealed chunk (sealed_len bytes) claimed to be chunk `chunk_id` of `chunk_count` of that block, cut
+ * as `layout` says, into out (sealed_len - SKYMEM_SEAL_OVERHEAD bytes, not overlapping sealed). SKYMEM_SEAL_OK, or
  * SKYMEM_SEAL_E_SHORT / _E_KEY / _E_TAG / _E_CRYPTO / _E_ARG. After _E_KEY, _E_TAG or _E_CRYPTO out holds
  * zeros: never content that did not authenticate (GCM decrypts before the tag is checked). */
 int skymem_open_chunk(skymem_seal_ctx_t *c, const uint8_t *hash, uint32_t chunk_id, uint32_t chunk_count,
-                      uint64_t n_bytes, const uint8_t *sealed, size_t sealed_len, uint8_t *out);
+                      uint64_t n_bytes, const skymem_seal_layout_t *layout, const uint8_t *sealed, size_t sealed_len,
+                      uint8_t *out);
 
 #endif /* SKYMEM_SEAL_H */

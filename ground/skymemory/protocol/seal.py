@@ -12,9 +12,15 @@ is the default tenant "". A sealed chunk on the wire:
     key id u32 BE | nonce (12 random bytes) | ciphertext (as long as the plaintext) | GCM tag (16)
 
 and its associated data binds what the bytes are, so a satellite can neither read, alter, nor swap them
-(another block's chunk, another position, a block of another size, another tenant's):
+(another block's chunk, another position, a block of another size, another tenant's, the same block cut or
+striped another way):
 
-    "skymemory seal v1\\0" | block hash (32) | chunk id u32 | chunk count u32 | block size u64 | key id u32
+    "skymemory seal v2\\0" | block hash (32) | chunk id u32 | chunk count u32 | block size u64 | key id u32
+    | chunk bytes u32 | stripe k u32 | stripe m u32                                 (all big-endian)
+
+The last three are the block's `SealLayout`. Two layouts can give a block the same chunk count (7 data chunks:
+one stripe of 7 + 2 parity, or stripes of 4 + 1 and 3 + 1, are 9 on the wire either way); without the layout in
+the seal, a chunk that is data in one opens as parity in the other, and a reader rebuilds other bytes.
 
 A chunk of `chunk_bytes` on the wire carries `plain_chunk_bytes(chunk_bytes)` = chunk_bytes - 32 bytes
 of content. The nonce is random (never derived from the block: two encodings of one block, e.g. by two
@@ -41,11 +47,13 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from skymemory.protocol.seal_layout import ONE_CHUNK, SealLayout  # noqa: F401 - what the seal binds
+
 KEY_ID_LEN, NONCE_LEN, TAG_LEN = 4, 12, 16
 OVERHEAD = KEY_ID_LEN + NONCE_LEN + TAG_LEN  # 32 bytes of every sealed chunk
 KEY_LEN = 16  # AES-128
 MASTER_LEN = 32
-AAD_PREFIX = b"skymemory seal v1\0"
+AAD_PREFIX = b"skymemory seal v2\0"
 HKDF_SALT = b"skymemory seal v1"
 FILE_HEADER = "skymem-content-keys 1"
 DEFAULT_TENANT = ""
@@ -67,9 +75,10 @@ def plain_chunk_bytes(chunk_bytes: int) -> int:
     return chunk_bytes - OVERHEAD
 
 
-def aad(block_hash: bytes, chunk_id: int, chunk_count: int, n_bytes: int, key_id: int) -> bytes:
+def aad(block_hash: bytes, chunk_id: int, chunk_count: int, n_bytes: int, key_id: int, layout: SealLayout) -> bytes:
     """The associated data of one chunk (what the sealed bytes are bound to)."""
-    return AAD_PREFIX + block_hash + struct.pack(">IIQI", chunk_id, chunk_count, n_bytes, key_id)
+    return AAD_PREFIX + block_hash + struct.pack(">IIQIIII", chunk_id, chunk_count, n_bytes, key_id,
+                                                 layout.chunk_bytes, layout.stripe_k, layout.stripe_m)
 
 
 def check_tenant(tenant: str | None) -> str:
@@ -206,13 +215,15 @@ class Sealer:
         self.tenant = tenant
         self._aead = {k: AESGCM(v) for k, v in self.keys.items()}
 
-    def seal_chunk(self, block_hash: bytes, chunk_id: int, chunk_count: int, n_bytes: int, plain: bytes) -> bytes:
+    def seal_chunk(self, block_hash: bytes, chunk_id: int, chunk_count: int, n_bytes: int, plain: bytes, *,
+                   layout: SealLayout) -> bytes:
         key_id = self.current_id
         head = struct.pack(">I", key_id) + os.urandom(NONCE_LEN)
         return head + self._aead[key_id].encrypt(head[KEY_ID_LEN:], bytes(plain),
-                                                 aad(block_hash, chunk_id, chunk_count, n_bytes, key_id))
+                                                 aad(block_hash, chunk_id, chunk_count, n_bytes, key_id, layout))
 
-    def open_chunk(self, block_hash: bytes, chunk_id: int, chunk_count: int, n_bytes: int, sealed) -> bytes:
+    def open_chunk(self, block_hash: bytes, chunk_id: int, chunk_count: int, n_bytes: int, sealed, *,
+                   layout: SealLayout) -> bytes:
         sealed = bytes(sealed)
         if len(sealed) < OVERHEAD:
             raise SealError(f"a sealed chunk is at least {OVERHEAD} bytes, got {len(sealed)}")
@@ -223,22 +234,24 @@ class Sealer:
                             "constellation's)")
         try:
             return cipher.decrypt(sealed[KEY_ID_LEN:KEY_ID_LEN + NONCE_LEN], sealed[KEY_ID_LEN + NONCE_LEN:],
-                                  aad(block_hash, chunk_id, chunk_count, n_bytes, key_id))
+                                  aad(block_hash, chunk_id, chunk_count, n_bytes, key_id, layout))
         except InvalidTag:
             raise SealError("the chunk does not open: altered, or not this block's chunk "
-                            f"{chunk_id} of {chunk_count}") from None
+                            f"{chunk_id} of {chunk_count} cut as {layout}") from None
 
     def seal_block(self, block_hash: bytes, payload: bytes, chunk_bytes: int) -> list[bytes]:
-        """A block's sealed chunks, each at most `chunk_bytes` on the wire."""
+        """A block's sealed chunks, each at most `chunk_bytes` on the wire (uncoded)."""
         plain = plain_chunk_bytes(chunk_bytes)
         count = max(1, -(-len(payload) // plain))
-        view = memoryview(payload)
-        return [self.seal_chunk(block_hash, i, count, len(payload), view[i * plain:(i + 1) * plain])
+        view, layout = memoryview(payload), SealLayout(chunk_bytes)
+        return [self.seal_chunk(block_hash, i, count, len(payload), view[i * plain:(i + 1) * plain], layout=layout)
                 for i in range(count)]
 
-    def open_block(self, block_hash: bytes, chunks: list, n_bytes: int) -> bytes:
+    def open_block(self, block_hash: bytes, chunks: list, n_bytes: int, chunk_bytes: int) -> bytes:
         """The block from its sealed chunks, in order (SealError names the first that does not open)."""
-        return b"".join(self.open_chunk(block_hash, i, len(chunks), n_bytes, c) for i, c in enumerate(chunks))
+        layout = SealLayout(chunk_bytes)
+        return b"".join(self.open_chunk(block_hash, i, len(chunks), n_bytes, c, layout=layout)
+                        for i, c in enumerate(chunks))
 
     def c_keys(self) -> list[tuple[int, bytes]]:
         """(key id, AES key) pairs for the C fast path, the current id first."""

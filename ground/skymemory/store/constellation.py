@@ -55,6 +55,7 @@ from skymemory.link.fastpath import (NOT_FOUND, OK, REBUILT, SEAL_FAILED, SEAL_O
                                      TransferStats)
 from skymemory.link.loop_thread import LoopThread
 from skymemory.protocol import auth, native, wire
+from skymemory.protocol.seal_layout import SealLayout
 from skymemory.protocol.errors import ChunkNotFound, NakError, RequestTimeout, SkyMemoryError
 from skymemory.protocol.stripes import DEFAULT_DATA, DEFAULT_PARITY, MAX_STRIPE_CHUNKS, StripeError, Stripes
 from skymemory.store.contract import (AsyncBlockStore, BlockMiss, BlockRecord, BlockStore, BulkBlockReads,
@@ -639,10 +640,11 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         """The asyncio path's chunks opened (as the C path opens them); a seal miss names the satellites."""
         from skymemory.protocol.seal import SealError
 
-        opened, bad = {}, Counter()
+        opened, bad, layout = {}, Counter(), SealLayout.of_record(record)
         for i, sealed in chunks.items():
             try:
-                opened[i] = sealer.open_chunk(record.block_hash, i, record.chunk_count, record.n_bytes, sealed)
+                opened[i] = sealer.open_chunk(record.block_hash, i, record.chunk_count, record.n_bytes, sealed,
+                                              layout=layout)
             except SealError:
                 bad[tuple(servers[i % len(servers)])] += 1
         if bad:
@@ -690,7 +692,8 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
                 if lengths[last] < seal:
                     continue
                 n_bytes = (data_chunks - 1) * (chunk_bytes - seal) + lengths[last] - seal
-                if sealer is None or self._opens(sealer, block_hash, count, n_bytes, data):
+                if sealer is None or self._opens(sealer, block_hash, count, n_bytes, data,
+                                                 SealLayout(chunk_bytes, self.n_servers - parity, parity)):
                     return replace(guess, chunk_count=count, created_ms=desc.created_ms, chunk_bytes=chunk_bytes,
                                    n_bytes=n_bytes, parity=parity)
         except (ChunkNotFound, RequestTimeout, NakError):
@@ -698,11 +701,11 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
         return None
 
     @staticmethod
-    def _opens(sealer, block_hash: bytes, chunk_count: int, n_bytes: int, chunk0: bytes) -> bool:
+    def _opens(sealer, block_hash: bytes, chunk_count: int, n_bytes: int, chunk0: bytes, layout) -> bool:
         from skymemory.protocol.seal import SealError
 
         try:
-            sealer.open_chunk(block_hash, 0, chunk_count, n_bytes, chunk0)
+            sealer.open_chunk(block_hash, 0, chunk_count, n_bytes, chunk0, layout=layout)
             return True
         except SealError:
             return False

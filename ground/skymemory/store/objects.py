@@ -77,6 +77,7 @@ import numpy as np
 
 from skymemory.link.client import SkyMemoryClient
 from skymemory.link.fastpath import NOT_FOUND, SEAL_OVERHEAD
+from skymemory.protocol.seal_layout import ONE_CHUNK
 from skymemory.orbit.manifest import Manifest
 from skymemory.protocol.auth import signer_for_manifest
 from skymemory.protocol.errors import ChunkNotFound, SkyMemoryError
@@ -205,7 +206,7 @@ def open_metadata(key: bytes, blob: bytes, sealer: "Sealer | None", home: Sat) -
     from skymemory.protocol.seal import SealError
 
     try:
-        plain = sealer.open_chunk(meta_hash(key), 0, 1, max(0, len(blob) - SEAL_OVERHEAD), blob)
+        plain = sealer.open_chunk(meta_hash(key), 0, 1, max(0, len(blob) - SEAL_OVERHEAD), blob, layout=ONE_CHUNK)
     except SealError as exc:
         miss = BlockMiss("seal", f"the metadata at {home} does not open ({exc})")
         miss.retired_key = str(exc).startswith("sealed under key id")  # not altered: a key this ground lacks
@@ -376,7 +377,7 @@ class ObjectStore:
         blob = json.dumps(meta, separators=(",", ":")).encode()
         want = meta_hash(key)
         if sealer is not None:
-            blob = sealer.seal_chunk(want, 0, 1, len(blob), blob)
+            blob = sealer.seal_chunk(want, 0, 1, len(blob), blob, layout=ONE_CHUNK)
         if len(blob) > self.m.chunk_size:
             raise ValueError(f"metadata of {len(blob)} bytes does not fit one {self.m.chunk_size}-byte chunk")
 

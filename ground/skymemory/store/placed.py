@@ -43,6 +43,7 @@ from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit import placement
 from skymemory.orbit.constellation import Constellation
 from skymemory.protocol import stripes, wire
+from skymemory.protocol.seal_layout import SealLayout
 from skymemory.protocol.errors import NakError, RequestTimeout
 from skymemory.store.contract import BlockMiss, BlockRecord, split_chunks
 
@@ -205,8 +206,10 @@ class PlacedStore:
         payload = bytes(payload)
         if parity:
             contents = stripes.cut(payload, n - parity, parity, self._plain(sealer))
+            layout = SealLayout(self.chunk_bytes, n - parity, parity)
             chunks = contents if sealer is None else [
-                sealer.seal_chunk(block_hash, i, len(contents), len(payload), c) for i, c in enumerate(contents)]
+                sealer.seal_chunk(block_hash, i, len(contents), len(payload), c, layout=layout)
+                for i, c in enumerate(contents)]
         else:
             chunks = (split_chunks(payload, self.chunk_bytes) if sealer is None
                       else sealer.seal_block(block_hash, payload, self.chunk_bytes))
@@ -263,10 +266,11 @@ class PlacedStore:
 
         # the size the chunks were sealed with (a probed record does not know it: the chunks say it)
         n_bytes = record.n_bytes if record.n_bytes >= 0 else sum(len(c) - OVERHEAD for c in chunks.values())
-        opened, bad = {}, Counter()
+        opened, bad, layout = {}, Counter(), SealLayout.of_record(record)
         for cid, sealed in chunks.items():
             try:
-                opened[cid] = sealer.open_chunk(record.block_hash, cid, record.chunk_count, n_bytes, sealed)
+                opened[cid] = sealer.open_chunk(record.block_hash, cid, record.chunk_count, n_bytes, sealed,
+                                                layout=layout)
             except SealError:
                 bad[sources.get(cid)] += 1
         if bad:
@@ -341,10 +345,11 @@ class PlacedStore:
         if n_bytes is None:  # a probed record: the size the chunks were sealed with, from the last data chunk
             last = chunks.get(layout.wire_id(layout.data_chunks - 1))
             n_bytes = -1 if last is None else (layout.data_chunks - 1) * self._plain(sealer) + len(last) - OVERHEAD
-        opened = {}
+        opened, seal_layout = {}, SealLayout.of_record(record)
         for cid, sealed in chunks.items():
             try:
-                opened[cid] = sealer.open_chunk(record.block_hash, cid, record.chunk_count, n_bytes, sealed)
+                opened[cid] = sealer.open_chunk(record.block_hash, cid, record.chunk_count, n_bytes, sealed,
+                                                layout=seal_layout)
             except SealError:
                 self.counters["seal_failures"] += 1
                 self.seal_failures[sources.get(cid)] += 1

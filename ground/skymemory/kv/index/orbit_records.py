@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from skymemory.link.fastpath import SEAL_OVERHEAD
 from skymemory.protocol import wire
+from skymemory.protocol.seal_layout import ONE_CHUNK
 from skymemory.store.contract import BlockRecord, RecordKeeping, Sat
 
 from .radix import IndexEntry, entry_fault
@@ -137,7 +138,8 @@ class OrbitRecords:
             items = []
             for entry in entries:
                 key, blob = record_key(entry.block_hash), encode(entry)
-                items.append((key, blob if sealer is None else sealer.seal_chunk(key, 0, 1, len(blob), blob)))
+                items.append((key, blob if sealer is None
+                              else sealer.seal_chunk(key, 0, 1, len(blob), blob, layout=ONE_CHUNK)))
             took = self.store.put_copies(items, PUBLISH_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - the blocks are stored; only other hosts lose sight of them
             log.warning("SkyMemory: publishing %d KV block records to orbit failed: %r", len(entries), exc)
@@ -200,7 +202,7 @@ class OrbitRecords:
             blob, block_hash = bytes(blob), block_of[key]
             try:
                 plain = blob if sealer is None else sealer.open_chunk(key, 0, 1, max(0, len(blob) - SEAL_OVERHEAD),
-                                                                       blob)
+                                                                       blob, layout=ONE_CHUNK)
             except SealError:
                 plain = None
             entry = None if plain is None else decode(plain, block_hash)
