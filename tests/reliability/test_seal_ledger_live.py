@@ -1,8 +1,9 @@
-"""A streamed KV prefix whose chunk a captured satellite rewrote (issue 34), on real nodes: the stream fails on the
-seal, the prompt is computed, and the satellite that served the chunk is counted in the ground index's
-seal-failure ledger, which `skymemory status` shows in its "seal fail" column.
+"""A streamed KV prefix whose chunk a captured satellite, its holder, rewrote (issue 34), on real nodes: the
+stream fails on the seal, the prompt is computed, and the satellite that served the chunk is counted in the
+ground index's seal-failure ledger, which `skymemory status` shows in its "seal fail" column.
 
-The attacker and the constellation are test_sealed_content's (test_sealed_kv does the same for a get_cache).
+The attacker (rewrite_held: the holder's store holds other bytes) and the constellation are test_sealed_content's
+(test_sealed_kv does the same for a get_cache).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt, tiny
-from test_sealed_content import CapturedSatellite, ground_read, skymemory, sky  # noqa: F401 - sky: the constellation
+from test_sealed_content import ground_read, rewrite_held, skymemory, sky  # noqa: F401 - sky: the constellation
 
 BLOCK = 16
 
@@ -31,7 +32,7 @@ def test_a_rewritten_chunk_of_a_streamed_prefix_is_counted_against_its_satellite
         record = manager.index.get(hashes[1]).record
         holder = tuple(store._servers(record, m.constellation().mission_ms())[0])  # chunk 0 of block 1
         honest = ground_read(m, holder, hashes[1], 0)
-        CapturedSatellite(m).write(holder, hashes[1], 0, record.chunk_count, os.urandom(len(honest)))
+        rewrite_held(m, holder, hashes[1], 0, record.chunk_count, os.urandom(len(honest)))
 
         tokens, result, _, failure = generate_streaming(manager, prompt, max_new_tokens=3)
         assert failure == "seal" and result.miss_reason == "stream failed: seal" and len(tokens) == 3

@@ -1,14 +1,16 @@
 """Sealed named objects against a captured satellite (issue 34: "Trust what comes back"), on real nodes.
 
-The attacker holds one satellite's key file, satellites/2-2.keys of a default (keyed, sealed) launch,
-as whoever captured satellite (2,2) would. Its link keys let it send its neighbours what one satellite
-may send another: here a migration's SET_CHUNK, signed with the key of its link to a neighbour, which
-checks it and passes it on, signed again per link, to the target (issue 35 keeps it to that), so it can
-rewrite any chunk anywhere (an object's metadata at its home satellites, a data chunk
-on its servers); every write is read back by the ground before the test goes on, so the attack is
-known to have landed. What it cannot do is seal: the content keys are the ground's alone
-(content.keys, never given to a satellite). Where the test hands it bytes the ground sealed (another
-object's metadata, an older version's chunk), it could have recorded them on the link.
+The attacker is a satellite that holds a chunk of the object -- one of its homes (the metadata) or of its
+servers (a data chunk) -- and serves whatever bytes it likes for it: random bytes, metadata in the clear
+describing its own data, or bytes the ground sealed that it recorded on the link (another object's metadata,
+an older version's chunk). What it cannot do is seal: the content keys are the ground's alone (content.keys,
+never given to a satellite). A running node's store cannot be edited from outside, so `rewrite_held` makes the
+holder's store hold those bytes with a SET_CHUNK the test harness signs with the ground's link key: it stands
+for the holder's own rewrite and for nothing else (no content key is used), and every rewrite is read back by
+the ground before the test goes on, so the attack is known to be in place. A captured satellite can no longer
+do this to a chunk another satellite holds: since issue 53 (R1) a migration SET_CHUNK, which is all one
+satellite may send another, never replaces a chunk held with other bytes (NAK CONFLICT): the last test of the
+captured satellite below, (2,2) holding satellites/2-2.keys of a default (keyed, sealed) launch, tries that.
 
 What must hold: a `skymemory get` of an object whose metadata or a chunk was rewritten returns
 nothing the attacker wrote: it exits 1 with one line naming the satellite(s) whose bytes did not
@@ -80,10 +82,41 @@ def ground_read(m: Manifest, sat, block: bytes, chunk_id: int) -> bytes | None:
     return asyncio.run(go())
 
 
+def ground_set(m: Manifest, sat, block: bytes, chunk_id: int, chunk_count: int, data: bytes, **desc) -> None:
+    """A SET_CHUNK from the ground (signed with its link key), ACKed; desc: created_ms, gossip_radius."""
+    async def go():
+        async with SkyMemoryClient(m.ground_addresses(), signer=auth.signer_for_manifest(m), bind=(m.ground_host, 0),
+                                   timeout=0.5, retries=20) as c:
+            await c.set_chunk(sat, block, chunk_id, chunk_count, data, **desc)
+
+    asyncio.run(go())
+
+
+def rewrite_held(m: Manifest, sat, block: bytes, chunk_id: int, chunk_count: int, data: bytes) -> None:
+    """`sat`'s store holds `data` as chunk `chunk_id` of `block` from now on: what `sat` serves once it is captured
+    and rewrites its own store (the chunk otherwise as it was set: creation time and gossip radius kept when
+    held). Nothing can edit a running node's store, so this is the ground's SET_CHUNK from the test harness
+    (ground_set), standing for that rewrite only: the bytes are the attacker's (no content key touches them).
+    Returns once the ground reads them back there."""
+    async def held_desc():
+        async with SkyMemoryClient(m.ground_addresses(), signer=auth.signer_for_manifest(m), bind=(m.ground_host, 0),
+                                   timeout=0.5, retries=20) as c:
+            try:
+                return (await c.get_chunk_desc(sat, block, chunk_id))[0]
+            except ChunkNotFound:
+                return None
+
+    desc = asyncio.run(held_desc())
+    kept = {} if desc is None else {"created_ms": desc.created_ms, "gossip_radius": desc.gossip_radius}
+    ground_set(m, sat, block, chunk_id, chunk_count, data, **kept)
+    assert ground_read(m, sat, block, chunk_id) == data, f"{sat} does not hold the rewritten bytes"
+
+
 class CapturedSatellite:
     """Whoever holds satellites/2-2.keys: signs what (2,2) may send another satellite -- a migration's SET_CHUNK
     -- with the key of its link to a neighbour, which checks it, signs it again for its next link and so on to
-    the target (skymem_link.h): the most a captured satellite can still put into another's store."""
+    the target (skymem_link.h): the most a captured satellite can still put into another's store, and only where
+    that chunk is not held with other bytes (R1 of issue 53)."""
 
     def __init__(self, m: Manifest, sat=CAPTURED) -> None:
         self.m, self.sat = m, sat
@@ -94,23 +127,19 @@ class CapturedSatellite:
         self.signer = auth.Signer(auth.link_id(*sat), bytes.fromhex(first_hop[3]), satellite=True)
         # the attacker holds this one satellite's keys, and nothing of the ground's
         assert not any(parts and parts[0] == "master" for parts in lines)
+        self.isl_port = next(e.isl_port for e in m.satellites if (e.plane, e.sat) == sat)
 
-    def write(self, target, block: bytes, chunk_id: int, chunk_count: int, data: bytes) -> None:
-        """Rewrite chunk `chunk_id` of `block` at `target` with `data` (resent, signed afresh, until the ground
-        reads those bytes back there)."""
+    def migrate(self, target, block: bytes, chunk_id: int, chunk_count: int, data: bytes, request_id: int) -> None:
+        """Send one migration SET_CHUNK of `data` for chunk `chunk_id` of `block` to `target` (signed afresh);
+        the answer goes to this satellite's ISL port, hop by hop."""
         hop = next(e for e in self.m.satellites if (e.plane, e.sat) == self.first_hop)
-        deadline = time.monotonic() + WAIT_S
+        route = wire.RouteHeader(target[0], target[1], self.sat[0], self.sat[1], request_id=request_id,
+                                 flags=wire.SKYMEM_RF_MIGRATION)
+        desc = wire.make_desc(block, chunk_id, chunk_count, int(time.time() * 1000), data)
+        packet = wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(desc, data))
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.bind((self.m.ground_host, 0))
-            while True:
-                route = wire.RouteHeader(target[0], target[1], self.sat[0], self.sat[1],
-                                         request_id=random.getrandbits(32) | 1, flags=wire.SKYMEM_RF_MIGRATION)
-                desc = wire.make_desc(block, chunk_id, chunk_count, int(time.time() * 1000), data)
-                packet = wire.encode_data_command(wire.SKYMEM_SET_CHUNK_CC, route, wire.set_chunk_body(desc, data))
-                s.sendto(self.signer.sign(packet), (hop.host, hop.isl_port))
-                if ground_read(self.m, target, block, chunk_id) == data:
-                    return
-                assert time.monotonic() < deadline, f"the captured satellite's SET_CHUNK never landed at {target}"
+            s.sendto(self.signer.sign(packet), (hop.host, hop.isl_port))
 
 
 def skymemory(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -150,11 +179,11 @@ def assert_refused(sky: Path, tmp: Path, name: str, reason: str, names: set) -> 
 # ---- a captured satellite -------------------------------------------------------------------------
 @pytest.mark.parametrize("forgery", ["the-issue", "altered", "swapped"])
 def test_metadata_rewritten_at_every_home_and_a_chunk_fail_in_one_line_naming_them(sky, tmp_path, forgery):
-    """The issue's attack and two more: the captured satellite rewrites the object's metadata at every home
-    and one data chunk. the-issue: metadata in the clear describing the attacker's own 3,000 bytes (which
-    today's get returned, "SHA-256 verified"); altered: the genuine sealed copy with one bit flipped;
-    swapped: another object's genuine sealed metadata. None opens as this object's: one line naming the
-    homes, nothing returned."""
+    """The issue's attack and two more: every home serves rewritten metadata for the object, and one server a
+    rewritten data chunk. the-issue: metadata in the clear describing the attacker's own 3,000 bytes, held by
+    (2,2) (which the get of issue 34 returned, "SHA-256 verified"); altered: the genuine sealed copy with one
+    bit flipped; swapped: another object's genuine sealed metadata. None opens as this object's: one line
+    naming the homes, nothing returned."""
     m = Manifest.load(sky)
     name, other = f"victim-{forgery}.bin", f"bystander-{forgery}.bin"
     data = os.urandom(20_000)
@@ -164,7 +193,6 @@ def test_metadata_rewritten_at_every_home_and_a_chunk_fail_in_one_line_naming_th
     key = key_of(name)
     meta = kv.meta(key)
     homes, servers, block = [tuple(h) for h in meta["homes"]], [tuple(s) for s in meta["servers"]], meta["block"]
-    attacker = CapturedSatellite(m)
 
     evil = (b"attacker's bytes " * 177)[:3000]
     assert len(evil) == 3000
@@ -172,7 +200,7 @@ def test_metadata_rewritten_at_every_home_and_a_chunk_fail_in_one_line_naming_th
         forged = {"v": 1, "name": name, "key": key.hex(), "size": len(evil), "sha256": hashlib.sha256(evil).hexdigest(),
                   "chunk_bytes": m.chunk_size, "chunk_count": 1, "servers": [list(CAPTURED)],
                   "created_ms": int(time.time() * 1000)}
-        attacker.write(CAPTURED, key, 0, 1, evil)  # the data its metadata points at (block = key, as before)
+        rewrite_held(m, CAPTURED, key, 0, 1, evil)  # the data its metadata points at (block = key, as before)
         copies = {h: json.dumps(forged).encode() for h in homes}
     elif forgery == "altered":
         copies = {}
@@ -186,9 +214,9 @@ def test_metadata_rewritten_at_every_home_and_a_chunk_fail_in_one_line_naming_th
         swapped = ground_read(m, other_home, meta_hash(other_key), 0)  # sealed by the ground, for `other`
         copies = {h: swapped for h in homes}
     for h, copy in copies.items():
-        attacker.write(h, meta_hash(key), 0, 1, copy)
+        rewrite_held(m, h, meta_hash(key), 0, 1, copy)
     chunk = ground_read(m, servers[1], bytes.fromhex(block), 1)  # and one data chunk of the real object
-    attacker.write(servers[1], bytes.fromhex(block), 1, meta["chunk_count"], os.urandom(len(chunk)))
+    rewrite_held(m, servers[1], bytes.fromhex(block), 1, meta["chunk_count"], os.urandom(len(chunk)))
 
     line = assert_refused(sky, tmp_path, name, "unsealed" if forgery == "the-issue" else "seal", set(homes))
     if forgery == "the-issue":  # in the clear: an object from before sealing, or a forgery; never used
@@ -202,18 +230,17 @@ def test_metadata_rewritten_at_every_home_and_a_chunk_fail_in_one_line_naming_th
 
 
 def test_a_rewritten_chunk_fails_naming_its_satellite_while_an_honest_home_answers(sky, tmp_path):
-    """The captured satellite rewrites the metadata at one home (a copy that does not open: another home's
-    does) and one data chunk of an uncoded object: the get fails in one line naming the chunk's satellite."""
+    """One home serves rewritten metadata (a copy that does not open: another home's does) and one server a
+    rewritten data chunk of an uncoded object: the get fails in one line naming the chunk's satellite."""
     m = Manifest.load(sky)
     name = "victim-chunk.bin"
     put(sky, tmp_path, name, os.urandom(30_000), "--parity", "0")
     meta = ObjectStore(m, SERVERS).meta(key_of(name))
     homes, servers, block = [tuple(h) for h in meta["homes"]], [tuple(s) for s in meta["servers"]], meta["block"]
-    attacker = CapturedSatellite(m)
-    attacker.write(homes[0], meta_hash(key_of(name)), 0, 1, os.urandom(300))
+    rewrite_held(m, homes[0], meta_hash(key_of(name)), 0, 1, os.urandom(300))
     held_by = servers[2 % len(servers)]
     chunk = ground_read(m, held_by, bytes.fromhex(block), 2)
-    attacker.write(held_by, bytes.fromhex(block), 2, meta["chunk_count"], os.urandom(len(chunk)))
+    rewrite_held(m, held_by, bytes.fromhex(block), 2, meta["chunk_count"], os.urandom(len(chunk)))
     line = assert_refused(sky, tmp_path, name, "seal", {held_by})
     assert f"from satellite {held_by} do not open" in line, line
     assert "nothing of them is used" in line
@@ -232,7 +259,7 @@ def test_a_rewritten_chunk_of_a_coded_object_is_rebuilt_around_naming_its_satell
     servers, block = [tuple(s) for s in meta["servers"]], bytes.fromhex(meta["block"])
     held_by = servers[1]
     chunk = ground_read(m, held_by, block, 1)
-    CapturedSatellite(m).write(held_by, block, 1, meta["chunk_count"], os.urandom(len(chunk)))
+    rewrite_held(m, held_by, block, 1, meta["chunk_count"], os.urandom(len(chunk)))
     r = skymemory("get", name, "-o", "copy.bin", "--manifest", str(sky), cwd=tmp_path)
     assert r.returncode == 0 and (tmp_path / "copy.bin").read_bytes() == data, r.stderr
     warning = next(line for line in r.stderr.splitlines() if "do not open" in line)
@@ -240,14 +267,14 @@ def test_a_rewritten_chunk_of_a_coded_object_is_rebuilt_around_naming_its_satell
 
 
 def test_metadata_rewritten_at_one_home_is_not_used_and_the_others_serve(sky, tmp_path):
-    """Only one home's copy rewritten (as if the captured satellite were that home): the get uses another home's
+    """Only one home's copy rewritten (the captured satellite is that home): the get uses another home's
     copy, returns the object, and warns naming the home whose copy did not open."""
     m = Manifest.load(sky)
     name = "victim-one-home.bin"
     data = os.urandom(25_000)
     put(sky, tmp_path, name, data)
     homes = ObjectStore(m, SERVERS).homes(key_of(name))
-    CapturedSatellite(m).write(homes[0], meta_hash(key_of(name)), 0, 1, os.urandom(400))
+    rewrite_held(m, homes[0], meta_hash(key_of(name)), 0, 1, os.urandom(400))
     r = skymemory("get", name, "-o", "copy.bin", "--manifest", str(sky), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "copy.bin").read_bytes() == data
@@ -258,8 +285,8 @@ def test_metadata_rewritten_at_one_home_is_not_used_and_the_others_serve(sky, tm
 
 def test_a_new_version_evicts_the_old_and_an_old_chunk_does_not_open_as_the_new(sky, tmp_path):
     """A put of a name already stored writes a new version (a new data block) and evicts the old version's
-    data; the old version's chunk, recorded on the link and written into the new version's place, does not
-    open as it."""
+    data; the old version's chunk, recorded on the link and served by the satellite holding the new version's
+    chunk in its place, does not open as it."""
     m = Manifest.load(sky)
     name = "versioned.bin"
     kv = ObjectStore(m, SERVERS)
@@ -276,8 +303,61 @@ def test_a_new_version_evicts_the_old_and_an_old_chunk_does_not_open_as_the_new(
         "the old version's data was not evicted"
     assert kv.get(key_of(name))[0] == new
     block, servers = bytes.fromhex(second["block"]), [tuple(s) for s in second["servers"]]
-    CapturedSatellite(m).write(servers[0], block, 0, second["chunk_count"], recorded)
+    rewrite_held(m, servers[0], block, 0, second["chunk_count"], recorded)
     assert_refused(sky, tmp_path, name, "seal", {servers[0]})
+
+
+def replies_in(payloads: list[bytes], request_id: int) -> list[wire.Reply]:
+    """The SkyMemory replies among captured datagrams that echo `request_id`."""
+    found = []
+    for p in list(payloads):
+        if int.from_bytes(p[:2], "big") != wire.SKYMEM_REPLY_TLM_MID:
+            continue
+        try:
+            reply = wire.decode_reply(p)
+        except wire.WireError:
+            continue
+        if reply.route.request_id == request_id:
+            found.append(reply)
+    return found
+
+
+def test_a_captured_satellites_migration_does_not_replace_a_chunk_another_holds(sky):
+    """What this module's attacker did before issue 53 (R1): holding (2,2)'s key file, rewrite a chunk another
+    satellite holds with a migration SET_CHUNK, relayed hop by hop. (0,0), no neighbour of (2,2), holds chunk 0
+    of a block, set by the ground. The captured satellite's SET_CHUNK of other bytes for it is answered NAK
+    CONFLICT (to (2,2)'s ISL port: every datagram to it captured on `lo`) and (0,0) keeps the ground's bytes;
+    its SET_CHUNK of chunk 1, which (0,0) does not hold, is ACKed and taken -- a migration still moves a chunk
+    into an empty place -- so the path was open. Resent, signed afresh, until both are answered."""
+    m = Manifest.load(sky)
+    attacker = CapturedSatellite(m)
+    far = (0, 0)
+    assert far not in (CAPTURED, attacker.first_hop)
+    try:
+        capture = LoopbackCapture({attacker.isl_port})
+    except (OSError, AttributeError) as exc:  # not root (CAP_NET_RAW), or not Linux
+        pytest.skip(f"capturing on lo needs an AF_PACKET socket: {exc} (test_link_attacks_53_live's "
+                    "test_r1_... checks the bytes kept)")
+    block, genuine, planted, fresh = os.urandom(32), b"genuine " * 64, b"replant " * 64, b"moved in " * 20
+    ground_set(m, far, block, 0, 2, genuine)
+    held_rid, fresh_rid = (random.getrandbits(31) << 1 | 1 for _ in range(2))
+    with capture:
+        deadline = time.monotonic() + WAIT_S
+        while not (replies_in(capture.payloads, held_rid) and replies_in(capture.payloads, fresh_rid)):
+            assert time.monotonic() < deadline, "(0,0) answered not both of the captured satellite's SET_CHUNKs"
+            attacker.migrate(far, block, 0, 2, planted, held_rid)
+            attacker.migrate(far, block, 1, 2, fresh, fresh_rid)
+            resend = time.monotonic() + 2.0  # lost on a loaded machine: sent again, the outcome is the same
+            while time.monotonic() < min(resend, deadline) and not (
+                    replies_in(capture.payloads, held_rid) and replies_in(capture.payloads, fresh_rid)):
+                time.sleep(0.02)
+    refused = replies_in(capture.payloads, held_rid)[0]
+    assert (refused.kind, refused.status, refused.cc, refused.chunk_id, refused.block_hash) == \
+        (wire.SKYMEM_REPLY_NAK, wire.SKYMEM_NAK_CONFLICT, wire.SKYMEM_SET_CHUNK_CC, 0, block), refused
+    assert (refused.route.dst_plane, refused.route.dst_sat) == CAPTURED, refused.route
+    assert replies_in(capture.payloads, fresh_rid)[0].kind == wire.SKYMEM_REPLY_ACK
+    assert ground_read(m, far, block, 0) == genuine, "a captured satellite's migration replaced a chunk (0,0) held"
+    assert ground_read(m, far, block, 1) == fresh
 
 
 # ---- sealed by default, --no-seal as before ------------------------------------------------------

@@ -1,10 +1,10 @@
 """Sealed KV blocks against a captured satellite (issue 34), on real nodes: what a satellite rewrites is a
 clean miss, never a cache.
 
-The attacker is test_sealed_content's: whoever holds satellites/2-2.keys of a default (keyed, sealed)
-launch rewrites a chunk of a stored KV block on the satellite that holds it (random bytes, or the
-sealed chunk of another block of the same prompt that it recorded: a swap), and the ground reads the
-rewrite back before the test goes on. The prefix must then end before that block: the block is a
+The attacker is test_sealed_content's: the satellite that holds a chunk of a stored KV block, captured,
+serves other bytes for it (random bytes, or the sealed chunk of another block of the same prompt that it
+recorded: a swap); rewrite_held puts them in its store, and the ground reads the rewrite back before the
+test goes on. The prefix must then end before that block: the block is a
 miss ("seal"), evicted and dropped from the index with the blocks after it, the satellite that
 served it is counted, the model computes the rest, and the tokens equal those of no cache at all.
 """
@@ -22,7 +22,7 @@ from skymemory.orbit.manifest import Manifest
 from skymemory.store.constellation import ConstellationBlockStore
 
 from kv_support import random_prompt, tiny
-from test_sealed_content import CapturedSatellite, ground_read, sky  # noqa: F401 - sky: the module's constellation
+from test_sealed_content import ground_read, rewrite_held, sky  # noqa: F401 - sky: the module's constellation
 
 BLOCK = 16
 
@@ -47,7 +47,7 @@ def test_a_rewritten_kv_chunk_is_a_clean_miss_and_the_tokens_equal_no_cache(sky,
             other = manager.index.get(hashes[0]).record
             forged = ground_read(m, store._servers(other, m.constellation().mission_ms())[0], hashes[0], 0)
         assert forged != honest
-        CapturedSatellite(m).write(holder, hashes[1], 0, record.chunk_count, forged)
+        rewrite_held(m, holder, hashes[1], 0, record.chunk_count, forged)
 
         comparison = compare_generation(manager, prompt, new_tokens=6)
         assert comparison.prefix_tokens == BLOCK  # block 0 only: the prefix ends before the rewritten block
