@@ -104,6 +104,7 @@ BAD_NUMBERS = [
     ["get", "x", "--timeout", "abc"],
     ["put", "x", "--route", "sideways"],
     ["get", "x", "--pace-mbps", "-8"],
+    ["delete", "x", "--timeout", "0"],
     ["rotate", "--duration", "0"],
     ["rotate", "--duration", "10", "--put-interval", "-1"],
     ["rotate", "--duration", "10", "--blocks", "0"],

@@ -1,4 +1,4 @@
-"""`skymemory put FILE`, `skymemory get KEY` and `skymemory repair KEY...`: the general key-value store (paper §3.10).
+"""`skymemory put FILE`, `get KEY`, `delete KEY` and `repair KEY...`: the general key-value store (paper §3.10).
 
 See skymemory.store.objects for where objects and their metadata live: the chunks on the
 nearest satellites, the metadata on three home satellites in different planes (and hosts), so a
@@ -18,6 +18,10 @@ parity parity chunks, each on a satellite of its own, so a get rebuilds what up 
 slow or lying satellites of a stripe no longer give, and says so. `repair` stores those chunks again (a dead
 satellite's on the nearest live one the object does not use, the metadata then naming it), so that as many
 more may be lost; `repair --every SECONDS` keeps doing it.
+
+Fresh: a get never returns an older version of a name than the newest this ground host (or one sharing its
+ledger of versions, beside the content key file) has written or read, and a deleted name stays deleted; an
+older copy is refused in one line ("stale", "deleted") naming the home satellite it came from.
 """
 
 from __future__ import annotations
@@ -61,6 +65,11 @@ def register(subparsers) -> None:
                    help="write here (checked before the transfer; default: stdout)")
     _add_client_args(g)
     g.set_defaults(func=run_get)
+
+    d = subparsers.add_parser("delete", help="delete an object: a sealed tombstone on its homes, its data evicted")
+    d.add_argument("key", help="object name, or its key as 64 hex digits")
+    _add_client_args(d)
+    d.set_defaults(func=run_delete)
 
     r = subparsers.add_parser("repair", help="store again what dead or emptied satellites lost of coded objects")
     r.add_argument("keys", nargs="+", metavar="key", help="object names, or keys as 64 hex digits")
@@ -197,6 +206,29 @@ def _seal_failures_said_once():
         yield
     finally:
         logger.removeFilter(not_a_seal_failure)
+
+
+def run_delete(args) -> int:
+    key = parse_key(args.key)
+    try:
+        m = load_manifest(args)
+        kv = _object_store(args, m, 1)
+        report = kv.delete(key)
+    except BlockMiss as exc:
+        print(f"skymemory delete: miss ({exc.reason}): {exc}", file=sys.stderr)
+        _counters(args, kv)
+        return 1
+    except (FileNotFoundError, ValueError, SkyMemoryError) as exc:
+        print(f"skymemory delete: {exc}", file=sys.stderr)
+        return 1
+    evicted = report["evicted"] or {}
+    print(f"deleted {report['name']!r}: tombstone on {', '.join(str(tuple(h)) for h in report['homes'])}; "
+          f"{evicted.get('evicted', 0)} chunks of its data evicted", file=sys.stderr)
+    if report["homes_failed"]:
+        print(f"skymemory delete: note: home satellite(s) {', '.join(str(tuple(h)) for h in report['homes_failed'])} "
+              "did not take the tombstone; this ground refuses their older copy all the same", file=sys.stderr)
+    _counters(args, kv)
+    return 0
 
 
 def run_get(args) -> int:

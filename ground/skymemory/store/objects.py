@@ -20,7 +20,8 @@ content_key_file, default tenant), so a satellite can neither read, alter nor sw
 The metadata chunk's associated data binds the metadata block hash, hence the key. `version` is 16
 random bytes (hex) drawn by each put; the data chunks' associated data binds the data block hash,
 hence name and version: the data of another object, or of an earlier put of this name, never opens
-as this one. `chunk_bytes` is a chunk's size on the wire and `chunk_count` the sealed layout's
+as this one. `delete` replaces the metadata with a sealed tombstone {"v": 2, "name", "key", "deleted": true,
+"created_ms"} and evicts the data. `chunk_bytes` is a chunk's size on the wire and `chunk_count` the sealed layout's
 (ceil(size / (chunk_bytes - 32))). A put of a name already stored writes a new version and then
 evicts the old version's data (best effort: when the old metadata could be read). A get asks every
 home at once and takes the newest copy that opens among those that answer (a copy that does not
@@ -28,8 +29,10 @@ open is never used; another home's may be); when none opens, or a data chunk doe
 a `BlockMiss("seal")` in one line naming the satellites, and nothing of the object is returned. The
 object's SHA-256 is still checked, as an extra: the seal is what proves the bytes are the ground's.
 What sealing cannot do: make a satellite answer (it can drop or delay), or tell an older genuine
-copy of the metadata from the newest when no other home answers (that older version's data was
-evicted by the put that replaced it, so such a get ends as a miss, unless that too was kept).
+copy of the metadata from the newest by itself. Freshness does that (skymemory.store.object_versions):
+every version written or read here is noted, per key, in a ledger beside the content key file, and a
+get whose newest copy is older than the ledger's is a `BlockMiss("stale")`, a deleted name's older copy
+a `BlockMiss("deleted")`, each in one line naming the home.
 
 Unsealed (`seal=False`, the CLI's --no-seal: for benchmarks that compare), as before sealing:
 
@@ -85,6 +88,7 @@ from skymemory.protocol.stripes import MAX_STRIPE_CHUNKS
 from skymemory.store.constellation import ConstellationBlockStore, check_parity, default_parity, stripe_width
 from skymemory.store.contract import BlockMiss, BlockRecord
 from skymemory.store.object_homes import DEFAULT_REPLICAS, home_satellites
+from skymemory.store.object_versions import Seen, VersionLedger
 from skymemory.store.progress import watch
 from skymemory.store.routes import DEFAULT_ROUTE, check_route, uplinks, via_for_route
 
@@ -160,9 +164,14 @@ def _json(blob: bytes) -> dict | None:
 
 
 def _well_formed(meta: dict | None, key: bytes, v: int) -> bool:
-    """Metadata of version `v` for `key` with the fields a get uses, of the right types."""
+    """Metadata of version `v` for `key` with the fields a get uses, of the right types (a sealed tombstone:
+    its name and when the name was deleted)."""
     if meta is None or meta.get("v") != v or meta.get("key") != key.hex():
         return False
+    if v == META_VERSION and meta.get("deleted") is True:
+        created = meta.get("created_ms")
+        return isinstance(meta.get("name"), str) and isinstance(created, int) and not isinstance(created, bool) \
+            and created >= 0
     ints = ("size", "chunk_bytes", "chunk_count", "created_ms")
     if not all(isinstance(meta.get(f), int) and not isinstance(meta.get(f), bool) and meta[f] >= 0 for f in ints):
         return False
@@ -250,12 +259,14 @@ class ObjectStore:
                  capture: list[bytes] | None = None, *, route: str = DEFAULT_ROUTE,
                  timeout_s: float = DEFAULT_TIMEOUT_S, replicas: int = DEFAULT_REPLICAS,
                  pace_mbps: float | None = None, say: Callable[[str], None] | None = None,
-                 seal: bool = True, parity: int | None = None) -> None:
+                 seal: bool = True, parity: int | None = None, versions: VersionLedger | None = None) -> None:
         """`pace_mbps`: each ground link's rate in Mbit/s (None: the manifest's emulated bandwidth, if any;
         0: unpaced). `say`: where progress and the reasons of failures go (the CLI's -v), or None.
         `seal`: data and metadata sealed under the manifest's content keys (False: in the clear, "v": 1, as
         before sealing; for benchmarks that compare). `parity`: parity chunks per coded stripe of the data
-        (skymemory.protocol.stripes; None: DEFAULT_PARITY, fewer when too few satellites; 0: none)."""
+        (skymemory.protocol.stripes; None: DEFAULT_PARITY, fewer when too few satellites; 0: none). `versions`:
+        the newest version of each object this ground has seen (sealed only; None: the ledger beside the
+        manifest's content key file, shared by every process of this ground host)."""
         n_servers = stripe_width(n_servers, manifest.planes * manifest.sats, say)
         parity = default_parity(n_servers) if parity is None else parity
         self.parity = check_parity(parity, n_servers, say)
@@ -270,6 +281,9 @@ class ObjectStore:
         self.timeout_s = timeout_s
         self.replicas = replicas
         self.seal = seal
+        if versions is None and seal and manifest.content_key_file:
+            versions = VersionLedger.beside(manifest.content_key_file)
+        self.versions = versions if seal else None
         self.counters: Counter[str] = Counter()  # client counters summed over every operation
         self._counters_lock = threading.Lock()  # a put reads the old metadata on a thread of its own
         # when a list: every packet the Python client sends and receives is appended; the C fast
@@ -373,7 +387,8 @@ class ObjectStore:
     def _write_meta(self, key: bytes, meta: dict, homes: list[Sat], deadline: Deadline, sealer,
                     label: str) -> tuple[list[Sat], list[Sat]]:
         """Store the metadata (sealed with `sealer`, unless None) on every home at once; (homes that took it,
-        homes that did not). BlockMiss("timeout") when none did."""
+        homes that did not). BlockMiss("timeout") when none did. Sealed, the version written becomes the newest this
+        ground has seen: no get here, nor on a ground host sharing the ledger, goes back behind it."""
         blob = json.dumps(meta, separators=(",", ":")).encode()
         want = meta_hash(key)
         if sealer is not None:
@@ -392,6 +407,8 @@ class ObjectStore:
         if not stored:
             raise BlockMiss("timeout", f"the metadata could not be stored on any of its home satellites "
                             f"{_sats(homes)} within {self.timeout_s:g} s")
+        if self.versions is not None and sealer is not None:
+            self.versions.note(key, Seen.of_meta(meta))
         return stored, failed
 
     # ---- put ---------------------------------------------------------------------------------
@@ -476,8 +493,10 @@ class ObjectStore:
         copies = [m for m in outcome.values() if isinstance(m, dict)]
         return max(copies, key=lambda m: m["created_ms"]) if copies else None
 
-    def _evict_old(self, key: bytes, old: dict, block: bytes, deadline: Deadline) -> dict | None:
+    def _evict_old(self, key: bytes, old: dict, block: bytes, deadline: Deadline, label: str = "put") -> dict | None:
         """Evict the data of the version `old` describes (best effort, by `deadline`); what was done."""
+        if old.get("deleted"):  # a tombstone: its data was evicted by the delete
+            return None
         old_block = data_block_of(key, old)
         if old_block == block:
             return None
@@ -489,11 +508,11 @@ class ObjectStore:
         try:
             outcome = asyncio.run(self._each_home(servers, evict, deadline, first_wins=False))
         except Exception as exc:  # noqa: BLE001 - best effort: the new version is stored
-            self._tell(f"put: the data of the version replaced was not evicted: {exc}")
+            self._tell(f"{label}: the data of the version replaced was not evicted: {exc}")
             return {"version": old.get("version"), "evicted": 0, "not_evicted": [list(s) for s in servers]}
         purged = {s: n for s, n in outcome.items() if not isinstance(n, BaseException)}
         missed = [s for s in servers if s not in purged]
-        self._tell(f"put: the version replaced ({old.get('size')} bytes, created_ms {old.get('created_ms')}): "
+        self._tell(f"{label}: the version replaced ({old.get('size')} bytes, created_ms {old.get('created_ms')}): "
                    f"{sum(purged.values())} chunks evicted"
                    + (f"; not evicted at {_sats(missed)}" if missed else ""))
         return {"version": old.get("version"), "evicted": sum(purged.values()),
@@ -522,6 +541,26 @@ class ObjectStore:
                    + (f"; not evicted at {', '.join(not_evicted)}" if not_evicted else ""))
         return failed
 
+    # ---- delete ------------------------------------------------------------------------------
+    def delete(self, key: bytes) -> dict:
+        """Delete the object: a sealed tombstone (its name and when) replaces the metadata on every home, and its
+        data is evicted (best effort). A copy of any older version found later, by this ground host or one sharing
+        its ledger, is refused as "deleted"; a put of the name stores it again. Returns {"name", "homes",
+        "homes_failed", "evicted"}. BlockMiss when the object cannot be found (nothing to delete)."""
+        sealer = self.sealer()
+        if sealer is None:
+            raise ValueError("delete writes a sealed tombstone: it needs sealing (without --no-seal)")
+        deadline = Deadline(self.timeout_s)
+        meta = self.meta(key, deadline)
+        now = max(self.c.mission_ms(), meta["created_ms"] + 1, meta.get("repaired_ms", 0) + 1)
+        tombstone = {"v": META_VERSION, "name": meta["name"], "key": key.hex(), "deleted": True, "created_ms": now}
+        stored, failed = self._write_meta(key, tombstone, self.homes(key), deadline, sealer, "delete")
+        evicted = self._evict_old(key, meta, b"", Deadline(min(CLEANUP_MAX_S, deadline.left())), "delete")
+        self._tell(f"delete: {meta['name']!r}: tombstone on {_sats(stored)}"
+                   + (f"; not on {_sats(failed)}" if failed else ""))
+        return {"name": meta["name"], "homes": [list(h) for h in stored], "homes_failed": [list(h) for h in failed],
+                "evicted": evicted}
+
     # ---- get ---------------------------------------------------------------------------------
     def meta(self, key: bytes, deadline: Deadline | None = None) -> dict:
         """The object's metadata: the newest copy that opens among the homes that answer (sealed; unsealed,
@@ -547,8 +586,9 @@ class ObjectStore:
             self._tell(f"get: {outcome[h]}: not used")
         if opened:
             # the first of the newest (a repair's rewrite, which names the satellites it moved chunks to, is newer)
-            home = max(opened, key=lambda h: (outcome[h]["created_ms"], outcome[h].get("repaired_ms", 0)))
+            home = max(opened, key=lambda h: Seen.of_meta(outcome[h]))
             meta = outcome[home]
+            self._check_fresh(key, meta, home)
             meta["homes"] = [list(x) for x in homes]
             meta["answered_by"] = list(home)
             meta["sealed"] = sealer is not None
@@ -556,6 +596,23 @@ class ObjectStore:
             meta["block"] = data_block_of(key, meta).hex()
             return meta
         raise self._no_metadata(key, homes, outcome, deadline)
+
+    def _check_fresh(self, key: bytes, meta: dict, home: Sat) -> None:
+        """The newest copy the homes gave, against the newest this ground has seen: an older one is a rollback
+        ("stale"), a tombstone or a copy older than one is "deleted"; what is read becomes the newest seen."""
+        found = Seen.of_meta(meta)
+        known = self.versions.note(key, found) if self.versions is not None else found
+        name = meta["name"]
+        if found < known:
+            if known.deleted:
+                raise BlockMiss("deleted", f"{name!r} was deleted at mission time {known.created_ms} ms; the metadata "
+                                f"at {home} is of an older version ({found.says()}): not used")
+            raise BlockMiss("stale", f"{name!r}: the metadata at {home} is of an older version ({found.says()}) than "
+                            f"the newest this ground has seen ({known.says()}): not used (a home lost the newer "
+                            f"copy, or a satellite planted an old one)")
+        if found.deleted:
+            raise BlockMiss("deleted", f"{name!r} was deleted at mission time {found.created_ms} ms (the tombstone "
+                            f"at {home})")
 
     def _no_metadata(self, key: bytes, homes: list[Sat], outcome: dict, deadline: Deadline) -> BlockMiss:
         """The BlockMiss of a get that found no copy of the metadata to use, naming the homes."""
