@@ -13,9 +13,11 @@ On entry:
   import - debian:bookworm-slim` (a machine with Docker Hub would simply pull it);
 - the project's image is built: `docker build --network host -f docker/Dockerfile -t
   skymemory-node:latest .` (the build stage installs its compilers from Debian's packages).
-On exit, a dockerd started here is stopped by its pid, after removing any container of a
-SkyMemory Compose project still there. Images stay (the next run reuses them); remove them with
-`docker image rm skymemory-node:latest debian:bookworm-slim`.
+On exit, a dockerd started here is stopped with every process of its engine (engines.stop_engine:
+its containerd and the containers' shims, waited for until gone), after removing any container of
+a SkyMemory Compose project still there; what had to be killed, or survived, is an error. Images
+stay (the next run reuses them); remove them with `docker image rm skymemory-node:latest
+debian:bookworm-slim`.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from pathlib import Path
 
 from skymemory.launcher import docker
 
+import engines
+
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "skymemory-node:latest"
 BASE_IMAGE = "debian:bookworm-slim"
 DEBIAN_MIRROR = os.environ.get("SKYMEM_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 DOCKERD_FLAGS = ["--bridge=none", "--iptables=false", "--ip-masq=false", "--ip-forward=false"]
+EXEC_ROOT = "/var/run/docker"  # dockerd's default: its containerd's config and socket, named by every shim
 
 
 def say(message: str) -> None:
@@ -60,7 +65,8 @@ class DockerEngine:
                 self._make_base_image()
             self._build_image()
         except BaseException:
-            self.close()
+            for problem in self.close():
+                say(problem)
             raise
         return self
 
@@ -104,24 +110,28 @@ class DockerEngine:
              self.dir / "build.log", cwd=REPO)
         say(f"{IMAGE} built in {time.monotonic() - t:.0f} s")
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
+        """Stop a dockerd started here and all of its engine; returns what had to be killed or survived."""
         if self.dockerd is None:
-            return
+            return []
         try:
             for name, _ in _skymemory_containers():
                 subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
         finally:
             say("stopping the dockerd started here")
-            self.dockerd.terminate()
-            try:
-                self.dockerd.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.dockerd.kill()
-                self.dockerd.wait(timeout=30)
+            t = time.monotonic()
+            problems = engines.stop_engine(self.dockerd, "the dockerd started here",
+                                           engines.Engine(self.dockerd.pid, EXEC_ROOT + "/containerd"))
             self.dockerd = None
+            say(f"dockerd and every process of its engine gone in {time.monotonic() - t:.1f} s")
+        return problems
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, *exc) -> None:
+        problems = self.close()
+        if problems and kind is None:
+            raise RuntimeError("; ".join(problems))
+        for problem in problems:
+            say(problem)
 
 
 def _has_image(name: str) -> bool:

@@ -17,9 +17,13 @@ What it builds (and `close` removes, in reverse, by pid and by name):
   `docker load` into each: nodes without a registry);
 - a swarm: `docker swarm init --advertise-addr 10.79.0.1` on node 0 (the one manager), `docker
   swarm join` with the worker token on the others, each node labelled skymemory.host=h.
-`close` stops every dockerd by its pid (its containerd goes with it), kills anything still in the
-namespaces (reported as a problem), checks no mount is left under the work directory, and
-removes the namespaces, bridge and rule it made. It returns what it had to clean up.
+`close` stops each node's engine as one (engines.stop_engine: dockerd, its containerd, the shims
+and containers in its namespace, all five at once) and waits until all of it is gone, with a
+deadline that moves out while processes are still going; it kills and names what outlives that,
+and whatever else is in the namespaces; it checks no mount is left under the work directory and
+removes the namespaces, bridge and rule it made. It returns what it had to clean up. `leftovers`
+then looks for anything of the nodes still there: an engine's process, a process (or a thread,
+or an open file) in one of the namespaces, a mount of one, a name in `ip netns list`.
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from skymemory.launcher import firewall, netns, swarm
+from skymemory.launcher import firewall, netns, processes, swarm
+
+import engines
 
 SUBNET = "10.79.0."  # neither --netns's 10.77.0. nor the ssh mini PCs' 10.78.0.
 DOCKERD_FLAGS = ["--bridge=none", "--iptables=false", "--ip-masq=false", "--ip-forward=false"]
@@ -50,6 +57,8 @@ class SwarmNodes:
         self.record: dict = {}
         self.rule: dict | None = None
         self.dockerd: dict[int, subprocess.Popen] = {}
+        self.engines: dict[int, engines.Engine] = {}  # what close() stopped, followed by identity
+        self.held: dict[str, tuple[int, int]] = {}  # namespace -> (fd, inode): held open by close() for leftovers()
         self.addresses = [netns.host_address(h, SUBNET) for h in range(count)]
         # short paths: containerd's sockets live under the exec root, and a socket path has 108 bytes at most
         self.run_root = Path(f"/run/skmswarm-{os.getpid()}")
@@ -87,9 +96,13 @@ class SwarmNodes:
             self._form_swarm()
             say(f"swarm of {self.count} nodes (1 manager) formed and labelled in {time.monotonic() - t:.1f} s")
         except BaseException:
-            self.close()
+            for problem in self.close():
+                say(problem)
             raise
         return self
+
+    def exec_root(self, h: int) -> Path:
+        return self.run_root / f"h{h}" / "exec"
 
     def _start_dockerd(self, h: int, timeout_s: float = 120.0) -> None:
         root = self.run_root / f"h{h}"
@@ -97,7 +110,7 @@ class SwarmNodes:
         data = self.dir / f"pc{h}"
         data.mkdir(exist_ok=True)
         argv = ["nsenter", f"--net=/var/run/netns/{self.namespace(h)}", "dockerd", *DOCKERD_FLAGS,
-                "--data-root", str(data), "--exec-root", str(root / "exec"), "--pidfile", str(root / "dockerd.pid"),
+                "--data-root", str(data), "--exec-root", str(self.exec_root(h)), "--pidfile", str(root / "dockerd.pid"),
                 "-H", self.socket(h)]
         log = open(self.dir / f"dockerd-{h}.log", "ab")
         try:
@@ -138,12 +151,12 @@ class SwarmNodes:
         ours = self.dockerd.get(h)
         keep = set()
         if ours is not None and ours.poll() is None:
-            keep = {ours.pid, *_children(ours.pid)}
+            keep = {ours.pid, *engines.descendants(ours.pid)}
         return [p for p in netns.namespace_pids(self.namespace(h)) if p not in keep]
 
     # ---- tearing down -----------------------------------------------------------------
     def close(self) -> list[str]:
-        """Stop the dockerds, then anything left in the namespaces; remove what was built. Returns problems."""
+        """Stop the engines, then anything left in the namespaces; remove what was built. Returns problems."""
         problems = []
         for h, proc in list(self.dockerd.items()):
             if proc.poll() is None:
@@ -151,18 +164,21 @@ class SwarmNodes:
                 if left:
                     problems.append(f"node {h}: {len(left)} containers left; removed")
                     self.docker(h, "rm", "-f", *left, timeout=120)
-                proc.terminate()
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    problems.append(f"node {h}: dockerd {proc.pid} did not stop on SIGTERM; killed")
-                    proc.kill()
-                    proc.wait(timeout=30)
-            del self.dockerd[h]
+        if self.dockerd:
+            t = time.monotonic()
+            with ThreadPoolExecutor(len(self.dockerd)) as pool:
+                stopped = {h: pool.submit(self._stop_engine, h, proc) for h, proc in self.dockerd.items()}
+            for h, future in stopped.items():
+                problems += future.result()
+                del self.dockerd[h]
+            say(f"{len(stopped)} engines stopped, every process of theirs gone, in {time.monotonic() - t:.1f} s")
         for h, ns in enumerate(self.record.get("namespaces", [])):
-            left = netns.kill_namespace_processes(ns)
+            left = {pid: " ".join(processes.cmdline(pid)) for pid in netns.kill_namespace_processes(ns)}
             if left:
-                problems.append(f"node {h}: processes left {left}; killed")
+                problems.append(f"node {h}: processes left in {ns}: {left}; killed")
+                gone = processes.identities(left)
+                if engines.until_none(lambda: engines.running(gone), engines.KILL_QUIET_S, engines.KILL_MOST_S):
+                    problems.append(f"node {h}: survived SIGKILL in {ns}: {engines.running(gone)}")
         mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
                   if line.split()[1].startswith((str(self.dir), str(self.run_root)))]
         for target in sorted(mounts, key=len, reverse=True):
@@ -177,23 +193,81 @@ class SwarmNodes:
             problems += firewall.remove(self.rule)
             self.rule = None
         if self.record:
+            for ns in self.record.get("namespaces", []):
+                self._hold(ns)
             problems += netns.teardown(self.record)
             self.record = {}
         return problems
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _stop_engine(self, h: int, proc: subprocess.Popen) -> list[str]:
+        engine = engines.Engine(proc.pid, self.exec_root(h), self.namespace(h))
+        self.engines[h] = engine
+        return engines.stop_engine(proc, f"node {h}", engine)
 
-
-def _children(pid: int) -> list[int]:
-    """Every descendant of pid (dockerd's containerd; a container's shim is not one once it detached)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    def _hold(self, ns: str) -> None:
+        """Keep the namespace itself (not its name) while leftovers() looks for what else holds it: its inode
+        cannot be given to a new namespace meanwhile."""
         try:
-            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+            fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
+        except OSError:
+            return
+        self.held[ns] = (fd, os.fstat(fd).st_ino)
+
+    def leftovers(self) -> list[str]:
+        """What is left of the nodes after close(): their engines' processes, any process, thread or open file in
+        their namespaces (found by inode), a mount of one or under the work directory, a name in `ip netns
+        list`. Empty when nothing is; the namespaces held for the look are let go."""
+        found = []
+        for h, engine in sorted(self.engines.items()):
+            left = engines.running(engine.ours)
+            if left:
+                found.append(f"node {h}: engine processes alive: "
+                             + ", ".join(engines.describe(p, engine.names) for p in left))
+        inodes = {f"net:[{ino}]": ns for ns, (_, ino) in self.held.items()}
+        mine = {f"/proc/{os.getpid()}/fd/{fd}" for fd, _ in self.held.values()}
+        holders: dict[tuple[str, int], str] = {}  # (namespace, pid) -> the first of its links found there
+        for path in _namespace_links():
+            try:
+                target = os.readlink(path)
+            except OSError:
+                continue
+            if target in inodes and path not in mine:
+                holders.setdefault((inodes[target], int(path.split("/")[2])), path)
+        found += [f"{ns} held by {path} ({' '.join(processes.cmdline(pid)) or '?'})"
+                  for (ns, pid), path in sorted(holders.items())]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            fields = line.split()
+            root, target = fields[3], fields[4]
+            if (root in inodes or target.startswith((str(self.dir), str(self.run_root)))
+                    or any(target == f"/run/netns/{ns}" for ns in self.held)):
+                found.append(f"mount left: {target} ({root})")
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+        found += [f"namespace still listed: {ns}" for ns in self.held if ns in listed]
+        for fd, _ in self.held.values():
+            os.close(fd)
+        self.held = {}
+        return found
+
+    def __exit__(self, kind, *exc) -> None:
+        problems = self.close()
+        if problems and kind is None:
+            raise RuntimeError("; ".join(problems))
+        for problem in problems:
+            say(problem)
+
+
+
+def _namespace_links():
+    """/proc/PID/task/TID/ns/net of every thread and /proc/PID/fd/N of every open file: what can hold a namespace."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            tasks = [t.name for t in (entry / "task").iterdir()]
+            fds = [f.name for f in (entry / "fd").iterdir()]
         except OSError:
             continue
-        out += [int(k) for k in kids]
-        todo += [int(k) for k in kids]
-    return out
+        for tid in tasks:
+            yield f"/proc/{entry.name}/task/{tid}/ns/net"
+        for fd in fds:
+            yield f"/proc/{entry.name}/fd/{fd}"

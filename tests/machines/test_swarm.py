@@ -25,6 +25,7 @@ from skymemory.bench.roundtrip import kv_block_round_trip, object_round_trip
 from skymemory.launcher import keys, netns, swarm
 from skymemory.orbit.manifest import Manifest
 
+import engines
 from commands import launcher, opt_in, show, skymemory
 from docker_engine import IMAGE, DockerEngine
 from live import unsigned_commands_refused
@@ -53,14 +54,15 @@ def nodes(tmp_path_factory):
     with pcs:
         archive.unlink()
         yield pcs
-        dockerds = [p.pid for p in pcs.dockerd.values()]
         namespaces = list(pcs.record["namespaces"])
         problems = pcs.close()
+    # nothing left: no process of the engines, none in the namespaces, no mount, no namespace
+    left = pcs.leftovers()
+    followed = sum(len(e.ours) for e in pcs.engines.values())
+    print(f"after the test: {len(pcs.engines)} engines stopped ({followed} processes followed until gone), "
+          f"{len(namespaces)} namespaces removed; problems {problems}; left {left}")
     assert not problems, problems
-    assert not [p for p in dockerds if os.path.exists(f"/proc/{p}")], "a dockerd survived close()"
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not [ns for ns in namespaces if ns in listed], listed
-    print(f"after the test: {len(dockerds)} dockerds stopped, {len(namespaces)} namespaces removed")
+    assert not left, left
 
 
 def as_manager(pcs: SwarmNodes, h: int = 0) -> dict:
@@ -138,18 +140,17 @@ def test_19x5_as_a_swarm_stack(nodes, tmp_path):
         if not stopped:
             launcher("stop", "--manifest", str(manifest), env=env)
     assert swarm.leftovers(nodes.manager_host, stack) == []
-    deadline = time.monotonic() + 60  # the nodes remove the containers of removed tasks on their own
-    while any(nodes.containers(h, stack) for h in range(HOSTS)):
-        assert time.monotonic() < deadline, {h: nodes.containers(h, stack) for h in range(HOSTS)}
-        time.sleep(0.5)
-    while True:  # a container's last processes (its shim) may still be exiting: bounded by the same deadline
-        left = {nodes.addresses[h]: {pid: _cmdline(pid) for pid in nodes.processes(h)} for h in range(HOSTS)}
-        if not any(left.values()) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    # the nodes remove the containers of removed tasks on their own, then the containers' last processes (their
+    # shims) exit: waited for while they keep going (engines.until_none), bounded
+    containers = engines.until_none(lambda: [(h, c) for h in range(HOSTS) for c in nodes.containers(h, stack)],
+                                    quiet_s=60, most_s=300, every_s=0.5)
+    assert not containers, containers
+    left = engines.until_none(lambda: [(nodes.addresses[h], pid, _cmdline(pid))
+                                       for h in range(HOSTS) for pid in nodes.processes(h)],
+                              quiet_s=60, most_s=300, every_s=0.5)
     print(f"after stop: no service, secret, config or container of {stack}; processes in the nodes' namespaces "
           f"besides dockerd and containerd: {left}")
-    assert not any(left.values()), left
+    assert not left, left
 
 
 def _cmdline(pid: int) -> str:
