@@ -53,7 +53,9 @@ SOURCES = ["skymem_codec.c", "skymem_crc32c.c", "skymem_geometry.c", "skymem_aut
 # (AES-128-GCM with OpenSSL's libcrypto: the satellites never hold a content key)
 CSRC = Path(__file__).resolve().parent / "csrc"
 # and its coded stripes (Reed-Solomon with Intel ISA-L)
-GROUND_SOURCES = ["skymem_bulk.c", "skymem_seal.c", "skymem_stripe.c"]
+GROUND_SOURCES = ["skymem_bulk.c", "skymem_bulk_batches.c", "skymem_bulk_get.c", "skymem_bulk_pace.c",
+                  "skymem_bulk_replies.c", "skymem_bulk_sealing.c", "skymem_bulk_set.c", "skymem_bulk_stripes.c",
+                  "skymem_seal.c", "skymem_stripe.c"]
 
 
 def core_sources() -> list[Path]:
