@@ -30,8 +30,9 @@ engines, must not share one); at 2^32 seals per key the chance of a repeat is st
 Keys over time: the ground's content key file (`ContentKeys`, mode 0600, named in the manifest as
 `content_key_file`) holds masters by id; new chunks are sealed under the newest, a chunk names its id
 and opens under that id's key for as long as the id is in the file (`rotate` adds one, `retire` drops
-one). The C fast path (csrc/skymem_bulk.c) seals and opens with OpenSSL's libcrypto where chunks are cut
-and land; this module does the same through `cryptography` (OpenSSL too) for the chunks Python handles.
+one). The C fast path (csrc/skymem_bulk_sealing.c) seals and opens with OpenSSL's libcrypto where chunks
+are cut and land; this module does the same through `cryptography` (OpenSSL too) for the chunks Python
+handles.
 """
 
 from __future__ import annotations
