@@ -333,13 +333,13 @@ def test_a_captured_satellites_migration_does_not_replace_a_chunk_another_holds(
     attacker = CapturedSatellite(m)
     far = (0, 0)
     assert far not in (CAPTURED, attacker.first_hop)
+    block, genuine, planted, fresh = os.urandom(32), b"genuine " * 64, b"replant " * 64, b"moved in " * 20
+    ground_set(m, far, block, 0, 2, genuine)
     try:
         capture = LoopbackCapture({attacker.isl_port})
     except (OSError, AttributeError) as exc:  # not root (CAP_NET_RAW), or not Linux
         pytest.skip(f"capturing on lo needs an AF_PACKET socket: {exc} (test_link_attacks_53_live's "
                     "test_r1_... checks the bytes kept)")
-    block, genuine, planted, fresh = os.urandom(32), b"genuine " * 64, b"replant " * 64, b"moved in " * 20
-    ground_set(m, far, block, 0, 2, genuine)
     held_rid, fresh_rid = (random.getrandbits(31) << 1 | 1 for _ in range(2))
     with capture:
         deadline = time.monotonic() + WAIT_S
