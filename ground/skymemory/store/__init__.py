@@ -10,6 +10,7 @@ eviction       Evictions: REPLY_EVICTED notices, lazy eviction, the cleaner
 rotating       RotatingBlockStore: the contract over a turning constellation (placed + rotation + eviction)
 objects        ObjectStore: named objects of any size (the paper's key-value store, §3.10)
 object_homes   where a named object's metadata lives: three home satellites, planes and hosts apart
+object_versions  the newest version of each object this ground has seen: what a get must not go back behind
 record_copies  small one-chunk records in copies on their home satellites (the KV index in orbit's)
 routes         direct, relay, auto: which ground link a request goes up (the --route of every command)
 progress       chunks done while a fast-path call runs (put/get -v)
