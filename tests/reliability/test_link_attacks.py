@@ -93,19 +93,20 @@ class Sky:
         assert healthy == {sat}, f"satellite {sat} did not answer after its restart"
 
 
-@pytest.fixture(scope="module", params=["native", "cfs"])
-def sky(request, tmp_path_factory):
+def launched_sky(request, tmp_path_factory, planes: int, sats: int, label: str):
+    """A keyed planes x sats constellation on request.param's runtime (native, or cFS when SKYMEM_CFS_EXE names
+    a build; skipped otherwise), stopped and its restarted nodes reaped at the end."""
     if request.param == "native":
         request.getfixturevalue("node_built")  # skips where skymem_node is not built
         extra: tuple[str, ...] = ()
     else:
         if not EXE or not (Path(EXE) / "core-cpu1").is_file():
             pytest.skip("set SKYMEM_CFS_EXE to a cFS build's exe/cpu1 directory with the SkyMemory apps")
-        problem = cfs_limits.problem(4, cfs_limits.HostLimits.local(), cfs_limits.InstanceCost())
+        problem = cfs_limits.problem(planes * sats, cfs_limits.HostLimits.local(), cfs_limits.InstanceCost())
         if problem:
             pytest.skip(problem)
-        extra = ("--runtime", "cfs", "--cfs-exe", EXE, "--cfs-first-cpuid", free_first_cpuid(4))
-    s = Sky(launch(tmp_path_factory.mktemp(f"attacks-{request.param}"), 2, 2, *extra))
+        extra = ("--runtime", "cfs", "--cfs-exe", EXE, "--cfs-first-cpuid", free_first_cpuid(planes * sats))
+    s = Sky(launch(tmp_path_factory.mktemp(f"{label}-{request.param}"), planes, sats, *extra))
     try:
         yield s
     finally:
@@ -113,6 +114,11 @@ def sky(request, tmp_path_factory):
         for proc in s.restarted:  # ours to reap once `stop` has ended them
             proc.wait(timeout=30)
         assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module", params=["native", "cfs"])
+def sky(request, tmp_path_factory):
+    yield from launched_sky(request, tmp_path_factory, 2, 2, "attacks")
 
 
 # ---- the parties ----------------------------------------------------------------------------------

@@ -20,43 +20,22 @@ import asyncio
 import os
 import random
 import time
-from pathlib import Path
 
 import pytest
 
-from skymemory.launcher import cfs_limits
 from skymemory.link.client import SkyMemoryClient
 from skymemory.protocol import auth, wire
 from skymemory.protocol.native import xor_checksum
 
-from live import free_first_cpuid, launch, stop
 from test_link_attacks import (CAPTURED, NEIGHBOUR, WAIT_S, Captured, Observer, Party, Sky, _kind, _seq_ahead,
-                               request_id_of, request_id_of_command, reply_to)
+                               launched_sky, request_id_of, request_id_of_command, reply_to)
 
-EXE = os.environ.get("SKYMEM_CFS_EXE")
 SATS = [(p, s) for p in range(3) for s in range(3)]
 
 
 @pytest.fixture(scope="module", params=["native", "cfs"])
 def sky(request, tmp_path_factory):
-    if request.param == "native":
-        request.getfixturevalue("node_built")  # skips where skymem_node is not built
-        extra: tuple[str, ...] = ()
-    else:
-        if not EXE or not (Path(EXE) / "core-cpu1").is_file():
-            pytest.skip("set SKYMEM_CFS_EXE to a cFS build's exe/cpu1 directory with the SkyMemory apps")
-        problem = cfs_limits.problem(9, cfs_limits.HostLimits.local(), cfs_limits.InstanceCost())
-        if problem:
-            pytest.skip(problem)
-        extra = ("--runtime", "cfs", "--cfs-exe", EXE, "--cfs-first-cpuid", free_first_cpuid(9))
-    s = Sky(launch(tmp_path_factory.mktemp(f"attacks53-{request.param}"), 3, 3, *extra))
-    try:
-        yield s
-    finally:
-        r = stop(s.path)
-        for proc in s.restarted:
-            proc.wait(timeout=30)
-        assert r.returncode == 0, r.stderr
+    yield from launched_sky(request, tmp_path_factory, 3, 3, "attacks53")
 
 
 def ground(sky: Sky, station: int):
