@@ -60,3 +60,14 @@ def test_a_damaged_ledger_is_said_in_one_line_naming_the_line(tmp_path):
     path.write_text("something else\n")
     with pytest.raises(LedgerError, match=r"object-versions:1: expected"):
         VersionLedger(path).newest(KEY)
+
+
+def test_a_ledger_that_cannot_be_written_fails_in_one_line(tmp_path):
+    ledger = VersionLedger(tmp_path / "no-such-dir" / "object-versions")
+    assert ledger.newest(KEY) is None
+    with pytest.raises(LedgerError, match=r"cannot write the ledger of object versions .*object-versions: No such"):
+        ledger.note(KEY, Seen(1))
+    with pytest.raises(LedgerError, match=r"cannot write the ledger"):
+        ledger.check_writable()
+    VersionLedger(tmp_path / "object-versions").check_writable()  # makes the file, empty: nothing noted
+    assert VersionLedger(tmp_path / "object-versions").newest(KEY) is None

@@ -33,7 +33,7 @@ DELETED = "deleted"
 
 
 class LedgerError(ValueError):
-    """A ledger file that cannot be read, in one line naming the file and line."""
+    """A ledger file that cannot be read or written, in one line naming the file (and the line)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -74,14 +74,33 @@ class VersionLedger:
         return cls(Path(content_key_file).parent / FILE_NAME)
 
     def newest(self, key: bytes) -> Seen | None:
-        if not self.path.exists():
+        try:
+            with open(self.path, encoding="ascii") as f:
+                fcntl.flock(f, fcntl.LOCK_SH)
+                return self._parse(f.read().splitlines()).get(key.hex())
+        except FileNotFoundError:
             return None
-        with open(self.path, encoding="ascii") as f:
-            fcntl.flock(f, fcntl.LOCK_SH)
-            return self._parse(f.read().splitlines()).get(key.hex())
+        except OSError as exc:
+            raise LedgerError(f"cannot read the ledger of object versions {self.path}: {exc.strerror}") from None
 
     def note(self, key: bytes, seen: Seen) -> Seen:
-        """Record `seen` for `key` unless the ledger already holds it or a newer one; the newest, after."""
+        """Record `seen` for `key` unless the ledger already holds it or a newer one; the newest, after.
+        LedgerError when the file cannot be written: a get or put that cannot remember what it saw fails, in
+        one line, rather than leave the next get open to a rollback."""
+        try:
+            return self._note(key, seen)
+        except OSError as exc:
+            raise LedgerError(f"cannot write the ledger of object versions {self.path}: {exc.strerror}") from None
+
+    def check_writable(self) -> None:
+        """LedgerError unless the file can be written: a put or delete asks before it changes anything, so that
+        it never stores a version it cannot then remember."""
+        try:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        except OSError as exc:
+            raise LedgerError(f"cannot write the ledger of object versions {self.path}: {exc.strerror}") from None
+
+    def _note(self, key: bytes, seen: Seen) -> Seen:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "r+", encoding="ascii") as f:
             fcntl.flock(f, fcntl.LOCK_EX)

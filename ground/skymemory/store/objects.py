@@ -418,6 +418,8 @@ class ObjectStore:
         much; meta["homes_failed"] lists the homes that did not take their copy. Sealed, a put of a name
         already stored writes a new version and evicts the old one's data (meta["replaced"] says how much)."""
         sealer = self.sealer()  # a manifest without content keys fails here, in one line, before any transfer
+        if self.versions is not None:  # and a ledger that cannot be written
+            self.versions.check_writable()
         start = time.monotonic()
         reserve = min(CLEANUP_MAX_S, CLEANUP_SHARE * self.timeout_s)
         work = Deadline(self.timeout_s - reserve)  # the rest is kept for the cleanup
@@ -550,6 +552,8 @@ class ObjectStore:
         sealer = self.sealer()
         if sealer is None:
             raise ValueError("delete writes a sealed tombstone: it needs sealing (without --no-seal)")
+        if self.versions is not None:
+            self.versions.check_writable()
         deadline = Deadline(self.timeout_s)
         meta = self.meta(key, deadline)
         now = max(self.c.mission_ms(), meta["created_ms"] + 1, meta.get("repaired_ms", 0) + 1)
