@@ -21,7 +21,9 @@
 
 #define SKYMEM_AUTH_KEYS_FILE  "/cf/skymem_auth.keys"
 #define SKYMEM_AUTH_FLOOR_FILE "/cf/skymem_auth.floor"
-#define SKYMEM_AUTH_FLOOR_TMP  "/cf/skymem_auth.floor.tmp" /* written, then renamed over the file */
+/* written, then renamed over the file; a name of at most OS_MAX_FILE_NAME - 1 (19) characters, or OSAL refuses
+ * it (OS_FS_ERR_NAME_TOO_LONG) and the floor is never kept */
+#define SKYMEM_AUTH_FLOOR_TMP  "/cf/skymem_floor.tmp"
 
 /* Loads the key file if there is one and turns the core's authentication on; an unreadable or
  * invalid file is an error. */
