@@ -341,17 +341,17 @@ static void UT_GroundRequest(uint32 RequestId, uint16 Port)
     ISL_ROUTER_RxTask();
 }
 
-/* A reply of (1,1) to station 4's request RequestId comes down through us; returns the port it went to
- * (0: not sent). */
-static uint16 UT_ReplyGoesTo(uint32 RequestId)
+/* A reply to station 4's request RequestId goes down from us: SKYMEM's own (from the bus), or Relayed, one of
+ * (1,1) that came over a link; returns the port it went to (0: not sent). */
+static uint16 UT_AnswerGoesTo(uint32 RequestId, bool Relayed)
 {
     skymem_route_t Route = UT_Route(SKYMEM_GROUND_PLANE, 4, 10);
     skymem_msg_t   Msg;
     OS_SockAddr_t  To;
     int            Len;
 
-    Route.src_plane  = 1;
-    Route.src_sat    = 1;
+    Route.src_plane  = Relayed ? 1 : 0;
+    Route.src_sat    = Relayed ? 1 : 0;
     Route.request_id = RequestId;
     Len = skymem_build_reply(UT_Pkt.Bytes, sizeof(UT_Pkt.Bytes), 1, 0, 0, &Route, SKYMEM_REPLY_ACK, SKYMEM_NOOP_CC,
                              0, 0, 0, NULL, 0);
@@ -360,8 +360,21 @@ static uint16 UT_ReplyGoesTo(uint32 RequestId)
     memset(&To, 0, sizeof(To));
     UT_SetDataBuffer(UT_KEY(OS_SocketSendTo), UT_Sent.Bytes, sizeof(UT_Sent.Bytes), false);
     UT_SetHookFunction(UT_KEY(OS_SocketSendTo), UT_SentTo, &To);
-    ISL_ROUTER_RoutePacket(UT_Pkt.Bytes, (size_t)Len, &Msg, &ISL_ROUTER_Data.MainCounters, true);
+    ISL_ROUTER_RoutePacket(UT_Pkt.Bytes, (size_t)Len, &Msg,
+                           Relayed ? &ISL_ROUTER_Data.RxCounters : &ISL_ROUTER_Data.MainCounters, !Relayed);
     return UT_GetStubCount(UT_KEY(OS_SocketSendTo)) == 0 ? 0 : skymem_get_u16((const uint8 *)To.AddrData.Buffer);
+}
+
+/* SKYMEM's own answers go to the station's learnt address only; relayed ones to their request's slot first
+ * (N1 of issue 53: a packet relayed through here may claim an own request's slot). */
+static uint16 UT_ReplyGoesTo(uint32 RequestId)
+{
+    return UT_AnswerGoesTo(RequestId, false);
+}
+
+static uint16 UT_RelayedReplyGoesTo(uint32 RequestId)
+{
+    return UT_AnswerGoesTo(RequestId, true);
 }
 
 /* SKYMEM's word: station 4's request RequestId verified here (through the dispatcher, as on the bus). */
@@ -384,13 +397,14 @@ static void Test_KeyedLearnsOnlyWhatSkymemVerified(void)
 {
     ISL_ROUTER_Data.Keyed = true;
 
-    /* Station 4's request 100 from port 5000: its own answers go back there, but the station is not
-     * learnt from the packet (the router cannot verify it). */
+    /* Station 4's request 100 from port 5000: a relayed answer to it goes back there, but the station is not
+     * learnt from the packet (the router cannot verify it), so SKYMEM's own answer has nowhere to go yet. */
     UT_GroundRequest(100, 5000);
     UtAssert_UINT32_EQ(ISL_ROUTER_Data.RxCounters.Delivered, 1);
     UtAssert_UINT32_EQ(ISL_ROUTER_GroundStationCount(), 0);
-    UtAssert_UINT32_EQ(UT_ReplyGoesTo(100), 5000);
-    UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 0); /* another request of the station: no address yet */
+    UtAssert_UINT32_EQ(UT_RelayedReplyGoesTo(100), 5000);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(100), 0);
+    UtAssert_UINT32_EQ(UT_RelayedReplyGoesTo(101), 0); /* another request of the station: no address yet */
 
     /* SKYMEM verified request 100: station 4 is at port 5000, for every answer. */
     UT_StationVerified(100, SKYMEM_ISL_LEARN_PAYLOAD_LEN);
@@ -399,10 +413,12 @@ static void Test_KeyedLearnsOnlyWhatSkymemVerified(void)
     UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 5000);
 
     /* M1, M2: an attacker's packet as station 4 from port 6666 (unsigned, or a captured command
-     * replayed) moves nothing: only the answers to its own request id would go to it. */
+     * replayed) moves nothing: only relayed answers to its own request id would go to it (N1: never
+     * SKYMEM's own). */
     UT_GroundRequest(200, 6666);
     UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 5000);
-    UtAssert_UINT32_EQ(UT_ReplyGoesTo(200), 6666);
+    UtAssert_UINT32_EQ(UT_RelayedReplyGoesTo(200), 6666);
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(200), 5000);
 
     /* SKYMEM's word about a request the router no longer holds (or never saw) teaches nothing. */
     UT_StationVerified(300, SKYMEM_ISL_LEARN_PAYLOAD_LEN);
@@ -429,7 +445,8 @@ static void Test_UnkeyedLearnsFromEveryRequest(void)
     UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 5000);
     UT_GroundRequest(200, 6000);
     UtAssert_UINT32_EQ(UT_ReplyGoesTo(101), 6000);
-    UtAssert_UINT32_EQ(UT_ReplyGoesTo(100), 5000); /* an answer to a request still goes where it came from */
+    UtAssert_UINT32_EQ(UT_RelayedReplyGoesTo(100), 5000); /* a relayed answer still goes where its request came from */
+    UtAssert_UINT32_EQ(UT_ReplyGoesTo(100), 6000);        /* SKYMEM's own: the station's address */
 }
 
 void UtTest_Setup(void)
