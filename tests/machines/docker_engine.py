@@ -127,11 +127,7 @@ class DockerEngine:
         return problems
 
     def __exit__(self, kind, *exc) -> None:
-        problems = self.close()
-        if problems and kind is None:
-            raise RuntimeError("; ".join(problems))
-        for problem in problems:
-            say(problem)
+        engines.report_at_exit(self.close(), kind is not None, say)
 
 
 def _has_image(name: str) -> bool:

@@ -154,3 +154,12 @@ def stop_engine(proc: subprocess.Popen, who: str, engine: Engine) -> list[str]:
         if left:
             problems.append(f"{who}: survived SIGKILL: {', '.join(describe(p, engine.names) for p in left)}")
     return problems
+
+
+def report_at_exit(problems: list[str], failing: bool, say: Callable[[str], None]) -> None:
+    """What a with-block's stop left behind: raised when the block itself went well, only said when it failed (its
+    own error is the one to see)."""
+    if problems and not failing:
+        raise RuntimeError("; ".join(problems))
+    for problem in problems:
+        say(problem)
