@@ -16,28 +16,15 @@ returned the older version's 40,000 bytes, "sealed and verified".
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import time
 
-from skymemory.link.client import SkyMemoryClient
 from skymemory.orbit.manifest import Manifest
-from skymemory.protocol import auth
 from skymemory.store.objects import ObjectStore, key_of, meta_hash
 
-from test_sealed_content import (SERVERS, WAIT_S, CapturedSatellite, assert_refused, ground_read, put, sats_named,
-                                 skymemory, sky)  # noqa: F401 - sky: the module's constellation
-
-
-def evict_at(m: Manifest, sat, block: bytes) -> None:
-    """The ground's EVICT_BLOCK of `block` at `sat`: what a home that restarted, or dropped it, no longer holds."""
-    async def go():
-        async with SkyMemoryClient(m.ground_addresses(), signer=auth.signer_for_manifest(m), bind=(m.ground_host, 0),
-                                   timeout=0.5, retries=20) as c:
-            await c.evict_block(sat, block)
-
-    asyncio.run(go())
+from test_sealed_content import (SERVERS, WAIT_S, CapturedSatellite, assert_refused, ground_evict, ground_read, put,
+                                 sats_named, skymemory, sky)  # noqa: F401 - sky: the module's constellation
 
 
 def plant(attacker: CapturedSatellite, target, block: bytes, chunk_id: int, chunk_count: int, data: bytes) -> None:
@@ -68,7 +55,7 @@ def replant(m: Manifest, name: str, homes: dict, chunks: dict, meta: dict) -> No
     attacker = CapturedSatellite(m)
     key = key_of(name)
     for home, blob in homes.items():
-        evict_at(m, home, meta_hash(key))  # the newer copy is gone there
+        ground_evict(m, home, meta_hash(key))  # the newer copy is gone there
         plant(attacker, home, meta_hash(key), 0, 1, blob)
     block = bytes.fromhex(meta["block"])
     for cid, (sat, chunk) in chunks.items():  # the put that replaced this version evicted its data

@@ -69,11 +69,16 @@ def sky(node_built, tmp_path_factory):
 
 
 # ---- the parties ----------------------------------------------------------------------------------
+def ground_client(m: Manifest) -> SkyMemoryClient:
+    """A client of the ground's, signing with its key: what the harness reads, sets and evicts with."""
+    return SkyMemoryClient(m.ground_addresses(), signer=auth.signer_for_manifest(m), bind=(m.ground_host, 0),
+                           timeout=0.5, retries=20)
+
+
 def ground_read(m: Manifest, sat, block: bytes, chunk_id: int) -> bytes | None:
     """The chunk as `sat` holds it, raw (a signed GET_CHUNK from the ground, nothing opened); None when not held."""
     async def go():
-        async with SkyMemoryClient(m.ground_addresses(), signer=auth.signer_for_manifest(m), bind=(m.ground_host, 0),
-                                   timeout=0.5, retries=20) as c:
+        async with ground_client(m) as c:
             try:
                 return await c.get_chunk(sat, block, chunk_id)
             except ChunkNotFound:
@@ -85,9 +90,17 @@ def ground_read(m: Manifest, sat, block: bytes, chunk_id: int) -> bytes | None:
 def ground_set(m: Manifest, sat, block: bytes, chunk_id: int, chunk_count: int, data: bytes, **desc) -> None:
     """A SET_CHUNK from the ground (signed with its link key), ACKed; desc: created_ms, gossip_radius."""
     async def go():
-        async with SkyMemoryClient(m.ground_addresses(), signer=auth.signer_for_manifest(m), bind=(m.ground_host, 0),
-                                   timeout=0.5, retries=20) as c:
+        async with ground_client(m) as c:
             await c.set_chunk(sat, block, chunk_id, chunk_count, data, **desc)
+
+    asyncio.run(go())
+
+
+def ground_evict(m: Manifest, sat, block: bytes) -> None:
+    """The ground's EVICT_BLOCK of `block` at `sat` (signed with its link key), ACKed."""
+    async def go():
+        async with ground_client(m) as c:
+            await c.evict_block(sat, block)
 
     asyncio.run(go())
 
@@ -99,8 +112,7 @@ def rewrite_held(m: Manifest, sat, block: bytes, chunk_id: int, chunk_count: int
     (ground_set), standing for that rewrite only: the bytes are the attacker's (no content key touches them).
     Returns once the ground reads them back there."""
     async def held_desc():
-        async with SkyMemoryClient(m.ground_addresses(), signer=auth.signer_for_manifest(m), bind=(m.ground_host, 0),
-                                   timeout=0.5, retries=20) as c:
+        async with ground_client(m) as c:
             try:
                 return (await c.get_chunk_desc(sat, block, chunk_id))[0]
             except ChunkNotFound:
