@@ -493,7 +493,7 @@ class ObjectStore:
             self._tell(f"put: the metadata of the version replaced could not be read: {exc}")
             return None
         copies = [m for m in outcome.values() if isinstance(m, dict)]
-        return max(copies, key=lambda m: m["created_ms"]) if copies else None
+        return max(copies, key=Seen.of_meta) if copies else None  # the order a get takes the newest by
 
     def _evict_old(self, key: bytes, old: dict, block: bytes, deadline: Deadline, label: str = "put") -> dict | None:
         """Evict the data of the version `old` describes (best effort, by `deadline`); what was done."""
