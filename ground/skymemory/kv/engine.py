@@ -103,10 +103,12 @@ class ServedModel:
             kv_format=self.form.kv_format, block_tokens=self.form.block_tokens, sealed=self.sealed,
             layout=self.form.layout if self.cache_layout is not None else None)
 
-    def scheduler(self, dtype, index: RadixIndex, policy: str, orbit: OrbitRecords | None = None) -> PagedScheduler:
+    def scheduler(self, dtype, index: RadixIndex, policy: str, orbit: OrbitRecords | None = None, *,
+                  loads: bool = True, saves: bool = True, prefilled_wait_s: float = 10.0) -> PagedScheduler:
         return PagedScheduler(root=self.root(dtype), block_tokens=self.form.block_tokens,
                               block_bytes=self.block_bytes, layers=self.geometry.layers, index=index, policy=policy,
-                              orbit=orbit, groups=self.groups, state_block_bytes=self.state_block_bytes)
+                              orbit=orbit, groups=self.groups, state_block_bytes=self.state_block_bytes,
+                              loads=loads, saves=saves, prefilled_wait_s=prefilled_wait_s)
 
 
 def check_servable(name: str, hf_config, *, hybrid_allocator: bool) -> None:

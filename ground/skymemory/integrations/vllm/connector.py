@@ -12,6 +12,13 @@ What a user passes (README, "Serve with vLLM"):
                      kv_role="kv_both", kv_load_failure_policy="recompute",
                      kv_connector_extra_config={"manifest": "run/manifest.json"})
 
+kv_role says what the server does with the cache (Prefill-as-a-Service, seed 003): kv_both loads and stores (a
+shared cache); kv_producer, a prefill site, stores every prompt's full blocks and loads nothing; kv_consumer, a
+decode site, loads and stores nothing. A request the router (skymemory route) had prefilled at a prefill site
+carries kv_transfer_params {"skymemory_prefilled_blocks": n}: the decode site asks the orbit again while fewer of
+those n blocks are found (their uploads may still be under way), for no longer than recomputing the prompt would
+take there (kv.paged.paged_scheduler).
+
 with the engine's block_size equal to SkyMemory's block (128 tokens), and a
 request may ask its own policy: SamplingParams(extra_args={"kv_transfer_params":
 {"skymemory_policy": "recompute"}}). Every finished request that had cached
@@ -73,6 +80,9 @@ log = logging.getLogger(__name__)
 
 TESTED_VLLM = "0.32.0"
 POLICY_PARAM = "skymemory_policy"  # a request's own policy, in its kv_transfer_params
+PREFILLED_PARAM = "skymemory_prefilled_blocks"  # blocks a prefill site stored for the request (the router says)
+# what each of vLLM's kv_role values does with the cache: (loads, saves)
+ROLES = {"kv_both": (True, True), "kv_producer": (False, True), "kv_consumer": (True, False)}
 # the kinds of extra keys vLLM's prefix cache gives blocks (generate_block_hash_extra_keys), each folded in by
 # request_keys; a kind not here is one SkyMemory does not key: such a request is not cached
 KEYED_KINDS = ("lora", "mm", "cache_salt", "prompt_embeds")
@@ -117,6 +127,17 @@ def prompt_of(request) -> list[int]:
     return list(request.all_token_ids[:request.num_prompt_tokens])
 
 
+def _prefilled(request, params: dict) -> int:
+    """The blocks a prefill site stored for this request (its kv_transfer_params say), 0 when none or not a
+    whole number (logged: it is then matched as any other request)."""
+    value = params.get(PREFILLED_PARAM, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        log.warning("SkyMemory: request %s: %s must be a whole number >= 0, got %r: not waited on",
+                    request.request_id, PREFILLED_PARAM, value)
+        return 0
+    return value
+
+
 @dataclass
 class SkyMemoryMetadata(KVConnectorMetadata):
     plan: StepPlan
@@ -138,6 +159,10 @@ class SkyMemoryConnector(KVConnectorBase_V1, SupportsHMA):
             raise ConfigError("SkyMemory connector: set KVTransferConfig(kv_load_failure_policy='recompute') (with "
                               f"{transfer.kv_load_failure_policy!r} a request whose cached blocks cannot be fetched "
                               "ends in an error instead of being recomputed)")
+        if transfer.kv_role not in ROLES:
+            raise ConfigError(f"SkyMemory connector: kv_role must be one of {', '.join(ROLES)}, got "
+                              f"{transfer.kv_role!r}")
+        self.loads, self.saves = ROLES[transfer.kv_role]
         parallel = vllm_config.parallel_config
         if parallel.tensor_parallel_size * parallel.pipeline_parallel_size != 1:
             raise ConfigError("SkyMemory connector: one worker only (tensor and pipeline parallel size 1): a block "
@@ -169,11 +194,13 @@ class SkyMemoryConnector(KVConnectorBase_V1, SupportsHMA):
             orbit = open_orbit(self.config)
             if orbit is not None:
                 orbit, self._orbit_store = orbit
-            self._scheduler = served.scheduler(model.dtype, index, self.config.policy, orbit)
+            self._scheduler = served.scheduler(model.dtype, index, self.config.policy, orbit, loads=self.loads,
+                                               saves=self.saves, prefilled_wait_s=self.config.load_timeout_s)
         else:
             self._worker = open_worker(self.config, served, index)
-        log.info("SkyMemory connector (%s): constellation %s, model %s, policy %s, KV %s, index %s", role.name,
-                 self.config.manifest, self.config.model, self.config.policy, self.config.kv_format, index.path)
+        log.info("SkyMemory connector (%s, %s): constellation %s, model %s, policy %s, KV %s, index %s", role.name,
+                 transfer.kv_role, self.config.manifest, self.config.model, self.config.policy, self.config.kv_format,
+                 index.path)
 
     @classmethod
     def get_required_kvcache_layout(cls, vllm_config) -> str | None:
@@ -193,8 +220,9 @@ class SkyMemoryConnector(KVConnectorBase_V1, SupportsHMA):
 
     # ---- scheduler side -----------------------------------------------------------------------------
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int | None, bool]:
-        policy = (request.kv_transfer_params or {}).get(POLICY_PARAM)
-        tokens = self._scheduler.match(request.request_id, prompt_of(request), num_computed_tokens, policy=policy,
+        params = request.kv_transfer_params or {}
+        tokens = self._scheduler.match(request.request_id, prompt_of(request), num_computed_tokens,
+                                       policy=params.get(POLICY_PARAM), prefilled_blocks=_prefilled(request, params),
                                        keys=lambda: request_keys(request, self.block_tokens))
         # a dense model's blocks load during the step's forward, layer by layer; a hybrid one's whole, before
         # the request runs (vLLM copies a recurrent layer's state before any layer runs)

@@ -115,6 +115,11 @@ class PrefixFinder:
             return Found([e.record for e in entries], "index" if entries else "none")
         return self._probe_search(root, hashes)
 
+    def forget_absent(self, hashes: list[bytes]) -> None:
+        """Blocks on their way into orbit: the next lookup asks for their records again (OrbitRecords.forget_absent)."""
+        if self.orbit is not None:
+            self.orbit.forget_absent(hashes)
+
     def _learn(self, entries: list[IndexEntry]) -> None:
         """Blocks found in orbit go into the local index: the next lookup of them is local."""
         if entries:

@@ -22,6 +22,7 @@ The local index is a cache of it:
                                  does not ask again.
   find_later(...)                the same on a worker thread, for a scheduler that must not wait (vLLM's
                                  get_num_new_matched_tokens answers "not yet" and is asked again)
+  forget_absent(hashes)          blocks known to be on their way (a prefill site stores them): asked again
   forget(hashes)                 a block that failed to load (kv.index.lost): its record leaves its homes too
 
 Records do not migrate: a home is a satellite named by the record key alone (so any ground host, wherever it is,
@@ -213,6 +214,13 @@ class OrbitRecords:
             return entry
 
         return accept
+
+    def forget_absent(self, hashes: Sequence[bytes]) -> None:
+        """These blocks may have been stored since they were found absent (a prefill site is uploading them):
+        the next lookup asks their homes again."""
+        with self._lock:
+            for block_hash in hashes:
+                self._absent.pop(block_hash, None)
 
     def _note_absent(self, block_hash: bytes, *, timed_out: bool) -> None:
         self._count(timeouts=int(timed_out), absent=int(not timed_out))

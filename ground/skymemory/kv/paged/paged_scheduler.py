@@ -24,6 +24,13 @@ Saves: a prompt block is saved in the step that completes it (the worker
 copies its pages after the forward), unless the index already has it or
 another request is saving it.
 
+Roles (vLLM's kv_role): an engine that only stores (a prefill site, kv_producer) never loads, and one that only
+loads (a decode site, kv_consumer) never saves. A decode site told that a prefill site stored a request's first
+n blocks (`prefilled_blocks`, from the router) asks the orbit again while fewer of them are found, as their
+uploads may still be under way, but never for longer than recomputing the prompt is predicted to take here
+(this engine's measured forwards; before it has measured any, the connector's load timeout): then it goes on
+with what it found.
+
 Keys: a request's block hashes fold in what vLLM's own prefix cache keys it
 by (the cache salt, the LoRA adapter, media, prompt embeddings: kv.naming.extra_keys).
 They are taken once, when the request is first matched, and its saves use
@@ -55,6 +62,7 @@ from .paged_steps import LoadPlan, SavePlan, StepPlan, WorkerReport
 log = logging.getLogger(__name__)
 
 PLACEMENT = "explicit"  # the strategy of the records the worker's store writes and can read (store.nearest_when_set)
+PREFILLED_ASK_EVERY_S = 0.05  # a request waiting on a prefill site's blocks asks the orbit this often
 SAVING_FORGOTTEN_S = 60.0  # a block another request began saving is not saved again for this long
 
 
@@ -85,15 +93,30 @@ class TrackedRequest:
     # tokens); an offer holds for the step that made it only
     offered: dict[int, dict[int, int]] = field(default_factory=dict)
     orbit_asked: bool = False  # its lookup in orbit answered: matched again, it asks this host's index only
+    # a prefill site stored this many of its first blocks (the router says so): found fewer, the orbit is asked
+    # again until `wait_until` (monotonic), while they may still be uploading
+    prefilled: int = 0
+    wait_from: float | None = None  # when it was first found short of them (monotonic)
+    wait_s: float = 0.0  # how long it may wait, and why that long
+    wait_bound: str = ""
+    waited: float | None = None  # how long it waited, once it stopped
+    next_ask: float = 0.0  # the orbit is asked again no sooner than this (monotonic): a step is milliseconds
 
 
 class PagedScheduler:
     def __init__(self, *, root: bytes, block_tokens: int, block_bytes: int, layers: int, index: RadixIndex,
                  policy: str = "auto", orbit: OrbitRecords | None = None, groups: PageGroups | None = None,
-                 state_block_bytes: int | None = None) -> None:
+                 state_block_bytes: int | None = None, loads: bool = True, saves: bool = True,
+                 prefilled_wait_s: float = 10.0) -> None:
         """groups: the engine's page tables (one for every layer when None). state_block_bytes: for a model with
         recurrent layers, the size of the block that carries their state (kv.format.group_codec): a prefix is
-        loaded only whole, up to a block that carries it."""
+        loaded only whole, up to a block that carries it. loads / saves: what this engine's role does (vLLM's
+        kv_role). prefilled_wait_s: the longest wait for blocks a prefill site stored before this engine has
+        measured its own forwards (after, the predicted recompute time bounds it)."""
+        if not (loads or saves):
+            raise ValueError("an engine that neither loads nor saves has no use for the cache")
+        self.loads, self.saves = loads, saves
+        self.prefilled_wait_s = prefilled_wait_s
         self.root = root
         self.groups = groups or PageGroups.one_table(layers)
         self.state_block_bytes = state_block_bytes
@@ -131,18 +154,22 @@ class PagedScheduler:
         return tracked
 
     def match(self, req_id: str, prompt: list[int], computed_tokens: int, policy: str | None = None,
-              keys: RequestKeys | Callable[[], RequestKeys] | None = None) -> int | None:
+              keys: RequestKeys | Callable[[], RequestKeys] | None = None,
+              prefilled_blocks: int = 0) -> int | None:
         """Tokens past `computed_tokens` to load for this request: whole cached blocks worth fetching; None while
         the blocks past the index's prefix are being looked up in orbit (ask again).
 
         keys: what its blocks are keyed by besides their tokens (None: nothing), or a function that says it
         (called once per request; it may raise Unkeyable: then the request is neither loaded nor stored).
+        prefilled_blocks: how many of its first blocks a prefill site stored for it (0: none said).
         """
         tracked = self._tracked(req_id, prompt, keys)
         if tracked.unkeyed:
             tracked.to_load = []
             return 0
         usable = max(0, (len(prompt) - 1) // self.block_tokens)
+        if self.loads and prefilled_blocks > 0 and not tracked.prefilled and tracked.wait_from is None:
+            tracked.prefilled = min(prefilled_blocks, usable)
         # the worker's store finds a block from its record only when it was placed as that store places
         # blocks (a RotatingBlockStore's rotating layouts are not): the prefix ends before any other
         # the orbit is asked once per request: one waiting for KV memory is matched again every step, and asking
@@ -154,7 +181,12 @@ class PagedScheduler:
             return None
         tracked.orbit_asked = True  # what it found is in this host's index now (PrefixFinder._learn)
         entries = found.records
+        if self._wait_for_prefilled(req_id, tracked, len(entries)):
+            return None
         tracked.cached = len(entries)
+        if not self.loads:
+            tracked.to_load = []
+            return 0
         if self.state_block_bytes is not None:  # a recurrent layer resumes only from a block carrying its state
             entries = entries[:next((end for end in range(len(entries), 0, -1)
                                      if entries[end - 1].n_bytes == self.state_block_bytes), 0)]
@@ -178,6 +210,8 @@ class PagedScheduler:
             streaming=True, mode=policy, near=near)
         fetch = decision.fetch_blocks
         said = decision.describe()
+        if tracked.wait_from is not None:
+            said += f"; {tracked.prefilled} blocks from a prefill site, waited on {self._waited(tracked):.2f} s"
         if self.state_block_bytes is not None and fetch < len(entries) - local:
             fetch, said = 0, f"{said}; recomputed: a recurrent state is cached after the whole prefix only"
         self.decisions[req_id] = said
@@ -185,6 +219,42 @@ class PagedScheduler:
                  said)
         tracked.to_load = entries[local:local + fetch]
         return len(tracked.to_load) * self.block_tokens
+
+    def _wait_for_prefilled(self, req_id: str, tracked: TrackedRequest, found: int) -> bool:
+        """Whether to ask the orbit again for blocks a prefill site stored that are not found yet: until they are,
+        or until recomputing the prompt would have been quicker than waiting on (its predicted prefill here)."""
+        now = time.monotonic()
+        if found >= tracked.prefilled:
+            if tracked.wait_from is not None and tracked.waited is None:
+                tracked.waited = now - tracked.wait_from
+                log.info("SkyMemory: request %s: the %d blocks a prefill site stored were in orbit after %.2f s",
+                         req_id, tracked.prefilled, tracked.waited)
+            return False
+        if tracked.wait_from is None:
+            prefill = self.forwards.model()
+            tracked.wait_from = now
+            if prefill is not None:
+                tracked.wait_s, tracked.wait_bound = prefill.compute_s(len(tracked.prompt), 0), "its recompute here"
+            else:
+                tracked.wait_s = self.prefilled_wait_s
+                tracked.wait_bound = "the load timeout: this engine has not timed its own forwards yet"
+        waited = self._waited(tracked)
+        if waited >= tracked.wait_s:
+            log.warning("SkyMemory: request %s: %d of the %d blocks a prefill site stored are in orbit after %.2f s "
+                        "(the bound: %s, %.2f s): the rest is recomputed", req_id, found, tracked.prefilled, waited,
+                        tracked.wait_bound, tracked.wait_s)
+            tracked.prefilled, tracked.waited = found, waited  # not waited on again
+            return False
+        if now >= tracked.next_ask:  # the ones not found were remembered absent: forget that, and ask again
+            self.finder.forget_absent(tracked.hashes[found:tracked.prefilled])
+            tracked.orbit_asked, tracked.next_ask = False, now + PREFILLED_ASK_EVERY_S
+        return True
+
+    @staticmethod
+    def _waited(tracked: TrackedRequest) -> float:
+        if tracked.waited is not None:
+            return tracked.waited
+        return time.monotonic() - tracked.wait_from if tracked.wait_from is not None else 0.0
 
     def rates(self) -> EngineRates | None:
         """This engine's compute and page-write rates, once measured (None before)."""
@@ -284,7 +354,7 @@ class PagedScheduler:
             if full == state_at + 1 and not self._state_offered(tracked, state_at):
                 full = state_at  # its state is not in a page yet: saved in the step that leaves it there
         first = max(tracked.next_save, tracked.cached)
-        if full <= first or tracked.unkeyed:
+        if full <= first or tracked.unkeyed or not self.saves:
             return []
         tracked.next_save = full
         # an unreadable index: nothing is known to be saved, so the blocks are saved anyway
