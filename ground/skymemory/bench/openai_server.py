@@ -4,6 +4,9 @@
         reply = server.stream(prompt_ids, max_tokens=32)   # TTFT from the first streamed token
         tokens, cached = reply.tokens, reply.cached_tokens
 
+A ground site's server runs in the site's network namespace and answers at the site's address
+(netns="skm…-site0", host="10.77.0.…": launcher --sites), as a server in another data centre would.
+
 Several servers behind one front, as a round-robin load balancer spreads requests over replicas:
 
     with OpenAIServer(...) as a, OpenAIServer(...) as b:
@@ -40,10 +43,11 @@ START_TIMEOUT_S = 600.0  # a server starts in 20-60 s here, longer on a loaded m
 REQUEST_TIMEOUT_S = 300.0  # the longest wait for a byte of an answer (a request queued behind many waits long)
 
 
-def transfer_config(extra: dict) -> dict:
-    """vLLM's --kv-transfer-config for the SkyMemory connector with `extra` as its settings."""
+def transfer_config(extra: dict, role: str = "kv_both") -> dict:
+    """vLLM's --kv-transfer-config for the SkyMemory connector with `extra` as its settings, in `role` (kv_both, or
+    kv_producer for a prefill site, kv_consumer for a decode site: integrations.vllm.connector)."""
     return {"kv_connector": "SkyMemoryConnector", "kv_connector_module_path": "skymemory.integrations.vllm",
-            "kv_role": "kv_both", "kv_load_failure_policy": "recompute", "kv_connector_extra_config": extra}
+            "kv_role": role, "kv_load_failure_policy": "recompute", "kv_connector_extra_config": extra}
 
 
 @dataclass
@@ -58,76 +62,21 @@ class Reply:
     said: dict = field(default_factory=dict)  # the connector's kv_transfer_params["skymemory"], when it says
 
 
-class OpenAIServer:
-    """`vllm serve` with (connector=settings) or without (None) the SkyMemory connector."""
+class Endpoint:
+    """An OpenAI-compatible completions endpoint at host:port serving `model`: a vLLM server, or a front that passes
+    requests on (skymemory route)."""
 
-    def __init__(self, model: str | os.PathLike, log_path: Path, *, connector: dict | None = None,
-                 prefix_caching: bool = False, kv_blocks: int | None = None, max_model_len: int = 4096,
-                 env: dict | None = None, start_timeout_s: float = START_TIMEOUT_S,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S, extra_args: tuple[str, ...] = ()) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.model, self.log_path, self.start_timeout_s = str(model), Path(log_path), start_timeout_s
+    def __init__(self, host: str, port: int, model: str, *, request_timeout_s: float = REQUEST_TIMEOUT_S,
+                 log_path: Path | None = None) -> None:
+        self.host, self.port, self.model = host, int(port), str(model)
+        self.url = f"http://{host}:{self.port}"
         self.request_timeout_s = request_timeout_s
-        command = [str(Path(sys.executable).with_name("vllm")), "serve", self.model, "--host", "127.0.0.1",
-                   "--port", str(self.port), "--block-size", str(BLOCK_TOKENS), "--max-model-len", str(max_model_len),
-                   "--dtype", "float32", "--enforce-eager", "--seed", "0", "--generation-config", "vllm",
-                   "--enable-prompt-tokens-details",
-                   "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching"]
-        if kv_blocks is not None:  # the engine's KV memory, in blocks (vLLM's own override, on any device)
-            command += ["--num-gpu-blocks-override", str(kv_blocks)]
-        if connector is not None:
-            command += ["--kv-transfer-config", json.dumps(transfer_config(connector))]
-        command += list(extra_args)  # any other `vllm serve` option, as given
-        self.command = command
-        environment = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", **os.environ, **(env or {})}
-        # a session of its own (a Ctrl-C reaches us, and we stop it), and SIGTERM when we die however we die
-        run = [SETPRIV, "--pdeathsig", "TERM", "--", *command] if SETPRIV else command
-        with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(run, stdout=log, stderr=subprocess.STDOUT, env=environment,
-                                            start_new_session=True)
-
-    def log_tail(self, chars: int = 6000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def __enter__(self) -> "OpenAIServer":
-        deadline = time.monotonic() + self.start_timeout_s
-        try:
-            while True:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"vllm serve exited ({self.process.returncode}); its log "
-                                       f"{self.log_path} ends:\n{self.log_tail()}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"vllm serve did not answer /health in {self.start_timeout_s:.0f} s; its "
-                                       f"log: {self.log_path}")
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as reply:
-                        if reply.status == 200:
-                            return self
-                except (urllib.error.URLError, OSError):
-                    pass
-                time.sleep(0.5)
-        except BaseException:
-            self.__exit__()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(120)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        self.log_path = log_path  # where a failure points to (the server's log), when there is one
 
     def metric(self, name: str) -> float:
         """The sum of a Prometheus metric's samples on /metrics (e.g. "vllm:num_preemptions_total"); 0 when the
         server has none yet."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=self.request_timeout_s) as reply:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=self.request_timeout_s) as reply:
             text = reply.read().decode()
         total = 0.0
         for line in text.splitlines():
@@ -147,7 +96,7 @@ class OpenAIServer:
     def complete(self, ids: list[int], max_tokens: int = 16, salt: str | None = None) -> Reply:
         """POST /v1/completions, the whole answer at once."""
         started = time.perf_counter()
-        post = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions",
+        post = urllib.request.Request(f"{self.url}/v1/completions",
                                       self._body(ids, max_tokens, salt, stream=False),
                                       {"Content-Type": "application/json"})
         with urllib.request.urlopen(post, timeout=self.request_timeout_s) as answer:
@@ -161,7 +110,7 @@ class OpenAIServer:
     def stream(self, ids: list[int], max_tokens: int = 16, salt: str | None = None) -> Reply:
         """POST /v1/completions streamed (server-sent events): the time to the first token is the TTFT a
         user sees."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.request_timeout_s)
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.request_timeout_s)
         tokens: list[int] = []
         usage: dict = {}
         said: dict = {}
@@ -191,7 +140,7 @@ class OpenAIServer:
                 usage = event.get("usage") or usage
                 said = (event.get("kv_transfer_params") or {}).get("skymemory") or said
         except TimeoutError:
-            raise TimeoutError(f"vllm serve sent nothing for {self.request_timeout_s:g} s on a request of {len(ids)} "
+            raise TimeoutError(f"{self.url} sent nothing for {self.request_timeout_s:g} s on a request of {len(ids)} "
                                f"tokens ({len(tokens)} of {max_tokens} came); its log: {self.log_path}") from None
         finally:
             connection.close()
@@ -201,6 +150,77 @@ class OpenAIServer:
         return Reply(tokens, usage["prompt_tokens"], (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
                      or 0, (first or ended) - started, ended - started, said)
 
+
+
+class OpenAIServer(Endpoint):
+    """`vllm serve` with (connector=settings) or without (None) the SkyMemory connector."""
+
+    def __init__(self, model: str | os.PathLike, log_path: Path, *, connector: dict | None = None,
+                 prefix_caching: bool = False, kv_blocks: int | None = None, max_model_len: int = 4096,
+                 env: dict | None = None, start_timeout_s: float = START_TIMEOUT_S,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S, extra_args: tuple[str, ...] = (),
+                 kv_role: str = "kv_both", netns: str | None = None, host: str = "127.0.0.1") -> None:
+        """netns: the network namespace it runs in (None: this one), answering at `host` there."""
+        with socket.socket() as probe:  # a fresh namespace has every port free: this one is as good there
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        super().__init__(host, port, str(model), request_timeout_s=request_timeout_s, log_path=Path(log_path))
+        self.start_timeout_s = start_timeout_s
+        command = [str(Path(sys.executable).with_name("vllm")), "serve", self.model, "--host", host,
+                   "--port", str(self.port), "--block-size", str(BLOCK_TOKENS), "--max-model-len", str(max_model_len),
+                   "--dtype", "float32", "--enforce-eager", "--seed", "0", "--generation-config", "vllm",
+                   "--enable-prompt-tokens-details",
+                   "--enable-prefix-caching" if prefix_caching else "--no-enable-prefix-caching"]
+        if kv_blocks is not None:  # the engine's KV memory, in blocks (vLLM's own override, on any device)
+            command += ["--num-gpu-blocks-override", str(kv_blocks)]
+        if connector is not None:
+            command += ["--kv-transfer-config", json.dumps(transfer_config(connector, kv_role))]
+        command += list(extra_args)  # any other `vllm serve` option, as given
+        if netns is not None:
+            command = ["ip", "netns", "exec", netns, *command]  # it execs vLLM: the same process, signals and all
+        self.command = command
+        environment = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", **os.environ, **(env or {})}
+        # a session of its own (a Ctrl-C reaches us, and we stop it), and SIGTERM when we die however we die
+        run = [SETPRIV, "--pdeathsig", "TERM", "--", *command] if SETPRIV else command
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(run, stdout=log, stderr=subprocess.STDOUT, env=environment,
+                                            start_new_session=True)
+
+    def log_tail(self, chars: int = 6000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def __enter__(self) -> "OpenAIServer":
+        deadline = time.monotonic() + self.start_timeout_s
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"vllm serve exited ({self.process.returncode}); its log "
+                                       f"{self.log_path} ends:\n{self.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"vllm serve did not answer /health in {self.start_timeout_s:.0f} s; its "
+                                       f"log: {self.log_path}")
+                try:
+                    with urllib.request.urlopen(f"{self.url}/health", timeout=5) as reply:
+                        if reply.status == 200:
+                            return self
+                except (urllib.error.URLError, OSError):
+                    pass
+                time.sleep(0.5)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(120)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
 
 class RoundRobin:
     """Servers behind one front that sends request i to server i mod N (a round-robin load balancer): a user's
