@@ -13,7 +13,7 @@ import pytest
 
 from skymemory.bench import serve as bench_serve
 from skymemory.bench.chat import ChatWorkload, Turn, replay
-from skymemory.bench.openai_server import OpenAIServer, Reply, RoundRobin
+from skymemory.bench.openai_server import Endpoint, Reply, RoundRobin
 
 
 def test_every_prompt_is_the_system_prompt_the_history_and_a_new_message():
@@ -136,9 +136,9 @@ def test_a_server_that_answers_nothing_in_time_is_a_timeout_naming_the_bound_and
     with socket.socket() as silent:  # accepts the request and never answers it
         silent.bind(("127.0.0.1", 0))
         silent.listen()
-        server = OpenAIServer.__new__(OpenAIServer)  # the client half only: no `vllm serve` behind this port
-        server.port, server.model, server.log_path = silent.getsockname()[1], "m", tmp_path / "vllm.log"
-        server.request_timeout_s = 0.5
+        # the client half only: no `vllm serve` behind this port
+        server = Endpoint("127.0.0.1", silent.getsockname()[1], "m", request_timeout_s=0.5,
+                          log_path=tmp_path / "vllm.log")
         with pytest.raises(TimeoutError, match=r"sent nothing for 0.5 s on a request of 3 tokens .*vllm\.log"):
             server.stream([1, 2, 3], 4)
 
