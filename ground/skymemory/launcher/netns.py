@@ -5,6 +5,8 @@ Layout (all names carry a short run tag so two runs never collide):
     root namespace: bridge skb<tag> with 10.77.0.254/24  (the ground station's address)
     namespace skm<tag>-<h>: veth eth0 with 10.77.0.<h+1>/24, lo up
     veth pair sk<tag>v<h> (root side, enslaved to the bridge) <-> eth0 (namespace side)
+    with sites (--sites N): namespace skm<tag>-s<k>: eth0 with 10.77.0.<253-k>/24, veth sk<tag>s<k>;
+        a ground site runs no satellite (its ground host's processes run there: `ip netns exec`)
 
 Only namespaces, links and addresses this module created are ever removed.
 """
@@ -28,8 +30,24 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=check)
 
 
+MAX_SITES = 8
+FIRST_SITE_OCTET = 253  # site k at .253-k: below the bridge (.254), above the hosts (.1..)
+
+
 def host_address(h: int, subnet: str = SUBNET_PREFIX) -> str:
     return f"{subnet}{h + 1}"
+
+
+def site_address(k: int, subnet: str = SUBNET_PREFIX) -> str:
+    """Ground site k's address (--sites): from the top of the /24 down, below the bridge's .254."""
+    if not 0 <= k < MAX_SITES:
+        raise ValueError(f"site {k}: 0..{MAX_SITES - 1}")
+    return f"{subnet}{FIRST_SITE_OCTET - k}"
+
+
+def max_hosts_with_sites(sites: int) -> int:
+    """Hosts (.1..H) that leave the addresses of `sites` sites (.253-sites+1..253) free."""
+    return FIRST_SITE_OCTET - sites
 
 
 def probe() -> str | None:
@@ -47,12 +65,30 @@ def probe() -> str | None:
     return None
 
 
-def build(hosts: int, tag: str | None = None, subnet: str = SUBNET_PREFIX) -> dict:
-    """Create the bridge and `hosts` namespaces; returns the record `teardown` needs.
+def _join(ns: str, veth: str, bridge: str, address: str, record: dict, key: str) -> None:
+    """A namespace with eth0 (`address`/24) on the bridge, through the veth pair `veth`; recorded as made."""
+    _ip("netns", "add", ns)
+    record[key].append(ns)
+    _ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
+    record["veths"].append(veth)
+    _ip("link", "set", f"{veth}p", "netns", ns)
+    _ip("link", "set", veth, "master", bridge)
+    _ip("link", "set", veth, "up")
+    _ip("-n", ns, "link", "set", f"{veth}p", "name", "eth0")
+    _ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+    _ip("-n", ns, "link", "set", "eth0", "up")
+    _ip("-n", ns, "link", "set", "lo", "up")
 
-    `subnet` is the first three octets of the /24 ("10.77.0."): host h gets .h+1, the bridge .254."""
+
+def build(hosts: int, tag: str | None = None, subnet: str = SUBNET_PREFIX, sites: int = 0) -> dict:
+    """Create the bridge, `hosts` namespaces and `sites` ground-site namespaces; returns the record
+    `teardown` needs (sites: "site_namespaces" and "site_addresses", site k's at index k).
+
+    `subnet` is the first three octets of the /24 ("10.77.0."): host h gets .h+1, site k .253-k, the bridge .254."""
     if not 1 <= hosts <= 250:
         raise ValueError("1..250 emulated hosts")
+    if not 0 <= sites <= MAX_SITES or hosts > max_hosts_with_sites(sites):
+        raise ValueError(f"0..{MAX_SITES} ground sites, and hosts + sites <= {FIRST_SITE_OCTET}")
     in_use = _ip("-4", "-o", "addr", "show", check=False).stdout
     if f" {subnet}" in in_use:
         raise NetnsUnavailable(f"{subnet}0/24 is already in use on this host (another --netns run?)")
@@ -60,24 +96,17 @@ def build(hosts: int, tag: str | None = None, subnet: str = SUBNET_PREFIX) -> di
     bridge = f"skb{tag}"
     ground = f"{subnet}254"
     record = {"tag": tag, "bridge": bridge, "namespaces": [], "veths": [], "ground_address": ground}
+    if sites:
+        record.update(site_namespaces=[], site_addresses=[site_address(k, subnet) for k in range(sites)])
     try:
         _ip("link", "add", bridge, "type", "bridge")
         record["bridge_created"] = True
         _ip("addr", "add", f"{ground}/24", "dev", bridge)
         _ip("link", "set", bridge, "up")
         for h in range(hosts):
-            ns, veth = f"skm{tag}-{h}", f"sk{tag}v{h}"
-            _ip("netns", "add", ns)
-            record["namespaces"].append(ns)
-            _ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
-            record["veths"].append(veth)
-            _ip("link", "set", f"{veth}p", "netns", ns)
-            _ip("link", "set", veth, "master", bridge)
-            _ip("link", "set", veth, "up")
-            _ip("-n", ns, "link", "set", f"{veth}p", "name", "eth0")
-            _ip("-n", ns, "addr", "add", f"{host_address(h, subnet)}/24", "dev", "eth0")
-            _ip("-n", ns, "link", "set", "eth0", "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
+            _join(f"skm{tag}-{h}", f"sk{tag}v{h}", bridge, host_address(h, subnet), record, "namespaces")
+        for k in range(sites):
+            _join(f"skm{tag}-s{k}", f"sk{tag}s{k}", bridge, site_address(k, subnet), record, "site_namespaces")
     except subprocess.CalledProcessError as exc:
         teardown(record)
         raise NetnsUnavailable(f"{' '.join(exc.cmd)} failed: {exc.stderr.strip()}") from None
@@ -95,7 +124,7 @@ def teardown(record: dict) -> list[str]:
         r = _ip("link", "del", veth, check=False)  # deleting one end removes the pair
         if r.returncode != 0 and "Cannot find" not in r.stderr:
             errors.append(r.stderr.strip())
-    for ns in record.get("namespaces", []):
+    for ns in record.get("namespaces", []) + record.get("site_namespaces", []):
         r = _ip("netns", "del", ns, check=False)
         if r.returncode != 0 and "No such file" not in r.stderr:
             errors.append(r.stderr.strip())
@@ -104,6 +133,10 @@ def teardown(record: dict) -> list[str]:
         if r.returncode != 0 and "Cannot find" not in r.stderr:
             errors.append(r.stderr.strip())
     return errors
+
+
+def namespace_exists(namespace: str) -> bool:
+    return os.path.exists(f"/run/netns/{namespace}")
 
 
 def namespace_pids(namespace: str) -> list[int]:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from skymemory.argtypes import int_range
-from skymemory.launcher import cfs, cfs_limits, ports
+from skymemory.launcher import cfs, cfs_limits, netns, ports, sites
 from skymemory.orbit.manifest import DEFAULT_PATH
 from skymemory.protocol.wire import SKYMEM_DEFAULT_TTL
 
@@ -101,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "ephemeral range, else per-satellite (docs/CONTRACTS.md)")
     g.add_argument("--netns", type=int_range(1, 250), default=0, metavar="H",
                    help="spread satellites over H network namespaces (emulated hosts, needs root)")
+    g.add_argument("--sites", type=int_range(1, netns.MAX_SITES), default=0, metavar="N",
+                   help=f"with --netns: N ground sites (1..{netns.MAX_SITES}), each a namespace of its own on the "
+                        "hosts' bridge that runs no satellite, with its own address, overhead satellite (spread far apart "
+                        "on the torus) and station id, described by a manifest beside --manifest "
+                        "(NAME.site-K.json); run a site's processes with `ip netns exec` (launcher/sites.py)")
     g.add_argument("--hosts", type=_hosts, default=None, help="comma-separated ssh hosts to run satellites on")
     g.add_argument("--remote-node", default="skymem_node",
                    help="node binary on --hosts machines: a path, or a name on their PATH (default skymem_node)")
@@ -167,6 +172,21 @@ def _check_cfs_ports(parser: argparse.ArgumentParser, args: argparse.Namespace, 
     for base, name in ((args.isl_port_base, "--isl-port-base"), (args.ground_port_base, "--ground-port-base")):
         if base <= hi and lo <= base + n - 1:
             parser.error(f"CI_LAB ports {lo}..{hi} overlap the {name} range; move --cfs-first-cpuid or {name}")
+
+
+def _check_sites(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--sites N: namespaces beside --netns H's, on its bridge, each with its own overhead satellite."""
+    if not args.netns:
+        parser.error(f"--sites {args.sites} needs --netns H: the ground sites are network namespaces on the bridge of "
+                     "the emulated hosts (e.g. --netns 3 --sites 2)")
+    if args.netns > netns.max_hosts_with_sites(args.sites):
+        parser.error(f"--netns {args.netns} with --sites {args.sites}: the hosts' addresses (.1..) would reach the "
+                     f"sites' (.{netns.FIRST_SITE_OCTET - args.sites + 1}..{netns.FIRST_SITE_OCTET}); at most "
+                     f"{netns.max_hosts_with_sites(args.sites)} hosts")
+    spread = sites.overheads(args.planes, args.sats, args.overhead, args.sites)
+    if len(set(spread)) < len(spread):
+        parser.error(f"--sites {args.sites} on a {args.planes}x{args.sats} grid: two sites would share an overhead "
+                     f"satellite ({spread}); use fewer sites or a larger grid")
 
 
 def _cfs_exe_problem(exe: Path | None, binary: str, local: bool) -> str | None:
@@ -240,6 +260,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("choose one of --netns, --hosts, --runtime cfs/docker/swarm (--hosts goes with --runtime cfs)")
     if args.netns and args.netns > n:
         parser.error(f"--netns {args.netns} is more hosts than the {n} satellites")
+    if args.sites:
+        _check_sites(parser, args)
     if args.hosts and len(args.hosts) > n:
         parser.error(f"--hosts names {len(args.hosts)} hosts for {n} satellites")
     if args.hosts and not args.remote_dir.startswith("/"):  # the start script cds there, then names files in it

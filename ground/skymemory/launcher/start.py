@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.launcher import cfs, cfs_limits, docker, firewall, keys, netns, nodes, processes, ssh, swarm
+from skymemory.launcher import cfs, cfs_limits, docker, firewall, keys, netns, nodes, processes, sites, ssh, swarm
 from skymemory.launcher.common import LaunchError, live_pids, log, log_tail, pss_kib, rss_kib, self_pid
 from skymemory.launcher.health import crossing_pairs, isl_failures, wait_healthy
 from skymemory.launcher.machines import container_name
@@ -120,10 +120,13 @@ def start(args) -> int:
                               + _why_failed(m, [nodes.sat_name(p, s) for p, s in missing]))
         if m.backend.get("kind") in ("netns", "swarm"):
             _check_isl_between_machines(m)
+        if m.sites:
+            _write_sites(args, m, manifest_path)
     except BaseException as exc:
         log(args, f"boot failed ({(str(exc).splitlines() or [type(exc).__name__])[0]}); tearing down")
         left = teardown(m)
         manifest_path.unlink(missing_ok=True)
+        sites.remove_manifests(m)
         if not left:  # (a survivor keeps its pid file and log)
             _remove_what_boot_wrote(args, m, run_dir, made_run_dir)
         if isinstance(exc, KeyboardInterrupt):
@@ -148,6 +151,14 @@ def start(args) -> int:
         log(args, f"detached; stop with: tools/launch_constellation.py stop --manifest {manifest_path}")
         return 0
     return _foreground(args, m, group, manifest_path)
+
+
+def _write_sites(args, m: Manifest, manifest_path: Path) -> None:
+    """Each ground site's manifest beside the main one, and how to run a process there."""
+    for site, path in zip(m.sites, sites.write_manifests(m, manifest_path)):
+        log(args, f"  ground site {site['site']}: namespace {site['namespace']} ({site['address']}), overhead "
+                  f"{tuple(site['ground_overhead'])} at epoch, station {site['ground_station']}: "
+                  f"ip netns exec {site['namespace']} skymemory ... --manifest {path}")
 
 
 def _remove_what_boot_wrote(args, m: Manifest, run_dir: Path, made_run_dir: bool) -> None:
@@ -323,10 +334,11 @@ def _start_local(args, m: Manifest, common: list[str], key_opts, group: processe
         if why:
             raise LaunchError(f"--netns is not possible here: {why}")
         try:
-            record = netns.build(args.netns)
+            record = netns.build(args.netns, sites=args.sites)
         except netns.NetnsUnavailable as exc:
             raise LaunchError(f"--netns is not possible here: {exc}") from None
         m.backend = {"kind": "netns", "marker": "skymem_node", **record}
+        m.sites = sites.describe(m, args.manifest, record.get("site_namespaces", []), record.get("site_addresses", []))
         m.ground_host = record["ground_address"]
         host_index = lambda i: i * args.netns // n  # contiguous shares, like satellites per mini PC
         m.satellites = _entries(args, lambda i: netns.host_address(host_index(i)))
@@ -581,6 +593,7 @@ def _foreground(args, m: Manifest, group: processes.ProcessGroup, manifest_path:
     log(args, f"stopping ({stop_reason[0] if stop_reason else 'node exit'})")
     left = teardown(m)
     manifest_path.unlink(missing_ok=True)
+    sites.remove_manifests(m)
     if left:
         print(f"launch_constellation: {len(left)} processes survived: {left}", file=sys.stderr)
         return 1

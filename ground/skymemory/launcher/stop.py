@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from skymemory.launcher import cfs, docker, firewall, keys, netns, nodes, processes, ssh, swarm
+from skymemory.launcher import cfs, docker, firewall, keys, netns, nodes, processes, sites, ssh, swarm
 from skymemory.launcher.common import rss_kib, self_pid
 from skymemory.launcher.health import wait_healthy
 from skymemory.launcher.machines import container_name
@@ -62,6 +62,9 @@ def teardown(m: Manifest) -> list:
     if kind == "netns":
         for ns in m.backend.get("namespaces", []):  # anything else still inside our namespaces
             survivors += [p for p in netns.namespace_pids(ns) if processes.alive(p)]
+        for ns in m.backend.get("site_namespaces", []):  # a ground site's processes are its user's to end
+            survivors += [f"pid {p} in ground site namespace {ns}" for p in netns.namespace_pids(ns)
+                          if processes.alive(p)]
         if not survivors:
             survivors += netns.teardown(m.backend)
             survivors += firewall.remove(m.backend.get("firewall_rule"))  # the rule the launcher added, if any
@@ -103,8 +106,16 @@ def _swarm_down(m: Manifest) -> list:
         return [f"cannot ask the swarm manager: {exc}"]
 
 
+def _main_manifest(m: Manifest, manifest_path: Path, action: str) -> None:
+    """A ground site's manifest describes no launch of its own: `stop` and `status` take the main one."""
+    if m.site_of:
+        raise ValueError(f"{manifest_path} is a ground site's manifest; {action} the constellation with its main "
+                         f"manifest: tools/launch_constellation.py {action} --manifest {m.site_of}")
+
+
 def stop(manifest_path: Path, quiet: bool = False) -> int:
     m = Manifest.load(manifest_path)
+    _main_manifest(m, manifest_path, "stop")
     if m.launcher_pid and m.launcher_pid != self_pid() and processes.alive(m.launcher_pid, "launch"):
         # a foreground launcher owns this run: ask it to tear down, then verify below
         os.kill(m.launcher_pid, signal.SIGTERM)
@@ -119,6 +130,7 @@ def stop(manifest_path: Path, quiet: bool = False) -> int:
         print(f"launch_constellation: could not stop everything: {left or still}", file=sys.stderr)
         return 1
     manifest_path.unlink(missing_ok=True)
+    sites.remove_manifests(m)
     if not quiet:
         hosts = m.backend.get("hosts", []) if m.backend.get("kind") == "ssh" else []
         where = (f"{sum(1 for e in m.satellites if e.pid)} processes on {len(hosts)} ssh hosts" if hosts
@@ -126,12 +138,15 @@ def stop(manifest_path: Path, quiet: bool = False) -> int:
                  else f"stack {m.backend.get('stack')} removed: {len(m.satellites)} services on "
                       f"{len(m.backend.get('nodes', []))} swarm nodes" if m.backend.get("kind") == "swarm"
                  else f"{n_local} local processes")
+        if m.sites:
+            where += f"; {len(m.sites)} ground site namespaces removed"
         print(f"stopped {m.planes}x{m.sats} constellation ({where}); none left running", file=sys.stderr)
     return 0
 
 
 def status(manifest_path: Path) -> int:
     m = Manifest.load(manifest_path)
+    _main_manifest(m, manifest_path, "status")
     if m.backend.get("kind") == "ssh":
         return _ssh_status(m)
     if m.backend.get("kind") == "docker":
@@ -143,7 +158,12 @@ def status(manifest_path: Path) -> int:
     alive = [e for e in local if processes.alive(e.pid, marker)]
     print(f"{m.planes}x{m.sats} {m.runtime} constellation: {len(alive)}/{len(local)} local processes alive; "
           f"RSS {rss_kib([e.pid for e in alive]) / 1024:.1f} MiB")
-    return 0 if len(alive) == len(local) else 1
+    lines, missing = sites.status_lines(m, netns.namespace_exists)
+    if lines:
+        print(f"{len(m.sites)} ground sites ({len(m.sites) - missing} namespaces there; run a site's process with "
+              "`ip netns exec NAMESPACE ...` and its manifest):")
+        print("\n".join(lines))
+    return 0 if len(alive) == len(local) and not missing else 1
 
 
 def _ssh_status(m: Manifest) -> int:

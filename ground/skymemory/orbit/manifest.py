@@ -6,6 +6,12 @@ command (`--manifest PATH`). It holds the grid, the orbit, the mission clock
 ground station, the link-emulation options the nodes were given, and one entry
 per satellite (host, ISL port, ground port, pid, network namespace; for cFS also
 its cpuid and CI_LAB command port; where its telemetry goes, when it is sent).
+
+With ground sites (the launcher's --sites N), the main manifest lists them in `sites`
+(namespace, address, station id, overhead, manifest file), and each site has a manifest of its
+own beside it (manifest.site-K.json): the same constellation, with that site's `ground_host`,
+`ground_overhead`, `ground_station`, `ground_netns` (the namespace its processes run in:
+`ip netns exec NS ...`) and `site_of` (the main manifest, which `stop` and `status` take).
 """
 
 from __future__ import annotations
@@ -52,6 +58,10 @@ class Manifest:
     ground_station: int = 0
     ground_overhead: tuple[int, int] = (0, 0)  # satellite overhead the ground host at epoch
     ground_host: str = "127.0.0.1"  # where the ground client binds
+    ground_netns: str = ""  # network namespace the ground host's processes run in ("" = this host's); a site's
+    # ground sites (--sites): per site {site, namespace, address, ground_station, ground_overhead, manifest}
+    sites: list = field(default_factory=list)
+    site_of: str = ""  # in a site's manifest: the main manifest ("" = this is one)
     chunk_size: int = 6144
     memory_budget: int = 64 * 1024 * 1024
     link: dict = field(default_factory=dict)  # delay_scale, ground_delay_ms, loss, dup, reorder, corrupt, ...
@@ -120,6 +130,7 @@ class Manifest:
         d = dict(d)
         d["satellites"] = [SatelliteEntry(**s) for s in d["satellites"]]
         d["ground_overhead"] = tuple(d.get("ground_overhead", (0, 0)))
+        d["sites"] = [dict(s) for s in d.get("sites", [])]
         return cls(**d)
 
     @classmethod

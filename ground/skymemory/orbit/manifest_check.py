@@ -11,6 +11,7 @@ otherwise be ignored silently).
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from typing import Any, Callable
 
@@ -72,6 +73,25 @@ def grid_pair(where: str, value: Any) -> None:
         raise ManifestError(f"{where} must be [plane, sat], got {value!r}")
 
 
+def ipv4(where: str, value: Any) -> None:
+    text(non_empty=True)(where, value)
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        raise ManifestError(f"{where} must be an IPv4 address, got {value!r}") from None
+
+
+MAX_SITES = 8  # the launcher's --sites
+STATION = integer(0, 0xFFFE)
+SITE_RULES: dict[str, Callable[[str, Any], None]] = {
+    "site": integer(0, MAX_SITES - 1),
+    "namespace": text(non_empty=True),
+    "address": ipv4,
+    "ground_station": STATION,
+    "ground_overhead": grid_pair,
+    "manifest": text(non_empty=True),
+}
+
 PORT = integer(1, 65535)
 OPTIONAL_PORT = integer(0, 65535)  # 0: not used
 PID = integer(0, 2**31 - 1)
@@ -86,9 +106,12 @@ RULES: dict[str, Rule] = {
     "epoch_ms": integer(0, 2**63 - 1),
     "time_scale": number(0, 1e6, open_lo=True),
     "runtime": text(choices=RUNTIMES),
-    "ground_station": integer(0, 0xFFFE),
+    "ground_station": STATION,
     "ground_overhead": grid_pair,
     "ground_host": text(non_empty=True),
+    "ground_netns": text(),
+    "sites": lambda where, v: None,  # checked site by site below
+    "site_of": text(),
     "chunk_size": integer(1, 60000),
     "memory_budget": integer(4096, 1 << 40),
     "link": json_object,
@@ -169,6 +192,7 @@ def check_manifest(data: Any, defaults: dict[str, Any], entry_defaults: dict[str
         p, s = data["ground_overhead"]
         if not (0 <= p < planes and 0 <= s < sats):
             raise ManifestError(f"ground_overhead {[p, s]} is outside the {planes}x{sats} grid")
+    _check_sites(data.get("sites", []), planes, sats, data.get("ground_station", 0))
     ground_ports: dict[tuple[str, str, str, int], int] = {}  # the ground tells satellites apart by them
     for i, entry in enumerate(entries):
         where = f"satellites[{i}]."
@@ -183,3 +207,33 @@ def check_manifest(data: Any, defaults: dict[str, Any], entry_defaults: dict[str
             raise ManifestError(f"{where}ground_port {entry['ground_port']} on {entry['host']} is also "
                                 f"satellites[{ground_ports[key]}]'s ground port")
         ground_ports[key] = i
+
+
+def _check_sites(sites: Any, planes: int, sats: int, station: Any) -> None:
+    """The ground sites of a --sites launch: site k at index k, every field there and valid, each with its
+    own station id (the satellites learn one address per station id) other than the main ground's."""
+    if not isinstance(sites, list):
+        raise ManifestError(f"sites must be a list, got {_type_name(sites)} {sites!r}")
+    if len(sites) > MAX_SITES:
+        raise ManifestError(f"sites lists {len(sites)} ground sites, more than {MAX_SITES}")
+    stations: dict[int, str] = {station: "the main ground"}
+    for k, site in enumerate(sites):
+        where = f"sites[{k}]."
+        if not isinstance(site, dict):
+            raise ManifestError(f"sites[{k}] must be an object, got {_type_name(site)} {site!r}")
+        for name in SITE_RULES:
+            if name not in site:
+                raise ManifestError(f"{where}{name} is missing")
+        for name, value in site.items():
+            if name not in SITE_RULES:
+                raise ManifestError(f"{where}{name} is not a site field")
+            SITE_RULES[name](f"{where}{name}", value)
+        if site["site"] != k:
+            raise ManifestError(f"{where}site is {site['site']}; entry {k} must be site {k}")
+        p, s = site["ground_overhead"]
+        if not (0 <= p < planes and 0 <= s < sats):
+            raise ManifestError(f"{where}ground_overhead {[p, s]} is outside the {planes}x{sats} grid")
+        if site["ground_station"] in stations:
+            raise ManifestError(f"{where}ground_station {site['ground_station']} is also "
+                                f"{stations[site['ground_station']]}'s (each ground site needs its own)")
+        stations[site["ground_station"]] = f"sites[{k}]"
