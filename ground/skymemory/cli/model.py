@@ -17,6 +17,7 @@ import time
 
 from skymemory.argtypes import KV_FORMATS, kv_format_list, positive_int
 from skymemory.bench.options import token_list
+from skymemory.cli.model_plan import register_plan
 from skymemory.kv.model.cache_arg import cache_arg, cache_of
 
 PAPER_BLOCK_MB = 2.9  # §5: "4x 128 token blocks of about 2.9MB each"
@@ -71,6 +72,8 @@ def register(subparsers) -> None:
     verify.add_argument("--prompts", type=positive_int, default=4)
     verify.add_argument("--formats", type=kv_format_list, default="fp16,int8", help="comma-separated KV formats (fp16,bf16,fp32,int8)")
     verify.set_defaults(func=_clear_errors(_verify))
+
+    register_plan(commands, common)
 
 
 def _info(args) -> int:
