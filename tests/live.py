@@ -12,6 +12,7 @@ import ipaddress
 import socket
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,6 +62,41 @@ def launch_netns(tmp: Path, planes: int, sats: int, hosts: int) -> Path:
         if "already in use on this host" in str(exc):
             pytest.skip("the --netns subnet is taken by another run right now")
         raise
+
+
+class Site(typing.NamedTuple):
+    """A ground site of a --sites launch: its namespace (run a process there with `ip netns exec`), its
+    address, and its manifest (the constellation as that site sees it)."""
+    namespace: str
+    address: str
+    manifest: Path
+
+
+@contextlib.contextmanager
+def launched_sites(tmp: Path, planes: int, sats: int, hosts: int, sites: int, *extra: str):
+    """A detached --netns `hosts` --sites `sites` constellation for the with-block: yields (main manifest path,
+    [Site, ...] in site order); skips like launch_netns where namespaces cannot be made; stopped after, and the
+    stop must succeed (which also removes the site namespaces and manifests)."""
+    import pytest
+
+    from skymemory.launcher import netns
+    from skymemory.orbit.manifest import Manifest
+
+    why = netns.probe()
+    if why:
+        pytest.skip(why)
+    try:
+        manifest = launch(tmp, planes, sats, "--netns", str(hosts), "--sites", str(sites), *extra)
+    except RuntimeError as exc:
+        if "already in use on this host" in str(exc):
+            pytest.skip("the --netns subnet is taken by another run right now")
+        raise
+    try:
+        m = Manifest.load(manifest)
+        yield manifest, [Site(s["namespace"], s["address"], Path(s["manifest"])) for s in m.sites]
+    finally:
+        r = stop(manifest)
+        assert r.returncode == 0, r.stderr
 
 
 def ground_host_elsewhere(manifest: Path, out: Path) -> tuple[str, Path]:
