@@ -148,7 +148,7 @@ def test_bad_sites_are_rejected(tmp_path, capsys):
                        (["--sites", "x", "--netns", "3"], "--sites: not an integer"),
                        (["--netns", "250", "--sites", "8", "--planes", "16", "--sats", "16"], "at most 245 hosts"),
                        (["--netns", "1", "--sites", "2", "--planes", "1", "--sats", "1"], "share an overhead"),
-                       (["--runtime", "docker", "--sites", "2"], "needs --netns")):
+                       (["--runtime", "docker", "--sites", "2"], "needs --netns H (or --runtime swarm")):
         with pytest.raises(SystemExit) as e:
             parse_args([*args, "--manifest", str(tmp_path / "m.json")])
         err = capsys.readouterr().err
@@ -183,3 +183,58 @@ def test_the_manifest_schema_checks_the_sites():
     del missing["sites"][0]["manifest"]
     with pytest.raises(ManifestError, match="manifest is missing"):
         Manifest.from_dict(missing)
+
+
+ECHO = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 40000))
+print("ready", flush=True)
+s.settimeout(30)
+data, peer = s.recvfrom(100)
+s.sendto(data, peer)
+"""
+ASK = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(10)
+s.sendto(b"hello", (sys.argv[1], 40000))
+print(s.recvfrom(100)[0].decode())
+"""
+
+
+def test_sites_join_a_bridge_other_machines_are_on(tmp_path):
+    """--runtime swarm's way (netns.bridge_for, netns.join_sites): ground sites joined to the bridge an emulated
+    machine is on, with the free addresses from the top of its subnet; they reach it; teardown leaves the bridge."""
+    why = netns.probe()
+    if why:
+        pytest.skip(why)
+    try:
+        machines = netns.build(2, subnet="10.76.0.")  # two emulated machines on a bridge, as the swarm nodes are
+    except netns.NetnsUnavailable as exc:
+        if "already in use" in str(exc):
+            pytest.skip("10.76.0.0/24 is taken by another run right now")
+        raise
+    record = {}
+    try:
+        found = netns.bridge_for(["10.76.0.1", "10.76.0.2"])
+        assert found is not None and found[0] == machines["bridge"] and str(found[1]) == "10.76.0.254/24"
+        assert netns.bridge_for(["10.76.0.1", "192.0.2.7"]) is None
+        record = netns.join_sites(*found, ["10.76.0.1", "10.76.0.2", "10.76.0.253"], 2)
+        assert record["site_addresses"] == ["10.76.0.252", "10.76.0.251"]  # below the bridge's, past a used one
+        echo = subprocess.Popen(["ip", "netns", "exec", machines["namespaces"][0], sys.executable, "-c", ECHO,
+                                 "10.76.0.1"], stdout=subprocess.PIPE, text=True)
+        try:
+            assert echo.stdout.readline().strip() == "ready"
+            r = subprocess.run(["ip", "netns", "exec", record["site_namespaces"][1], sys.executable, "-c", ASK,
+                                "10.76.0.1"], capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0 and r.stdout.strip() == "hello", r.stderr
+        finally:
+            echo.kill()
+            echo.wait()
+        assert netns.teardown(record) == []
+        assert not any(netns.namespace_exists(ns) for ns in record["site_namespaces"])
+        assert subprocess.run(["ip", "link", "show", machines["bridge"]], capture_output=True).returncode == 0
+    finally:
+        netns.teardown(record)
+        netns.teardown(machines)

@@ -13,6 +13,8 @@ Only namespaces, links and addresses this module created are ever removed.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 import secrets
 import signal
@@ -65,8 +67,8 @@ def probe() -> str | None:
     return None
 
 
-def _join(ns: str, veth: str, bridge: str, address: str, record: dict, key: str) -> None:
-    """A namespace with eth0 (`address`/24) on the bridge, through the veth pair `veth`; recorded as made."""
+def _join(ns: str, veth: str, bridge: str, address: str, record: dict, key: str, prefixlen: int = 24) -> None:
+    """A namespace with eth0 (`address`/prefixlen) on the bridge, through the veth pair `veth`; recorded as made."""
     _ip("netns", "add", ns)
     record[key].append(ns)
     _ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
@@ -75,7 +77,7 @@ def _join(ns: str, veth: str, bridge: str, address: str, record: dict, key: str)
     _ip("link", "set", veth, "master", bridge)
     _ip("link", "set", veth, "up")
     _ip("-n", ns, "link", "set", f"{veth}p", "name", "eth0")
-    _ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+    _ip("-n", ns, "addr", "add", f"{address}/{prefixlen}", "dev", "eth0")
     _ip("-n", ns, "link", "set", "eth0", "up")
     _ip("-n", ns, "link", "set", "lo", "up")
 
@@ -107,6 +109,47 @@ def build(hosts: int, tag: str | None = None, subnet: str = SUBNET_PREFIX, sites
             _join(f"skm{tag}-{h}", f"sk{tag}v{h}", bridge, host_address(h, subnet), record, "namespaces")
         for k in range(sites):
             _join(f"skm{tag}-s{k}", f"sk{tag}s{k}", bridge, site_address(k, subnet), record, "site_namespaces")
+    except subprocess.CalledProcessError as exc:
+        teardown(record)
+        raise NetnsUnavailable(f"{' '.join(exc.cmd)} failed: {exc.stderr.strip()}") from None
+    return record
+
+
+def bridge_for(addresses: list[str]) -> tuple[str, ipaddress.IPv4Interface] | None:
+    """The bridge of this machine (root namespace) whose subnet holds every one of `addresses` (machines
+    emulated as namespaces on it, e.g. swarm nodes), with its address; None when there is none."""
+    r = _ip("-j", "-4", "addr", "show", "type", "bridge", check=False)
+    try:
+        links = json.loads(r.stdout or "[]") if r.returncode == 0 else []
+    except json.JSONDecodeError:
+        return None
+    wanted = [ipaddress.IPv4Address(a) for a in addresses]
+    for link in links:
+        for info in link.get("addr_info", []):
+            iface = ipaddress.IPv4Interface(f"{info['local']}/{info['prefixlen']}")
+            if wanted and all(a in iface.network for a in wanted):
+                return link["ifname"], iface
+    return None
+
+
+def join_sites(bridge: str, iface: ipaddress.IPv4Interface, used: list[str], sites: int,
+               tag: str | None = None) -> dict:
+    """`sites` ground-site namespaces on an existing bridge (left as it is) whose address is `iface`: their
+    addresses from the top of its subnet down, missing the bridge's and `used`. Returns the record `teardown`
+    needs (it removes the namespaces and veths only)."""
+    if not 1 <= sites <= MAX_SITES:
+        raise ValueError(f"1..{MAX_SITES} ground sites")
+    taken = {iface.ip, *(ipaddress.IPv4Address(a) for a in used)}
+    free = [a for a in reversed(list(iface.network.hosts())) if a not in taken][:sites]
+    if len(free) < sites:
+        raise NetnsUnavailable(f"{iface.network} has no {sites} free addresses for the ground sites")
+    tag = tag or secrets.token_hex(2)
+    record = {"tag": tag, "bridge": bridge, "namespaces": [], "veths": [], "site_namespaces": [],
+              "site_addresses": [str(a) for a in free]}
+    try:
+        for k, address in enumerate(free):
+            _join(f"skm{tag}-s{k}", f"sk{tag}s{k}", bridge, str(address), record, "site_namespaces",
+                  iface.network.prefixlen)
     except subprocess.CalledProcessError as exc:
         teardown(record)
         raise NetnsUnavailable(f"{' '.join(exc.cmd)} failed: {exc.stderr.strip()}") from None

@@ -102,10 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--netns", type=int_range(1, 250), default=0, metavar="H",
                    help="spread satellites over H network namespaces (emulated hosts, needs root)")
     g.add_argument("--sites", type=int_range(1, netns.MAX_SITES), default=0, metavar="N",
-                   help=f"with --netns: N ground sites (1..{netns.MAX_SITES}), each a namespace of its own on the "
-                        "hosts' bridge that runs no satellite, with its own address, overhead satellite (spread far apart "
-                        "on the torus) and station id, described by a manifest beside --manifest "
-                        "(NAME.site-K.json); run a site's processes with `ip netns exec` (launcher/sites.py)")
+                   help=f"with --netns (or --runtime swarm on nodes emulated here): N ground sites "
+                        f"(1..{netns.MAX_SITES}), each a namespace of its own on the hosts' bridge that runs no "
+                        "satellite, with its own address, overhead satellite (spread far apart on the torus) and "
+                        "station id, described by a manifest beside --manifest (NAME.site-K.json); run a site's "
+                        "processes with `ip netns exec` (launcher/sites.py)")
     g.add_argument("--hosts", type=_hosts, default=None, help="comma-separated ssh hosts to run satellites on")
     g.add_argument("--remote-node", default="skymem_node",
                    help="node binary on --hosts machines: a path, or a name on their PATH (default skymem_node)")
@@ -176,9 +177,10 @@ def _check_cfs_ports(parser: argparse.ArgumentParser, args: argparse.Namespace, 
 
 def _check_sites(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """--sites N: namespaces beside --netns H's, on its bridge, each with its own overhead satellite."""
-    if not args.netns:
-        parser.error(f"--sites {args.sites} needs --netns H: the ground sites are network namespaces on the bridge of "
-                     "the emulated hosts (e.g. --netns 3 --sites 2)")
+    if not args.netns and args.runtime != "swarm":
+        parser.error(f"--sites {args.sites} needs --netns H (or --runtime swarm on nodes emulated on this machine): "
+                     "the ground sites are network namespaces on the bridge of the emulated hosts "
+                     "(e.g. --netns 3 --sites 2)")
     if args.netns > netns.max_hosts_with_sites(args.sites):
         parser.error(f"--netns {args.netns} with --sites {args.sites}: the hosts' addresses (.1..) would reach the "
                      f"sites' (.{netns.FIRST_SITE_OCTET - args.sites + 1}..{netns.FIRST_SITE_OCTET}); at most "

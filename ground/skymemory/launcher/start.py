@@ -549,6 +549,8 @@ def _start_swarm(args, m: Manifest, common: list[str], key_opts) -> str | None:
                  "nodes": [{"label": h.index, "id": h.node_id, "hostname": h.hostname, "address": h.address}
                            for h in hosts]}
     m.save(args.manifest)  # teardown info on disk before any service exists
+    if args.sites:
+        _join_swarm_sites(args, m, [h.address for h in hosts])
     for h in hosts:
         log(args, f"  swarm node {h.hostname} ({h.address}, {swarm.HOST_LABEL}={h.index}): "
                   f"{host_index.count(h.index)} satellites")
@@ -557,6 +559,31 @@ def _start_swarm(args, m: Manifest, common: list[str], key_opts) -> str | None:
                  if m.auth_key_file else ""))
     swarm.deploy(docker_host, stack_file, stack)
     return None
+
+
+def _join_swarm_sites(args, m: Manifest, addresses: list[str]) -> None:
+    """--sites with --runtime swarm: the ground sites as namespaces on the bridge of this machine that the swarm
+    nodes are on (nodes emulated as namespaces, as make test-swarm's are); the bridge is left as it is."""
+    found = netns.bridge_for(addresses)
+    if found is None:
+        raise LaunchError(f"--sites {args.sites} with --runtime swarm puts the ground sites on the bridge of this "
+                          f"machine the swarm nodes are on, and no bridge here holds their addresses "
+                          f"({', '.join(addresses)}): with swarm nodes on machines of their own, run each site on a "
+                          "machine of its own, with a copy of the manifest whose ground_host, ground_overhead and "
+                          "ground_station are that site's")
+    why = netns.probe()
+    if why:
+        raise LaunchError(f"--sites is not possible here: {why}")
+    bridge, iface = found
+    try:
+        record = netns.join_sites(bridge, iface, addresses, args.sites)
+    except netns.NetnsUnavailable as exc:
+        raise LaunchError(f"--sites is not possible here: {exc}") from None
+    m.backend["site_record"] = record
+    m.sites = sites.describe(m, args.manifest, record["site_namespaces"], record["site_addresses"])
+    m.save(args.manifest)  # the namespaces are recorded before any service exists
+    log(args, f"  {args.sites} ground sites on the swarm nodes' bridge {bridge} ({iface.network}): "
+              f"{', '.join(record['site_addresses'])}")
 
 
 def _container_memory(m: Manifest) -> str:

@@ -52,7 +52,8 @@ def teardown(m: Manifest) -> list:
     if kind == "docker":
         return _docker_down(m)
     if kind == "swarm":
-        return _swarm_down(m)
+        left = _swarm_down(m)
+        return left or _remove_sites(m.backend.get("site_record"))
     pid_dir = Path(m.run_dir) / "pids"
     pids = processes.read_pid_files(pid_dir)
     pids.update({nodes.sat_name(e.plane, e.sat): e.pid for e in m.satellites if e.pid})
@@ -72,6 +73,15 @@ def teardown(m: Manifest) -> list:
         for f in pid_dir.glob("*.pid") if pid_dir.is_dir() else []:
             f.unlink()
     return survivors
+
+
+def _remove_sites(record: dict | None) -> list:
+    """The ground-site namespaces a swarm launch joined to its nodes' bridge (not the bridge): what is left."""
+    if not record:
+        return []
+    left = [f"pid {p} in ground site namespace {ns}" for ns in record.get("site_namespaces", [])
+            for p in netns.namespace_pids(ns) if processes.alive(p)]
+    return left or netns.teardown(record)
 
 
 def _docker_down(m: Manifest) -> list:
@@ -147,23 +157,23 @@ def stop(manifest_path: Path, quiet: bool = False) -> int:
 def status(manifest_path: Path) -> int:
     m = Manifest.load(manifest_path)
     _main_manifest(m, manifest_path, "status")
-    if m.backend.get("kind") == "ssh":
-        return _ssh_status(m)
-    if m.backend.get("kind") == "docker":
-        return _docker_status(m)
-    if m.backend.get("kind") == "swarm":
-        return _swarm_status(m)
-    marker = m.backend.get("marker", "skymem_node")
-    local = [e for e in m.satellites if e.pid and not e.remote]
-    alive = [e for e in local if processes.alive(e.pid, marker)]
-    print(f"{m.planes}x{m.sats} {m.runtime} constellation: {len(alive)}/{len(local)} local processes alive; "
-          f"RSS {rss_kib([e.pid for e in alive]) / 1024:.1f} MiB")
+    code = {"ssh": _ssh_status, "docker": _docker_status, "swarm": _swarm_status}.get(
+        m.backend.get("kind"), _local_status)(m)
     lines, missing = sites.status_lines(m, netns.namespace_exists)
     if lines:
         print(f"{len(m.sites)} ground sites ({len(m.sites) - missing} namespaces there; run a site's process with "
               "`ip netns exec NAMESPACE ...` and its manifest):")
         print("\n".join(lines))
-    return 0 if len(alive) == len(local) and not missing else 1
+    return code or int(bool(missing))
+
+
+def _local_status(m: Manifest) -> int:
+    marker = m.backend.get("marker", "skymem_node")
+    local = [e for e in m.satellites if e.pid and not e.remote]
+    alive = [e for e in local if processes.alive(e.pid, marker)]
+    print(f"{m.planes}x{m.sats} {m.runtime} constellation: {len(alive)}/{len(local)} local processes alive; "
+          f"RSS {rss_kib([e.pid for e in alive]) / 1024:.1f} MiB")
+    return 0 if len(alive) == len(local) else 1
 
 
 def _ssh_status(m: Manifest) -> int:
