@@ -199,7 +199,8 @@ def measure_sliced(spec_name: str, config, lengths, *, block_tokens: int, kv_for
                    dtype, log=print):
     """Prefill timed on slices of the configuration, scaled to its depth: T(a attention, r recurrent layers)
     = c0 + a*t_attn + r*t_rec (c0: embedding, head, what is not a layer), solved per length from the slices
-    (1), (2) attention layers for a dense model, (0,1), (0,2), (1,1) for a hybrid. KV bytes from the full layout."""
+    (1), (2) attention layers for a dense model, (1,1), (1,2), (2,1) for a hybrid (transformers' hybrids want an
+    attention layer in every model). KV bytes from the full layout."""
     import gc
 
     import numpy as np
@@ -215,7 +216,7 @@ def measure_sliced(spec_name: str, config, lengths, *, block_tokens: int, kv_for
     layout = CacheLayout.of_config(config)
     n_rec = sum(1 for kind, _ in layout.kinds if kind == LINEAR)
     n_attn = len(layout.kinds) - n_rec
-    slices = [(1, 0), (2, 0)] if n_rec == 0 else [(0, 1), (0, 2), (1, 1)]
+    slices = [(1, 0), (2, 0)] if n_rec == 0 else [(1, 1), (1, 2), (2, 1)]
     times = {}
     for a, r in slices:
         model = _build_slice(_slice_spec(spec, a, r), device, dtype)
@@ -235,8 +236,9 @@ def measure_sliced(spec_name: str, config, lengths, *, block_tokens: int, kv_for
             full = times[deepest][i] * len(layout.kinds) / sum(deepest)
         points.append((n, prefix_fetch_bytes(layout, n, block_tokens, kv_format), float(full)))
     depth = f"{n_attn} attention" + (f" + {n_rec} recurrent" if n_rec else "")
-    note = (f"prefill measured on {len(slices)} slices of 1-2 layers, scaled to {len(layout.kinds)} layers "
-            f"({depth})")
+    sizes = sorted({sum(s) for s in slices})
+    note = (f"prefill measured on {len(slices)} slices of {sizes[0]}-{sizes[-1]} layers, scaled to "
+            f"{len(layout.kinds)} layers ({depth})")
     return PrefillProfile(spec_name, str(device), kv_format, block_tokens, tuple(points), note), layout
 
 
