@@ -316,8 +316,8 @@ def _print_plans(name: str, link_Bps: float, best, single, naive, log=print) -> 
         f"{'Λmax req/s':>11} {'egress Gbit/s':>14}  binds")
     for label, plan in (("optimal", best), ("single site", single), ("all offloaded", naive)):
         log(f"    {label:14} {plan.threshold:9,.0f} {plan.share_offloaded:6.3f} {plan.long_tokens:8,.0f} "
-            f"{plan.short_tokens:8,.0f} {plan.np:6.2f} {plan.nd:6.2f} {plan.throughput:11.5f} "
-            f"{_gbit(plan.egress_Bps):14.5f}  {plan.bound}")
+            f"{plan.short_tokens:8,.0f} {plan.np:6.2f} {plan.nd:6.2f} {plan.throughput:11.4g} "
+            f"{_gbit(plan.egress_Bps):14.4g}  {plan.bound}")
     log(f"    gain: {(best.throughput / single.throughput - 1) * 100:+.1f} % vs single site, "
         f"{(best.throughput / naive.throughput - 1) * 100:+.1f} % vs all offloaded")
 
