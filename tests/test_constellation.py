@@ -84,3 +84,19 @@ def test_manifest_roundtrip(tmp_path):
     (tmp_path / "bad.json").write_text('{"format_version": 1, "planes": 2, "sats": 2, "satellites": []}')
     with pytest.raises(ValueError, match="lists 0 satellites"):
         Manifest.load(tmp_path / "bad.json")
+
+
+def test_a_block_set_at_one_ground_site_is_located_alike_at_another():
+    """Two ground sites see one constellation with other satellites overhead (launcher --sites): the
+    placement of a block one set (nearest_when_set) is read from its record's centre, not from the
+    reader's own overhead, so the other site asks the satellites that hold it."""
+    from skymemory.store.constellation import nearest_when_set
+    from skymemory.store.contract import BlockRecord
+
+    prefill_site = Constellation(planes=3, sats=3, epoch_ms=0, overhead_at_epoch=(1, 1))
+    decode_site = Constellation(planes=3, sats=3, epoch_ms=0, overhead_at_epoch=(2, 2))
+    now = 1000
+    stored = prefill_site.nearest(7, now)
+    record = BlockRecord(b"\1" * 32, 9000, 1000, 9, now, "explicit", 7, prefill_site.overhead(now), 2)
+    assert nearest_when_set(decode_site)(record, now + 5) == stored
+    assert decode_site.nearest(7, now) != stored  # what the decode site would have asked before

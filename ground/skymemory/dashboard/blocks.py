@@ -119,7 +119,7 @@ def holders(record: BlockRecord, c: Constellation, mission_ms: int) -> dict[Sat,
         rotation = placement.Rotation(c.planes, c.sats, c.step_ms)
         where = placement.locate_chunks(record, max(mission_ms, record.created_ms), rotation)
     else:  # a fixed server list, chosen as the nearest satellites when the block was stored
-        servers = c.nearest(min(record.n_servers, c.planes * c.sats), record.created_ms)
+        servers = c.nearest(min(record.n_servers, c.planes * c.sats), record.created_ms, tuple(record.centre))
         where = [servers[i % len(servers)] for i in range(record.chunk_count)]
     out: dict[Sat, list[int]] = {}
     for chunk_id, sat in enumerate(where):

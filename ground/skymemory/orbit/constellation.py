@@ -116,17 +116,18 @@ class Constellation:
         x, y = self.hop_offset(a, b)
         return abs(x) + abs(y)
 
-    def nearest(self, n: int, mission_ms: float | None = None) -> list[Sat]:
+    def nearest(self, n: int, mission_ms: float | None = None, centre: Sat | None = None) -> list[Sat]:
         """The n satellites closest to the ground host (straight-line distance, eq. 3/4),
-        overhead first; ties broken by fewer hops, then north-west first."""
+        overhead first; ties broken by fewer hops, then north-west first. centre: the satellite overhead
+        the ground host in question (default: this one's at mission_ms), e.g. another ground site's."""
         if not 1 <= n <= self.planes * self.sats:
             raise ValueError(f"n must be 1..{self.planes * self.sats}, got {n}")
         t = self.mission_ms() if mission_ms is None else mission_ms
-        centre = self.overhead(t)
+        centre = self.overhead(t) if centre is None else (centre[0] % self.planes, centre[1] % self.sats)
 
         def key(s: Sat):
             x, y = self.hop_offset(centre, s)
-            return (round(self.slant_range_m(s, t), 3), abs(x) + abs(y), y, x)
+            return (round(self.slant_range_m(s, t, centre), 3), abs(x) + abs(y), y, x)
 
         return sorted(self.all_satellites(), key=key)[:n]
 
@@ -139,10 +140,11 @@ class Constellation:
                                                math.radians(self.inclination_deg), mission_ms / 1000.0,
                                                self.walker_phase)
 
-    def slant_range_m(self, s: Sat, mission_ms: float | None = None) -> float:
-        """Ground host to satellite s (eq. 3 for the ground distance, scaled to the surface, then eq. 4)."""
+    def slant_range_m(self, s: Sat, mission_ms: float | None = None, centre: Sat | None = None) -> float:
+        """Ground host to satellite s (eq. 3 for the ground distance, scaled to the surface, then eq. 4); centre:
+        the satellite overhead that ground host (default: this one's)."""
         t = self.mission_ms() if mission_ms is None else mission_ms
-        x, y = self.hop_offset(self.overhead(t), s)
+        x, y = self.hop_offset(self.overhead(t) if centre is None else centre, s)
         at_orbit = geometry.grid_distance_m(self.d_m(), self.d_n(t), x, y)
         on_ground = at_orbit * geometry.EARTH_RADIUS_M / (geometry.EARTH_RADIUS_M + self.altitude_m)
         return geometry.slant_range_m(on_ground, self.altitude_m)

@@ -120,11 +120,12 @@ def check_parity(parity: int, n_servers: int, say: Callable[[str], None] | None 
 def nearest_when_set(constellation) -> Locate:
     """A placement: a block's servers are the n_servers satellites nearest the ground host when it was set.
 
-    The record alone (its n_servers and created_ms) says where its chunks are, so any store
-    in any process built with this placement finds a block another one set (the convention
-    of "explicit" records everywhere: skymemory.dashboard.blocks.holders).
+    The record alone (its n_servers, created_ms and centre: the satellite overhead the host that set it) says
+    where its chunks are, so any store in any process built with this placement finds a block another one set,
+    wherever that one's ground site is (the convention of "explicit" records everywhere:
+    skymemory.dashboard.blocks.holders).
     """
-    return lambda record, _now_ms: constellation.nearest(record.n_servers, record.created_ms)
+    return lambda record, _now_ms: constellation.nearest(record.n_servers, record.created_ms, tuple(record.centre))
 
 
 class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, StreamedBlockReads, AsyncBlockStore,
