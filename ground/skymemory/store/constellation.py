@@ -228,7 +228,10 @@ class ConstellationBlockStore(BlockStore, BulkBlockReads, BulkBlockWrites, Strea
             content_keys_for_manifest(manifest)  # a manifest without content keys fails here, in one line
             kw["content_keys"] = lambda: content_keys_for_manifest(manifest)
         c = manifest.constellation()
-        kw["client_options"] = {"signer": auth.signer_for_manifest(manifest), **(kw.get("client_options") or {})}
+        # the manifest's station id (a ground site's own: launcher --sites) unless the caller names one: the
+        # satellites answer each station at the address it last spoke from, so two sites must not share one
+        kw["client_options"] = {"signer": auth.signer_for_manifest(manifest), "station_id": manifest.ground_station,
+                                **(kw.get("client_options") or {})}
         kw.setdefault("chunk_bytes", manifest.chunk_size)
         if "via" not in kw:
             kw["via"] = via_for_route(route or DEFAULT_ROUTE, manifest)

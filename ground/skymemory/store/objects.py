@@ -345,7 +345,8 @@ class ObjectStore:
     def _client(self) -> SkyMemoryClient:
         c = self.c
         via = via_for_route(self.route, self.m)
-        options = {"timeout": 0.5, "retries": 1000, **self.client_options}  # the deadline, not a count, ends it
+        # the deadline, not a count, ends it; the manifest's station id (a ground site's own) unless told one
+        options = {"timeout": 0.5, "retries": 1000, "station_id": self.m.ground_station, **self.client_options}
         client = SkyMemoryClient(self.m.ground_addresses(), via=via, mission_ms=c.mission_ms,
                                  bind=(self.m.ground_host, 0), **{"signer": signer_for_manifest(self.m), **options})
         client.capture = self.capture
