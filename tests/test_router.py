@@ -11,6 +11,10 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -23,6 +27,7 @@ from skymemory.route.front import PREFILLED_PARAM, Router
 from skymemory.route.threshold import Threshold
 
 WAIT_S = 30  # every wait on a socket here is bounded
+GROUND = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ground")
 
 
 class FakeSite:
@@ -289,7 +294,7 @@ def test_the_planned_threshold_follows_the_link_and_keeps_its_history(caplog):
     said = threshold.snapshot()
     assert [h["threshold"] for h in said["history"]] == [slow, fast] and said["link_Bps"] == 1e9
     assert said["probe_failures"] == 1 and "link down" in said["last_probe_error"]
-    assert said["plan"]["threshold"] == fast - (fast - said["plan"]["threshold"])
+    assert round(said["plan"]["threshold"]) == fast
     assert f"threshold t: {slow} -> {fast} tokens (link 1000.0 MB/s)" in caplog.messages
 
 
@@ -340,3 +345,96 @@ def test_a_bad_connector_setting_is_one_line(tmp_path, capsys):
                  "--manifest", str(manifest), "--threshold", "5", "--connector-config", '{"seal": "yes"}'])
     err = capsys.readouterr().err.strip()
     assert code == 1 and "seal must be true or false" in err and len(err.splitlines()) == 1, err
+
+
+def test_the_orbit_prefix_the_link_probe_and_the_planned_threshold_on_a_constellation(node_path, tmp_path, sites):
+    """Blocks stored as the prefill site's connector stores them (its scheduler's hashes, save_blocks with the
+    records in orbit, its own index) are found by the router through the records in orbit alone (its index is
+    another folder): a prompt cached but for a short increment goes straight to decode, the same prompt under
+    another cache salt (another tenant) is uncached and offloaded. With a profile, start() measures the link
+    through the constellation and plans t from it."""
+    import torch
+
+    from skymemory.integrations.vllm.config import ConnectorConfig
+    from skymemory.integrations.vllm.worker import open_store
+    from skymemory.kv.engine import OrbitRecords, RequestKeys, ServedModel, open_index
+    from skymemory.kv.index.saving import BlockSave, save_blocks
+    from skymemory.kv.model.models import save_model_dir
+    from skymemory.orbit.manifest import Manifest
+    from skymemory.route.build import open_router
+
+    from live import launched
+
+    prefill, decode = sites
+    model = save_model_dir("embedded-tiny", tmp_path / "model")
+    prompt = [(7 * i) % 250 + 3 for i in range(4 * 128 + 40)]  # 4 full blocks and 40 tokens
+    with launched(tmp_path, 3, 3) as manifest:
+        # the prefill site's side: its connector's settings, its own index
+        config = ConnectorConfig.from_extra({"manifest": str(manifest), "index_dir": str(tmp_path / "prefill-index"),
+                                             "servers": 3}, served_model=str(model))
+        from transformers import AutoConfig
+
+        served = ServedModel.of(config.model, AutoConfig.from_pretrained(model).get_text_config(), block_tokens=128,
+                                kv_format=config.kv_format, sealed=config.seal)
+        index = open_index(config.index_dir)
+        scheduler = served.scheduler(torch.float32, index, "auto")
+        root = scheduler.root
+        hashes = scheduler.finder.hashes(root, prompt, RequestKeys(cache_salt="alice"))
+        assert len(hashes) == 4
+        store = open_store(config, Manifest.load(manifest), 0x0B01)
+        try:
+            saves = [BlockSave(h, hashes[i - 1] if i else root, i, bytes(served.block_bytes))
+                     for i, h in enumerate(hashes)]
+            save_blocks(store.for_tenant("alice"), index, saves, served.form, orbit=OrbitRecords(store),
+                        tenant="alice")
+        finally:
+            store.close()
+
+        connector = {"index_dir": str(tmp_path / "decode-index"), "servers": 3}
+        router = open_router(prefill.url, decode.url, model, manifest, connector=connector, threshold=100,
+                             dtype="fp32")
+        with router:
+            assert router.prefix.cached_blocks(prompt, "alice") == 4
+            assert router.prefix.cached_blocks(prompt, "bob") == 0
+            assert post(router.url, {"prompt": prompt, "cache_salt": "alice"})[0] == 200  # 40 uncached: straight
+            assert prefill.posts() == []
+            assert post(router.url, {"prompt": prompt, "cache_salt": "bob"})[0] == 200  # 552 uncached
+            assert prefill.posts()[0]["cache_salt"] == "bob"
+            assert decode.posts()[-1]["kv_transfer_params"] == {PREFILLED_PARAM: 4}
+            counters = get(router.url, "/router")[1]["counters"]
+        assert counters["cached_tokens"] == 512 and counters["requests_offloaded"] == 1
+
+        saved = tmp_path / "profile.json"
+        profile().save(saved)
+        planned = open_router(prefill.url, decode.url, model, manifest, connector=connector, profile=saved,
+                              probe_s=3600, dtype="fp32")
+        with planned:
+            said = get(planned.url, "/router")[1]
+        assert said["probes"] == 1 and said["link_Bps"] > 0 and said["pinned"] is False
+        assert said["threshold"] == round(said["plan"]["threshold"]) and len(said["history"]) == 1
+
+        # the command line: one line when listening, its URL in it; the router answers there; Ctrl-C stops it
+        command = subprocess.Popen(
+            [sys.executable, "-m", "skymemory", "route", "--prefill", prefill.url, "--decode", decode.url,
+             "--model", str(model), "--manifest", str(manifest), "--connector-config", json.dumps(connector),
+             "--dtype", "fp32", "--threshold", "100", "--port", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": GROUND})
+        try:
+            line = _first_line(command, WAIT_S * 4)
+            assert line.startswith("skymemory route: listening on http://127.0.0.1:"), line
+            url = line.split()[4]
+            assert get(url, "/router")[1]["threshold"] == 100
+        finally:
+            command.send_signal(signal.SIGINT)
+            command.communicate(timeout=WAIT_S)
+        assert command.returncode == 0
+
+
+def _first_line(process: subprocess.Popen, timeout_s: float) -> str:
+    """The process's first line of output, waited for at most timeout_s."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    assert lines and lines[0], f"no line in {timeout_s} s"
+    return lines[0].strip()
