@@ -345,6 +345,10 @@ def test_a_bad_connector_setting_is_one_line(tmp_path, capsys):
                  "--manifest", str(manifest), "--threshold", "5", "--connector-config", '{"seal": "yes"}'])
     err = capsys.readouterr().err.strip()
     assert code == 1 and "seal must be true or false" in err and len(err.splitlines()) == 1, err
+    code = main(["route", "--prefill", "http://h:1", "--decode", "http://h:2", "--model", str(model),
+                 "--manifest", str(manifest), "--threshold", "5"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.startswith("skymemory route: manifest ") and len(err.splitlines()) == 1, err
 
 
 def test_the_orbit_prefix_the_link_probe_and_the_planned_threshold_on_a_constellation(node_path, tmp_path, sites):

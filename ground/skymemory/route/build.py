@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skymemory.integrations.vllm.config import ConnectorConfig
+from skymemory.orbit.manifest import Manifest
 
 from .front import SITE_TIMEOUT_S, Router
 from .threshold import Threshold
@@ -44,6 +45,7 @@ def open_router(prefill: str, decode: str, model_dir: str | Path, manifest: str 
         profile = PrefillProfile.load(profile)
     config = ConnectorConfig.from_extra({**(connector or {}), "manifest": str(manifest)},
                                         served_model=str(model_dir))
+    Manifest.load(config.manifest)  # a bad manifest is said now, before the model's fingerprint is taken
     prefix = OrbitPrefix(model_dir, config, dtype=dtype, station_id=station_id)
     probe = None
     try:
