@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,7 +68,7 @@ class Router:
         self.block_bytes = getattr(prefix, "block_bytes", block_bytes)
         self.tally = Tally()
         self.started = time.time()
-        self._server = ThreadingHTTPServer((host, port), _Handler)
+        self._server = _Server((host, port), _Handler)
         self._server.daemon_threads = True
         self._server.router = self
         self._thread: threading.Thread | None = None
@@ -119,6 +120,18 @@ class Router:
         if self.profile is not None:
             return self.profile.kv_bytes(prompt_tokens)
         return (self.block_bytes or 0) * blocks
+
+
+class _Server(ThreadingHTTPServer):
+    """A client that hangs up (a closed keep-alive connection, a cancelled request) is logged in one line, not as a
+    traceback on stderr; anything else is an error, with its traceback in the log."""
+
+    def handle_error(self, request, client_address) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            log.debug("router: client %s went away: %r", client_address, exc)
+        else:
+            log.exception("router: a request from %s failed", client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
