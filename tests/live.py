@@ -12,7 +12,6 @@ import ipaddress
 import socket
 import subprocess
 import sys
-import typing
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,14 +63,6 @@ def launch_netns(tmp: Path, planes: int, sats: int, hosts: int) -> Path:
         raise
 
 
-class Site(typing.NamedTuple):
-    """A ground site of a --sites launch: its namespace (run a process there with `ip netns exec`), its
-    address, and its manifest (the constellation as that site sees it)."""
-    namespace: str
-    address: str
-    manifest: Path
-
-
 @contextlib.contextmanager
 def launched_sites(tmp: Path, planes: int, sats: int, hosts: int, sites: int, *extra: str):
     """A detached --netns `hosts` --sites `sites` constellation for the with-block: yields (main manifest path,
@@ -80,6 +71,7 @@ def launched_sites(tmp: Path, planes: int, sats: int, hosts: int, sites: int, *e
     import pytest
 
     from skymemory.launcher import netns
+    from skymemory.launcher.sites import sites_of
     from skymemory.orbit.manifest import Manifest
 
     why = netns.probe()
@@ -93,7 +85,7 @@ def launched_sites(tmp: Path, planes: int, sats: int, hosts: int, sites: int, *e
         raise
     try:
         m = Manifest.load(manifest)
-        yield manifest, [Site(s["namespace"], s["address"], Path(s["manifest"])) for s in m.sites]
+        yield manifest, sites_of(m)
     finally:
         r = stop(manifest)
         assert r.returncode == 0, r.stderr

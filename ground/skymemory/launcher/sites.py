@@ -22,11 +22,26 @@ site read them as processes here do.
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 
 from skymemory.orbit.manifest import Manifest
 
 Sat = tuple[int, int]
+
+
+class Site(typing.NamedTuple):
+    """A ground site of a --sites launch: its namespace (run a process there with `ip netns exec`), its
+    address, and its manifest (the constellation as that site sees it)."""
+
+    namespace: str
+    address: str
+    manifest: Path
+
+
+def sites_of(main: Manifest) -> list[Site]:
+    """The ground sites a main manifest lists, in site order."""
+    return [Site(s["namespace"], s["address"], Path(s["manifest"])) for s in main.sites]
 
 
 def overheads(planes: int, sats: int, main: Sat, n: int) -> list[Sat]:
