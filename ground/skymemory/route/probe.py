@@ -25,6 +25,7 @@ from skymemory.store.contract import BlockMiss
 log = logging.getLogger(__name__)
 
 PROBE_PREFIX = b"skymemory/router-probe\0"
+PROBE_WINDOW = 4
 
 
 class LinkProbe:
@@ -34,7 +35,8 @@ class LinkProbe:
                  manifest: Manifest | None = None) -> None:
         self.block_bytes = block_bytes
         self.store = open_store(config, manifest or Manifest.load(config.manifest), station_id)
-        self.link = LinkEstimate("router probe")
+        # the median of the last few reads: t follows a link that changes within a few probes, not sixteen
+        self.link = LinkEstimate("router probe", window=PROBE_WINDOW)
         self._payload = os.urandom(block_bytes)
         # a name of this router's own: two routers never read each other's probe
         self._hash = hashlib.sha256(PROBE_PREFIX + os.urandom(16)).digest()
