@@ -89,6 +89,7 @@ class LocalConstellation:
         boot_timeout_s: float = 120.0,
         stop_timeout_s: float = 30.0,
         insecure: bool = False,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         n = planes * sats
         if port_offset < 0:
@@ -105,6 +106,7 @@ class LocalConstellation:
         self.boot_timeout_s = boot_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.insecure = insecure  # launched without its key (benchmarks compare the two)
+        self.extra_args = tuple(extra_args)  # any other launcher option (e.g. --netns 3 --sites 2)
         self.proc: subprocess.Popen | None = None
         self.manifest: Manifest | None = None
         self.boot_s = 0.0
@@ -122,7 +124,7 @@ class LocalConstellation:
             args += ["--node", str(self.node)]
         if self.insecure:
             args.append("--insecure")
-        return args
+        return args + list(self.extra_args)
 
     def start(self) -> Manifest:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -216,7 +218,7 @@ class LocalConstellation:
 
 def boot(*, planes: int, sats: int, profile: LinkProfile, run_dir: Path, node: Path | None = None,
          chunk_size: int = 6144, avoid: set[int] = frozenset(), attempts: int = 3,
-         memory_budget: int = 64 * 1024 * 1024) -> LocalConstellation:
+         memory_budget: int = 64 * 1024 * 1024, extra_args: tuple[str, ...] = ()) -> LocalConstellation:
     """A started LocalConstellation on free ports; retried on other ports if a boot fails.
 
     Ports are checked free just before the launch, but another program may take
@@ -227,7 +229,8 @@ def boot(*, planes: int, sats: int, profile: LinkProfile, run_dir: Path, node: P
         offset = free_port_offset(planes * sats, avoid=tried)
         tried.add(offset)
         sky = LocalConstellation(planes=planes, sats=sats, profile=profile, run_dir=run_dir, port_offset=offset,
-                                 node=node, chunk_size=chunk_size, memory_budget=memory_budget)
+                                 node=node, chunk_size=chunk_size, memory_budget=memory_budget,
+                                 extra_args=extra_args)
         try:
             sky.start()
             return sky
