@@ -12,11 +12,11 @@ prefill site. Every text is plain vLLM's.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from skymemory.bench.openai_server import BLOCK_TOKENS as BLOCK
 from skymemory.bench.openai_server import Endpoint, OpenAIServer
+from skymemory.launcher.sites import from_main_ground
 from skymemory.orbit.manifest import Manifest
 from skymemory.route.build import open_router
 
@@ -37,17 +37,6 @@ def site_settings(site, tmp_path: Path, station_id: int) -> dict:
             "index_dir": str(tmp_path / f"index-{site.namespace}"), "station_id": station_id}
 
 
-def beside_the_decode_site(decode_manifest: Path, main: Path, out: Path) -> Path:
-    """The router runs here, in front of the decode site: its orbit lookups and link probes go up through the
-    decode site's overhead satellite, from this namespace's ground address."""
-    seen = json.loads(decode_manifest.read_text())
-    seen["ground_host"] = Manifest.load(main).ground_host
-    for site_only in ("ground_netns", "site_of"):
-        seen.pop(site_only, None)
-    out.write_text(json.dumps(seen))
-    return out
-
-
 def test_a_long_prompt_prefilled_at_one_site_is_decoded_at_the_other_from_orbit(model_dir, tmp_path):
     with OpenAIServer(model_dir, tmp_path / "plain.log") as plain:  # vLLM without the connector
         want_long, want_short = plain.complete(LONG, NEW_TOKENS), plain.complete(SHORT, NEW_TOKENS)
@@ -59,7 +48,8 @@ def test_a_long_prompt_prefilled_at_one_site_is_decoded_at_the_other_from_orbit(
                           kv_role="kv_producer", netns=first.namespace, host=first.address) as prefill, \
                 OpenAIServer(model_dir, tmp_path / "decode.log", connector=site_settings(second, tmp_path, 0x0D00),
                              kv_role="kv_consumer", netns=second.namespace, host=second.address) as decode:
-            router_manifest = beside_the_decode_site(second.manifest, manifest, tmp_path / "router.json")
+            # the router stands in front of the decode site: up through its overhead, from this namespace
+            router_manifest = from_main_ground(second.manifest, manifest, tmp_path / "router.json")
             connector = {"model": "embedded-small", "route": "relay", "index_dir": str(tmp_path / "index-router")}
             with open_router(prefill.url, decode.url, model_dir, router_manifest, connector=connector,
                              threshold=THRESHOLD) as router:

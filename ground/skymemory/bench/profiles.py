@@ -12,6 +12,7 @@ We take the middle of each range, one way.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import asdict, dataclass
 
 
@@ -58,3 +59,11 @@ def profile_of_manifest(link: dict) -> LinkProfile:
             return p
     return LinkProfile("attached", ground, scale, f"attached constellation: {ground:g} ms ground link, "
                                                    f"ISL light time x{scale:g}")
+
+
+def profiles_arg(text: str) -> list[LinkProfile]:
+    """parse_profiles as an argparse type: a bad list is argparse's one-line error (exit 2)."""
+    try:
+        return parse_profiles(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

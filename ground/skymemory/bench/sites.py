@@ -124,19 +124,6 @@ def site_connector(site, index_dir: Path, station_id: int, model: str) -> dict:
             "station_id": station_id}
 
 
-def router_manifest(decode_manifest: Path, main_manifest: Path, out: Path) -> Path:
-    """The router stands in front of the decode site, in this namespace: the decode site's view of the sky
-    (its overhead) from this namespace's ground address."""
-    from skymemory.orbit.manifest import Manifest
-
-    seen = json.loads(decode_manifest.read_text())
-    seen["ground_host"] = Manifest.load(main_manifest).ground_host
-    for site_only in ("ground_netns", "site_of"):
-        seen.pop(site_only, None)
-    out.write_text(json.dumps(seen))
-    return out
-
-
 def set_isl_scale(main_manifest: Path, scale: float) -> None:
     """Every satellite's ISL light-time multiplier (SET_PARAM delay scale), from the main ground station."""
     from skymemory.link.client import SkyMemoryClient
@@ -208,7 +195,7 @@ def predictions(profile, a, links: list[tuple[str, float]], decode_step_s: float
 
 def run(a, lengths: list[int], link) -> dict:
     from skymemory.kv.model.models import save_model_dir
-    from skymemory.launcher.sites import sites_of
+    from skymemory.launcher.sites import from_main_ground, sites_of
     from skymemory.orbit.manifest import Manifest
     from skymemory.route.build import open_router
 
@@ -245,7 +232,7 @@ def run(a, lengths: list[int], link) -> dict:
                 server.complete(prompts[0][:n], 2, salt="warm-up")
         decode_step_s = decode.complete(prompts[0][:64], 32, salt="warm-up-decode").total_s / 32
         connector = {"model": a.model, "route": "relay", "index_dir": str(work / "index-router")}
-        routed_manifest = router_manifest(second.manifest, main, work / "router.json")
+        routed_manifest = from_main_ground(second.manifest, main, work / "router.json")
         rows, requests, history = [], {}, []
 
         say(f"{MODES[0]}: every request prefilled and decoded at the decode site")

@@ -51,7 +51,7 @@ from skymemory.argtypes import input_file, nonnegative_int, output_dir
 from skymemory.kv.model.cache_arg import cache_arg, cache_of
 
 from .options import positive_int, seal_list
-from .profiles import parse_profiles
+from .profiles import profiles_arg
 from .report import command_line, regenerate
 
 ASSUMED_ACCELERATOR = (0.004, 25e-6, 4e-9)  # T(n) = a + b n + c n^2: ~30 ms for 1k tokens (assumed, not measured)
@@ -395,7 +395,7 @@ def register(subparsers) -> None:
     p.add_argument("--prefix-blocks", type=positive_int, default=8)
     p.add_argument("--block-tokens", type=positive_int, default=128)
     p.add_argument("--suffix", type=positive_int, default=32, help="suffix tokens (computed)")
-    p.add_argument("--profiles", type=_profiles, default="none,laser")
+    p.add_argument("--profiles", type=profiles_arg, default="none,laser")
     p.add_argument("--chunk-bytes", type=positive_int, default=6144)
     p.add_argument("--servers", type=positive_int, default=10)
     p.add_argument("--planes", type=positive_int, default=5)
@@ -481,13 +481,6 @@ def _paces(text: str) -> list[float]:
     if len(set(paces)) != len(paces):
         raise argparse.ArgumentTypeError(f"--pace lists a value twice: {text}")
     return paces
-
-
-def _profiles(text: str):
-    try:
-        return parse_profiles(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _main(args) -> int:

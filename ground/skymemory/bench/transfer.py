@@ -71,7 +71,7 @@ from skymemory.store.constellation import check_parity
 from skymemory.store.routes import DEFAULT_ROUTE, via_for_route
 
 from .options import positive_int, route_list
-from .profiles import parse_profiles
+from .profiles import parse_profiles, profiles_arg
 from .report import command_line, regenerate
 
 KV_BLOCK_BYTES = 64 + 22 * 2 * 4 * 128 * 64 * 2  # TinyLlama-1.1B, 128 tokens, fp16 (kv/format/codec.py layout)
@@ -356,7 +356,7 @@ def markdown(rows: list[dict]) -> str:
 def register(subparsers) -> None:
     p = subparsers.add_parser("transfer", help="block get/set goodput over the line-of-sight satellites",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profiles", type=parse_profiles_arg, default="none,laser,rf",
+    p.add_argument("--profiles", type=profiles_arg, default="none,laser,rf",
                    help="link profiles, comma-separated (none, laser, rf); default all three")
     p.add_argument("--sizes-mb", type=lambda t: _int_list(t, 1, 256, "--sizes-mb"), default=[1, 4, 16, 64],
                    help="single-block sizes in MB (10^6 bytes), default 1,4,16,64")
@@ -406,13 +406,6 @@ def _auth_modes(text: str) -> list[str]:
     if not modes or any(m not in ("on", "off") for m in modes) or len(set(modes)) != len(modes):
         raise argparse.ArgumentTypeError(f"want on, off or on,off, got {text!r}")
     return modes
-
-
-def parse_profiles_arg(text: str):
-    try:
-        return parse_profiles(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _main(args) -> int:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from skymemory.argtypes import KV_FORMATS, positive_int
 from skymemory.bench.options import token_list
+from skymemory.bench.profiles import profiles_arg
 
 LINK_SERVERS = 4  # satellites a measured block is striped over
 LINK_BLOCKS = 8  # blocks per measured get: 8 x 1 MB
@@ -51,15 +52,6 @@ def _rates(text: str) -> list[float]:
     return values
 
 
-def _profiles(text: str):
-    from skymemory.bench.profiles import parse_profiles
-
-    try:
-        return parse_profiles(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def register(subparsers) -> None:
     """Nothing at the top level: `plan` is an action of `skymemory model` (cli/model.py calls register_plan); this
     module is discovered like every command module of the package, and adds no command of its own."""
@@ -71,7 +63,7 @@ def register_plan(commands, common) -> None:
     p = commands.add_parser("plan", parents=[common], help="Prefill as a Service: routing threshold and prefill/decode "
                             "split that maximise throughput over a link (seed 003 §3.4)",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--link", type=_profiles, default=None,
+    p.add_argument("--link", type=profiles_arg, default=None,
                    help="link profiles (laser, rf, none), comma-separated: each rate measured now, through a "
                         "constellation launched per profile or the one --manifest names")
     p.add_argument("--link-mbps", type=_rates, default=None, help="given link rates in Mbit/s, comma-separated")

@@ -44,6 +44,18 @@ def sites_of(main: Manifest) -> list[Site]:
     return [Site(s["namespace"], s["address"], Path(s["manifest"])) for s in main.sites]
 
 
+def from_main_ground(site_manifest: Path, main_manifest: Path, out: Path) -> Path:
+    """A site's view of the sky (its overhead satellite, its station) from the main ground's address, written to
+    `out`: for a process that stands in front of that site but runs in this namespace (the router of a test or a
+    benchmark): its requests go up through the site's overhead as the site's own would."""
+    seen = json.loads(Path(site_manifest).read_text())
+    seen["ground_host"] = Manifest.load(main_manifest).ground_host
+    for site_only in ("ground_netns", "site_of"):
+        seen.pop(site_only, None)
+    Path(out).write_text(json.dumps(seen))
+    return Path(out)
+
+
 def overheads(planes: int, sats: int, main: Sat, n: int) -> list[Sat]:
     """Each site's overhead satellite at epoch, spread evenly over the torus from the main overhead."""
     return [((main[0] + k * planes // n) % planes, (main[1] + k * sats // n) % sats) for k in range(n)]

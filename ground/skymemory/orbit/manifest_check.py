@@ -161,13 +161,13 @@ def _like_default(default: Any) -> Rule:
 
 
 def _check_fields(data: dict, where: str, rules: dict[str, Rule], defaults: dict[str, Any],
-                  required: tuple[str, ...]) -> None:
+                  required: tuple[str, ...], kind: str = "manifest") -> None:
     for name in required:
         if name not in data:
             raise ManifestError(f"{where}{name} is missing")
     for name, value in data.items():
         if name not in defaults:
-            raise ManifestError(f"{where}{name} is not a manifest field")
+            raise ManifestError(f"{where}{name} is not a {kind} field")
         (rules.get(name) or _like_default(defaults[name]))(f"{where}{name}", value)
 
 
@@ -221,13 +221,7 @@ def _check_sites(sites: Any, planes: int, sats: int, station: Any) -> None:
         where = f"sites[{k}]."
         if not isinstance(site, dict):
             raise ManifestError(f"sites[{k}] must be an object, got {_type_name(site)} {site!r}")
-        for name in SITE_RULES:
-            if name not in site:
-                raise ManifestError(f"{where}{name} is missing")
-        for name, value in site.items():
-            if name not in SITE_RULES:
-                raise ManifestError(f"{where}{name} is not a site field")
-            SITE_RULES[name](f"{where}{name}", value)
+        _check_fields(site, where, SITE_RULES, SITE_RULES, tuple(SITE_RULES), kind="site")
         if site["site"] != k:
             raise ManifestError(f"{where}site is {site['site']}; entry {k} must be site {k}")
         p, s = site["ground_overhead"]
