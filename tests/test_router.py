@@ -23,7 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from skymemory.cli import main
-from skymemory.route.front import PREFILLED_PARAM, Router
+from skymemory.integrations.vllm.config import PREFILLED_PARAM
+from skymemory.route.front import Router
 from skymemory.route.threshold import Threshold
 
 WAIT_S = 30  # every wait on a socket here is bounded

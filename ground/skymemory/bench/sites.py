@@ -10,8 +10,9 @@ number of output tokens, --concurrency clients at a time. It runs three ways, ea
 
   one site        every request straight to the decode site, which prefills it itself
   all offloaded   through the router with t = 0: every request prefilled at the prefill site first
-  routed by t     through the router planning t from this host's measured profile (prefill time and KV bytes by
-                  length, kv.decide.disaggregation.PrefillProfile) and the link its probe measures; halfway,
+  routed by t     through the router planning t from the served model's profile measured here (prefill time by
+                  length on the decode site's engine, KV bytes by length: kv.decide.disaggregation.PrefillProfile)
+                  and the link its probe measures; halfway,
                   every satellite's ISL light time is multiplied by --slow-isl (SET_PARAM, as a link that
                   degrades), and the router's t follows the rate it measures
 
@@ -77,8 +78,9 @@ def _main(a) -> int:
         (link,) = parse_profiles(a.profile)
     except (ValueError, argparse.ArgumentTypeError) as exc:
         raise SystemExit(f"skymemory bench sites: {exc}") from None
-    if a.max_tokens + a.output_tokens > 4096:
-        raise SystemExit("skymemory bench sites: --max-tokens + --output-tokens must fit the servers' 4096 tokens")
+    if a.max_tokens + a.output_tokens > 4096 or max(lengths) > 4096:
+        raise SystemExit("skymemory bench sites: --max-tokens + --output-tokens, and --lengths, must fit the "
+                         "servers' 4096 tokens")
     result = run(a, lengths, link)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "sites.json").write_text(json.dumps(result, indent=1))
@@ -94,17 +96,32 @@ def say(line: str) -> None:
 
 # ---- the parts ----------------------------------------------------------------------------------------------------
 
-def measured_profile(model_name: str, lengths: list[int]):
-    """The served model's prefill time and KV bytes by length, timed here (kv.decide.disaggregation)."""
-    from skymemory.kv.decide.disaggregation import PrefillProfile
-    from skymemory.kv.format.groups import CacheLayout
-    from skymemory.kv.model import models
+def engine_profile(server: OpenAIServer, model_dir: Path, model_name: str, lengths: list[int], salt: str):
+    """The served model's prefill time by length as the decode site's engine computes it (a request of one output
+    token, the fastest of two, each prompt new and under a salt nothing else uses: nothing cached), and the KV
+    bytes its full blocks fetch (kv.decide.throughput, from the model's layout)."""
+    import random
 
-    model, _ = models.load_model(model_name, "cpu", "fp32")
-    profile = PrefillProfile.measure(model, CacheLayout.of_model(model), lengths, block_tokens=BLOCK_TOKENS,
-                                     kv_format="fp16", model_name=model_name)
-    del model
-    return profile
+    from transformers import AutoConfig
+
+    from skymemory.kv.decide.disaggregation import PrefillProfile
+    from skymemory.kv.decide.throughput import prefix_fetch_bytes
+    from skymemory.kv.format.groups import CacheLayout
+
+    layout = CacheLayout.of_config(AutoConfig.from_pretrained(model_dir))
+    rng, points = random.Random(len(lengths)), []
+    for n in lengths:
+        seconds = min(server.complete([1] + [rng.randrange(3, 259) for _ in range(n - 1)], 1, salt=salt).total_s
+                      for _ in range(2))
+        points.append((n, prefix_fetch_bytes(layout, n, BLOCK_TOKENS, "fp16"), seconds))
+    return PrefillProfile(model_name, "vLLM (CPU), the decode site's engine", "fp16", BLOCK_TOKENS, tuple(points),
+                          note="prefill timed as one-token requests to the decode site's vllm serve")
+
+
+def context_of(model_dir: Path) -> int:
+    """The longest sequence the served model takes (its max_position_embeddings), at most 4096 here."""
+    config = json.loads((model_dir / "config.json").read_text())
+    return min(4096, int(config.get("max_position_embeddings") or 4096))
 
 
 def workload(a) -> list[list[int]]:
@@ -204,14 +221,13 @@ def run(a, lengths: list[int], link) -> dict:
     prompts = workload(a)
     say(f"workload: {len(prompts)} prompts, {min(map(len, prompts))}..{max(map(len, prompts))} tokens "
         f"(mean {statistics.mean(map(len, prompts)):.0f}), {a.output_tokens} output tokens, {a.concurrency} at a time")
-    say(f"profile of {a.model}: prefill timed at {lengths} tokens on this host")
-    profile = measured_profile(a.model, lengths)
-    for tokens, kv, seconds in profile.points:
-        say(f"  {tokens:6d} tokens: KV {kv / 1e6:7.2f} MB, prefill {seconds:.3f} s, Φkv {kv / seconds / 1e6:.1f} MB/s")
-    block_bytes = int(profile.kv_bytes(BLOCK_TOKENS * 2) - profile.kv_bytes(BLOCK_TOKENS))
     with tempfile.TemporaryDirectory(prefix="skymemory-sites-") as tmp, contextlib.ExitStack() as stack:
         work = Path(tmp)
         model_dir = save_model_dir(a.model, work / a.model)
+        context = context_of(model_dir)
+        if a.max_tokens + a.output_tokens > context or max(lengths) >= context:
+            raise SystemExit(f"skymemory bench sites: {a.model} takes {context} tokens: --max-tokens + "
+                             "--output-tokens, and --lengths, must fit")
         say(f"booting a {a.planes}x{a.sats} constellation ({link.name}) with two ground sites in namespaces")
         sky = boot(planes=a.planes, sats=a.sats, profile=link, run_dir=work / "sky",
                    extra_args=("--netns", "3", "--sites", "2"))
@@ -223,14 +239,20 @@ def run(a, lengths: list[int], link) -> dict:
             f"overhead {Manifest.load(second.manifest).ground_overhead}")
         prefill = stack.enter_context(OpenAIServer(
             model_dir, work / "prefill.log", kv_role="kv_producer", netns=first.namespace, host=first.address,
-            connector=site_connector(first, work / "index-prefill", PREFILL_STATION, a.model)))
+            max_model_len=context, connector=site_connector(first, work / "index-prefill", PREFILL_STATION, a.model)))
         decode = stack.enter_context(OpenAIServer(
             model_dir, work / "decode.log", kv_role="kv_consumer", netns=second.namespace, host=second.address,
-            connector=site_connector(second, work / "index-decode", DECODE_STATION, a.model)))
+            max_model_len=context, connector=site_connector(second, work / "index-decode", DECODE_STATION, a.model)))
         for server in (prefill, decode):  # first-request costs, and forwards the decode site times
             for n in (BLOCK_TOKENS // 2, BLOCK_TOKENS + 10):
                 server.complete(prompts[0][:n], 2, salt="warm-up")
         decode_step_s = decode.complete(prompts[0][:64], 32, salt="warm-up-decode").total_s / 32
+        say(f"profile of {a.model}: prefill timed at {lengths} tokens on the decode site's engine")
+        profile = engine_profile(decode, model_dir, a.model, lengths, salt="profile")
+        for tokens, kv, seconds in profile.points:
+            say(f"  {tokens:6d} tokens: KV {kv / 1e6:7.2f} MB, prefill {seconds:.3f} s, "
+                f"Φkv {kv / seconds / 1e6:.1f} MB/s")
+        block_bytes = int(profile.kv_bytes(BLOCK_TOKENS * 2) - profile.kv_bytes(BLOCK_TOKENS))
         connector = {"model": a.model, "route": "relay", "index_dir": str(work / "index-router")}
         routed_manifest = from_main_ground(second.manifest, main, work / "router.json")
         rows, requests, history = [], {}, []

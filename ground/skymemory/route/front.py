@@ -26,6 +26,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from skymemory.integrations.vllm.config import PREFILLED_PARAM
+
 from .prompt import BadRequest, Tokenizer, one_prompt
 from .sites import Site, SiteDown
 from .tally import Tally
@@ -33,7 +35,6 @@ from .threshold import Threshold
 
 log = logging.getLogger(__name__)
 
-PREFILLED_PARAM = "skymemory_prefilled_blocks"  # kv_transfer_params: the blocks the decode site may wait for
 BLOCK_TOKENS = 128
 MAX_BODY = 64 << 20  # a request body larger than this is refused (413)
 CLIENT_TIMEOUT_S = 60.0  # a client that sends nothing for this long is dropped

@@ -62,6 +62,9 @@ MAX_TIMEOUT_S = 3600.0  # a load waited for longer than an hour is not a cache h
 MAX_TEXT = 4096  # a path (PATH_MAX) or a model name, at most this many characters
 SHOWN = 60  # characters of a bad value an error quotes
 OPTIONAL = frozenset({"manifest", "model", "index_dir", "parity"})  # null (None) for these: the default
+# a request's kv_transfer_params: the blocks a prefill site stored for it (the router, skymemory route, says so; the
+# decode site's connector waits for them, bounded)
+PREFILLED_PARAM = "skymemory_prefilled_blocks"
 
 
 log = logging.getLogger(__name__)

@@ -72,7 +72,7 @@ from skymemory.kv.engine import (
 )
 
 from .block_table import pages
-from .config import ConfigError, ConnectorConfig
+from .config import PREFILLED_PARAM, ConfigError, ConnectorConfig
 from .kv_groups import check_recurrent_serving, engine_groups
 from .worker import open_orbit, open_worker
 
@@ -80,7 +80,6 @@ log = logging.getLogger(__name__)
 
 TESTED_VLLM = "0.32.0"
 POLICY_PARAM = "skymemory_policy"  # a request's own policy, in its kv_transfer_params
-PREFILLED_PARAM = "skymemory_prefilled_blocks"  # blocks a prefill site stored for the request (the router says)
 # what each of vLLM's kv_role values does with the cache: (loads, saves)
 ROLES = {"kv_both": (True, True), "kv_producer": (False, True), "kv_consumer": (True, False)}
 # the kinds of extra keys vLLM's prefix cache gives blocks (generate_block_hash_extra_keys), each folded in by
