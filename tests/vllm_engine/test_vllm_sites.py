@@ -7,7 +7,8 @@ rest, decodes). Both go up through their own overhead satellite (route relay): a
 goes up over its overhead and comes down over the decode site's, through the ISLs. The router (skymemory route,
 t pinned at two blocks) sends the long request to the prefill site first and then to the decode site, which
 loads its three full blocks from orbit; the short one goes straight to the decode site and never reaches the
-prefill site. Every text is plain vLLM's.
+prefill site, and so does the long prompt's next turn, whose uncached increment is short once the router finds
+its first three blocks in orbit. Every text is plain vLLM's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from live import launched_sites
 
 LONG = random_prompt(3 * BLOCK + 40, seed=540)  # 3 full blocks and a tail: an increment past t
 SHORT = random_prompt(BLOCK + 20, seed=541)  # an increment below t
+GROWN = LONG + random_prompt(100, seed=542)[1:]  # the long prompt's next turn: its 3 blocks are in orbit by then
 THRESHOLD = 2 * BLOCK
 NEW_TOKENS = 16
 SERVED = "vllm:request_success_total"  # requests a server finished (vLLM's /metrics)
@@ -39,7 +41,8 @@ def site_settings(site, tmp_path: Path, station_id: int) -> dict:
 
 def test_a_long_prompt_prefilled_at_one_site_is_decoded_at_the_other_from_orbit(model_dir, tmp_path):
     with OpenAIServer(model_dir, tmp_path / "plain.log") as plain:  # vLLM without the connector
-        want_long, want_short = plain.complete(LONG, NEW_TOKENS), plain.complete(SHORT, NEW_TOKENS)
+        want = {name: plain.complete(prompt, NEW_TOKENS) for name, prompt in
+                (("long", LONG), ("short", SHORT), ("grown", GROWN))}
     (tmp_path / "sky").mkdir()
     with launched_sites(tmp_path / "sky", 3, 3, 3, 2) as (manifest, (first, second)):
         overheads = [tuple(Manifest.load(site.manifest).ground_overhead) for site in (first, second)]
@@ -52,18 +55,22 @@ def test_a_long_prompt_prefilled_at_one_site_is_decoded_at_the_other_from_orbit(
             router_manifest = from_main_ground(second.manifest, manifest, tmp_path / "router.json")
             connector = {"model": "embedded-small", "route": "relay", "index_dir": str(tmp_path / "index-router")}
             with open_router(prefill.url, decode.url, model_dir, router_manifest, connector=connector,
-                             threshold=THRESHOLD) as router:
+                             threshold=THRESHOLD, dtype="fp32") as router:  # the sites' engines run in fp32
                 front = Endpoint("127.0.0.1", int(router.url.rsplit(":", 1)[1]), decode.model)
                 short = front.complete(SHORT, NEW_TOKENS)
                 prefilled_before_long = prefill.metric(SERVED)
                 long = front.complete(LONG, NEW_TOKENS)
+                grown = front.complete(GROWN, NEW_TOKENS)  # cached: only its increment counts, below t
                 prefilled, decoded = prefill.metric(SERVED), decode.metric(SERVED)
                 counters = router.status()["counters"]
     assert prefilled_before_long == 0, "the short request reached the prefill site"
-    assert prefilled == 1 and decoded == 2, (prefilled, decoded)
-    assert short.tokens == want_short.tokens and short.cached_tokens == 0
-    assert long.tokens == want_long.tokens
-    assert long.cached_tokens == 3 * BLOCK and long.said["fetched_blocks"] == 3, long.said
+    assert prefilled == 1 and decoded == 3, (prefilled, decoded)
+    assert counters["requests_offloaded"] == 1 and counters["requests_straight"] == 2, counters
+    assert counters["cached_tokens"] == 3 * BLOCK, counters  # the grown prompt's blocks, found in orbit
+    assert short.tokens == want["short"].tokens and short.cached_tokens == 0
+    for name, reply in (("long", long), ("grown", grown)):
+        assert reply.tokens == want[name].tokens, name
+        assert reply.cached_tokens == 3 * BLOCK and reply.said["fetched_blocks"] == 3, (name, reply.said)
+        assert "failed" not in reply.said["decision"], (name, reply.said)  # loaded, not recomputed after a failure
     assert "3 blocks from a prefill site" in long.said["decision"], long.said
-    assert "failed" not in long.said["decision"], long.said  # loaded, not recomputed after a failed load
     print(f"overheads {overheads}; long: {long.said['decision']}; router counters {counters}")

@@ -221,6 +221,7 @@ def run(a, lengths: list[int], link) -> dict:
     prompts = workload(a)
     say(f"workload: {len(prompts)} prompts, {min(map(len, prompts))}..{max(map(len, prompts))} tokens "
         f"(mean {statistics.mean(map(len, prompts)):.0f}), {a.output_tokens} output tokens, {a.concurrency} at a time")
+    # the sites' engines run in fp32 (OpenAIServer), so the router names blocks with an fp32 root, as they do
     with tempfile.TemporaryDirectory(prefix="skymemory-sites-") as tmp, contextlib.ExitStack() as stack:
         work = Path(tmp)
         model_dir = save_model_dir(a.model, work / a.model)
@@ -263,7 +264,7 @@ def run(a, lengths: list[int], link) -> dict:
         requests[MODES[0]] = got
 
         say(f"{MODES[1]}: the router with t = 0")
-        with open_router(prefill.url, decode.url, model_dir, routed_manifest, connector=connector,
+        with open_router(prefill.url, decode.url, model_dir, routed_manifest, connector=connector, dtype="fp32",
                          threshold=0) as router:
             got, wall = replay(Endpoint("127.0.0.1", _port(router.url), decode.model), prompts, a, "all-offloaded")
             rows.append(summary(MODES[1], got, wall, block_bytes, router.status()["counters"]))
@@ -274,8 +275,9 @@ def run(a, lengths: list[int], link) -> dict:
         from skymemory.kv.decide.disaggregation import Deployment
 
         deployment = Deployment(decode_batch=a.concurrency, decode_step_s=decode_step_s, output_tokens=a.output_tokens)
-        with open_router(prefill.url, decode.url, model_dir, routed_manifest, connector=connector, profile=profile,
-                         max_tokens=a.max_tokens, deployment=deployment, probe_s=a.probe_s) as router:
+        with open_router(prefill.url, decode.url, model_dir, routed_manifest, connector=connector, dtype="fp32",
+                         profile=profile, max_tokens=a.max_tokens, deployment=deployment,
+                         probe_s=a.probe_s) as router:
             first_rate = router.status()["link_Bps"]
             changed_at = []
 
@@ -317,7 +319,8 @@ def markdown(r: dict) -> str:
              f"sites in network namespaces sharing this machine's cores; {r['concurrency']} clients, "
              f"{r['output_tokens']} output tokens, prompts up to {r['max_tokens']} tokens (the paper's lengths "
              "scaled).", "",
-             "| way | requests | req/s | output tok/s | TTFT p50 s | TTFT p99 s | offloaded | blocks loaded | KV crossed MB |",
+             "| way | requests | req/s | output tok/s | TTFT p50 s | TTFT p99 s | offloaded | blocks loaded "
+             "| KV crossed MB |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in r["rows"]:
         lines.append(f"| {row['mode']} | {row['requests']} | {row['requests_per_s']:.3f} | "
