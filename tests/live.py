@@ -8,6 +8,7 @@ runs side by side do not collide.
 from __future__ import annotations
 
 import contextlib
+import os
 import ipaddress
 import socket
 import subprocess
@@ -91,6 +92,13 @@ def launched_sites(tmp: Path, planes: int, sats: int, hosts: int, sites: int, *e
         assert r.returncode == 0, r.stderr
 
 
+def in_site(namespace: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -m skymemory ARGS` run in a ground site's namespace, as a user would run it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
+    return subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-m", "skymemory", *args],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+
+
 def ground_host_elsewhere(manifest: Path, out: Path) -> tuple[str, Path]:
     """A --netns constellation's manifest for a second ground host: the last emulated host's namespace, and a
     copy of the manifest (written to `out`) whose ground address is that host's own."""
@@ -146,7 +154,6 @@ exec sh -c "$*"
 
 def fake_ssh_env(tmp: Path) -> dict:
     """An environment whose `ssh` runs the launcher's remote scripts here (for --hosts 127.0.0.x,...)."""
-    import os
 
     bin_dir = tmp / "bin"
     bin_dir.mkdir(exist_ok=True)

@@ -21,16 +21,9 @@ from skymemory.launcher import netns, sites
 from skymemory.orbit.manifest import Manifest, ManifestError
 from skymemory.protocol import wire
 
-from live import LAUNCHER, REPO, launched_sites
+from live import LAUNCHER, REPO, in_site, launched_sites
 
 Sat = tuple[int, int]
-
-
-def in_site(namespace: str, *args: str) -> subprocess.CompletedProcess:
-    """`python -m skymemory ARGS` run in a ground site's namespace, as a user would run it."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
-    return subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-m", "skymemory", *args],
-                          capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
 
 
 def ground_link_counters(m: Manifest) -> dict[Sat, tuple[int, int]]:

@@ -23,12 +23,13 @@ import pytest
 
 from skymemory.bench.roundtrip import kv_block_round_trip, object_round_trip
 from skymemory.launcher import keys, netns, swarm
+from skymemory.launcher.sites import sites_of
 from skymemory.orbit.manifest import Manifest
 
 import engines
 from commands import launcher, opt_in, show, skymemory
 from docker_engine import IMAGE, DockerEngine
-from live import unsigned_commands_refused
+from live import in_site, unsigned_commands_refused
 from swarm_nodes import SwarmNodes
 
 pytestmark = opt_in("swarm", "make test-swarm")
@@ -83,7 +84,7 @@ def test_19x5_as_a_swarm_stack(nodes, tmp_path):
     manifest = tmp_path / "m.json"
     env = as_manager(nodes)
     r = launcher("--runtime", "swarm", "--planes", str(PLANES), "--sats", str(SATS), "--manifest", str(manifest),
-                 "--detach", "--health-timeout", "300", env=env)
+                 "--detach", "--health-timeout", "300", "--sites", "2", env=env)
     print(show(r))
     assert r.returncode == 0, show(r)
     print([line for line in r.stderr.splitlines() if "healthy;" in line][0])
@@ -130,6 +131,7 @@ def test_19x5_as_a_swarm_stack(nodes, tmp_path):
             print(trip.describe())
             assert trip.exact, trip.describe()
 
+        between_sites(m, tmp_path)
         kill_one_satellite(nodes, m, manifest, tmp_path)
 
         r = launcher("stop", "--manifest", str(manifest), env=env)
@@ -151,6 +153,25 @@ def test_19x5_as_a_swarm_stack(nodes, tmp_path):
     print(f"after stop: no service, secret, config or container of {stack}; processes in the nodes' namespaces "
           f"besides dockerd and containerd: {left}")
     assert not left, left
+
+
+def between_sites(m: Manifest, tmp_path: Path) -> None:
+    """The stack's two ground sites (--sites 2: namespaces joined to the nodes' bridge, each with its own overhead
+    satellite): what the first puts up through its overhead, the second gets down through its own."""
+    first, second = sites_of(m)
+    payload = os.urandom(300_000)
+    (tmp_path / "site.kv").write_bytes(payload)
+    put = in_site(first.namespace, "put", str(tmp_path / "site.kv"), "--name", "between-sites", "--route", "relay",
+                  "--manifest", str(first.manifest))
+    assert put.returncode == 0, put.stderr
+    get = in_site(second.namespace, "get", "between-sites", "-o", str(tmp_path / "site.out"), "--route", "relay",
+                  "--manifest", str(second.manifest))
+    assert get.returncode == 0, get.stderr
+    assert (tmp_path / "site.out").read_bytes() == payload
+    overheads = [Manifest.load(site.manifest).constellation().overhead() for site in (first, second)]
+    print(f"sites {first.namespace} and {second.namespace}: put up over {overheads[0]}, got back down over "
+          f"{overheads[1]}, {m.constellation().hops(*overheads)} hops apart")
+    assert overheads[0] != overheads[1]
 
 
 def _cmdline(pid: int) -> str:
