@@ -154,7 +154,6 @@ exec sh -c "$*"
 
 def fake_ssh_env(tmp: Path) -> dict:
     """An environment whose `ssh` runs the launcher's remote scripts here (for --hosts 127.0.0.x,...)."""
-
     bin_dir = tmp / "bin"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "ssh").write_text(FAKE_SSH)
