@@ -152,6 +152,22 @@ class Endpoint:
 
 
 
+def _group_members(pgid: int) -> list[int]:
+    """The live processes of a process group (zombies are dead: their parent reaps them, whoever that is)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        state, _ppid, group = stat.rsplit(")", 1)[1].split()[:3]  # after "(comm)", which may hold spaces
+        if int(group) == pgid and state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
 class OpenAIServer(Endpoint):
     """`vllm serve` with (connector=settings) or without (None) the SkyMemory connector."""
 
@@ -221,6 +237,19 @@ class OpenAIServer(Endpoint):
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        self._wait_for_group()
+
+    def _wait_for_group(self, grace_s: float = 30.0) -> None:
+        """Until every process of the server's group is gone (its engine core and workers outlive the API server
+        a moment; a network namespace it ran in cannot be removed before): SIGKILL for what outlives the grace."""
+        deadline, killed = time.monotonic() + grace_s, False
+        while left := _group_members(self.process.pid):
+            if time.monotonic() > deadline:
+                if killed:
+                    raise RuntimeError(f"vllm serve's processes {left} outlived SIGKILL; its log: {self.log_path}")
+                os.killpg(self.process.pid, signal.SIGKILL)
+                deadline, killed = time.monotonic() + 10.0, True
+            time.sleep(0.1)
 
 class RoundRobin:
     """Servers behind one front that sends request i to server i mod N (a round-robin load balancer): a user's
