@@ -100,11 +100,14 @@ class Cached:
     block_tokens, block_bytes = 128, 4096
 
     def __init__(self, blocks: int = 0) -> None:
-        self.blocks, self.asked = blocks, []
+        self.blocks, self.asked, self.stored_at_prefill = blocks, [], []
 
     def cached_blocks(self, prompt, salt=None) -> int:
         self.asked.append((len(prompt), salt))
         return min(self.blocks, (len(prompt) - 1) // 128)
+
+    def stored(self, prompt, salt=None) -> None:
+        self.stored_at_prefill.append((len(prompt), salt))
 
 
 @pytest.fixture
@@ -155,9 +158,11 @@ def test_a_long_uncached_prompt_is_prefilled_then_decoded_with_its_blocks_named(
     prefill, decode = sites
     body = {"model": "m", "prompt": list(range(1000)), "max_tokens": 5, "cache_salt": "alice",
             "stream_options": {"include_usage": True}, "kv_transfer_params": {"skymemory_policy": "fetch"}}
-    with router_for(sites, t=256) as router:
+    prefix = Cached()
+    with router_for(sites, t=256, prefix=prefix) as router:
         status, headers, answer = post(router.url, body)
         assert status == 200 and answer["site"] == "decode" and headers["X-SkyMemory-Route"] == "offloaded"
+        assert prefix.stored_at_prefill == [(1000, "alice")]  # its next turn asks the orbit for them again
         [asked] = prefill.posts()
         # the same body, one token, not streamed (no stream_options: vLLM refuses them unstreamed), same salt
         assert asked == {**{k: v for k, v in body.items() if k != "stream_options"}, "max_tokens": 1,

@@ -117,6 +117,12 @@ class Router:
             return 0
         return self.prefix.cached_blocks(prompt, salt) * self.block_tokens
 
+    def stored_at_prefill_site(self, prompt: list[int], salt: str | None) -> None:
+        """The prefill site stored the prompt's blocks: the lookup that found them absent a moment ago is not
+        remembered, so the prompt's next turn finds them (route.prefix.OrbitPrefix.stored)."""
+        if self.prefix is not None:
+            self.prefix.stored(prompt, salt)
+
     def crossed_bytes(self, prompt_tokens: int, blocks: int) -> float:
         if self.profile is not None:
             return self.profile.kv_bytes(prompt_tokens)
@@ -229,6 +235,7 @@ class _Handler(BaseHTTPRequestHandler):
             blocks = (len(prompt) - 1) // router.block_tokens
             if not self._prefill(body, len(prompt), cached, blocks):
                 return
+            router.stored_at_prefill_site(prompt, salt)
             body = {**body, "kv_transfer_params": {**(params or {}), PREFILLED_PARAM: blocks}}
             route = "offloaded"
         else:

@@ -100,6 +100,11 @@ class OrbitPrefix:
                 break
         return found
 
+    def stored(self, prompt: list[int], cache_salt: str | None = None) -> None:
+        """A prefill site has just stored the prompt's blocks: their absence, learnt when the prompt was routed,
+        is forgotten (kv.index.orbit_records remembers an absent block NEGATIVE_S), so the next lookup asks."""
+        self.finder.forget_absent(self.hashes(prompt, cache_salt))
+
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
