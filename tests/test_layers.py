@@ -22,7 +22,7 @@ LAYERS = [
     {"store"},
     {"kv"},
     {"launcher", "integrations"},
-    {"dashboard"},
+    {"dashboard", "route"},
     {"bench"},
     {"cli"},
     {"__main__"},
