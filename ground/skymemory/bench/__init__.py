@@ -21,6 +21,8 @@ Modules (one idea each):
   serve         a chat workload (users x turns) through `vllm serve` at several concurrencies, with and
                 without SkyMemory (run from .venv-vllm)
   chat          the chat workload: a shared system prompt, histories that grow, think time; its replay
+  sites         prefill at one ground site, decode at another: one site, all offloaded, routed by t
+                (run from .venv-vllm)
   openai_server  `vllm serve` as a process, and a client that streams completions from it
   transfer      block get/set goodput over the line-of-sight satellites
   stripes       what coding a stripe (Reed-Solomon, ISA-L) costs on this CPU, beside sealing the same bytes
