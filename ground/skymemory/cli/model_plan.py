@@ -174,19 +174,6 @@ def _slice_spec(spec, attention: int, recurrent: int):
     return dataclasses.replace(spec, config=config, name=f"{spec.name}-slice{attention}a{recurrent}r")
 
 
-def _build_slice(spec, device, dtype):
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaForCausalLM
-
-    from skymemory.kv.model import models
-
-    config = models.model_config(spec)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(spec.seed)
-        model = LlamaForCausalLM(config) if spec.family == "llama" else AutoModelForCausalLM.from_config(config)
-    return model.to(device=device, dtype=dtype).eval()
-
-
 def measure_sliced(spec_name: str, config, lengths, *, block_tokens: int, kv_format: str, repeats: int, device,
                    dtype, log=print):
     """Prefill timed on slices of the configuration, scaled to its depth: T(a attention, r recurrent layers)
@@ -211,7 +198,7 @@ def measure_sliced(spec_name: str, config, lengths, *, block_tokens: int, kv_for
     slices = [(1, 0), (2, 0)] if n_rec == 0 else [(1, 1), (1, 2), (2, 1)]
     times = {}
     for a, r in slices:
-        model = _build_slice(_slice_spec(spec, a, r), device, dtype)
+        model = models.build_spec(_slice_spec(spec, a, r)).to(device=device, dtype=dtype)
         times[(a, r)] = [prefill_seconds(model, n, repeats=repeats) for n in lengths]
         log(f"  slice of {a} attention + {r} recurrent layers: " +
             ", ".join(f"{n} tokens {s:.3f} s" for n, s in zip(lengths, times[(a, r)])))

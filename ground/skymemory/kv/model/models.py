@@ -247,8 +247,9 @@ def llama_config(spec: EmbeddedSpec) -> LlamaConfig:
     return config
 
 
-def _build_embedded(spec: EmbeddedSpec):
-    """Random-init the model with a fixed seed, then round weights to fp16 (the canonical form)."""
+def build_spec(spec: EmbeddedSpec):
+    """Random-init a spec's model with its fixed seed, then round weights to fp16 (the canonical form), on the CPU,
+    never cached (build_embedded caches the EMBEDDED ones; a spec of one's own, e.g. a few layers of one, too)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.seed)
         model = LlamaForCausalLM(llama_config(spec)) if spec.family == "llama" else \
@@ -308,7 +309,7 @@ def build_embedded(name: str, *, use_disk_cache: bool = True) -> tuple[torch.nn.
         model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float16, local_files_only=True)
         model.config.name_or_path = spec.name
         return model.eval(), {"source": f"disk cache {directory}", "seconds": time.perf_counter() - started}
-    model = _build_embedded(spec)
+    model = build_spec(spec)
     info = {"source": "built", "seconds": time.perf_counter() - started}
     if spec.cache_on_disk and use_disk_cache:
         _save_atomically(model, directory)
