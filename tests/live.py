@@ -95,7 +95,9 @@ def launched_sites(tmp: Path, planes: int, sats: int, hosts: int, sites: int, *e
 def in_site(namespace: str, *args: str) -> subprocess.CompletedProcess:
     """`python -m skymemory ARGS` run in a ground site's namespace, as a user would run it."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "ground")}
-    return subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-m", "skymemory", *args],
+    from skymemory.launcher.netns import exec_prefix
+
+    return subprocess.run([*exec_prefix(namespace), sys.executable, "-m", "skymemory", *args],
                           capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
 
 

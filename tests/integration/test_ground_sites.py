@@ -119,7 +119,7 @@ def test_a_site_manifest_is_not_the_one_stop_takes(node_path, tmp_path):
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 1 and f"--manifest {manifest.resolve()}" in r.stderr, r.stderr
         assert manifest.exists() and site.manifest.exists()
-        sleeper = subprocess.Popen(["ip", "netns", "exec", site.namespace, "sleep", "60"])
+        sleeper = subprocess.Popen([*netns.exec_prefix(site.namespace), "sleep", "60"])
         try:
             deadline = time.monotonic() + 10
             while not netns.namespace_pids(site.namespace) and time.monotonic() < deadline:
@@ -215,11 +215,11 @@ def test_sites_join_a_bridge_other_machines_are_on(tmp_path):
         assert netns.bridge_for(["10.76.0.1", "192.0.2.7"]) is None
         record = netns.join_sites(*found, ["10.76.0.1", "10.76.0.2", "10.76.0.253"], 2)
         assert record["site_addresses"] == ["10.76.0.252", "10.76.0.251"]  # below the bridge's, past a used one
-        echo = subprocess.Popen(["ip", "netns", "exec", machines["namespaces"][0], sys.executable, "-c", ECHO,
+        echo = subprocess.Popen([*netns.exec_prefix(machines["namespaces"][0]), sys.executable, "-c", ECHO,
                                  "10.76.0.1"], stdout=subprocess.PIPE, text=True)
         try:
             assert echo.stdout.readline().strip() == "ready"
-            r = subprocess.run(["ip", "netns", "exec", record["site_namespaces"][1], sys.executable, "-c", ASK,
+            r = subprocess.run([*netns.exec_prefix(record["site_namespaces"][1]), sys.executable, "-c", ASK,
                                 "10.76.0.1"], capture_output=True, text=True, timeout=30)
             assert r.returncode == 0 and r.stdout.strip() == "hello", r.stderr
         finally:

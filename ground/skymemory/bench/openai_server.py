@@ -36,6 +36,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from skymemory.launcher.netns import exec_prefix
 from skymemory.launcher.processes import SETPRIV
 
 BLOCK_TOKENS = 128  # one vLLM block = one SkyMemory block (the connector requires it)
@@ -193,7 +194,7 @@ class OpenAIServer(Endpoint):
             command += ["--kv-transfer-config", json.dumps(transfer_config(connector, kv_role))]
         command += list(extra_args)  # any other `vllm serve` option, as given
         if netns is not None:
-            command = ["ip", "netns", "exec", netns, *command]  # it execs vLLM: the same process, signals and all
+            command = [*exec_prefix(netns), *command]  # it execs vLLM: the same process, signals and all
         self.command = command
         environment = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", **os.environ, **(env or {})}
         # a session of its own (a Ctrl-C reaches us, and we stop it), and SIGTERM when we die however we die
