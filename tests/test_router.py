@@ -448,3 +448,14 @@ def _first_line(process: subprocess.Popen, timeout_s: float) -> str:
     reader.join(timeout_s)
     assert lines and lines[0], f"no line in {timeout_s} s"
     return lines[0].strip()
+
+
+def test_a_clients_own_claim_of_prefilled_blocks_never_reaches_the_decode_site(sites):
+    """Only the router says what a prefill site stored: a client that says it itself, on a request that goes
+    straight, would hold its request at the decode site for blocks no one stores."""
+    prefill, decode = sites
+    body = {"prompt": list(range(200)), "kv_transfer_params": {PREFILLED_PARAM: 50, "skymemory_policy": "fetch"}}
+    with router_for(sites, t=256) as router:
+        assert post(router.url, body)[0] == 200
+    [decoded] = decode.posts()
+    assert decoded["kv_transfer_params"] == {"skymemory_policy": "fetch"} and prefill.posts() == []

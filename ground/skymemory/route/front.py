@@ -228,6 +228,11 @@ class _Handler(BaseHTTPRequestHandler):
             router.tally.add(requests_refused=1)
             self._error(400, str(exc))
             return
+        if params is not None and PREFILLED_PARAM in params:
+            # only the router says what a prefill site stored: a client's own claim would hold its request (and the
+            # decode site's orbit lookups) for blocks no one is storing
+            params = {k: v for k, v in params.items() if k != PREFILLED_PARAM}
+            body = {**body, "kv_transfer_params": params}
         cached = min(router.cached_tokens(prompt, salt), len(prompt))
         increment = len(prompt) - cached
         t = router.threshold.value
